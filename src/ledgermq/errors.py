@@ -1,0 +1,56 @@
+"""One error hierarchy for the whole broker.
+
+Callers decide what to do from the class (and its flags), never from message text:
+a store error is either the caller's fault (bad input), a transient condition, or a
+sticky failure that needs the store reopened.
+"""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Root of every error ledgermq raises on purpose."""
+
+
+class ConfigError(LedgerError):
+    """A configuration key or value is unusable; the message names the key."""
+
+
+class ProtocolError(LedgerError):
+    """Bytes that do not follow a RocketMQ format (frame, record, header)."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were asked to encode something the format cannot carry."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """Bytes we received (from a peer or a file) do not decode."""
+
+
+class StoreError(LedgerError):
+    """Base of message-store failures."""
+
+
+class StoreLockedError(StoreError):
+    """Another process (or another store object) already owns the store directory."""
+
+
+class CorruptRecordError(StoreError, RemoteProtocolError):
+    """A commit-log record failed its magic, size or CRC check."""
+
+
+class StoreFullError(StoreError):
+    """No segment could be created (disk full or file-system error)."""
+
+
+class StoreFailedError(StoreError):
+    """The store hit an unrecoverable I/O error and refuses writes until reopened."""
+
+
+class MessageIllegalError(StoreError):
+    """The message breaks a size or format limit (maxMessageSize, properties > 32767)."""
+
+
+class InvariantViolation(LedgerError):
+    """An internal invariant broke: a bug in ledgermq, never the user's input."""

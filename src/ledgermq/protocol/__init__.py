@@ -1,0 +1,1 @@
+"""Sans-I/O codecs for RocketMQ 4.x formats: bytes in, values out, no sockets, no files."""

@@ -1,0 +1,283 @@
+"""The RocketMQ 4.x stored message record (commit log, pull bodies, HA stream).
+
+Layout (big-endian; hosts are 8 bytes for IPv4, 20 for IPv6, chosen by SYSFLAG bits)::
+
+    off  size  field
+    0    4     TOTALSIZE            whole record, this field included
+    4    4     MAGICCODE            0xDAA320A7 (BLANK 0xCBD43194 ends a segment)
+    8    4     BODYCRC              zlib.crc32(stored body) & 0x7FFFFFFF
+    12   4     QUEUEID
+    16   4     FLAG                 user flag
+    20   8     QUEUEOFFSET          consume-queue index
+    28   8     PHYSICALOFFSET       commit-log offset of this record
+    36   4     SYSFLAG
+    40   8     BORNTIMESTAMP
+    48   8|20  BORNHOST             ip + int32 port
+    ..   8     STORETIMESTAMP
+    ..   8|20  STOREHOST
+    ..   4     RECONSUMETIMES
+    ..   8     PREPARED TRANSACTION OFFSET
+    ..   4+n   BODY                 length-prefixed, stored compressed if COMPRESSED
+    ..   1+t   TOPIC                int8 length
+    ..   2+p   PROPERTIES           int16 length
+
+The codec pre-encodes a record with its queue offset, physical offset and store time
+left open, so the commit log fills those three under its lock with ``pack_into`` and
+the expensive part (CRC, property encoding) happens outside it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import Final
+
+from ledgermq.errors import LocalProtocolError, RemoteProtocolError
+from ledgermq.protocol import properties as P
+from ledgermq.protocol import sysflag as SF
+
+MESSAGE_MAGIC_CODE: Final = -626843481  # 0xDAA320A7 as a Java int
+BLANK_MAGIC_CODE: Final = -875286124  # 0xCBD43194 as a Java int
+MAX_TOPIC_BYTES: Final = 127
+MAX_PROPERTIES_BYTES: Final = 32767
+
+Host = tuple[str, int]
+
+_PREFIX = ">iiiiiqqiq"  # totalsize magic crc queueid flag queueoffset physoffset sysflag borntime
+
+
+def _host_fmt(v6: bool) -> str:
+    return "16si" if v6 else "4si"
+
+
+def _head_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
+    return struct.Struct(_PREFIX + _host_fmt(born_v6) + "q" + _host_fmt(store_v6) + "iqi")
+
+
+# Index by (sysflag & BORNHOST_V6 != 0) * 2 + (sysflag & STOREHOST_V6 != 0).
+_HEADS: Final = tuple(_head_struct(b, s) for b in (False, True) for s in (False, True))
+_SYSFLAG = struct.Struct(">i")
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+_SHORT = struct.Struct(">h")
+_SIZE_MAGIC = struct.Struct(">ii")
+
+TOTALSIZE_POS: Final = 0
+MAGIC_POS: Final = 4
+BODYCRC_POS: Final = 8
+QUEUEID_POS: Final = 12
+QUEUEOFFSET_POS: Final = 20
+PHYSICALOFFSET_POS: Final = 28
+SYSFLAG_POS: Final = 36
+BORNTIMESTAMP_POS: Final = 40
+BORNHOST_POS: Final = 48
+
+
+def _head_index(sysflag: int) -> int:
+    return (2 if sysflag & SF.BORNHOST_V6 else 0) + (1 if sysflag & SF.STOREHOST_V6 else 0)
+
+
+def store_timestamp_pos(sysflag: int) -> int:
+    return BORNHOST_POS + (20 if sysflag & SF.BORNHOST_V6 else 8)
+
+
+def record_length(body_len: int, topic_len: int, props_len: int, sysflag: int = 0) -> int:
+    """TOTALSIZE for the given parts (``CommitLog.calMsgLength``)."""
+    head = _HEADS[_head_index(sysflag)].size
+    return head + body_len + 1 + topic_len + 2 + props_len
+
+
+def body_crc(body: bytes | memoryview) -> int:
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def pack_host(host: Host) -> tuple[bytes, int, bool]:
+    """(packed ip, port, is_v6). IPv4-mapped IPv6 is stored as IPv4 so C clients can read it."""
+    ip = ipaddress.ip_address(host[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.packed, int(host[1]), ip.version == 6
+
+
+def unpack_host(packed: bytes, port: int) -> Host:
+    return str(ipaddress.ip_address(packed)), port
+
+
+@dataclass(slots=True)
+class MessageRecord:
+    """One decoded stored message (RocketMQ ``MessageExt``)."""
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    flag: int = 0
+    queue_offset: int = 0
+    physical_offset: int = 0
+    sysflag: int = 0
+    born_timestamp: int = 0
+    born_host: Host = ("127.0.0.1", 0)
+    store_timestamp: int = 0
+    store_host: Host = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    body_crc: int = 0
+    store_size: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(P.TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for k in self.properties.get(P.KEYS, "").split(P.KEY_SEPARATOR) if k]
+
+    @property
+    def offset_msg_id(self) -> str:
+        from ledgermq.protocol.msgid import offset_msg_id
+
+        return offset_msg_id(self.store_host, self.physical_offset)
+
+
+def encode_record(
+    *,
+    topic: str,
+    body: bytes | memoryview,
+    queue_id: int = 0,
+    flag: int = 0,
+    properties: str = "",
+    sysflag: int = 0,
+    born_timestamp: int = 0,
+    born_host: Host = ("127.0.0.1", 0),
+    store_host: Host = ("127.0.0.1", 0),
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    queue_offset: int = 0,
+    physical_offset: int = 0,
+    store_timestamp: int = 0,
+    crc: int | None = None,
+) -> bytearray:
+    """Build one record. The host flags in ``sysflag`` are derived from the hosts given."""
+    born_ip, born_port, born_v6 = pack_host(born_host)
+    store_ip, store_port, store_v6 = pack_host(store_host)
+    sysflag &= ~(SF.BORNHOST_V6 | SF.STOREHOST_V6)
+    sysflag |= (SF.BORNHOST_V6 if born_v6 else 0) | (SF.STOREHOST_V6 if store_v6 else 0)
+    topic_b = topic.encode()
+    props_b = properties.encode()
+    if not topic_b or len(topic_b) > MAX_TOPIC_BYTES:
+        raise LocalProtocolError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic_b)}")
+    if len(props_b) > MAX_PROPERTIES_BYTES:
+        raise LocalProtocolError(f"properties are {len(props_b)} bytes, more than {MAX_PROPERTIES_BYTES}")
+    head = _HEADS[_head_index(sysflag)]
+    total = head.size + len(body) + 1 + len(topic_b) + 2 + len(props_b)
+    buf = bytearray(total)
+    head.pack_into(
+        buf, 0, total, MESSAGE_MAGIC_CODE, body_crc(body) if crc is None else crc,
+        queue_id, flag, queue_offset, physical_offset, sysflag, born_timestamp,
+        born_ip, born_port, store_timestamp, store_ip, store_port,
+        reconsume_times, prepared_transaction_offset, len(body),
+    )  # fmt: skip
+    pos = head.size
+    buf[pos : pos + len(body)] = body
+    pos += len(body)
+    buf[pos] = len(topic_b)
+    buf[pos + 1 : pos + 1 + len(topic_b)] = topic_b
+    pos += 1 + len(topic_b)
+    _SHORT.pack_into(buf, pos, len(props_b))
+    buf[pos + 2 :] = props_b
+    return buf
+
+
+def set_append_fields(
+    buf: bytearray | memoryview, at: int, queue_offset: int, physical_offset: int, store_ts: int
+) -> None:
+    """Fill the three fields the commit log knows only under its lock."""
+    _LONG.pack_into(buf, at + QUEUEOFFSET_POS, queue_offset)
+    _LONG.pack_into(buf, at + PHYSICALOFFSET_POS, physical_offset)
+    sysflag = _SYSFLAG.unpack_from(buf, at + SYSFLAG_POS)[0]
+    _LONG.pack_into(buf, at + store_timestamp_pos(sysflag), store_ts)
+
+
+def peek_size_magic(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    return _SIZE_MAGIC.unpack_from(buf, pos)  # type: ignore[return-value]
+
+
+def decode_record(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    *,
+    check_crc: bool = True,
+    inflate: bool = False,
+) -> MessageRecord:
+    """Decode the record at ``pos``; raise RemoteProtocolError on any inconsistency."""
+    avail = len(buf) - pos
+    if avail < 8:
+        raise RemoteProtocolError(f"record at {pos}: {avail} bytes, too short for a header")
+    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if magic != MESSAGE_MAGIC_CODE:
+        raise RemoteProtocolError(f"record at {pos}: bad magic {magic & 0xFFFFFFFF:#x}")
+    if total > avail or total < _HEADS[0].size:
+        raise RemoteProtocolError(f"record at {pos}: size {total} outside 0..{avail}")
+    sysflag = _SYSFLAG.unpack_from(buf, pos + SYSFLAG_POS)[0]
+    head = _HEADS[_head_index(sysflag)]
+    if total < head.size + 3:
+        raise RemoteProtocolError(f"record at {pos}: size {total} below its header")
+    (
+        _t, _m, crc, queue_id, flag, queue_offset, phys, _sf, born_ts,
+        born_ip, born_port, store_ts, store_ip, store_port,
+        reconsume, prepared, body_len,
+    ) = head.unpack_from(buf, pos)  # fmt: skip
+    p = pos + head.size
+    end = pos + total
+    if body_len < 0 or p + body_len + 3 > end:
+        raise RemoteProtocolError(f"record at {pos}: body length {body_len} overruns the record")
+    body = bytes(buf[p : p + body_len])
+    p += body_len
+    if check_crc and body_crc(body) != crc:
+        raise RemoteProtocolError(f"record at {pos}: body CRC mismatch")
+    topic_len = buf[p]
+    topic = bytes(buf[p + 1 : p + 1 + topic_len]).decode("utf-8", "replace")
+    p += 1 + topic_len
+    if p + 2 > end:
+        raise RemoteProtocolError(f"record at {pos}: topic overruns the record")
+    props_len = _SHORT.unpack_from(buf, p)[0]
+    p += 2
+    if props_len < 0 or p + props_len != end:
+        raise RemoteProtocolError(f"record at {pos}: size {total} disagrees with its fields")
+    props_text = bytes(buf[p : p + props_len]).decode("utf-8", "replace")
+    if inflate and sysflag & SF.COMPRESSED:
+        body = inflate_body(body, sysflag)
+    return MessageRecord(
+        topic=topic, body=body, queue_id=queue_id, flag=flag, queue_offset=queue_offset,
+        physical_offset=phys, sysflag=sysflag, born_timestamp=born_ts,
+        born_host=unpack_host(born_ip, born_port), store_timestamp=store_ts,
+        store_host=unpack_host(store_ip, store_port), reconsume_times=reconsume,
+        prepared_transaction_offset=prepared, properties=P.decode_properties(props_text),
+        body_crc=crc, store_size=total,
+    )  # fmt: skip
+
+
+def inflate_body(body: bytes, sysflag: int) -> bytes:
+    """Undo client compression; RocketMQ 4.x clients only ever use zlib (types 0 and 0x300)."""
+    kind = sysflag & SF.COMPRESSION_TYPE_MASK
+    if kind not in (0, SF.COMPRESSION_ZLIB):
+        raise RemoteProtocolError(f"compression type {kind:#x} is not supported")
+    try:
+        return zlib.decompress(body)
+    except zlib.error as exc:
+        raise RemoteProtocolError(f"compressed body does not inflate: {exc}") from exc
+
+
+def decode_records(
+    buf: bytes | bytearray | memoryview, *, check_crc: bool = True, inflate: bool = False
+) -> list[MessageRecord]:
+    """Split a pull / query / view body: records back to back, no extra framing."""
+    out: list[MessageRecord] = []
+    pos = 0
+    while pos < len(buf):
+        rec = decode_record(buf, pos, check_crc=check_crc, inflate=inflate)
+        out.append(rec)
+        pos += rec.store_size
+    return out

@@ -1,0 +1,196 @@
+"""The commit log: every message of every topic, appended in arrival order.
+
+Records never span segments: when the next put does not fit (plus 8 bytes for a blank
+marker), the rest of the segment gets a BLANK header (TOTALSIZE = bytes left, magic
+0xCBD43194) and the put goes to the next segment. A batch is written contiguously.
+
+Concurrency: one put lock serialises appends (offset assignment and the copy into the
+mapping); readers need no lock because they only read below ``max_offset``, which moves
+after the bytes are in place.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledgermq.clock import Clock
+from ledgermq.errors import StoreError
+from ledgermq.failpoints import failpoint
+from ledgermq.protocol import message as M
+from ledgermq.protocol.msgid import offset_msg_id
+from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.mapped_file_queue import MappedFileQueue
+from ledgermq.store.results import AppendResult
+
+_BLANK = struct.Struct(">ii")
+BLANK_HEADER_SIZE = _BLANK.size
+
+
+@dataclass(slots=True)
+class EncodedMessage:
+    """A record pre-encoded outside the lock; offsets and store time are filled in later."""
+
+    data: bytearray
+    queue_key: str  # "topic-queueId", RocketMQ's topicQueueTable key
+    takes_queue_offset: bool  # False for PREPARED / ROLLBACK records
+
+
+def queue_key(topic: str, queue_id: int) -> str:
+    return f"{topic}-{queue_id}"
+
+
+class CommitLog:
+    def __init__(self, directory: Path, segment_size: int, clock: Clock, store_host: M.Host) -> None:
+        self.queue = MappedFileQueue(directory, segment_size)
+        self.segment_size = segment_size
+        self.clock = clock
+        self.store_host = store_host
+        self.put_lock = threading.Lock()
+        # Next consume-queue offset per "topic-queueId"; rebuilt from the queues at recovery.
+        self.queue_offsets: dict[str, int] = {}
+        self.last_store_timestamp = 0
+
+    def load(self) -> None:
+        self.queue.load()
+
+    # -- offsets ---------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        first = self.queue.first()
+        if first is None:
+            return 0
+        return first.start_offset if first.available else first.end_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset()
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.queue.flushed_offset()
+
+    # -- appends ---------------------------------------------------------------------
+    def append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> AppendResult:
+        """Append one message or one batch; all records land contiguously."""
+        total = sum(len(m.data) for m in messages)
+        if total + BLANK_HEADER_SIZE > self.segment_size:
+            raise StoreError(f"{total} bytes cannot fit in a {self.segment_size}-byte segment")
+        data = messages[0].data if len(messages) == 1 else bytearray().join(m.data for m in messages)
+        with self.put_lock:
+            mf = self._segment_with_room(total)
+            now = self.clock.wall_ms()
+            if now < self.last_store_timestamp:
+                now = self.last_store_timestamp  # store times never go back within a log
+            phys = mf.write_offset
+            first_queue_offset = -1
+            ids: list[str] = []
+            at = 0
+            for m in messages:
+                if m.takes_queue_offset:
+                    qoff = self.queue_offsets.get(m.queue_key, 0)
+                    self.queue_offsets[m.queue_key] = qoff + 1
+                else:
+                    qoff = 0
+                if first_queue_offset < 0:
+                    first_queue_offset = qoff
+                M.set_append_fields(data, at, qoff, phys + at, now)
+                ids.append(offset_msg_id(self.store_host, phys + at))
+                at += len(m.data)
+            failpoint("commitlog.before_append")
+            mf.append(data)
+            self.last_store_timestamp = now
+        return AppendResult(
+            wrote_offset=phys,
+            wrote_bytes=total,
+            msg_ids=ids,
+            store_timestamp=now,
+            queue_offset=first_queue_offset,
+            msg_num=len(messages),
+            topic=topic,
+            queue_id=queue_id,
+        )
+
+    def _segment_with_room(self, size: int) -> MappedFile:
+        mf = self.queue.last_for_write()
+        if size + BLANK_HEADER_SIZE > mf.remaining():
+            rest = mf.remaining()
+            header = _BLANK.pack(rest, M.BLANK_MAGIC_CODE)
+            mf.write_at(mf.wrote, header[: min(rest, BLANK_HEADER_SIZE)])
+            mf.wrote = mf.size
+            mf = self.queue.last_for_write()
+        return mf
+
+    def append_raw(self, offset: int, data: bytes | memoryview) -> None:
+        """Append bytes copied from a master at exactly our end (HA slaves, Raft followers).
+
+        The bytes are the master's commit log, blanks included, so segment boundaries
+        line up by construction; data that would cross a boundary is split.
+        """
+        with self.put_lock:
+            if offset != self.max_offset:
+                raise StoreError(f"append at {offset} but the commit log ends at {self.max_offset}")
+            view = memoryview(data)
+            while view:
+                mf = self.queue.last_for_write(start_if_empty=offset)
+                chunk = view[: mf.remaining()]
+                mf.append(chunk)
+                view = view[len(chunk) :]
+
+    def truncate_after(self, offset: int) -> None:
+        with self.put_lock:
+            self.queue.truncate_after(offset)
+
+    # -- reads -----------------------------------------------------------------------
+    def read(self, offset: int, size: int) -> bytes | None:
+        """``size`` bytes at ``offset``, or None if any of them is gone or unwritten."""
+        mf = self.queue.find(offset)
+        if mf is None or not mf.pin():
+            return None
+        try:
+            pos = offset - mf.start_offset
+            if pos + size > mf.wrote:
+                return None
+            return mf.read(pos, size)
+        finally:
+            mf.unpin()
+
+    def read_from(self, offset: int, max_bytes: int) -> bytes:
+        """What is stored from ``offset`` to the end of its segment, at most ``max_bytes``.
+
+        Used by HA masters: each transfer stays within one segment, as RocketMQ's does.
+        """
+        mf = self.queue.find(offset)
+        if mf is None or not mf.pin():
+            return b""
+        try:
+            pos = offset - mf.start_offset
+            return mf.read(pos, max(0, min(max_bytes, mf.wrote - pos)))
+        finally:
+            mf.unpin()
+
+    def record_at(self, offset: int) -> bytes | None:
+        """The whole stored record starting at ``offset``."""
+        head = self.read(offset, 8)
+        if head is None:
+            return None
+        size, magic = _BLANK.unpack(head)
+        if magic != M.MESSAGE_MAGIC_CODE or size <= 0:
+            return None
+        return self.read(offset, size)
+
+    def store_timestamp_at(self, offset: int, size: int) -> int:
+        """Store time of the record at ``offset`` or -1 (``pickupStoreTimestamp``)."""
+        rec = self.read(offset, min(size, M.BORNHOST_POS + 20 + 8))
+        if rec is None or len(rec) < M.BORNHOST_POS + 16:
+            return -1
+        sysflag = struct.unpack_from(">i", rec, M.SYSFLAG_POS)[0]
+        pos = M.store_timestamp_pos(sysflag)
+        if pos + 8 > len(rec):
+            return -1
+        return int(struct.unpack_from(">q", rec, pos)[0])
+
+    def close(self) -> None:
+        self.queue.close()

@@ -1,0 +1,266 @@
+"""The message index: look up messages by key (KEYS, UNIQ_KEY) and time range.
+
+IndexFile layout (big-endian), file named by its creation time ``yyyyMMddHHmmssSSS``::
+
+    header (40 bytes)
+      0  8  beginTimestamp     store time of the first indexed message
+      8  8  endTimestamp       store time of the newest indexed message
+      16 8  beginPhyOffset
+      24 8  endPhyOffset
+      32 4  hashSlotCount      slots in use
+      36 4  indexCount         next entry number; starts at 1, 0 means "no entry"
+    slots: maxHashSlotNum x int32   newest entry number for keys hashing to the slot
+    entries: maxIndexNum x 20 bytes
+      0  4  keyHash            |String.hashCode("topic#key")|
+      4  8  phyOffset
+      12 4  timeDiff           seconds since beginTimestamp, clamped to [0, INT_MAX]
+      16 4  prevIndex          previous entry in the same slot's chain
+
+Entries form per-slot linked lists, newest first. A file is full when indexCount reaches
+maxIndexNum; the next one starts then. Hash collisions are resolved by the caller reading
+the message and comparing keys, as RocketMQ's clients do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import mmap
+import os
+import struct
+import threading
+from pathlib import Path
+
+from ledgermq.clock import Clock
+from ledgermq.protocol import sysflag as SF
+from ledgermq.protocol.properties import KEY_SEPARATOR
+from ledgermq.store.dispatch import DispatchRequest
+from ledgermq.util.atomic_file import fsync_dir
+from ledgermq.util.javahash import java_string_hash
+
+log = logging.getLogger(__name__)
+
+HEADER = struct.Struct(">qqqqii")
+HEADER_SIZE = HEADER.size  # 40
+SLOT = struct.Struct(">i")
+ENTRY = struct.Struct(">iqii")
+ENTRY_SIZE = ENTRY.size  # 20
+_INT_MAX = 0x7FFFFFFF
+
+
+def index_key_hash(key: str) -> int:
+    h = abs(java_string_hash(key))
+    return 0 if h < 0 or h > _INT_MAX else h
+
+
+def index_file_name(wall_ms: int) -> str:
+    t = dt.datetime.fromtimestamp(wall_ms / 1000)
+    return t.strftime("%Y%m%d%H%M%S") + f"{wall_ms % 1000:03d}"
+
+
+class IndexFile:
+    def __init__(self, path: Path, slots: int, max_entries: int) -> None:
+        self.path = path
+        self.slots = slots
+        self.max_entries = max_entries
+        self.size = HEADER_SIZE + slots * SLOT.size + max_entries * ENTRY_SIZE
+        existed = path.exists()
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.fstat(self.fd).st_size != self.size:
+            if existed and os.fstat(self.fd).st_size:
+                os.close(self.fd)
+                raise ValueError(f"{path} size does not match maxHashSlotNum/maxIndexNum")
+            os.ftruncate(self.fd, self.size)
+        self.mm = mmap.mmap(self.fd, self.size)
+        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count,
+         self.count) = HEADER.unpack_from(self.mm, 0)  # fmt: skip
+        if self.count == 0:
+            self.count = 1
+        self.dirty = False
+
+    @property
+    def is_full(self) -> bool:
+        return self.count >= self.max_entries
+
+    def put_key(self, key: str, phy_offset: int, store_ts: int) -> bool:
+        if self.is_full:
+            return False
+        key_hash = index_key_hash(key)
+        slot_pos = HEADER_SIZE + (key_hash % self.slots) * SLOT.size
+        prev = SLOT.unpack_from(self.mm, slot_pos)[0]
+        if prev <= 0 or prev > self.count:
+            prev = 0
+        diff = 0 if self.begin_ts <= 0 else min(max((store_ts - self.begin_ts) // 1000, 0), _INT_MAX)
+        entry_pos = HEADER_SIZE + self.slots * SLOT.size + self.count * ENTRY_SIZE
+        ENTRY.pack_into(self.mm, entry_pos, key_hash, phy_offset, diff, prev)
+        SLOT.pack_into(self.mm, slot_pos, self.count)
+        if self.count <= 1:
+            self.begin_phy, self.begin_ts = phy_offset, store_ts
+        if prev == 0:
+            self.slot_count += 1
+        self.count += 1
+        self.end_phy, self.end_ts = phy_offset, store_ts
+        HEADER.pack_into(
+            self.mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
+            self.slot_count, self.count,
+        )  # fmt: skip
+        self.dirty = True
+        return True
+
+    def overlaps(self, begin: int, end: int) -> bool:
+        return self.begin_ts <= end and begin <= self.end_ts
+
+    def lookup(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """Physical offsets of entries matching ``key`` within [begin, end], newest first."""
+        out: list[int] = []
+        key_hash = index_key_hash(key)
+        slot_pos = HEADER_SIZE + (key_hash % self.slots) * SLOT.size
+        idx = SLOT.unpack_from(self.mm, slot_pos)[0]
+        seen = 0
+        while 0 < idx < self.count and len(out) < max_num and seen < self.max_entries:
+            seen += 1
+            h, phy, diff, prev = ENTRY.unpack_from(
+                self.mm, HEADER_SIZE + self.slots * SLOT.size + idx * ENTRY_SIZE
+            )
+            if diff < 0:
+                break
+            ts = self.begin_ts + diff * 1000
+            if h == key_hash and begin <= ts <= end:
+                out.append(phy)
+            if prev <= 0 or prev >= idx:
+                break
+            idx = prev
+        return out
+
+    def flush(self) -> None:
+        if self.dirty:
+            self.dirty = False
+            os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        self.mm.close()
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class IndexService:
+    """Builds index entries from dispatched records and answers key queries."""
+
+    def __init__(self, directory: Path, slots: int, max_entries: int, clock: Clock) -> None:
+        self.directory = directory
+        self.slots = slots
+        self.max_entries = max_entries
+        self.clock = clock
+        self.files: list[IndexFile] = []
+        self.lock = threading.Lock()
+        self._next_phy = 0  # records below this offset are indexed already (replay guard)
+
+    def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> int | None:
+        """Open index files; after a crash drop those newer than the checkpoint.
+
+        Returns the commit-log offset recovery must re-dispatch from to rebuild what was
+        dropped (None if nothing was).
+        """
+        rebuild_from: int | None = None
+        if not self.directory.exists():
+            return None
+        for name in sorted(os.listdir(self.directory)):
+            if not (name.isdigit() and len(name) == 17):
+                continue
+            f = IndexFile(self.directory / name, self.slots, self.max_entries)
+            if not last_exit_ok and f.end_ts > checkpoint_index_ts:
+                log.info("index %s is newer than the checkpoint; rebuilding it", name)
+                begin = f.begin_phy if f.count > 1 else None
+                f.destroy()
+                if begin is not None:
+                    rebuild_from = begin if rebuild_from is None else min(rebuild_from, begin)
+                continue
+            self.files.append(f)
+            if f.count > 1:
+                self._next_phy = max(self._next_phy, f.end_phy + 1)
+        return rebuild_from
+
+    def build(self, req: DispatchRequest) -> None:
+        if req.sysflag & SF.TRANSACTION_MASK == SF.TRANSACTION_ROLLBACK_TYPE:
+            return
+        if not req.uniq_key and not req.keys:
+            return
+        with self.lock:
+            if req.commit_log_offset < self._next_phy:
+                return  # replayed during recovery; already indexed
+            f = self._writable()
+            keys = [req.uniq_key] if req.uniq_key else []
+            if req.keys:
+                keys.extend(k for k in req.keys.split(KEY_SEPARATOR) if k)
+            for k in keys:
+                full = f"{req.topic}#{k}"
+                if not f.put_key(full, req.commit_log_offset, req.store_timestamp):
+                    f = self._roll()
+                    f.put_key(full, req.commit_log_offset, req.store_timestamp)
+            self._next_phy = req.commit_log_offset + 1
+
+    def _writable(self) -> IndexFile:
+        if not self.files or self.files[-1].is_full:
+            return self._roll()
+        return self.files[-1]
+
+    def _roll(self) -> IndexFile:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        prev = self.files[-1] if self.files else None
+        now = self.clock.wall_ms()
+        path = self.directory / index_file_name(now)
+        while path.exists():
+            now += 1
+            path = self.directory / index_file_name(now)
+        f = IndexFile(path, self.slots, self.max_entries)
+        if prev is not None:
+            prev.flush()
+        self.files.append(f)
+        fsync_dir(self.directory)
+        return f
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        full = f"{topic}#{key}"
+        out: list[int] = []
+        with self.lock:
+            for f in reversed(self.files):
+                if len(out) >= max_num:
+                    break
+                if f.overlaps(begin, end) or f is self.files[-1]:
+                    out.extend(f.lookup(full, max_num - len(out), begin, end))
+        return out
+
+    @property
+    def last_update(self) -> tuple[int, int]:
+        """(endTimestamp, endPhyOffset) of the newest index file."""
+        with self.lock:
+            if not self.files:
+                return 0, 0
+            return self.files[-1].end_ts, self.files[-1].end_phy
+
+    def flush(self) -> int:
+        """Flush every dirty file; return the newest indexed store time (for the checkpoint)."""
+        with self.lock:
+            files = list(self.files)
+        for f in files:
+            f.flush()
+        return files[-1].end_ts if files else 0
+
+    def delete_expired(self, phy_min: int) -> int:
+        """Remove index files that only point at deleted commit-log segments."""
+        with self.lock:
+            dead = [f for f in self.files[:-1] if f.end_phy < phy_min]
+            for f in dead:
+                f.destroy()
+            self.files = [f for f in self.files if f not in dead]
+        return len(dead)
+
+    def close(self) -> None:
+        with self.lock:
+            for f in self.files:
+                f.flush()
+                f.close()
+            self.files = []

@@ -1,0 +1,177 @@
+"""One fixed-size, preallocated, mmap'd segment named by its 20-digit start offset.
+
+A segment knows three positions: ``wrote`` (bytes appended), ``flushed`` (bytes known
+durable) and its size. Writers append under the owner's lock; readers copy bytes out
+(``read``), so no memoryview ever pins the mapping and a segment can be unmapped as soon
+as its last reader lets go.
+
+Lifetime: ``pin()``/``unpin()`` count readers that need the segment to stay mapped
+(the HA sender uses the file descriptor with sendfile); ``destroy()`` marks the segment
+unavailable and unmaps and unlinks it when the count drops to zero, or forcibly once
+``destroy(force_after_s)`` has waited long enough, as RocketMQ's ReferenceResource does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import threading
+import time
+from pathlib import Path
+
+from ledgermq.errors import StoreFullError
+from ledgermq.failpoints import failpoint
+
+NAME_DIGITS = 20
+
+
+def segment_name(start_offset: int) -> str:
+    return f"{start_offset:0{NAME_DIGITS}d}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    return int(name) if len(name) == NAME_DIGITS and name.isdigit() else None
+
+
+class MappedFile:
+    """A single segment. Not thread-safe for writes; the owning queue serialises them."""
+
+    def __init__(self, path: Path, size: int, *, create: bool) -> None:
+        self.path = path
+        self.size = size
+        start = parse_segment_name(path.name)
+        if start is None:
+            raise ValueError(f"{path.name} is not a 20-digit segment name")
+        self.start_offset = start
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        try:
+            self.fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            raise StoreFullError(f"cannot open segment {path}: {exc}") from exc
+        try:
+            if os.fstat(self.fd).st_size != size:
+                if not create:
+                    raise ValueError(f"{path} is {os.fstat(self.fd).st_size} bytes, config says {size}")
+                os.ftruncate(self.fd, size)
+            self.mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.wrote = 0
+        self.flushed = 0
+        self._refs = 0
+        self._available = True
+        self._closed = False
+        self._lock = threading.Lock()
+        self._destroy_requested_at: float | None = None
+        self.first_create_in_queue = False
+
+    # -- positions -------------------------------------------------------------------
+    @property
+    def end_offset(self) -> int:
+        return self.start_offset + self.size
+
+    @property
+    def write_offset(self) -> int:
+        return self.start_offset + self.wrote
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote >= self.size
+
+    @property
+    def available(self) -> bool:
+        return self._available
+
+    def remaining(self) -> int:
+        return self.size - self.wrote
+
+    # -- writes ----------------------------------------------------------------------
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the write position; return the position it landed at."""
+        at = self.wrote
+        end = at + len(data)
+        if end > self.size:
+            raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {at}")
+        self.mm[at:end] = data
+        self.wrote = end
+        return at
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        self.mm[pos : pos + len(data)] = data
+
+    def flush(self) -> int:
+        """Make every appended byte durable; return the flushed position."""
+        wrote = self.wrote
+        if wrote > self.flushed and not self._closed:
+            failpoint("mapped_file.before_fsync")
+            os.fdatasync(self.fd)  # covers pages dirtied through the mapping; releases the GIL
+            self.flushed = wrote
+        return self.flushed
+
+    def truncate_to(self, pos: int) -> None:
+        """Forget everything from ``pos`` on and zero it, so no stale record can resurface.
+
+        Shrinking the file and growing it back makes the kernel zero the tail without
+        touching it page by page; callers guarantee nobody reads beyond ``pos``.
+        """
+        os.ftruncate(self.fd, pos)
+        os.ftruncate(self.fd, self.size)
+        self.wrote = pos
+        self.flushed = min(self.flushed, pos)
+
+    # -- reads -----------------------------------------------------------------------
+    def read(self, pos: int, size: int) -> bytes:
+        return self.mm[pos : pos + size]
+
+    # -- lifetime --------------------------------------------------------------------
+    def pin(self) -> bool:
+        with self._lock:
+            if not self._available:
+                return False
+            self._refs += 1
+            return True
+
+    def unpin(self) -> None:
+        with self._lock:
+            self._refs -= 1
+            release = not self._available and self._refs <= 0
+        if release:
+            self._cleanup()
+
+    def destroy(self, force_after_s: float = 120.0) -> bool:
+        """Ask for removal; True once the file is gone (False: readers still hold it)."""
+        with self._lock:
+            self._available = False
+            now = time.monotonic()
+            if self._destroy_requested_at is None:
+                self._destroy_requested_at = now
+            busy = self._refs > 0 and now - self._destroy_requested_at < force_after_s
+        if busy:
+            return False
+        self._cleanup()
+        return True
+
+    def close(self) -> None:
+        """Unmap and close without deleting (shutdown)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.mm.close()
+        os.close(self.fd)
+
+    def _cleanup(self) -> None:
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def last_modified(self) -> float:
+        try:
+            return self.path.stat().st_mtime
+        except FileNotFoundError:
+            return 0.0
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote}, flushed={self.flushed})"

@@ -1,0 +1,176 @@
+"""An ordered run of equal-size segments forming one logical byte space.
+
+Used for the commit log (records) and for each consume queue (20-byte units). Offsets
+are absolute: segment ``k`` holds ``[start_k, start_k + size)`` and is named ``start_k``.
+The segment list is replaced, never mutated in place, so readers take a snapshot
+without a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from ledgermq.errors import StoreError, StoreFullError
+from ledgermq.failpoints import failpoint
+from ledgermq.store.mapped_file import MappedFile, parse_segment_name, segment_name
+from ledgermq.util.atomic_file import fsync_dir
+
+log = logging.getLogger(__name__)
+
+
+class MappedFileQueue:
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        self._lock = threading.Lock()
+
+    # -- loading ---------------------------------------------------------------------
+    def load(self) -> None:
+        """Map every segment on disk; a segment of the wrong size stops start-up."""
+        if not self.directory.exists():
+            return
+        names = sorted(n for n in os.listdir(self.directory) if parse_segment_name(n) is not None)
+        files: list[MappedFile] = []
+        expected: int | None = None
+        for name in names:
+            path = self.directory / name
+            if path.stat().st_size != self.file_size:
+                raise StoreError(
+                    f"{path} is {path.stat().st_size} bytes but the configured segment size "
+                    f"is {self.file_size}; fix the config or move the file away"
+                )
+            mf = MappedFile(path, self.file_size, create=False)
+            if expected is not None and mf.start_offset != expected:
+                log.warning("%s: gap before segment %s", self.directory, name)
+            mf.wrote = mf.flushed = self.file_size  # recovery moves the last ones back
+            files.append(mf)
+            expected = mf.end_offset
+        self.files = files
+
+    # -- lookups ---------------------------------------------------------------------
+    @property
+    def empty(self) -> bool:
+        return not self.files
+
+    def first(self) -> MappedFile | None:
+        files = self.files
+        return files[0] if files else None
+
+    def last(self) -> MappedFile | None:
+        files = self.files
+        return files[-1] if files else None
+
+    def min_offset(self) -> int:
+        files = self.files
+        return files[0].start_offset if files else 0
+
+    def max_offset(self) -> int:
+        files = self.files
+        return files[-1].write_offset if files else 0
+
+    def flushed_offset(self) -> int:
+        files = self.files
+        for mf in reversed(files):
+            if mf.flushed > 0:
+                return mf.start_offset + mf.flushed
+        return files[0].start_offset if files else 0
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The segment holding ``offset`` (or None if deleted or not yet written)."""
+        files = self.files
+        if not files:
+            return None
+        first = files[0].start_offset
+        if offset < first:
+            return None
+        idx = (offset - first) // self.file_size
+        if idx < len(files) and files[idx].start_offset <= offset < files[idx].end_offset:
+            return files[idx]
+        for mf in files:  # a gap in the names: fall back to a scan
+            if mf.start_offset <= offset < mf.end_offset:
+                return mf
+        return None
+
+    # -- growth ----------------------------------------------------------------------
+    def last_for_write(self, start_if_empty: int = 0) -> MappedFile:
+        """The segment to append to, creating the next one when the last is full."""
+        last = self.last()
+        if last is not None and not last.is_full:
+            return last
+        start = last.end_offset if last is not None else start_if_empty - start_if_empty % self.file_size
+        return self._create(start)
+
+    def _create(self, start: int) -> MappedFile:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        failpoint("mapped_file_queue.before_create")
+        try:
+            mf = MappedFile(self.directory / segment_name(start), self.file_size, create=True)
+        except OSError as exc:
+            raise StoreFullError(f"cannot create segment {start} in {self.directory}: {exc}") from exc
+        if not self.files:
+            mf.first_create_in_queue = True
+        with self._lock:
+            self.files = [*self.files, mf]
+        fsync_dir(self.directory)
+        return mf
+
+    # -- flush -----------------------------------------------------------------------
+    def flush(self) -> int:
+        """Flush every segment with unflushed bytes; return the flushed offset."""
+        for mf in self.files:
+            if mf.wrote > mf.flushed:
+                mf.flush()
+        return self.flushed_offset()
+
+    # -- truncation and deletion -----------------------------------------------------
+    def truncate_after(self, offset: int) -> None:
+        """Drop every byte at or beyond ``offset`` (recovery and slave realignment)."""
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            if mf.end_offset <= offset:
+                keep.append(mf)
+            elif mf.start_offset <= offset and not (offset == mf.start_offset and keep):
+                mf.truncate_to(offset - mf.start_offset)
+                keep.append(mf)
+            else:
+                mf.destroy(0)
+        with self._lock:
+            self.files = keep
+        if self.directory.exists():
+            fsync_dir(self.directory)
+
+    def delete_first_while(
+        self, condition: Callable[[MappedFile], bool], max_files: int, force_after_s: float
+    ) -> list[MappedFile]:
+        """Delete leading segments (never the active last one) while ``condition`` holds."""
+        removed: list[MappedFile] = []
+        for mf in self.files[:-1]:
+            if len(removed) >= max_files or not condition(mf):
+                break
+            if not mf.destroy(force_after_s):
+                break  # still pinned by a reader; try again next round
+            removed.append(mf)
+        if removed:
+            gone = {id(m) for m in removed}
+            with self._lock:
+                self.files = [m for m in self.files if id(m) not in gone]
+        return removed
+
+    def reset_to(self, offset: int) -> None:
+        """Start over at ``offset``: delete everything (a slave far behind its master)."""
+        for mf in self.files:
+            mf.destroy(0)
+        with self._lock:
+            self.files = []
+        if offset % self.file_size:
+            mf = self._create(offset - offset % self.file_size)
+            mf.wrote = offset % self.file_size
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()

@@ -1,0 +1,35 @@
+"""What the broker hands the store to append (RocketMQ ``MessageExtBrokerInner``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ledgermq.protocol.message import Host
+
+
+@dataclass(slots=True)
+class MessageInput:
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    sysflag: int = 0
+    born_timestamp: int = 0
+    born_host: Host = ("127.0.0.1", 0)
+    store_host: Host | None = None  # None: the store's own address
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+
+@dataclass(slots=True)
+class BatchInput:
+    """A send-batch request: entries share topic, queue, sysflag, hosts and born time."""
+
+    topic: str
+    entries: list[tuple[int, bytes, dict[str, str]]]  # (flag, body, properties)
+    queue_id: int = 0
+    sysflag: int = 0
+    born_timestamp: int = 0
+    born_host: Host = ("127.0.0.1", 0)
+    store_host: Host | None = None

@@ -1,0 +1,131 @@
+"""The reput service: turns new commit-log bytes into consume-queue units and index entries.
+
+It runs the same way on a master (after puts) and on a slave or follower (after raw
+appends): it follows ``reput_from`` through the commit log, dispatches each record, and
+then tells arrival listeners (the broker's long-polling pulls) which queues grew. Appenders
+call ``wakeup`` so a new message is dispatched at once rather than at the next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from ledgermq.protocol import sysflag as SF
+from ledgermq.store.commitlog import CommitLog
+from ledgermq.store.consumequeue import ConsumeQueueTable
+from ledgermq.store.dispatch import BLANK, END_OF_DATA, DispatchRequest, Verdict, check_record
+from ledgermq.store.index import IndexService
+from ledgermq.util.service import ServiceThread
+
+log = logging.getLogger(__name__)
+
+ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max offset
+
+
+def dispatch(req: DispatchRequest, queues: ConsumeQueueTable, index: IndexService | None) -> None:
+    """Write one record's consume-queue unit and index entries (idempotent)."""
+    if SF.gets_queue_entry(req.sysflag):
+        cq = queues.find_or_create(req.topic, req.queue_id)
+        cq.put(req.commit_log_offset, req.size, req.tags_code, req.queue_offset, req.store_timestamp)
+    if index is not None:
+        index.build(req)
+
+
+class ReputService(ServiceThread):
+    name = "reput"
+
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: ConsumeQueueTable,
+        index: IndexService | None,
+        start_offset: int,
+        delay_levels_ms: list[int],
+    ) -> None:
+        super().__init__(0.05)
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.reput_from = start_offset
+        self.delay_levels_ms = delay_levels_ms
+        self.dispatched_ts = 0
+        self.listeners: list[ArrivalListener] = []
+        self.stuck_reason: str | None = None
+        self._progress = threading.Condition()
+
+    def step(self) -> None:
+        self.dispatch_available()
+
+    def on_stop(self) -> None:
+        self.dispatch_available()  # a clean shutdown leaves nothing undispatched
+
+    def dispatch_available(self) -> int:
+        """Dispatch everything appended so far; return how many records were dispatched."""
+        arrivals: dict[tuple[str, int], int] = {}
+        count = 0
+        while self.reput_from < self.commitlog.max_offset:
+            mf = self.commitlog.queue.find(self.reput_from)
+            if mf is None:
+                low = self.commitlog.min_offset
+                if low <= self.reput_from:
+                    break
+                log.warning("reput: %d was deleted; skipping to %d", self.reput_from, low)
+                self.reput_from = low
+                continue
+            if not mf.pin():
+                break
+            try:
+                count += self._dispatch_segment(mf, arrivals)
+            finally:
+                mf.unpin()
+            if self.stuck_reason is not None:
+                break
+        with self._progress:
+            self._progress.notify_all()
+        self._notify(arrivals)
+        return count
+
+    def _dispatch_segment(self, mf: object, arrivals: dict[tuple[str, int], int]) -> int:
+        count = 0
+        start = mf.start_offset  # type: ignore[attr-defined]
+        limit = mf.wrote  # type: ignore[attr-defined]
+        mm = mf.mm  # type: ignore[attr-defined]
+        pos = self.reput_from - start
+        while pos < limit:
+            v = check_record(mm, pos, limit, start + pos, check_crc=False,
+                             delay_levels_ms=self.delay_levels_ms)  # fmt: skip
+            if isinstance(v, DispatchRequest):
+                dispatch(v, self.queues, self.index)
+                if SF.gets_queue_entry(v.sysflag):
+                    arrivals[(v.topic, v.queue_id)] = v.queue_offset + 1
+                self.dispatched_ts = v.store_timestamp
+                pos += v.size
+                count += 1
+            elif isinstance(v, Verdict) and v.reason == BLANK:
+                pos = mf.size  # type: ignore[attr-defined]
+                break
+            elif isinstance(v, Verdict) and v.reason == END_OF_DATA:
+                break
+            else:
+                if self.stuck_reason is None:
+                    log.error("reput stopped at %d: %s", start + pos, v.reason)  # type: ignore[union-attr]
+                self.stuck_reason = v.reason  # type: ignore[union-attr]
+                break
+        self.reput_from = start + pos
+        return count
+
+    def _notify(self, arrivals: dict[tuple[str, int], int]) -> None:
+        for (topic, queue_id), max_offset in arrivals.items():
+            for listener in self.listeners:
+                try:
+                    listener(topic, queue_id, max_offset)
+                except Exception:
+                    log.exception("arrival listener failed for %s-%d", topic, queue_id)
+
+    def wait_for(self, offset: int, timeout: float) -> bool:
+        """Block until everything below ``offset`` is dispatched (tests, HA promotion)."""
+        self.wakeup()
+        with self._progress:
+            return self._progress.wait_for(lambda: self.reput_from >= offset, timeout)

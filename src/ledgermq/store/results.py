@@ -1,0 +1,97 @@
+"""Outcomes of store calls, named as RocketMQ names them so the broker maps them 1:1."""
+
+from __future__ import annotations
+
+import enum
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+
+class PutStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPEDFILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+@dataclass(slots=True)
+class AppendResult:
+    """Where a put (single or batch) landed in the commit log."""
+
+    wrote_offset: int  # physical offset of the first record
+    wrote_bytes: int
+    msg_ids: list[str]  # offset message ids, one per record
+    store_timestamp: int
+    queue_offset: int  # consume-queue offset of the first record (0 for half messages)
+    msg_num: int
+    topic: str = ""
+    queue_id: int = 0
+
+    @property
+    def next_offset(self) -> int:
+        return self.wrote_offset + self.wrote_bytes
+
+    @property
+    def msg_id(self) -> str:
+        return ",".join(self.msg_ids)
+
+
+@dataclass(slots=True)
+class PutResult:
+    status: PutStatus
+    append: AppendResult | None = None
+    remark: str = ""
+    # Set under SYNC_FLUSH when the message asked to wait: resolves True once durable.
+    flush_future: Future[bool] | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[bytes] = field(default_factory=list)  # stored records, as on disk
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        return len(self.messages)
+
+    @property
+    def buffer_total_size(self) -> int:
+        return sum(len(m) for m in self.messages)
+
+    def body(self) -> bytes:
+        """The records back to back: a PULL_MESSAGE response body."""
+        return b"".join(self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """Messages found by key, newest index first, plus the index's progress."""
+
+    messages: list[bytes]
+    index_last_update_timestamp: int
+    index_last_update_phy_offset: int

@@ -1,0 +1,1 @@
+"""Small stdlib-only helpers shared by every layer."""

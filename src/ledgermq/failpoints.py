@@ -30,14 +30,32 @@ def disarm(name: str) -> None:
 
 
 def arm_from_env() -> None:
-    """Arm points listed in LEDGERMQ_FAILPOINTS="name=exit,other=raise" (for child processes)."""
+    """Arm points from LEDGERMQ_FAILPOINTS, e.g. "a=exit,b=exit@20,c=raise" (child processes).
+
+    ``exit@N`` kills the process on the N-th time the point is reached.
+    """
     spec = os.environ.get("LEDGERMQ_FAILPOINTS", "")
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, how = item.partition("=")
+        how, _, nth = how.partition("@")
         if how == "exit":
-            arm(name, lambda: os._exit(137))
+            arm(name, _exit_on_hit(int(nth or 1)))
         elif how == "raise":
             arm(name, _raise_for(name))
+        else:
+            raise ValueError(f"LEDGERMQ_FAILPOINTS: {item!r} is not name=exit[@N] or name=raise")
+
+
+def _exit_on_hit(nth: int) -> Callable[[], None]:
+    hits = 0
+
+    def action() -> None:
+        nonlocal hits
+        hits += 1
+        if hits >= nth:
+            os._exit(137)
+
+    return action
 
 
 def _raise_for(name: str) -> Callable[[], None]:

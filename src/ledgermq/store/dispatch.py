@@ -3,8 +3,10 @@
 ``check_record`` is the one function recovery, the reput service and slaves use to walk
 the commit log. It is pure (a buffer in, a verdict out) and stricter than RocketMQ's
 ``checkMessageAndReturnSize``: besides magic, size and body CRC it requires the record to
-name its own physical offset and a non-empty, NUL-free topic and NUL-free properties, so
-a torn write that left zero-filled pages behind a valid-looking header is rejected too.
+name its own physical offset and a non-empty, NUL-free, UTF-8 topic and NUL-free UTF-8
+properties, so a torn write that left zero-filled pages behind a valid-looking header is
+rejected too. (The format has no checksum over topic and properties, so random damage
+confined to them can still pass; zero-filled loss cannot.)
 """
 
 from __future__ import annotations
@@ -115,8 +117,11 @@ def check_record(
     props_b = bytes(buf[p:end])  # type: ignore[index]
     if b"\x00" in props_b:
         return Verdict(0, "properties are torn")
-    topic = topic_b.decode("utf-8", "replace")
-    props = props_b.decode("utf-8", "replace")
+    try:  # both are written as UTF-8; anything else is damage the body CRC cannot see
+        topic = topic_b.decode()
+        props = props_b.decode()
+    except UnicodeDecodeError:
+        return Verdict(0, "topic or properties are not UTF-8")
     tags = P.get_property(props, P.TAGS)
     tags_code = java_string_hash(tags) if tags else 0
     if topic == SCHEDULE_TOPIC and delay_levels_ms:

@@ -34,6 +34,21 @@ def parse_segment_name(name: str) -> int | None:
     return int(name) if len(name) == NAME_DIGITS and name.isdigit() else None
 
 
+def _create_full_size(path: Path, size: int) -> int:
+    """Create a segment at its full size atomically: a crash never leaves a short file."""
+    if path.exists():
+        return os.open(path, os.O_RDWR)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        os.rename(tmp, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 class MappedFile:
     """A single segment. Not thread-safe for writes; the owning queue serialises them."""
 
@@ -44,16 +59,13 @@ class MappedFile:
         if start is None:
             raise ValueError(f"{path.name} is not a 20-digit segment name")
         self.start_offset = start
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
         try:
-            self.fd = os.open(path, flags, 0o644)
+            self.fd = _create_full_size(path, size) if create else os.open(path, os.O_RDWR)
         except OSError as exc:
             raise StoreFullError(f"cannot open segment {path}: {exc}") from exc
         try:
             if os.fstat(self.fd).st_size != size:
-                if not create:
-                    raise ValueError(f"{path} is {os.fstat(self.fd).st_size} bytes, config says {size}")
-                os.ftruncate(self.fd, size)
+                raise ValueError(f"{path} is {os.fstat(self.fd).st_size} bytes, config says {size}")
             self.mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self.fd)

@@ -34,6 +34,8 @@ class MappedFileQueue:
         """Map every segment on disk; a segment of the wrong size stops start-up."""
         if not self.directory.exists():
             return
+        for leftover in self.directory.glob("*.tmp"):
+            leftover.unlink()  # a segment whose creation a crash interrupted
         names = sorted(n for n in os.listdir(self.directory) if parse_segment_name(n) is not None)
         files: list[MappedFile] = []
         expected: int | None = None

@@ -23,6 +23,7 @@ class ServiceThread:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._skip_on_stop = False
         self.failures = 0
 
     def step(self) -> None:
@@ -40,10 +41,16 @@ class ServiceThread:
         self._wake.set()
 
     @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0, *, final_step: bool = True) -> None:
+        """Stop the loop; ``final_step=False`` skips ``on_stop`` (crash simulation only)."""
+        self._skip_on_stop = not final_step
         self._stopping.set()
         self._wake.set()
         if self._thread is not None:
@@ -57,7 +64,8 @@ class ServiceThread:
             self._wake.wait(self.interval_s)
             self._wake.clear()
             self._safe(self.step)
-        self._safe(self.on_stop)
+        if not self._skip_on_stop:
+            self._safe(self.on_stop)
 
     def _safe(self, fn: object) -> None:
         try:

@@ -1,0 +1,1 @@
+"""Test support shipped with the package: crash simulation and store inspection helpers."""

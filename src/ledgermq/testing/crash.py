@@ -1,0 +1,20 @@
+"""Simulate a process crash in-process: everything stops, nothing is tidied up.
+
+``abandon(store)`` stops the background threads without their final flush or dispatch,
+unmaps the files and drops the lock, but leaves the abort marker and whatever the
+checkpoint last said, exactly the state a SIGKILL leaves behind (the page cache keeps
+what was written to the mappings). Tests then damage files to model lost pages.
+"""
+
+from __future__ import annotations
+
+from ledgermq.store.message_store import MessageStore
+
+
+def abandon(store: MessageStore) -> None:
+    for svc in (store.cleaner, store.reput, store.commitlog_flusher, store.queue_flusher):
+        if svc is not None:
+            svc.stop(final_step=False)
+    store.running = False
+    store._close_files()
+    store.lock.release()

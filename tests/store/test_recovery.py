@@ -73,8 +73,12 @@ def test_clean_restart_keeps_everything_and_continues_offsets(tmp_path: Path) ->
         store.shutdown()
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(n=st.integers(1, 400), cut_fraction=st.floats(0.0, 1.0), garbage=st.booleans())
 def test_torn_tail_leaves_exactly_the_complete_prefix(
     tmp_path_factory: object, n: int, cut_fraction: float, garbage: bool

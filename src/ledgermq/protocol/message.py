@@ -32,6 +32,7 @@ import ipaddress
 import struct
 import zlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Final
 
 from ledgermq.errors import LocalProtocolError, RemoteProtocolError
@@ -93,6 +94,7 @@ def body_crc(body: bytes | memoryview) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
+@lru_cache(maxsize=1024)
 def pack_host(host: Host) -> tuple[bytes, int, bool]:
     """(packed ip, port, is_v6). IPv4-mapped IPv6 is stored as IPv4 so C clients can read it."""
     ip = ipaddress.ip_address(host[0])
@@ -174,11 +176,26 @@ def encode_record(
     total = head.size + len(body) + 1 + len(topic_b) + 2 + len(props_b)
     buf = bytearray(total)
     head.pack_into(
-        buf, 0, total, MESSAGE_MAGIC_CODE, body_crc(body) if crc is None else crc,
-        queue_id, flag, queue_offset, physical_offset, sysflag, born_timestamp,
-        born_ip, born_port, store_timestamp, store_ip, store_port,
-        reconsume_times, prepared_transaction_offset, len(body),
-    )  # fmt: skip
+        buf,
+        0,
+        total,
+        MESSAGE_MAGIC_CODE,
+        body_crc(body) if crc is None else crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sysflag,
+        born_timestamp,
+        born_ip,
+        born_port,
+        store_timestamp,
+        store_ip,
+        store_port,
+        reconsume_times,
+        prepared_transaction_offset,
+        len(body),
+    )
     pos = head.size
     buf[pos : pos + len(body)] = body
     pos += len(body)
@@ -225,10 +242,24 @@ def decode_record(
     if total < head.size + 3:
         raise RemoteProtocolError(f"record at {pos}: size {total} below its header")
     (
-        _t, _m, crc, queue_id, flag, queue_offset, phys, _sf, born_ts,
-        born_ip, born_port, store_ts, store_ip, store_port,
-        reconsume, prepared, body_len,
-    ) = head.unpack_from(buf, pos)  # fmt: skip
+        _t,
+        _m,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        phys,
+        _sf,
+        born_ts,
+        born_ip,
+        born_port,
+        store_ts,
+        store_ip,
+        store_port,
+        reconsume,
+        prepared,
+        body_len,
+    ) = head.unpack_from(buf, pos)
     p = pos + head.size
     end = pos + total
     if body_len < 0 or p + body_len + 3 > end:
@@ -250,13 +281,23 @@ def decode_record(
     if inflate and sysflag & SF.COMPRESSED:
         body = inflate_body(body, sysflag)
     return MessageRecord(
-        topic=topic, body=body, queue_id=queue_id, flag=flag, queue_offset=queue_offset,
-        physical_offset=phys, sysflag=sysflag, born_timestamp=born_ts,
-        born_host=unpack_host(born_ip, born_port), store_timestamp=store_ts,
-        store_host=unpack_host(store_ip, store_port), reconsume_times=reconsume,
-        prepared_transaction_offset=prepared, properties=P.decode_properties(props_text),
-        body_crc=crc, store_size=total,
-    )  # fmt: skip
+        topic=topic,
+        body=body,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        physical_offset=phys,
+        sysflag=sysflag,
+        born_timestamp=born_ts,
+        born_host=unpack_host(born_ip, born_port),
+        store_timestamp=store_ts,
+        store_host=unpack_host(store_ip, store_port),
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        properties=P.decode_properties(props_text),
+        body_crc=crc,
+        store_size=total,
+    )
 
 
 def inflate_body(body: bytes, sysflag: int) -> bytes:

@@ -115,8 +115,11 @@ class ConsumeQueue:
         if expect != current:
             log.error(
                 "%s-%d: unit for offset %d but the queue ends at %d; not dispatched",
-                self.topic, self.queue_id, cq_offset, current // UNIT_SIZE,
-            )  # fmt: skip
+                self.topic,
+                self.queue_id,
+                cq_offset,
+                current // UNIT_SIZE,
+            )
             return False
         mf.append(UNIT.pack(offset, size, tags_code))
         self.max_physic_offset = offset + size

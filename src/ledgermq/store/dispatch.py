@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
-from ledgermq.util.javahash import java_string_hash
+from ledgermq.util.javahash import tag_hash
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
@@ -123,7 +123,7 @@ def check_record(
     except UnicodeDecodeError:
         return Verdict(0, "topic or properties are not UTF-8")
     tags = P.get_property(props, P.TAGS)
-    tags_code = java_string_hash(tags) if tags else 0
+    tags_code = tag_hash(tags) if tags else 0
     if topic == SCHEDULE_TOPIC and delay_levels_ms:
         level = P.get_property(props, P.DELAY)
         if level and level.isdigit() and int(level) > 0:

@@ -72,8 +72,9 @@ class IndexFile:
                 raise ValueError(f"{path} size does not match maxHashSlotNum/maxIndexNum")
             os.ftruncate(self.fd, self.size)
         self.mm = mmap.mmap(self.fd, self.size)
-        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count,
-         self.count) = HEADER.unpack_from(self.mm, 0)  # fmt: skip
+        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count, self.count) = (
+            HEADER.unpack_from(self.mm, 0)
+        )
         if self.count == 0:
             self.count = 1
         self.dirty = False
@@ -87,9 +88,7 @@ class IndexFile:
             return False
         key_hash = index_key_hash(key)
         slot_pos = HEADER_SIZE + (key_hash % self.slots) * SLOT.size
-        prev = SLOT.unpack_from(self.mm, slot_pos)[0]
-        if prev <= 0 or prev > self.count:
-            prev = 0
+        prev = self._newest_before(SLOT.unpack_from(self.mm, slot_pos)[0])
         diff = 0 if self.begin_ts <= 0 else min(max((store_ts - self.begin_ts) // 1000, 0), _INT_MAX)
         entry_pos = HEADER_SIZE + self.slots * SLOT.size + self.count * ENTRY_SIZE
         ENTRY.pack_into(self.mm, entry_pos, key_hash, phy_offset, diff, prev)
@@ -100,12 +99,26 @@ class IndexFile:
             self.slot_count += 1
         self.count += 1
         self.end_phy, self.end_ts = phy_offset, store_ts
-        HEADER.pack_into(
-            self.mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy,
-            self.slot_count, self.count,
-        )  # fmt: skip
-        self.dirty = True
+        self.dirty = True  # the header is written at flush: recovery never trusts an unflushed file
         return True
+
+    def _newest_before(self, idx: int) -> int:
+        """The slot's newest entry below ``count``.
+
+        A slot can point past ``count`` after a crash (entries were written, the header
+        was not); recovery replays the same records into the same entry numbers, so the
+        stale entries' own chains lead back to the valid ones.
+        """
+        steps = 0
+        while idx >= self.count and steps < 64:
+            if idx >= self.max_entries:
+                return 0
+            idx = ENTRY.unpack_from(self.mm, self._entry_pos(idx))[3]
+            steps += 1
+        return idx if 0 < idx < self.count else 0
+
+    def _entry_pos(self, idx: int) -> int:
+        return HEADER_SIZE + self.slots * SLOT.size + idx * ENTRY_SIZE
 
     def overlaps(self, begin: int, end: int) -> bool:
         return self.begin_ts <= end and begin <= self.end_ts
@@ -135,9 +148,16 @@ class IndexFile:
     def flush(self) -> None:
         if self.dirty:
             self.dirty = False
+            self._write_header()
             os.fdatasync(self.fd)
 
+    def _write_header(self) -> None:
+        HEADER.pack_into(
+            self.mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count, self.count
+        )
+
     def close(self) -> None:
+        self._write_header()
         self.mm.close()
         os.close(self.fd)
 

@@ -99,10 +99,15 @@ class MessageStore:
             if self.index is not None:
                 rebuild_from = self.index.load(last_exit_ok, self.checkpoint.index_ts)
             self.recovery = recover(
-                self.commitlog, self.queues, self.index, self.checkpoint,
-                abnormal=not last_exit_ok, check_crc=self.config.check_crc_on_recover,
-                delay_levels_ms=self.delay_levels_ms, index_rebuild_from=rebuild_from,
-            )  # fmt: skip
+                self.commitlog,
+                self.queues,
+                self.index,
+                self.checkpoint,
+                abnormal=not last_exit_ok,
+                check_crc=self.config.check_crc_on_recover,
+                delay_levels_ms=self.delay_levels_ms,
+                index_rebuild_from=rebuild_from,
+            )
             self.lock.mark_running()
             self._start_services(self.recovery.reput_from)
         except BaseException:
@@ -125,10 +130,12 @@ class MessageStore:
                 self.commitlog, self.checkpoint, cfg.flush_interval_commitlog_ms
             )
         self.queue_flusher = ConsumeQueueFlushService(
-            self.queues, self.index, self.checkpoint,
+            self.queues,
+            self.index,
+            self.checkpoint,
             lambda: self.reput.dispatched_ts if self.reput else 0,
             cfg.flush_interval_consume_queue_ms,
-        )  # fmt: skip
+        )
         self.cleaner = CleanService(
             cfg, self.commitlog, self.queues, self.index, self.clock, self._disk_usage
         )
@@ -184,12 +191,18 @@ class MessageStore:
                 topic, queue_id = SCHEDULE_TOPIC, level - 1
         try:
             data = M.encode_record(
-                topic=topic, body=msg.body, queue_id=queue_id, flag=msg.flag,
-                properties=P.encode_properties(props), sysflag=msg.sysflag,
-                born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-                store_host=msg.store_host or self.store_host, reconsume_times=msg.reconsume_times,
+                topic=topic,
+                body=msg.body,
+                queue_id=queue_id,
+                flag=msg.flag,
+                properties=P.encode_properties(props),
+                sysflag=msg.sysflag,
+                born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host,
+                store_host=msg.store_host or self.store_host,
+                reconsume_times=msg.reconsume_times,
                 prepared_transaction_offset=msg.prepared_transaction_offset,
-            )  # fmt: skip
+            )
         except LocalProtocolError as exc:
             status = (
                 PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(exc) else PutStatus.MESSAGE_ILLEGAL
@@ -217,11 +230,16 @@ class MessageStore:
                     return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batches cannot be delayed")
                 wait = wait and props.get(P.WAIT) != "false"
                 data = M.encode_record(
-                    topic=batch.topic, body=body, queue_id=batch.queue_id, flag=flag,
-                    properties=P.encode_properties(props), sysflag=batch.sysflag,
-                    born_timestamp=batch.born_timestamp, born_host=batch.born_host,
+                    topic=batch.topic,
+                    body=body,
+                    queue_id=batch.queue_id,
+                    flag=flag,
+                    properties=P.encode_properties(props),
+                    sysflag=batch.sysflag,
+                    born_timestamp=batch.born_timestamp,
+                    born_host=batch.born_host,
                     store_host=batch.store_host or self.store_host,
-                )  # fmt: skip
+                )
                 encoded.append(EncodedMessage(data, key, True))
         except LocalProtocolError as exc:
             status = (

@@ -106,8 +106,14 @@ def recover(
             break
         pos = 0
         while True:
-            v = check_record(mf.mm, pos, mf.size, mf.start_offset + pos, check_crc=check_crc,
-                             delay_levels_ms=delay_levels_ms)  # fmt: skip
+            v = check_record(
+                mf.mm,
+                pos,
+                mf.size,
+                mf.start_offset + pos,
+                check_crc=check_crc,
+                delay_levels_ms=delay_levels_ms,
+            )
             if isinstance(v, DispatchRequest):
                 scanned += 1
                 last_ts = v.store_timestamp
@@ -147,9 +153,16 @@ def recover(
 
     reput_from = valid_end if abnormal else min(max(queues.max_physic_offset(), low), valid_end)
     return RecoveryResult(
-        abnormal, scan_start, valid_end, dirty, dropped, scanned, redispatched, stop_reason,
+        abnormal,
+        scan_start,
+        valid_end,
+        dirty,
+        dropped,
+        scanned,
+        redispatched,
+        stop_reason,
         reput_from,
-    )  # fmt: skip
+    )
 
 
 def _dirty_after(commitlog: CommitLog, offset: int) -> bool:

@@ -94,8 +94,9 @@ class ReputService(ServiceThread):
         mm = mf.mm  # type: ignore[attr-defined]
         pos = self.reput_from - start
         while pos < limit:
-            v = check_record(mm, pos, limit, start + pos, check_crc=False,
-                             delay_levels_ms=self.delay_levels_ms)  # fmt: skip
+            v = check_record(
+                mm, pos, limit, start + pos, check_crc=False, delay_levels_ms=self.delay_levels_ms
+            )
             if isinstance(v, DispatchRequest):
                 dispatch(v, self.queues, self.index)
                 if SF.gets_queue_entry(v.sysflag):

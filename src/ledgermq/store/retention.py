@@ -103,8 +103,11 @@ class CleanService(ServiceThread):
             self.config.destroy_mapped_file_interval_forcibly_ms / 1000,
         )
         if removed:
-            log.info("retention removed %d commit-log segment(s): %s",
-                     len(removed), ", ".join(m.path.name for m in removed))  # fmt: skip
+            log.info(
+                "retention removed %d commit-log segment(s): %s",
+                len(removed),
+                ", ".join(m.path.name for m in removed),
+            )
         self.clean_derived()
         return len(removed)
 

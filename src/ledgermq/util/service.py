@@ -38,7 +38,8 @@ class ServiceThread:
             self._thread.start()
 
     def wakeup(self) -> None:
-        self._wake.set()
+        if not self._wake.is_set():  # the hot path (every put) skips the Event's lock
+            self._wake.set()
 
     @property
     def alive(self) -> bool:

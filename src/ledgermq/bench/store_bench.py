@@ -1,0 +1,204 @@
+"""``ledgermq bench store``: the store's write, read and recovery paths against baselines.
+
+Each case is measured next to a baseline doing the least possible work for the same
+outcome in the same run, so figures compare across machines as ratios:
+
+* puts (ASYNC_FLUSH) vs appending the same pre-encoded bytes with ``os.write``;
+* batch puts vs the same baseline;
+* SYNC_FLUSH puts from several threads (group commit) vs one fdatasync per message;
+* pulls (get_message, 32 at a time) vs reading the same bytes with ``os.pread``;
+* abnormal recovery (scan, CRC, re-dispatch) vs reading the commit log once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledgermq.config import FlushDiskType, StoreConfig
+from ledgermq.protocol.message import encode_record
+from ledgermq.store.message_input import BatchInput, MessageInput
+from ledgermq.store.message_store import MessageStore
+from ledgermq.testing.crash import abandon
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRow:
+    case: str
+    ops: int
+    seconds: float
+    baseline: str
+    baseline_seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.ops / self.seconds if self.seconds else 0.0
+
+    @property
+    def baseline_rate(self) -> float:
+        return self.ops / self.baseline_seconds if self.baseline_seconds else 0.0
+
+    @property
+    def ratio(self) -> float:
+        """Our rate as a fraction of the baseline's."""
+        return self.rate / self.baseline_rate if self.baseline_rate else 0.0
+
+
+def _timed(fn: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _config(root: Path, **kw: object) -> StoreConfig:
+    return StoreConfig(
+        root_dir=str(root),
+        mapped_file_size_commitlog=64 * 1024 * 1024,
+        mapped_file_size_consume_queue=20 * 300_000,
+        max_hash_slot_num=500_000,
+        max_index_num=2_000_000,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _message(i: int, body: bytes) -> MessageInput:
+    return MessageInput(
+        topic="BenchTopic",
+        body=body,
+        queue_id=i % 8,
+        properties={"TAGS": "TagA", "KEYS": f"key-{i}", "UNIQ_KEY": f"{i:032X}"},
+    )
+
+
+def _raw_append(path: Path, records: list[bytes], sync_each: bool) -> float:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+
+        def run() -> None:
+            for r in records:
+                os.write(fd, r)
+                if sync_each:
+                    os.fdatasync(fd)
+
+        return _timed(run)
+    finally:
+        os.close(fd)
+
+
+def run_store_bench(workdir: Path | None, messages: int, body_size: int, threads: int) -> list[BenchRow]:
+    base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ledgermq-bench-"))
+    base.mkdir(parents=True, exist_ok=True)
+    body = os.urandom(body_size)
+    rows: list[BenchRow] = []
+    try:
+        records = [
+            bytes(encode_record(topic="BenchTopic", body=body, properties=f"TAGS\x01TagA\x02KEYS\x01key-{i}"))
+            for i in range(messages)
+        ]
+        raw_s = _raw_append(base / "raw", records, sync_each=False)
+
+        # 1. single puts, ASYNC_FLUSH
+        root = base / "async"
+        store = MessageStore(_config(root))
+        store.start()
+        msgs = [_message(i, body) for i in range(messages)]
+        put_s = _timed(lambda: [store.put_message(m) for m in msgs])
+        store.wait_dispatched(timeout=120)
+        rows.append(BenchRow("put (ASYNC_FLUSH)", messages, put_s, "os.write of encoded records", raw_s))
+
+        # 2. pulls of 32 from each queue until drained vs pread of the same bytes
+        def pull_all() -> None:
+            for q in range(8):
+                off = 0
+                while True:
+                    res = store.get_message("BenchTopic", q, off, 32)
+                    if not res.messages:
+                        break
+                    off = res.next_begin_offset
+
+        pull_s = _timed(pull_all)
+        seg = sorted((root / "commitlog").iterdir())[0]
+        fd = os.open(seg, os.O_RDONLY)
+        try:
+            sizes = [len(r) for r in records]
+
+            def pread_all() -> None:
+                pos = 0
+                for s in sizes:
+                    os.pread(fd, s, pos)
+                    pos += s
+
+            pread_s = _timed(pread_all)
+        finally:
+            os.close(fd)
+        rows.append(BenchRow("pull 32/request", messages, pull_s, "os.pread per record", pread_s))
+
+        # 3. abnormal recovery vs one sequential read of the commit log
+        abandon(store)
+        (root / "checkpoint").unlink(missing_ok=True)
+        shutil.rmtree(root / "consumequeue")
+        shutil.rmtree(root / "index", ignore_errors=True)
+        total = sum(len(r) for r in records)
+
+        def read_log() -> None:
+            with open(seg, "rb") as f:
+                f.read(total)
+
+        read_s = _timed(read_log)
+        store = MessageStore(_config(root))
+        rec_s = _timed(store.start)
+        store.shutdown()
+        rows.append(BenchRow("crash recovery + rebuild", messages, rec_s, "read the commit log once", read_s))
+
+        # 4. batch puts of 32
+        store = MessageStore(_config(base / "batch"))
+        store.start()
+        batches = [
+            BatchInput("BenchTopic", [(0, body, {"KEYS": f"k{i + j}"}) for j in range(32)], queue_id=i % 8)
+            for i in range(0, messages, 32)
+        ]
+        batch_s = _timed(lambda: [store.put_messages(b) for b in batches])
+        store.shutdown()
+        rows.append(
+            BenchRow("batch put x32", len(batches) * 32, batch_s, "os.write of encoded records", raw_s)
+        )
+
+        # 5. SYNC_FLUSH with group commit vs one fdatasync per message
+        sync_n = max(threads * 10, messages // 10)
+        sync_raw_s = _raw_append(base / "rawsync", records[:sync_n], sync_each=True)
+        store = MessageStore(_config(base / "sync", flush_disk_type=FlushDiskType.SYNC_FLUSH))
+        store.start()
+        per_thread = sync_n // threads
+
+        def writer(offset: int) -> None:
+            for i in range(per_thread):
+                store.put_message_sync(msgs[(offset + i) % messages])
+
+        def run_sync() -> None:
+            ts = [threading.Thread(target=writer, args=(t * per_thread,)) for t in range(threads)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+
+        sync_s = _timed(run_sync)
+        store.shutdown()
+        rows.append(
+            BenchRow(
+                f"put SYNC_FLUSH, {threads} threads",
+                per_thread * threads,
+                sync_s,
+                "fdatasync per message, 1 thread",
+                sync_raw_s * per_thread * threads / sync_n,
+            )
+        )
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    return rows

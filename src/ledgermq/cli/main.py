@@ -1,0 +1,34 @@
+"""``ledgermq``: one command with a subcommand per process or tool."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from ledgermq import __version__
+from ledgermq.cli.bench_cmds import bench
+from ledgermq.cli.store_cmds import store
+
+
+@click.group()
+@click.version_option(__version__, prog_name="ledgermq")
+@click.option("-v", "--verbose", is_flag=True, help="Log at INFO level.")
+def cli(verbose: bool) -> None:
+    """ledgermq: a RocketMQ 4.x compatible message broker in Python."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+cli.add_command(store)
+cli.add_command(bench)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""The layering contract of DESIGN.md, checked on the source: pure layers stay pure."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "ledgermq"
+FORBIDDEN_IN_PURE = {"asyncio", "socket", "selectors", "ssl", "uvloop"}
+PURE_PACKAGES = ["protocol", "store", "util"]
+CORE_MODULES = ["errors.py", "clock.py", "config.py", "failpoints.py"]
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _pure_files() -> list[Path]:
+    files = [p for pkg in PURE_PACKAGES for p in sorted((SRC / pkg).rglob("*.py"))]
+    return files + [SRC / m for m in CORE_MODULES]
+
+
+@pytest.mark.parametrize("path", _pure_files(), ids=lambda p: str(p.relative_to(SRC)))
+def test_pure_layers_import_no_networking(path: Path) -> None:
+    bad = {n for n in _imports(path) if n.split(".")[0] in FORBIDDEN_IN_PURE}
+    assert not bad, f"{path.relative_to(SRC)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "protocol").rglob("*.py")), ids=lambda p: p.name)
+def test_protocol_depends_only_on_core(path: Path) -> None:
+    ours = {n for n in _imports(path) if n.startswith("ledgermq.")}
+    allowed = ("ledgermq.protocol", "ledgermq.errors", "ledgermq.util")
+    assert all(n.startswith(allowed) for n in ours), f"{path.name} imports {sorted(ours)}"
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "store").rglob("*.py")), ids=lambda p: p.name)
+def test_store_does_not_reach_upward(path: Path) -> None:
+    ours = {n for n in _imports(path) if n.startswith("ledgermq.")}
+    upward = ("ledgermq.net", "ledgermq.broker", "ledgermq.ha", "ledgermq.raft", "ledgermq.client")
+    assert not any(n.startswith(upward) for n in ours), f"{path.name} imports {sorted(ours)}"

@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 run: $(STAMP)
-	$(BIN)/ledgermq cluster up --data ./data
+	$(BIN)/ledgermq store demo --data ./data/store
 
 bench: $(STAMP)
 	$(BIN)/ledgermq bench store --data ./data/bench

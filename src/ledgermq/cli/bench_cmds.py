@@ -26,11 +26,11 @@ def bench() -> None:
 )
 @click.option("--messages", default=50_000, show_default=True)
 @click.option("--body-size", default=256, show_default=True)
-@click.option("--threads", default=16, show_default=True, help="writer threads for the SYNC_FLUSH case")
+@click.option("--inflight", default=64, show_default=True, help="SYNC_FLUSH puts awaiting durability at once")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
-def store_bench(data: Path | None, messages: int, body_size: int, threads: int, as_json: bool) -> None:
+def store_bench(data: Path | None, messages: int, body_size: int, inflight: int, as_json: bool) -> None:
     """Store write, pull and recovery paths."""
-    rows = run_store_bench(data, messages, body_size, threads)
+    rows = run_store_bench(data, messages, body_size, inflight)
     if as_json:
         click.echo(
             json.dumps(

@@ -16,6 +16,7 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -51,7 +51,7 @@ class BenchRow:
         return self.rate / self.baseline_rate if self.baseline_rate else 0.0
 
 
-def _timed(fn: Callable[[], None]) -> float:
+def _timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start

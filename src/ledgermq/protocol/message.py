@@ -217,10 +217,6 @@ def set_append_fields(
     _LONG.pack_into(buf, at + store_timestamp_pos(sysflag), store_ts)
 
 
-def peek_size_magic(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    return _SIZE_MAGIC.unpack_from(buf, pos)  # type: ignore[return-value]
-
-
 def decode_record(
     buf: bytes | bytearray | memoryview,
     pos: int = 0,

@@ -24,6 +24,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,6 @@ class ConsumeQueue:
             self.min_logic_offset = expect
             blanks = (expect - mf.start_offset) // UNIT_SIZE
             mf.append(_PRE_BLANK * blanks)
-            mf.flushed = 0
         current = mf.write_offset
         if expect < current:
             return True
@@ -154,7 +154,10 @@ class ConsumeQueue:
 
     def unit(self, index: int) -> tuple[int, int, int] | None:
         raw = self.read_units(index, 1)
-        return UNIT.unpack(raw) if raw else None  # type: ignore[return-value]
+        if not raw:
+            return None
+        offset, size, tags = UNIT.unpack(raw)
+        return int(offset), int(size), int(tags)
 
     def offset_by_time(self, timestamp: int, store_time_of: Callable[[int, int], int]) -> int:
         """First logical offset whose message was stored at or after ``timestamp``.
@@ -193,9 +196,8 @@ class ConsumeQueue:
     def delete_expired(self, phy_min: int) -> int:
         """Delete whole segments whose last unit points below ``phy_min``."""
 
-        def expired(mf: object) -> bool:
-            mfile = mf  # a full, older segment
-            offset, _size, _ = UNIT.unpack_from(mfile.mm, mfile.size - UNIT_SIZE)  # type: ignore[attr-defined]
+        def expired(mf: MappedFile) -> bool:
+            offset, _size, _ = UNIT.unpack_from(mf.mm, mf.size - UNIT_SIZE)  # last unit of a full segment
             return bool(offset < phy_min)
 
         removed = self.files.delete_first_while(expired, max_files=1 << 30, force_after_s=0)

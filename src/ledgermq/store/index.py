@@ -72,9 +72,13 @@ class IndexFile:
                 raise ValueError(f"{path} size does not match maxHashSlotNum/maxIndexNum")
             os.ftruncate(self.fd, self.size)
         self.mm = mmap.mmap(self.fd, self.size)
-        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count, self.count) = (
-            HEADER.unpack_from(self.mm, 0)
-        )
+        header = HEADER.unpack_from(self.mm, 0)
+        self.begin_ts: int = header[0]
+        self.end_ts: int = header[1]
+        self.begin_phy: int = header[2]
+        self.end_phy: int = header[3]
+        self.slot_count: int = header[4]
+        self.count: int = header[5]
         if self.count == 0:
             self.count = 1
         self.dirty = False

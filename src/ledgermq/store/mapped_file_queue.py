@@ -163,16 +163,6 @@ class MappedFileQueue:
                 self.files = [m for m in self.files if id(m) not in gone]
         return removed
 
-    def reset_to(self, offset: int) -> None:
-        """Start over at ``offset``: delete everything (a slave far behind its master)."""
-        for mf in self.files:
-            mf.destroy(0)
-        with self._lock:
-            self.files = []
-        if offset % self.file_size:
-            mf = self._create(offset - offset % self.file_size)
-            mf.wrote = offset % self.file_size
-
     def close(self) -> None:
         for mf in self.files:
             mf.close()

@@ -17,6 +17,7 @@ from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, DispatchRequest, Verdict, check_record
 from ledgermq.store.index import IndexService
+from ledgermq.store.mapped_file import MappedFile
 from ledgermq.util.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -87,11 +88,11 @@ class ReputService(ServiceThread):
         self._notify(arrivals)
         return count
 
-    def _dispatch_segment(self, mf: object, arrivals: dict[tuple[str, int], int]) -> int:
+    def _dispatch_segment(self, mf: MappedFile, arrivals: dict[tuple[str, int], int]) -> int:
         count = 0
-        start = mf.start_offset  # type: ignore[attr-defined]
-        limit = mf.wrote  # type: ignore[attr-defined]
-        mm = mf.mm  # type: ignore[attr-defined]
+        start = mf.start_offset
+        limit = mf.wrote
+        mm = mf.mm
         pos = self.reput_from - start
         while pos < limit:
             v = check_record(
@@ -105,14 +106,15 @@ class ReputService(ServiceThread):
                 pos += v.size
                 count += 1
             elif isinstance(v, Verdict) and v.reason == BLANK:
-                pos = mf.size  # type: ignore[attr-defined]
+                pos = mf.size
                 break
             elif isinstance(v, Verdict) and v.reason == END_OF_DATA:
                 break
             else:
+                assert isinstance(v, Verdict)
                 if self.stuck_reason is None:
-                    log.error("reput stopped at %d: %s", start + pos, v.reason)  # type: ignore[union-attr]
-                self.stuck_reason = v.reason  # type: ignore[union-attr]
+                    log.error("reput stopped at %d: %s", start + pos, v.reason)
+                self.stuck_reason = v.reason
                 break
         self.reput_from = start + pos
         return count

@@ -33,7 +33,7 @@ def java_string_hash(text: str) -> int:
     units = _code_units(text)
     n = len(units)
     if n <= _MAX_FAST:
-        h = sum(map(mul, units, _POWERS[_MAX_FAST - n :])) & _MASK
+        h = int(sum(map(mul, units, _POWERS[_MAX_FAST - n :]))) & _MASK
     else:
         h = 0
         for u in units:

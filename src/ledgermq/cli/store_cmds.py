@@ -18,11 +18,27 @@ from ledgermq.store.message_store import MessageStore
 console = Console()
 
 
+def _first_segment_size(directory: Path) -> int | None:
+    """Size of the first 20-digit-named file under ``directory`` (searched recursively)."""
+    if directory.is_dir():
+        for path in sorted(directory.rglob("*")):
+            if path.is_file() and len(path.name) == 20 and path.name.isdigit():
+                return path.stat().st_size
+    return None
+
+
 def _store_config(data: Path, conf: Path | None, segment_size: int | None) -> StoreConfig:
+    """Config from a broker .properties file; sizes not given there are read off the files."""
     props = parse_properties(conf.read_text()) if conf else {}
     overrides: dict[str, object] = {"root_dir": str(data)}
-    if segment_size:
-        overrides["mapped_file_size_commitlog"] = segment_size
+    if "mappedFileSizeCommitLog" not in props:
+        found = _first_segment_size(data / "commitlog")
+        if found or segment_size:
+            overrides["mapped_file_size_commitlog"] = found or segment_size
+    if "mappedFileSizeConsumeQueue" not in props:
+        found = _first_segment_size(data / "consumequeue")
+        if found:
+            overrides["mapped_file_size_consume_queue"] = found
     return config_from_properties(StoreConfig, props, **overrides)
 
 
@@ -76,7 +92,10 @@ def store() -> None:
     help="broker .properties file for segment sizes and flush settings",
 )
 def inspect(data: Path, conf: Path | None) -> None:
-    """Open DATA (recovering it if needed) and print segments, offsets and queues."""
+    """Open DATA (recovering it if needed) and print segments, offsets and queues.
+
+    Segment sizes come from --conf, or else from the files already in DATA.
+    """
     try:
         with MessageStore(_store_config(data, conf, None)) as s:
             _summary(s)

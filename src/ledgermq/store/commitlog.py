@@ -36,6 +36,7 @@ class EncodedMessage:
     data: bytearray
     queue_key: str  # "topic-queueId", RocketMQ's topicQueueTable key
     takes_queue_offset: bool  # False for PREPARED / ROLLBACK records
+    store_host: M.Host  # what the record says, so its offset msg id names the same host
 
 
 def queue_key(topic: str, queue_id: int) -> str:
@@ -43,11 +44,10 @@ def queue_key(topic: str, queue_id: int) -> str:
 
 
 class CommitLog:
-    def __init__(self, directory: Path, segment_size: int, clock: Clock, store_host: M.Host) -> None:
+    def __init__(self, directory: Path, segment_size: int, clock: Clock) -> None:
         self.queue = MappedFileQueue(directory, segment_size)
         self.segment_size = segment_size
         self.clock = clock
-        self.store_host = store_host
         self.put_lock = threading.Lock()
         # Next consume-queue offset per "topic-queueId"; rebuilt from the queues at recovery.
         self.queue_offsets: dict[str, int] = {}
@@ -97,7 +97,7 @@ class CommitLog:
                 if first_queue_offset < 0:
                     first_queue_offset = qoff
                 M.set_append_fields(data, at, qoff, phys + at, now)
-                ids.append(offset_msg_id(self.store_host, phys + at))
+                ids.append(offset_msg_id(m.store_host, phys + at))
                 at += len(m.data)
             failpoint("commitlog.before_append")
             mf.append(data)

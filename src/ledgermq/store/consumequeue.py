@@ -160,24 +160,34 @@ class ConsumeQueue:
         return int(offset), int(size), int(tags)
 
     def offset_by_time(self, timestamp: int, store_time_of: Callable[[int, int], int]) -> int:
-        """First logical offset whose message was stored at or after ``timestamp``.
+        """The logical offset RocketMQ 4.x answers for SEARCH_OFFSET_BY_TIMESTAMP.
 
-        Binary search over the queue with store times read from the commit log; if every
-        message is older the answer is ``max_offset`` (the next one to arrive).
+        A message stored exactly at ``timestamp`` if there is one (the first such);
+        otherwise the nearer of the two neighbours (the older on a tie); the oldest
+        message if all are newer, the newest if all are older; 0 for an empty queue.
+        Binary search with store times read from the commit log.
         """
-        lo, hi = self.min_offset, self.max_offset
+        low, high = self.min_offset, self.max_offset
+        if low >= high:
+            return 0
+        lo, hi = low, high  # find the first offset stored at or after the timestamp
         while lo < hi:
             mid = (lo + hi) // 2
             u = self.unit(mid)
-            if u is None:
-                lo = mid + 1
-                continue
-            ts = store_time_of(u[0], u[1])
-            if ts < 0 or ts < timestamp:
+            ts = store_time_of(u[0], u[1]) if u else -1
+            if ts < timestamp:
                 lo = mid + 1
             else:
                 hi = mid
-        return lo
+        if lo == high:
+            return high - 1  # every message is older
+        after = self.unit(lo)
+        after_ts = store_time_of(after[0], after[1]) if after else -1
+        if after_ts == timestamp or lo == low:
+            return lo
+        before = self.unit(lo - 1)
+        before_ts = store_time_of(before[0], before[1]) if before else -1
+        return lo if abs(timestamp - before_ts) > abs(after_ts - timestamp) else lo - 1
 
     # -- retention -------------------------------------------------------------------
     def correct_min_offset(self, phy_min: int) -> None:

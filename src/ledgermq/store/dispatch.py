@@ -61,6 +61,7 @@ class Verdict:
 
 END_OF_DATA = "end of data"
 BLANK = "blank (end of segment)"
+INCOMPLETE = "record not completely written yet"
 
 
 def check_record(
@@ -71,8 +72,12 @@ def check_record(
     *,
     check_crc: bool = True,
     delay_levels_ms: list[int] | None = None,
+    capacity: int | None = None,
 ) -> DispatchRequest | Verdict:
     """Validate the record at ``pos`` (bytes available up to ``limit``).
+
+    ``capacity`` is where the segment ends; a record that fits there but not yet within
+    ``limit`` is ``INCOMPLETE`` (a slave received part of it), not corrupt.
 
     Returns a DispatchRequest, ``Verdict(remaining, BLANK)`` at a segment's blank end,
     ``Verdict(0, END_OF_DATA)`` where nothing was written, or ``Verdict(0, reason)``
@@ -87,8 +92,10 @@ def check_record(
         return Verdict(0, END_OF_DATA)
     if magic != M.MESSAGE_MAGIC_CODE:
         return Verdict(0, f"bad magic {magic & 0xFFFFFFFF:#x}")
-    if total < M.record_length(0, 1, 0) or total > limit - pos:
+    if total < M.record_length(0, 1, 0) or total > (limit if capacity is None else capacity) - pos:
         return Verdict(0, f"size {total} does not fit")
+    if total > limit - pos:
+        return Verdict(0, INCOMPLETE)
     (_t, _m, crc, queue_id, _flag, queue_offset, phys, sysflag, _born) = _CORE.unpack_from(buf, pos)  # type: ignore[arg-type]
     if phys != expected_offset:
         return Verdict(0, f"record claims offset {phys}, found at {expected_offset}")

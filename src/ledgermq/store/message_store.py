@@ -65,9 +65,7 @@ class MessageStore:
         self.root = Path(config.root_dir)
         self.delay_levels_ms = config.delay_levels_ms()
         self.lock = StoreLock(self.root)
-        self.commitlog = CommitLog(
-            config.commitlog_path, config.mapped_file_size_commitlog, clock, store_host
-        )
+        self.commitlog = CommitLog(config.commitlog_path, config.mapped_file_size_commitlog, clock)
         self.queues = ConsumeQueueTable(config.consume_queue_path, config.mapped_file_size_consume_queue)
         self.index: IndexService | None = (
             IndexService(config.index_path, config.max_hash_slot_num, config.max_index_num, clock)
@@ -208,7 +206,12 @@ class MessageStore:
                 PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(exc) else PutStatus.MESSAGE_ILLEGAL
             )
             return PutResult(status, remark=str(exc))
-        encoded = EncodedMessage(data, queue_key(topic, queue_id), SF.gets_queue_entry(msg.sysflag))
+        encoded = EncodedMessage(
+            data,
+            queue_key(topic, queue_id),
+            SF.gets_queue_entry(msg.sysflag),
+            msg.store_host or self.store_host,
+        )
         return self._append([encoded], topic, queue_id, props.get(P.WAIT) != "false")
 
     def put_messages(self, batch: BatchInput) -> PutResult:
@@ -219,7 +222,7 @@ class MessageStore:
             return refused
         if not batch.entries:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        if not SF.gets_queue_entry(batch.sysflag):
+        if SF.transaction_type(batch.sysflag) != SF.TRANSACTION_NOT_TYPE:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batches cannot be transactional")
         key = queue_key(batch.topic, batch.queue_id)
         encoded: list[EncodedMessage] = []
@@ -240,7 +243,7 @@ class MessageStore:
                     born_host=batch.born_host,
                     store_host=batch.store_host or self.store_host,
                 )
-                encoded.append(EncodedMessage(data, key, True))
+                encoded.append(EncodedMessage(data, key, True, batch.store_host or self.store_host))
         except LocalProtocolError as exc:
             status = (
                 PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(exc) else PutStatus.MESSAGE_ILLEGAL
@@ -362,8 +365,7 @@ class MessageStore:
         if offset == high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, low, high)
         if offset > high:
-            target = low if low == 0 else high
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, self._correct(offset, target), low, high)
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, self._correct(offset, high), low, high)
         max_filter_bytes = max(16000, max_msgs * UNIT_SIZE)
         units = cq.read_units(offset, max_filter_bytes // UNIT_SIZE)
         if not units:

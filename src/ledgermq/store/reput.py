@@ -15,7 +15,7 @@ from collections.abc import Callable
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.consumequeue import ConsumeQueueTable
-from ledgermq.store.dispatch import BLANK, END_OF_DATA, DispatchRequest, Verdict, check_record
+from ledgermq.store.dispatch import BLANK, END_OF_DATA, INCOMPLETE, DispatchRequest, Verdict, check_record
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.util.service import ServiceThread
@@ -96,7 +96,13 @@ class ReputService(ServiceThread):
         pos = self.reput_from - start
         while pos < limit:
             v = check_record(
-                mm, pos, limit, start + pos, check_crc=False, delay_levels_ms=self.delay_levels_ms
+                mm,
+                pos,
+                limit,
+                start + pos,
+                check_crc=False,
+                delay_levels_ms=self.delay_levels_ms,
+                capacity=mf.size,
             )
             if isinstance(v, DispatchRequest):
                 dispatch(v, self.queues, self.index)
@@ -108,8 +114,8 @@ class ReputService(ServiceThread):
             elif isinstance(v, Verdict) and v.reason == BLANK:
                 pos = mf.size
                 break
-            elif isinstance(v, Verdict) and v.reason == END_OF_DATA:
-                break
+            elif isinstance(v, Verdict) and v.reason in (END_OF_DATA, INCOMPLETE):
+                break  # the rest has not arrived yet (a slave mid-transfer)
             else:
                 assert isinstance(v, Verdict)
                 if self.stuck_reason is None:

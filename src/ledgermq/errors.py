@@ -24,6 +24,10 @@ class LocalProtocolError(ProtocolError):
     """We were asked to encode something the format cannot carry."""
 
 
+class PropertiesTooLargeError(LocalProtocolError):
+    """A message's property string is longer than the format's 32767 bytes."""
+
+
 class RemoteProtocolError(ProtocolError):
     """Bytes we received (from a peer or a file) do not decode."""
 

@@ -11,7 +11,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ledgermq.errors import RemoteProtocolError
+from ledgermq.errors import LocalProtocolError, PropertiesTooLargeError, RemoteProtocolError
 
 _ENTRY_HEAD = struct.Struct(">iiiii")  # totalsize magic crc flag bodylen
 _SHORT = struct.Struct(">h")
@@ -29,8 +29,13 @@ def encode_batch(entries: Iterable[BatchEntry]) -> bytes:
     parts: list[bytes] = []
     for e in entries:
         props = e.properties.encode()
+        if len(props) > 32767:
+            raise PropertiesTooLargeError(f"batch entry properties are {len(props)} bytes, more than 32767")
         total = ENTRY_OVERHEAD + len(e.body) + len(props)
-        parts.append(_ENTRY_HEAD.pack(total, 0, 0, e.flag, len(e.body)))
+        try:
+            parts.append(_ENTRY_HEAD.pack(total, 0, 0, e.flag, len(e.body)))
+        except struct.error as exc:
+            raise LocalProtocolError(f"a batch entry field is out of range: {exc}") from exc
         parts.append(e.body)
         parts.append(_SHORT.pack(len(props)))
         parts.append(props)

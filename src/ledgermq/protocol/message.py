@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Final
 
-from ledgermq.errors import LocalProtocolError, RemoteProtocolError
+from ledgermq.errors import LocalProtocolError, PropertiesTooLargeError, RemoteProtocolError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 
@@ -171,31 +171,36 @@ def encode_record(
     if not topic_b or len(topic_b) > MAX_TOPIC_BYTES:
         raise LocalProtocolError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic_b)}")
     if len(props_b) > MAX_PROPERTIES_BYTES:
-        raise LocalProtocolError(f"properties are {len(props_b)} bytes, more than {MAX_PROPERTIES_BYTES}")
+        raise PropertiesTooLargeError(
+            f"properties are {len(props_b)} bytes, more than {MAX_PROPERTIES_BYTES}"
+        )
     head = _HEADS[_head_index(sysflag)]
     total = head.size + len(body) + 1 + len(topic_b) + 2 + len(props_b)
     buf = bytearray(total)
-    head.pack_into(
-        buf,
-        0,
-        total,
-        MESSAGE_MAGIC_CODE,
-        body_crc(body) if crc is None else crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sysflag,
-        born_timestamp,
-        born_ip,
-        born_port,
-        store_timestamp,
-        store_ip,
-        store_port,
-        reconsume_times,
-        prepared_transaction_offset,
-        len(body),
-    )
+    try:
+        head.pack_into(
+            buf,
+            0,
+            total,
+            MESSAGE_MAGIC_CODE,
+            body_crc(body) if crc is None else crc,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sysflag,
+            born_timestamp,
+            born_ip,
+            born_port,
+            store_timestamp,
+            store_ip,
+            store_port,
+            reconsume_times,
+            prepared_transaction_offset,
+            len(body),
+        )
+    except struct.error as exc:
+        raise LocalProtocolError(f"a record field is out of range: {exc}") from exc
     pos = head.size
     buf[pos : pos + len(body)] = body
     pos += len(body)

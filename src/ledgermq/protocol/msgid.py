@@ -15,6 +15,7 @@ import ipaddress
 import itertools
 import os
 import random
+import re
 import struct
 import threading
 
@@ -22,6 +23,7 @@ from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol.message import Host, pack_host
 
 _PORT_OFFSET = struct.Struct(">iq")
+_HEX = re.compile(r"[0-9A-Fa-f]*")
 _TIME_COUNTER = struct.Struct(">ih")
 
 
@@ -32,22 +34,25 @@ def offset_msg_id(store_host: Host, physical_offset: int) -> str:
 
 def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:
     """(store host, physical offset) from an offset message id."""
-    try:
-        raw = bytes.fromhex(msg_id)
-    except ValueError as exc:
-        raise RemoteProtocolError(f"message id {msg_id!r} is not hex") from exc
-    if len(raw) not in (16, 28):
-        raise RemoteProtocolError(f"message id {msg_id!r} has {len(raw)} bytes, want 16 or 28")
+    if len(msg_id) not in (32, 56) or not _HEX.fullmatch(msg_id):
+        raise RemoteProtocolError(f"message id {msg_id!r} is not 32 or 56 hex characters")
+    raw = bytes.fromhex(msg_id)
     ip_len = len(raw) - 12
     port, offset = _PORT_OFFSET.unpack_from(raw, ip_len)
     return (str(ipaddress.ip_address(raw[:ip_len])), port), offset
 
 
 def _month_start_ms(now_ms: int) -> tuple[int, int]:
-    now = dt.datetime.fromtimestamp(now_ms / 1000).astimezone()
+    """Local midnight on the 1st of this month and of the next (naive datetimes: DST-correct)."""
+    now = dt.datetime.fromtimestamp(now_ms / 1000)
     start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     nxt = (start + dt.timedelta(days=32)).replace(day=1)
-    return int(start.timestamp() * 1000), int(nxt.timestamp() * 1000)
+    return round(start.timestamp() * 1000), round(nxt.timestamp() * 1000)
+
+
+def _java_int(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
 
 
 class UniqueIdGenerator:
@@ -57,7 +62,7 @@ class UniqueIdGenerator:
         packed, _, _ = pack_host((ip, 0))
         pid = os.getpid() if pid is None else pid
         salt = random.getrandbits(31)
-        self._fixed = (packed + struct.pack(">hi", pid & 0x7FFF, salt)).hex().upper()
+        self._fixed = (packed + struct.pack(">Hi", pid & 0xFFFF, salt)).hex().upper()
         self._counter = itertools.count()
         self._lock = threading.Lock()
         self._start_ms = 0
@@ -67,9 +72,11 @@ class UniqueIdGenerator:
         with self._lock:
             if now_ms >= self._next_start_ms:
                 self._start_ms, self._next_start_ms = _month_start_ms(now_ms)
-            diff = max(0, now_ms - self._start_ms)
+            diff = _java_int(now_ms - self._start_ms)  # wraps past 2**31 ms, as Java's (int) does
+            if -1_000_000 < diff < 0:
+                diff = 0  # a small step back (NTP), as the Java client treats it
             counter = next(self._counter) & 0xFFFF
-        raw = _TIME_COUNTER.pack(diff if diff < 2**31 else 2**31 - 1, counter - (counter >> 15 << 16))
+        raw = _TIME_COUNTER.pack(diff, counter - (counter >> 15 << 16))
         return self._fixed + raw.hex().upper()
 
 

@@ -51,18 +51,23 @@ def decode_properties(text: str) -> dict[str, str]:
 
 
 def get_property(text: str, key: str) -> str | None:
-    """Find one property without building the whole dict (the dispatch hot path)."""
+    """One property without building the whole dict (the dispatch hot path).
+
+    Agrees with ``decode_properties`` (and Java): the last non-empty value of a
+    repeated key wins.
+    """
     if not text:
         return None
     needle = key + NAME_VALUE_SEPARATOR
-    start = 0
+    end = len(text)
     while True:
-        at = text.find(needle, start)
+        at = text.rfind(needle, 0, end)
         if at < 0:
             return None
         if at == 0 or text[at - 1] == PROPERTY_SEPARATOR:
             begin = at + len(needle)
-            end = text.find(PROPERTY_SEPARATOR, begin)
-            value = text[begin:] if end < 0 else text[begin:end]
-            return value or None
-        start = at + 1
+            stop = text.find(PROPERTY_SEPARATOR, begin)
+            value = text[begin:] if stop < 0 else text[begin:stop]
+            if value:
+                return value
+        end = at + len(needle) - 1

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import FlushDiskType, StoreConfig
-from ledgermq.errors import LocalProtocolError, StoreError, StoreFullError
+from ledgermq.errors import LocalProtocolError, PropertiesTooLargeError, StoreError, StoreFullError
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
@@ -201,11 +201,10 @@ class MessageStore:
                 reconsume_times=msg.reconsume_times,
                 prepared_transaction_offset=msg.prepared_transaction_offset,
             )
+        except PropertiesTooLargeError as exc:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
         except LocalProtocolError as exc:
-            status = (
-                PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(exc) else PutStatus.MESSAGE_ILLEGAL
-            )
-            return PutResult(status, remark=str(exc))
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         encoded = EncodedMessage(
             data,
             queue_key(topic, queue_id),
@@ -244,11 +243,10 @@ class MessageStore:
                     store_host=batch.store_host or self.store_host,
                 )
                 encoded.append(EncodedMessage(data, key, True, batch.store_host or self.store_host))
+        except PropertiesTooLargeError as exc:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
         except LocalProtocolError as exc:
-            status = (
-                PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in str(exc) else PutStatus.MESSAGE_ILLEGAL
-            )
-            return PutResult(status, remark=str(exc))
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         return self._append(encoded, batch.topic, batch.queue_id, wait)
 
     def _refuse_put(self, topic: str, body_size: int) -> PutResult | None:

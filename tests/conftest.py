@@ -21,6 +21,7 @@ SMALL = dict(
     max_index_num=256,
     flush_interval_commitlog_ms=50,
     flush_interval_consume_queue_ms=50,
+    delete_commitlog_files_interval_ms=0,
 )
 
 

@@ -155,6 +155,9 @@ class IndexFile:
             self._write_header()
             os.fdatasync(self.fd)
 
+    def fsync(self) -> None:
+        os.fdatasync(self.fd)
+
     def _write_header(self) -> None:
         HEADER.pack_into(
             self.mm, 0, self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count, self.count
@@ -266,12 +269,20 @@ class IndexService:
             return self.files[-1].end_ts, self.files[-1].end_phy
 
     def flush(self) -> int:
-        """Flush every dirty file; return the newest indexed store time (for the checkpoint)."""
+        """Flush every dirty file; return the newest store time the flush covers.
+
+        Headers and that time are snapshotted under the lock before any fsync, so the
+        checkpoint never names an entry added while the fsync ran.
+        """
         with self.lock:
-            files = list(self.files)
-        for f in files:
-            f.flush()
-        return files[-1].end_ts if files else 0
+            dirty = [f for f in self.files if f.dirty]
+            for f in dirty:
+                f.dirty = False
+                f._write_header()
+            covered = self.files[-1].end_ts if self.files else 0
+        for f in dirty:
+            f.fsync()
+        return covered
 
     def delete_expired(self, phy_min: int) -> int:
         """Remove index files that only point at deleted commit-log segments."""

@@ -256,6 +256,8 @@ class MessageStore:
             )
         if self.config.is_slave:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="a slave does not accept puts")
+        if self.cleaner is not None and self.cleaner.disk_full:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="disk is full")
         if body_size > self.config.max_message_size:
             return PutResult(
                 PutStatus.MESSAGE_ILLEGAL,

@@ -33,6 +33,27 @@ RetentionGuard = Callable[[], int | None]
 DiskUsage = Callable[[Path], float]
 FORCIBLE_RATIO = 0.85
 DELETE_FILES_BATCH_MAX = 10
+MANUAL_DELETE_ROUNDS = 20
+DISK_FULL_RATIO = 0.90  # above this the store refuses puts until space comes back
+
+
+def _paced(
+    condition: Callable[[MappedFile], bool], pause_s: float, wait: Callable[[float], bool]
+) -> Callable[[MappedFile], bool]:
+    """``condition`` with a pause (deleteCommitLogFilesInterval) before every deletion but
+    the first, so a big cleanup does not hit the disk all at once."""
+    first = True
+
+    def check(mf: MappedFile) -> bool:
+        nonlocal first
+        if not condition(mf):
+            return False
+        if not first:
+            wait(pause_s)
+        first = False
+        return True
+
+    return check
 
 
 def disk_usage_ratio(path: Path) -> float:
@@ -61,11 +82,16 @@ class CleanService(ServiceThread):
         self.disk_usage = disk_usage
         self.guards: list[RetentionGuard] = []
         self.manual_requests = 0
+        self.disk_full = False
         self.delete_hours = parse_delete_when(config.delete_when)
 
     def trigger(self) -> None:
-        """An operator's TRIGGER_DELETE_FILES: one cleaning round regardless of the hour."""
-        self.manual_requests += 1
+        """An operator's TRIGGER_DELETE_FILES: cleaning rounds regardless of the hour.
+
+        Like RocketMQ (MAX_MANUAL_DELETE_FILE_TIMES) one request buys 20 rounds, each
+        deleting at most 10 expired segments.
+        """
+        self.manual_requests = MANUAL_DELETE_ROUNDS
         self.wakeup()
 
     def step(self) -> None:
@@ -79,6 +105,7 @@ class CleanService(ServiceThread):
     def clean_once(self) -> int:
         """One round; returns how many commit-log segments were deleted."""
         ratio = self.disk_usage(self.commitlog.queue.directory) if self.commitlog.queue.files else 0.0
+        self._update_disk_full(ratio)
         hour = dt.datetime.fromtimestamp(self.clock.wall_ms() / 1000).hour
         time_up = hour in self.delete_hours
         space_full = ratio > self.config.disk_max_used_space_ratio / 100
@@ -97,8 +124,10 @@ class CleanService(ServiceThread):
                 return False
             return forcibly or now_s - mf.last_modified() >= reserved_s
 
+        pause_s = self.config.delete_commitlog_files_interval_ms / 1000
+        paced = _paced(deletable, pause_s, self._stopping.wait) if pause_s > 0 else deletable
         removed = self.commitlog.queue.delete_first_while(
-            deletable,
+            paced,
             DELETE_FILES_BATCH_MAX,
             self.config.destroy_mapped_file_interval_forcibly_ms / 1000,
         )
@@ -110,6 +139,14 @@ class CleanService(ServiceThread):
             )
         self.clean_derived()
         return len(removed)
+
+    def _update_disk_full(self, ratio: float) -> None:
+        full = ratio > DISK_FULL_RATIO
+        if full and not self.disk_full:
+            log.error("disk %.0f%% full: refusing puts until retention frees space", ratio * 100)
+        elif self.disk_full and not full:
+            log.warning("disk back to %.0f%%: accepting puts again", ratio * 100)
+        self.disk_full = full
 
     def clean_derived(self) -> None:
         """Drop consume-queue and index files that only point at deleted segments."""

@@ -1,0 +1,50 @@
+"""``ledgermq namesrv``: run a name server."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from ledgermq.cli.runtime import read_properties, serve
+from ledgermq.config import config_from_properties, known_keys
+from ledgermq.errors import ConfigError
+from ledgermq.namesrv.app import NamesrvApp, NamesrvConfig
+
+log = logging.getLogger(__name__)
+
+
+@click.command()
+@click.option(
+    "-c",
+    "--conf",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="namesrv .properties file",
+)
+@click.option("-p", "--port", type=int, default=None, help="listen port (default 9876)")
+@click.option("--host", default=None, help="listen address (default 0.0.0.0)")
+@click.option("--kv-config", type=click.Path(path_type=Path), default=None, help="kvConfig.json path")
+def namesrv(conf: Path | None, port: int | None, host: str | None, kv_config: Path | None) -> None:
+    """Run a name server (RocketMQ 4.x protocol)."""
+    props = read_properties(conf)
+    for k in sorted(set(props) - known_keys(NamesrvConfig)):
+        log.warning("%s: unknown key %r ignored", conf, k)
+    overrides: dict[str, object] = {}
+    if port is not None:
+        overrides["listen_port"] = port
+    if host is not None:
+        overrides["listen_host"] = host
+    if kv_config is not None:
+        overrides["kv_config_path"] = str(kv_config)
+    try:
+        cfg = config_from_properties(NamesrvConfig, props, **overrides)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    app = NamesrvApp(cfg)
+
+    async def start() -> None:
+        await app.start()
+        click.echo(f"ledgermq namesrv listening on {cfg.listen_host}:{app.port}", err=True)
+
+    serve(start, app.stop)

@@ -1,0 +1,70 @@
+"""The name-server process: remoting server, route registry, expiry scan, KV config."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledgermq.clock import SYSTEM_CLOCK, Clock
+from ledgermq.config import key
+from ledgermq.namesrv.kvconfig import KVConfig
+from ledgermq.namesrv.processors import NamesrvState, register_all
+from ledgermq.namesrv.routeinfo import RouteInfo
+from ledgermq.net.connection import Connection
+from ledgermq.net.server import RemotingServer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    listen_host: str = key("listenHost", "0.0.0.0")
+    listen_port: int = key("listenPort", 9876)
+    kv_config_path: str = key("kvConfigPath", str(Path.home() / "namesrv" / "kvConfig.json"))
+    broker_expiry_ms: int = key("brokerChannelExpiredTime", 120_000)
+    scan_interval_ms: int = key("scanNotActiveBrokerInterval", 10_000)
+    idle_timeout_s: int = key("serverChannelMaxIdleTimeSeconds", 120)
+
+
+class NamesrvApp:
+    def __init__(self, config: NamesrvConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.clock = clock
+        self.routes = RouteInfo(expiry_ms=config.broker_expiry_ms)
+        self.kv = KVConfig(Path(config.kv_config_path) if config.kv_config_path else None)
+        self.server = RemotingServer(
+            config.listen_host, config.listen_port, name="namesrv", idle_timeout=config.idle_timeout_s
+        )
+        self.state = NamesrvState(self.routes, self.kv, clock)
+        register_all(self.server, self.state)
+        self.server.on_disconnect.append(self._on_disconnect)
+        self._scan_task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        self.kv.load()
+        await self.server.start()
+        self._scan_task = asyncio.create_task(self._scan_loop())
+
+    async def stop(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+        await self.server.stop()
+
+    def _on_disconnect(self, conn: Connection) -> None:
+        self.routes.on_connection_closed(conn)
+
+    async def _scan_loop(self) -> None:
+        interval = self.config.scan_interval_ms / 1000
+        await asyncio.sleep(min(5.0, interval))
+        while True:
+            try:
+                self.routes.scan_not_active(self.clock.wall_ms())
+            except Exception:
+                log.exception("broker expiry scan failed; it runs again in %.1fs", interval)
+            await asyncio.sleep(interval)

@@ -1,0 +1,1 @@
+"""asyncio transport for the remoting protocol: a server dispatching by request code and a client."""

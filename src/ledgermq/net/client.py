@@ -1,0 +1,108 @@
+"""RemotingClient: one pooled connection per address, requests with timeouts, oneway sends.
+
+Like the Java and C++ clients, a client keeps a single connection per ``host:port`` and
+reuses it for every request; a connection that failed or closed is replaced on the next
+call. Requests the server sends back (broker-to-client calls) go to ``on_request``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from ledgermq.errors import LedgerError
+from ledgermq.net.connection import Connection, ConnectionClosedError
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.frame import DEFAULT_MAX_FRAME_SIZE
+
+log = logging.getLogger(__name__)
+
+
+class ConnectError(LedgerError):
+    """The address could not be reached."""
+
+
+def split_address(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"address {addr!r} is not host:port")
+    return host, int(port)
+
+
+class RemotingClient:
+    def __init__(
+        self,
+        *,
+        connect_timeout: float = 3.0,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        on_request: Callable[[Connection, RemotingCommand], None] | None = None,
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        self.max_frame_size = max_frame_size
+        self.on_request = on_request
+        self._connections: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Future[Connection]] = {}
+
+    async def connection(self, addr: str) -> Connection:
+        conn = self._connections.get(addr)
+        if conn is not None and conn.is_open:
+            return conn
+        pending = self._connecting.get(addr)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        self._connecting[addr] = fut
+        try:
+            conn = await self._connect(addr)
+            self._connections[addr] = conn
+            fut.set_result(conn)
+            return conn
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # mark retrieved
+            raise
+        finally:
+            self._connecting.pop(addr, None)
+
+    async def _connect(self, addr: str) -> Connection:
+        host, port = split_address(addr)
+        loop = asyncio.get_running_loop()
+        try:
+            _transport, conn = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: Connection(self.on_request, max_frame_size=self.max_frame_size), host, port
+                ),
+                self.connect_timeout,
+            )
+        except (OSError, TimeoutError) as exc:
+            raise ConnectError(f"cannot connect to {addr}: {exc or 'timeout'}") from exc
+        return conn
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        conn = await self.connection(addr)
+        try:
+            return await conn.request(cmd, timeout)
+        except ConnectionClosedError:
+            self._connections.pop(addr, None)
+            raise
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        conn = await self.connection(addr)
+        conn.oneway(cmd)
+
+    def close_connection(self, addr: str) -> None:
+        conn = self._connections.pop(addr, None)
+        if conn is not None:
+            conn.close()
+
+    async def close(self) -> None:
+        conns = list(self._connections.values())
+        self._connections.clear()
+        for conn in conns:
+            conn.close()
+        for conn in conns:
+            try:
+                await asyncio.wait_for(conn.closed.wait(), 1.0)
+            except TimeoutError:
+                log.debug("connection to %s did not close in time", conn.peer)

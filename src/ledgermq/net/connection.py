@@ -1,0 +1,154 @@
+"""One remoting connection over asyncio, shared by the server and the client side.
+
+A connection is an ``asyncio.Protocol``: bytes go through ``FrameDecoder``; responses
+resolve the matching pending request (by opaque); requests go to ``on_request``.
+Both sides can send requests (brokers call back into clients), so each connection has
+its own opaque counter and pending table, and closing fails every pending request.
+
+Backpressure: when the peer stops reading and our write buffer passes the high-water
+mark, the connection stops reading from that peer (no new work from it) until the
+buffer drains; past ``max_write_buffer`` it is closed rather than allowed to eat memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any, cast
+
+from ledgermq.errors import LedgerError, RemoteProtocolError
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, BadFrame, FrameDecoder
+
+log = logging.getLogger(__name__)
+
+
+class ConnectionClosedError(LedgerError):
+    """The connection closed before the request got its answer."""
+
+
+class RequestTimeoutError(LedgerError):
+    """No answer within the request's timeout."""
+
+
+RequestHandler = Callable[["Connection", RemotingCommand], None]
+BadFrameHandler = Callable[["Connection", BadFrame], None]
+
+
+class Connection(asyncio.Protocol):
+    def __init__(
+        self,
+        on_request: RequestHandler | None = None,
+        on_bad_frame: BadFrameHandler | None = None,
+        on_close: Callable[[Connection], None] | None = None,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_write_buffer: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.decoder = FrameDecoder(max_frame_size)
+        self.on_request = on_request
+        self.on_bad_frame = on_bad_frame
+        self.on_close = on_close
+        self.max_write_buffer = max_write_buffer
+        self.transport: asyncio.Transport | None = None
+        self.peer: str = "?"
+        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._opaque = itertools.count(1)
+        self.closed = asyncio.Event()
+        self.inflight = 0  # requests from the peer still being processed
+        self.last_active = 0.0
+        self.attachment: dict[str, Any] = {}  # per-connection state owned by the application
+        self._writing_paused = False
+
+    # -- asyncio.Protocol ------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.last_active = asyncio.get_running_loop().time()
+        self.transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = asyncio.get_running_loop().time()
+        try:
+            frames = self.decoder.feed(data)
+        except RemoteProtocolError as exc:
+            log.warning("closing %s: %s", self.peer, exc)
+            self.close()
+            return
+        for frame in frames:
+            if isinstance(frame, BadFrame):
+                if self.on_bad_frame is not None:
+                    self.on_bad_frame(self, frame)
+                else:
+                    log.warning("closing %s: malformed frame: %s", self.peer, frame.reason)
+                    self.close()
+                    return
+            elif frame.is_response:
+                fut = self.pending.pop(frame.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(frame)
+            elif self.on_request is not None:
+                self.on_request(self, frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionClosedError(f"connection to {self.peer} closed"))
+        self.pending.clear()
+        self.closed.set()
+        if self.on_close is not None:
+            self.on_close(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        if self.transport is not None:
+            if self.transport.get_write_buffer_size() > self.max_write_buffer:
+                log.warning("closing %s: it does not read its responses", self.peer)
+                self.close()
+                return
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        if self.transport is not None:
+            self.transport.resume_reading()
+
+    # -- sending ---------------------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def send(self, cmd: RemotingCommand) -> None:
+        if not self.is_open:
+            raise ConnectionClosedError(f"connection to {self.peer} is closed")
+        assert self.transport is not None
+        self.transport.write(cmd.encode())
+        if self.transport.get_write_buffer_size() > self.max_write_buffer:
+            log.warning("closing %s: write buffer over %d bytes", self.peer, self.max_write_buffer)
+            self.close()
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send a request and await its response (matched by a fresh opaque)."""
+        cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self.pending[cmd.opaque] = fut
+        try:
+            self.send(cmd)
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise RequestTimeoutError(f"no answer from {self.peer} within {timeout:.1f}s") from None
+        finally:
+            self.pending.pop(cmd.opaque, None)
+
+    def oneway(self, cmd: RemotingCommand) -> None:
+        cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        cmd.flag |= 0x2
+        self.send(cmd)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()

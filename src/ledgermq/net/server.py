@@ -1,0 +1,200 @@
+"""RemotingServer: accept connections, dispatch each request to the processor for its code.
+
+A processor is ``async def processor(ctx, request) -> RemotingCommand | None``, registered
+by request code; it returns the response (the server fills in opaque, flag and
+serialization) or None for oneway handling. The server owns the rules every processor
+would otherwise repeat:
+
+* unknown codes get REQUEST_CODE_NOT_SUPPORTED (remark " request type N not supported");
+* a processor exception becomes SYSTEM_ERROR with the exception text as remark;
+* oneway requests are never answered;
+* a malformed header with a readable opaque gets SYSTEM_ERROR; without one the
+  connection closes with a logged reason;
+* more than ``max_inflight_per_connection`` requests in progress from one connection, or
+  ``max_inflight_total`` overall, get SYSTEM_BUSY at once (RocketMQ's "[OVERLOAD]"
+  answer), so a flood costs bounded memory and other clients keep being served;
+* connections silent for ``idle_timeout`` seconds are closed (RocketMQ: 120 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledgermq.net.connection import Connection
+from ledgermq.protocol.codes import ResponseCode, request_name
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, BadFrame
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a processor may know about the request beyond its command."""
+
+    connection: Connection
+    server: RemotingServer
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def peer(self) -> str:
+        return self.connection.peer
+
+
+Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+class RemotingServer:
+    def __init__(
+        self,
+        host: str = "0.0.0.0",
+        port: int = 0,
+        *,
+        name: str = "remoting",
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_inflight_per_connection: int = 256,
+        max_inflight_total: int = 10_000,
+        idle_timeout: float = 120.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.name = name
+        self.max_frame_size = max_frame_size
+        self.max_inflight_per_connection = max_inflight_per_connection
+        self.max_inflight_total = max_inflight_total
+        self.idle_timeout = idle_timeout
+        self.processors: dict[int, Processor] = {}
+        self.connections: set[Connection] = set()
+        self.on_disconnect: list[Callable[[Connection], None]] = []
+        self.inflight = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._idle_task: asyncio.Task[None] | None = None
+
+    def register(self, code: int, processor: Processor) -> None:
+        self.processors[int(code)] = processor
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_connection, self.host, self.port, reuse_address=True
+        )
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._idle_task = asyncio.create_task(self._close_idle_connections())
+        log.info("%s listening on %s:%d", self.name, self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    def _new_connection(self) -> Connection:
+        conn = Connection(
+            self._on_request,
+            self._on_bad_frame,
+            self._on_close,
+            max_frame_size=self.max_frame_size,
+        )
+        self.connections.add(conn)
+        return conn
+
+    def _on_close(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        for callback in self.on_disconnect:
+            try:
+                callback(conn)
+            except Exception:
+                log.exception("%s: disconnect callback failed for %s", self.name, conn.peer)
+
+    # -- dispatch --------------------------------------------------------------------
+    def _on_request(self, conn: Connection, cmd: RemotingCommand) -> None:
+        processor = self.processors.get(cmd.code)
+        if processor is None:
+            self._answer(
+                conn,
+                cmd,
+                cmd.response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
+                ),
+            )
+            return
+        if conn.inflight >= self.max_inflight_per_connection or self.inflight >= self.max_inflight_total:
+            self._answer(
+                conn,
+                cmd,
+                cmd.response(
+                    ResponseCode.SYSTEM_BUSY,
+                    "[OVERLOAD]system busy, too many requests in progress; try again later",
+                ),
+            )
+            return
+        conn.inflight += 1
+        self.inflight += 1
+        task = asyncio.create_task(self._run(processor, conn, cmd))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, processor: Processor, conn: Connection, cmd: RemotingCommand) -> None:
+        try:
+            response = await processor(RequestContext(conn, self), cmd)
+        except Exception as exc:
+            log.exception("%s: %s from %s failed", self.name, request_name(cmd.code), conn.peer)
+            response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        finally:
+            conn.inflight -= 1
+            self.inflight -= 1
+        if response is not None:
+            self._answer(conn, cmd, response)
+
+    def _answer(self, conn: Connection, request: RemotingCommand, response: RemotingCommand) -> None:
+        if request.is_oneway or not conn.is_open:
+            return
+        response.opaque = request.opaque
+        response.flag |= 0x1
+        response.serialize_type = request.serialize_type
+        try:
+            conn.send(response)
+        except Exception:
+            log.debug("%s: could not answer %s", self.name, conn.peer, exc_info=True)
+
+    def _on_bad_frame(self, conn: Connection, frame: BadFrame) -> None:
+        if frame.opaque is None:
+            log.warning("%s: closing %s: malformed frame: %s", self.name, conn.peer, frame.reason)
+            conn.close()
+            return
+        log.warning("%s: malformed request from %s: %s", self.name, conn.peer, frame.reason)
+        reply = RemotingCommand(
+            code=ResponseCode.SYSTEM_ERROR,
+            opaque=frame.opaque,
+            flag=0x1,
+            remark=f"malformed request: {frame.reason}",
+        )
+        try:
+            conn.send(reply)
+        except Exception:
+            conn.close()
+
+    async def _close_idle_connections(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = max(0.05, min(self.idle_timeout / 4, 10.0))
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            for conn in list(self.connections):
+                if now - conn.last_active > self.idle_timeout and conn.inflight == 0:
+                    log.info("%s: closing idle connection %s", self.name, conn.peer)
+                    conn.close()

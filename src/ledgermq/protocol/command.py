@@ -1,0 +1,279 @@
+"""RemotingCommand: the unit every RocketMQ 4.x request and response travels in.
+
+Frame layout (big-endian)::
+
+    0  4  length       = 4 + header length + body length (not counting itself)
+    4  4  header word  = serialize type << 24 | header length
+    8  n  header       JSON (type 0) or RocketMQ binary (type 1)
+    .. m  body         opaque bytes
+
+JSON header keys: ``code``, ``language`` (enum name), ``version``, ``opaque``, ``flag``
+(bit 0 response, bit 1 oneway), ``remark`` (omitted when null), ``extFields`` (string to
+string). We always write every extFields value as a string and always include the
+object, because the C++ client ignores non-string values and dereferences the header
+without a null check. Incoming values may be numbers or booleans (the C++ client sends
+both); they are turned into strings the way Java's fastjson would.
+
+Binary header: code int16, language int8, version int16, opaque int32, flag int32,
+remark (int32 length + UTF-8), extFields (int32 total length, then per entry int16 key
+length + key, int32 value length + value).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ledgermq.errors import RemoteProtocolError
+from ledgermq.protocol.codes import (
+    CURRENT_VERSION,
+    ONEWAY_FLAG,
+    RESPONSE_FLAG,
+    LanguageCode,
+    SerializeType,
+)
+
+_LENGTHS = struct.Struct(">ii")
+_BIN_FIXED = struct.Struct(">hbhii")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_LANG_BY_NAME = {lc.name: lc for lc in LanguageCode}
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    language: str = "PYTHON"
+    version: int = CURRENT_VERSION
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    serialize_type: SerializeType = SerializeType.JSON
+
+    # -- construction ---------------------------------------------------------------
+    @classmethod
+    def request(
+        cls,
+        code: int,
+        ext_fields: dict[str, Any] | None = None,
+        body: bytes = b"",
+        *,
+        oneway: bool = False,
+        opaque: int = 0,
+    ) -> RemotingCommand:
+        return cls(
+            code=int(code),
+            opaque=opaque,
+            flag=ONEWAY_FLAG if oneway else 0,
+            ext_fields=stringify(ext_fields or {}),
+            body=body,
+        )
+
+    def response(
+        self,
+        code: int,
+        remark: str | None = None,
+        ext_fields: dict[str, Any] | None = None,
+        body: bytes = b"",
+    ) -> RemotingCommand:
+        """The answer to this request: same opaque and serialization, response flag set."""
+        return RemotingCommand(
+            code=int(code),
+            opaque=self.opaque,
+            flag=RESPONSE_FLAG,
+            remark=remark,
+            ext_fields=stringify(ext_fields or {}),
+            body=body,
+            serialize_type=self.serialize_type,
+        )
+
+    # -- flags -----------------------------------------------------------------------
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RESPONSE_FLAG)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & ONEWAY_FLAG)
+
+    # -- encoding --------------------------------------------------------------------
+    def encode(self) -> bytes:
+        """The whole frame, length prefix included."""
+        header = self._json_header() if self.serialize_type is SerializeType.JSON else self._binary_header()
+        length = 4 + len(header) + len(self.body)
+        prefix = _LENGTHS.pack(length, (int(self.serialize_type) << 24) | len(header))
+        return b"".join((prefix, header, self.body))
+
+    def _json_header(self) -> bytes:
+        doc: dict[str, Any] = {
+            "code": self.code,
+            "extFields": self.ext_fields,
+            "flag": self.flag,
+            "language": self.language,
+            "opaque": self.opaque,
+            "serializeTypeCurrentRPC": "JSON",
+            "version": self.version,
+        }
+        if self.remark is not None:
+            doc["remark"] = self.remark
+        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+
+    def _binary_header(self) -> bytes:
+        lang = _LANG_BY_NAME.get(self.language, LanguageCode.OTHER)
+        remark = self.remark.encode() if self.remark is not None else b""
+        ext = bytearray()
+        for k, v in self.ext_fields.items():
+            kb, vb = k.encode(), v.encode()
+            ext += _I16.pack(len(kb)) + kb + _I32.pack(len(vb)) + vb
+        return b"".join(
+            (
+                _BIN_FIXED.pack(self.code, lang, self.version, self.opaque, self.flag),
+                _I32.pack(len(remark)),
+                remark,
+                _I32.pack(len(ext)),
+                bytes(ext),
+            )
+        )
+
+    def __repr__(self) -> str:
+        kind = "response" if self.is_response else ("oneway" if self.is_oneway else "request")
+        return (
+            f"RemotingCommand({kind} code={self.code} opaque={self.opaque} remark={self.remark!r} "
+            f"ext={self.ext_fields!r} body={len(self.body)}B)"
+        )
+
+
+def stringify(values: dict[str, Any]) -> dict[str, str]:
+    """extFields as Java sees them: every value a string, nulls dropped, booleans lower-case."""
+    out: dict[str, str] = {}
+    for k, v in values.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            out[str(k)] = "true" if v else "false"
+        else:
+            out[str(k)] = str(v)
+    return out
+
+
+def decode_command(payload: bytes | bytearray | memoryview) -> RemotingCommand:
+    """Decode a frame without its 4-byte length prefix; RemoteProtocolError on bad input."""
+    view = memoryview(payload)
+    if len(view) < 4:
+        raise RemoteProtocolError("frame shorter than its header-length word")
+    word = _I32.unpack_from(view, 0)[0]
+    kind = (word >> 24) & 0xFF
+    header_len = word & 0xFFFFFF
+    if header_len > len(view) - 4:
+        raise RemoteProtocolError(f"header length {header_len} exceeds the frame ({len(view) - 4} bytes)")
+    header = view[4 : 4 + header_len]
+    body = bytes(view[4 + header_len :])
+    if kind == SerializeType.JSON:
+        cmd = _decode_json_header(bytes(header))
+    elif kind == SerializeType.ROCKETMQ:
+        cmd = _decode_binary_header(header)
+    else:
+        raise RemoteProtocolError(f"unknown serialize type {kind}")
+    cmd.body = body
+    return cmd
+
+
+def _as_int(doc: dict[str, Any], key: str, default: int = 0) -> int:
+    value = doc.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise RemoteProtocolError(f"header field {key!r} is not an integer: {value!r}")
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise RemoteProtocolError(f"header field {key!r} is not an integer: {value!r}") from exc
+
+
+def _ext_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    return orjson.dumps(value).decode()
+
+
+def _decode_json_header(raw: bytes) -> RemotingCommand:
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RemoteProtocolError(f"header is not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise RemoteProtocolError("header JSON is not an object")
+    ext = doc.get("extFields") or {}
+    if not isinstance(ext, dict):
+        raise RemoteProtocolError("extFields is not an object")
+    language = doc.get("language", "OTHER")
+    if isinstance(language, int) and not isinstance(language, bool):
+        language = _lang_name(language)
+    remark = doc.get("remark")
+    return RemotingCommand(
+        code=_as_int(doc, "code"),
+        opaque=_as_int(doc, "opaque"),
+        flag=_as_int(doc, "flag"),
+        language=str(language),
+        version=_as_int(doc, "version"),
+        remark=None if remark is None else str(remark),
+        ext_fields={str(k): _ext_value(v) for k, v in ext.items() if v is not None},
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def _lang_name(ordinal: int) -> str:
+    try:
+        return LanguageCode(ordinal).name
+    except ValueError:
+        return "OTHER"
+
+
+def _decode_binary_header(view: memoryview) -> RemotingCommand:
+    try:
+        code, lang, version, opaque, flag = _BIN_FIXED.unpack_from(view, 0)
+        pos = _BIN_FIXED.size
+        remark_len = _I32.unpack_from(view, pos)[0]
+        pos += 4
+        if remark_len < 0 or pos + remark_len > len(view):
+            raise RemoteProtocolError("binary header: remark overruns the header")
+        remark = bytes(view[pos : pos + remark_len]).decode() if remark_len else None
+        pos += remark_len
+        ext_len = _I32.unpack_from(view, pos)[0]
+        pos += 4
+        if ext_len < 0 or pos + ext_len > len(view):
+            raise RemoteProtocolError("binary header: extFields overrun the header")
+        ext: dict[str, str] = {}
+        end = pos + ext_len
+        while pos < end:
+            klen = _I16.unpack_from(view, pos)[0]
+            pos += 2
+            key = bytes(view[pos : pos + klen]).decode()
+            pos += klen
+            vlen = _I32.unpack_from(view, pos)[0]
+            pos += 4
+            if klen < 0 or vlen < 0 or pos + vlen > end:
+                raise RemoteProtocolError("binary header: an extFields entry overruns")
+            ext[key] = bytes(view[pos : pos + vlen]).decode()
+            pos += vlen
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise RemoteProtocolError(f"binary header does not decode: {exc}") from exc
+    return RemotingCommand(
+        code=code,
+        opaque=opaque,
+        flag=flag,
+        language=_lang_name(lang),
+        version=version,
+        remark=remark,
+        ext_fields=ext,
+        serialize_type=SerializeType.ROCKETMQ,
+    )

@@ -1,0 +1,78 @@
+"""Incremental frame splitting for a byte stream, with a hard size cap.
+
+``FrameDecoder.feed(data)`` returns every complete frame now available, each either a
+``RemotingCommand`` or a ``BadFrame`` (framing intact but the header did not decode: the
+server can answer it if it learned the opaque, and the connection goes on). A length
+field that is impossible (below 4) or above ``max_frame_size`` raises
+RemoteProtocolError: the stream cannot be resynchronised, so the connection must close.
+The check happens before the body is buffered, so a hostile length costs no memory.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+
+from ledgermq.errors import RemoteProtocolError
+from ledgermq.protocol.command import RemotingCommand, decode_command
+
+DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024  # Java's com.rocketmq.remoting.frameMaxLength
+_LEN = struct.Struct(">i")
+_OPAQUE = re.compile(rb'"opaque"\s*:\s*"?(-?\d+)')
+_CODE = re.compile(rb'"code"\s*:\s*"?(-?\d+)')
+
+
+@dataclass(frozen=True, slots=True)
+class BadFrame:
+    reason: str
+    opaque: int | None  # recovered from the raw header when possible
+    code: int | None
+
+
+class FrameDecoder:
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._pos = 0
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand | BadFrame]:
+        self._buf += data
+        out: list[RemotingCommand | BadFrame] = []
+        buf = self._buf
+        while len(buf) - self._pos >= 4:
+            length = _LEN.unpack_from(buf, self._pos)[0]
+            if length < 4 or length > self.max_frame_size:
+                raise RemoteProtocolError(
+                    f"frame length {length} outside 4..{self.max_frame_size}; closing the connection"
+                )
+            if len(buf) - self._pos - 4 < length:
+                break
+            start = self._pos + 4
+            payload = memoryview(buf)[start : start + length]
+            try:
+                out.append(decode_command(payload))
+            except RemoteProtocolError as exc:
+                out.append(_bad_frame(bytes(payload), str(exc)))
+            finally:
+                payload.release()
+            self._pos = start + length
+        if self._pos and self._pos * 2 >= len(buf):
+            del buf[: self._pos]
+            self._pos = 0
+        return out
+
+
+def _bad_frame(payload: bytes, reason: str) -> BadFrame:
+    header = payload[4 : 4 + min(len(payload) - 4, 4096)] if len(payload) > 4 else b""
+    opaque = _OPAQUE.search(header)
+    code = _CODE.search(header)
+    return BadFrame(
+        reason,
+        int(opaque.group(1)) if opaque else None,
+        int(code.group(1)) if code else None,
+    )

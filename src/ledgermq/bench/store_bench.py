@@ -166,9 +166,7 @@ def run_store_bench(workdir: Path | None, messages: int, body_size: int, infligh
         ]
         batch_s = _timed(lambda: [store.put_messages(b) for b in batches])
         store.shutdown()
-        rows.append(
-            BenchRow("batch put x32", len(batches) * 32, batch_s, "os.write of encoded records", raw_s)
-        )
+        rows.append(BenchRow("batch put x32", len(batches) * 32, batch_s, "os.write of encoded records", raw_s))
 
         # 5. SYNC_FLUSH with group commit vs one fdatasync per message. Puts are issued
         # from one thread with up to `inflight` awaiting durability, the way the broker's

@@ -8,6 +8,7 @@ import click
 
 from ledgermq import __version__
 from ledgermq.cli.bench_cmds import bench
+from ledgermq.cli.broker_cmd import broker
 from ledgermq.cli.namesrv_cmd import namesrv
 from ledgermq.cli.store_cmds import store
 
@@ -26,6 +27,7 @@ def cli(verbose: bool) -> None:
 cli.add_command(store)
 cli.add_command(bench)
 cli.add_command(namesrv)
+cli.add_command(broker)
 
 
 def main() -> None:

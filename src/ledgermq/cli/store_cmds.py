@@ -130,9 +130,7 @@ def demo(data: Path, count: int) -> None:
             s.wait_dispatched()
             got = s.get_message("DemoTopic", 0, first, 4)
             for rec in decode_records(got.body()):
-                console.print(
-                    f"queue 0 offset {rec.queue_offset}: {rec.body.decode()!r}  id {rec.offset_msg_id}"
-                )
+                console.print(f"queue 0 offset {rec.queue_offset}: {rec.body.decode()!r}  id {rec.offset_msg_id}")
             _summary(s)
     except LedgerError as exc:
         raise click.ClickException(str(exc)) from exc

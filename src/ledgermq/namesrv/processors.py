@@ -15,34 +15,8 @@ from ledgermq.net.server import Processor, RemotingServer, RequestContext
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.headers import MissingField, bool_field, field, int_field
 from ledgermq.protocol.route import DataVersion, RegisterBrokerBody
-
-
-class MissingField(ProtocolError):
-    """A required request header field is absent or malformed."""
-
-
-def field(cmd: RemotingCommand, name: str) -> str:
-    value = cmd.ext_fields.get(name)
-    if value is None:
-        raise MissingField(f"the request header lacks {name!r}")
-    return value
-
-
-def int_field(cmd: RemotingCommand, name: str, default: int | None = None) -> int:
-    value = cmd.ext_fields.get(name)
-    if value is None or value == "":
-        if default is not None:
-            return default
-        raise MissingField(f"the request header lacks {name!r}")
-    try:
-        return int(value)
-    except ValueError:
-        raise MissingField(f"header field {name!r} is not an integer: {value!r}") from None
-
-
-def bool_field(cmd: RemotingCommand, name: str) -> bool:
-    return cmd.ext_fields.get(name, "").strip().lower() in ("true", "1")
 
 
 @dataclass(slots=True)
@@ -93,9 +67,7 @@ async def register_broker(state: NamesrvState, ctx: RequestContext, cmd: Remotin
 
 
 @_guard
-async def unregister_broker(
-    state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand
-) -> RemotingCommand:
+async def unregister_broker(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     state.routes.unregister_broker(
         cluster=field(cmd, "clusterName"),
         broker_addr=field(cmd, "brokerAddr"),
@@ -106,9 +78,7 @@ async def unregister_broker(
 
 
 @_guard
-async def query_data_version(
-    state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand
-) -> RemotingCommand:
+async def query_data_version(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     addr = field(cmd, "brokerAddr")
     version = DataVersion.from_json(fastjson.loads(cmd.body) if cmd.body else None)
     changed = state.routes.is_topic_config_changed(addr, version)
@@ -124,9 +94,7 @@ async def get_route(state: NamesrvState, ctx: RequestContext, cmd: RemotingComma
     topic = field(cmd, "topic")
     route = state.routes.route(topic)
     if route is None:
-        return cmd.response(
-            ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
-        )
+        return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
     order = state.kv.get(ORDER_TOPIC_CONFIG, topic)
     if order:
         route.order_topic_conf = order
@@ -144,9 +112,7 @@ async def all_topics(state: NamesrvState, ctx: RequestContext, cmd: RemotingComm
 
 
 @_guard
-async def topics_by_cluster(
-    state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand
-) -> RemotingCommand:
+async def topics_by_cluster(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     topics = state.routes.topics_by_cluster(field(cmd, "cluster"))
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"topicList": topics}))
 
@@ -186,9 +152,7 @@ async def get_kv(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand)
     namespace, key = field(cmd, "namespace"), field(cmd, "key")
     value = state.kv.get(namespace, key)
     if value is None:
-        return cmd.response(
-            ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}"
-        )
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}")
     return cmd.response(ResponseCode.SUCCESS, ext_fields={"value": value})
 
 

@@ -90,9 +90,7 @@ class RouteInfo:
                 for tc in topic_configs.values():
                     self._update_queue_data(broker_name, tc)
         if broker_addr not in self.live:
-            log.info(
-                "broker registered: %s (%s id %d), HA %s", broker_addr, broker_name, broker_id, ha_server_addr
-            )
+            log.info("broker registered: %s (%s id %d), HA %s", broker_addr, broker_name, broker_id, ha_server_addr)
         self.live[broker_addr] = BrokerLiveInfo(now_ms, data_version, ha_server_addr, connection_id)
         if broker_id != MASTER_ID:
             master = data.broker_addrs.get(MASTER_ID)

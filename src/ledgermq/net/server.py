@@ -44,6 +44,15 @@ class RequestContext:
     def peer(self) -> str:
         return self.connection.peer
 
+    def park(self) -> None:
+        """This request is about to wait a long time (a held pull): stop counting it as load."""
+        self.connection.inflight -= 1
+        self.server.inflight -= 1
+
+    def unpark(self) -> None:
+        self.connection.inflight += 1
+        self.server.inflight += 1
+
 
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
 
@@ -81,9 +90,7 @@ class RemotingServer:
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection, self.host, self.port, reuse_address=True
-        )
+        self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         self._idle_task = asyncio.create_task(self._close_idle_connections())
@@ -127,9 +134,7 @@ class RemotingServer:
             self._answer(
                 conn,
                 cmd,
-                cmd.response(
-                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
-                ),
+                cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"),
             )
             return
         if conn.inflight >= self.max_inflight_per_connection or self.inflight >= self.max_inflight_total:

@@ -171,9 +171,7 @@ def encode_record(
     if not topic_b or len(topic_b) > MAX_TOPIC_BYTES:
         raise LocalProtocolError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic_b)}")
     if len(props_b) > MAX_PROPERTIES_BYTES:
-        raise PropertiesTooLargeError(
-            f"properties are {len(props_b)} bytes, more than {MAX_PROPERTIES_BYTES}"
-        )
+        raise PropertiesTooLargeError(f"properties are {len(props_b)} bytes, more than {MAX_PROPERTIES_BYTES}")
     head = _HEADS[_head_index(sysflag)]
     total = head.size + len(body) + 1 + len(topic_b) + 2 + len(props_b)
     buf = bytearray(total)

@@ -136,9 +136,7 @@ class IndexFile:
         seen = 0
         while 0 < idx < self.count and len(out) < max_num and seen < self.max_entries:
             seen += 1
-            h, phy, diff, prev = ENTRY.unpack_from(
-                self.mm, HEADER_SIZE + self.slots * SLOT.size + idx * ENTRY_SIZE
-            )
+            h, phy, diff, prev = ENTRY.unpack_from(self.mm, HEADER_SIZE + self.slots * SLOT.size + idx * ENTRY_SIZE)
             if diff < 0:
                 break
             ts = self.begin_ts + diff * 1000

@@ -20,6 +20,7 @@ class MessageInput:
     store_host: Host | None = None  # None: the store's own address
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
+    wait_store_ok: bool = True  # the broker strips WAIT from what it stores but still honours it
 
 
 @dataclass(slots=True)

@@ -79,7 +79,7 @@ class MessageStore:
         self.cleaner: CleanService | None = None
         self._disk_usage = disk_usage
         self._listeners: list[ArrivalListener] = []
-        self._memory_budget = _total_memory() * config.access_message_in_memory_max_ratio // 100
+        self.memory_budget = _total_memory() * config.access_message_in_memory_max_ratio // 100
         self.running = False
         self.failed_reason: str | None = None
         self.recovery: RecoveryResult | None = None
@@ -124,9 +124,7 @@ class MessageStore:
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.commitlog_flusher = GroupCommitService(self.commitlog, self.checkpoint)
         else:
-            self.commitlog_flusher = AsyncFlushService(
-                self.commitlog, self.checkpoint, cfg.flush_interval_commitlog_ms
-            )
+            self.commitlog_flusher = AsyncFlushService(self.commitlog, self.checkpoint, cfg.flush_interval_commitlog_ms)
         self.queue_flusher = ConsumeQueueFlushService(
             self.queues,
             self.index,
@@ -134,9 +132,7 @@ class MessageStore:
             lambda: self.reput.dispatched_ts if self.reput else 0,
             cfg.flush_interval_consume_queue_ms,
         )
-        self.cleaner = CleanService(
-            cfg, self.commitlog, self.queues, self.index, self.clock, self._disk_usage
-        )
+        self.cleaner = CleanService(cfg, self.commitlog, self.queues, self.index, self.clock, self._disk_usage)
         for svc in (self.reput, self.commitlog_flusher, self.queue_flusher, self.cleaner):
             svc.start()
 
@@ -211,7 +207,8 @@ class MessageStore:
             SF.gets_queue_entry(msg.sysflag),
             msg.store_host or self.store_host,
         )
-        return self._append([encoded], topic, queue_id, props.get(P.WAIT) != "false")
+        wait = msg.wait_store_ok and props.get(P.WAIT) != "false"
+        return self._append([encoded], topic, queue_id, wait)
 
     def put_messages(self, batch: BatchInput) -> PutResult:
         """Append a batch contiguously with consecutive queue offsets."""
@@ -251,9 +248,7 @@ class MessageStore:
 
     def _refuse_put(self, topic: str, body_size: int) -> PutResult | None:
         if not self.running or self.failed_reason is not None:
-            return PutResult(
-                PutStatus.SERVICE_NOT_AVAILABLE, remark=self.failed_reason or "store is not running"
-            )
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.failed_reason or "store is not running")
         if self.config.is_slave:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="a slave does not accept puts")
         if self.cleaner is not None and self.cleaner.disk_full:
@@ -382,7 +377,7 @@ class MessageStore:
             if size == _PRE_BLANK_SIZE:
                 i += UNIT_SIZE
                 continue
-            in_disk = max_phy - phy > self._memory_budget
+            in_disk = max_phy - phy > self.memory_budget
             if self._batch_full(size, max_msgs, total, len(messages), in_disk):
                 break
             i += UNIT_SIZE
@@ -400,7 +395,7 @@ class MessageStore:
             last_phy = phy
             status = GetStatus.FOUND
         next_offset = offset + i // UNIT_SIZE
-        suggest = bool(messages) and max_phy - last_phy > self._memory_budget
+        suggest = bool(messages) and max_phy - last_phy > self.memory_budget
         return GetResult(status, next_offset, low, high, messages, suggest)
 
     def _batch_full(self, size: int, max_msgs: int, total: int, count: int, in_disk: bool) -> bool:

@@ -1,0 +1,1 @@
+"""The broker: request processors, metadata managers, registration, wiring."""

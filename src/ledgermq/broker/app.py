@@ -1,0 +1,135 @@
+"""BrokerApp: build the store, managers and processors, start and stop them in order.
+
+Start: store (recovery) -> metadata managers -> remoting server -> registration.
+Stop: unregister -> server -> persist offsets/metadata -> store (clean shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from ledgermq.broker.clients import ConsumerGroupInfo, ConsumerManager, ProducerManager
+from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.context import Broker
+from ledgermq.broker.long_polling import PullHoldService
+from ledgermq.broker.offsets import ConsumerOffsetManager
+from ledgermq.broker.processors import clients, pull, queries, send
+from ledgermq.broker.processors.common import bind
+from ledgermq.broker.registration import Registrar
+from ledgermq.broker.subscriptions import SubscriptionGroupManager
+from ledgermq.broker.topics import TopicConfigManager
+from ledgermq.clock import SYSTEM_CLOCK, Clock
+from ledgermq.config import StoreConfig
+from ledgermq.net.client import RemotingClient
+from ledgermq.net.connection import Connection
+from ledgermq.net.server import RemotingServer
+from ledgermq.protocol.codes import RequestCode
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+PROCESSOR_MODULES = [send, pull, clients, queries]
+
+
+class BrokerApp:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.store_config = store_config
+        self.clock = clock
+        root = Path(store_config.root_dir)
+        store = MessageStore(store_config, clock=clock, store_host=(config.broker_ip1, config.listen_port))
+        self.broker = Broker(
+            config=config,
+            store_config=store_config,
+            store=store,
+            topics=TopicConfigManager(root / "config" / "topics.json", config, clock),
+            offsets=ConsumerOffsetManager(root / "config" / "consumerOffset.json"),
+            subscriptions=SubscriptionGroupManager(
+                root / "config" / "subscriptionGroup.json", clock, config.auto_create_subscription_group
+            ),
+            consumers=ConsumerManager(),
+            producers=ProducerManager(),
+            pull_hold=PullHoldService(),
+            clock=clock,
+        )
+        self.server = RemotingServer(
+            config.listen_host,
+            config.listen_port,
+            name=f"broker {config.broker_name}/{config.broker_id}",
+            max_frame_size=config.max_frame_size,
+            max_inflight_per_connection=config.max_inflight_per_connection,
+            max_inflight_total=config.max_inflight_total,
+        )
+        self.client = RemotingClient()
+        self.registrar = Registrar(config, self.broker.topics, self.client)
+        self._tasks: list[asyncio.Task[None]] = []
+        for module in PROCESSOR_MODULES:
+            for code, fn in module.PROCESSORS.items():
+                self.server.register(code, bind(fn, self.broker))
+        self.server.on_disconnect.append(self._on_disconnect)
+        self.broker.consumers.on_group_changed.append(self._notify_group_changed)
+        self.broker.topics.on_change.append(lambda _tc: self.registrar.kick())
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        b = self.broker
+        await asyncio.to_thread(b.store.start)
+        b.pull_hold.bind(asyncio.get_running_loop())
+        b.store.add_arrival_listener(b.pull_hold.arrived_threadsafe)
+        b.topics.load()
+        b.topics.persist()
+        b.offsets.load()
+        b.subscriptions.load()
+        await self.server.start()
+        self.registrar.start()
+        self._tasks = [
+            asyncio.create_task(self._every(self.config.flush_consumer_offset_interval_ms, self._persist_offsets)),
+            asyncio.create_task(self._every(10_000, self._scan_clients)),
+        ]
+        log.info("broker %s (id %d) serving on port %d", self.config.broker_name, self.config.broker_id, self.port)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await self.registrar.stop()
+        await self.registrar.unregister_all()
+        await self.server.stop()
+        await self.client.close()
+        self._persist_offsets()
+        await asyncio.to_thread(self.broker.store.shutdown)
+
+    async def _every(self, interval_ms: int, fn: object) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                fn()  # type: ignore[operator]
+            except Exception:
+                log.exception("periodic task %s failed; it runs again", getattr(fn, "__name__", fn))
+
+    def _persist_offsets(self) -> None:
+        if self.broker.offsets.dirty:
+            self.broker.offsets.persist()
+
+    def _scan_clients(self) -> None:
+        now = self.clock.wall_ms()
+        timeout = self.config.channel_expired_timeout_ms
+        self.broker.consumers.scan_expired(now, timeout)
+        self.broker.producers.scan_expired(now, timeout)
+
+    def _on_disconnect(self, conn: Connection) -> None:
+        self.broker.consumers.connection_closed(conn)
+        self.broker.producers.connection_closed(conn)
+
+    def _notify_group_changed(self, group: str, info: ConsumerGroupInfo) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED to every consumer of the group, oneway."""
+        for conn in list(info.channels):
+            try:
+                conn.oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
+            except Exception:
+                log.debug("could not notify %s of group %s changes", conn.peer, group)

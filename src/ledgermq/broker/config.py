@@ -1,0 +1,70 @@
+"""Broker settings (RocketMQ ``BrokerConfig`` / ``NettyServerConfig`` keys)."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from ledgermq.config import key
+from ledgermq.errors import ConfigError
+
+
+def _default_ip() -> str:
+    return "127.0.0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    cluster_name: str = key("brokerClusterName", "DefaultCluster")
+    broker_name: str = key("brokerName", socket.gethostname())
+    broker_id: int = key("brokerId", 0)
+    broker_ip1: str = key("brokerIP1", _default_ip())
+    broker_ip2: str = key("brokerIP2", "")
+    listen_port: int = key("listenPort", 10911)
+    listen_host: str = key("listenHost", "0.0.0.0")
+    ha_listen_port: int = key("haListenPort", 0)  # 0: listenPort + 1
+    namesrv_addr: str = key("namesrvAddr", "")
+    auto_create_topic_enable: bool = key("autoCreateTopicEnable", True)
+    auto_create_subscription_group: bool = key("autoCreateSubscriptionGroup", True)
+    default_topic_queue_nums: int = key("defaultTopicQueueNums", 8)
+    broker_permission: int = key("brokerPermission", 6)
+    register_name_server_period_ms: int = key("registerNameServerPeriod", 30_000)
+    register_broker_timeout_ms: int = key("registerBrokerTimeoutMills", 6000)
+    long_polling_enable: bool = key("longPollingEnable", True)
+    short_polling_time_ms: int = key("shortPollingTimeMills", 1000)
+    flush_consumer_offset_interval_ms: int = key("flushConsumerOffsetInterval", 5000)
+    channel_expired_timeout_ms: int = key("channelExpiredTimeout", 120_000)
+    max_frame_size: int = key("frameMaxLength", 16 * 1024 * 1024)
+    max_inflight_per_connection: int = key("maxInflightPerConnection", 256)
+    max_inflight_total: int = key("maxInflightTotal", 10_000)
+    region_id: str = key("regionId", "DefaultRegion")
+    trace_on: bool = key("traceOn", True)
+    max_reconsume_times: int = key("maxReconsumeTimes", 16)
+
+    def __post_init__(self) -> None:
+        if self.broker_id < 0:
+            raise ConfigError("brokerId must be 0 (master) or a positive slave id")
+        if not 0 < self.listen_port < 65536:
+            raise ConfigError("listenPort must be within 1..65535")
+        if not self.broker_name:
+            raise ConfigError("brokerName must not be empty")
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_port(self) -> int:
+        return self.ha_listen_port or self.listen_port + 1
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.broker_ip2 or self.broker_ip1}:{self.ha_port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def is_master(self) -> bool:
+        return self.broker_id == 0

@@ -1,0 +1,44 @@
+"""What every broker processor may use: config, store, managers, clock. Wiring is in app.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ledgermq.broker.clients import ConsumerManager, ProducerManager
+from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.long_polling import PullHoldService
+from ledgermq.broker.offsets import ConsumerOffsetManager
+from ledgermq.broker.subscriptions import SubscriptionGroupManager
+from ledgermq.broker.topics import TopicConfigManager
+from ledgermq.clock import Clock
+from ledgermq.config import StoreConfig
+from ledgermq.protocol.message import Host
+from ledgermq.protocol.route import PERM_READ, PERM_WRITE
+from ledgermq.store.message_store import MessageStore
+
+
+@dataclass(slots=True)
+class Broker:
+    config: BrokerConfig
+    store_config: StoreConfig
+    store: MessageStore
+    topics: TopicConfigManager
+    offsets: ConsumerOffsetManager
+    subscriptions: SubscriptionGroupManager
+    consumers: ConsumerManager
+    producers: ProducerManager
+    pull_hold: PullHoldService
+    clock: Clock
+    extras: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def store_host(self) -> Host:
+        return (self.config.broker_ip1, self.config.listen_port)
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.config.broker_permission & PERM_WRITE) and not self.store_config.is_slave
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.config.broker_permission & PERM_READ)

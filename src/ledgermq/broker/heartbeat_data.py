@@ -1,0 +1,127 @@
+"""HEART_BEAT bodies from Java and C++ clients, parsed into one shape.
+
+Java writes enum names and numeric subVersion; the C++ client writes enum ordinals,
+a string subVersion, omits empty sets and sends a wrong ``codeSet`` (atoi of each tag).
+So tag codes are always recomputed here from ``tagsSet`` with Java's String.hashCode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledgermq.errors import RemoteProtocolError
+from ledgermq.protocol import fastjson
+from ledgermq.util.javahash import tag_hash
+
+CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
+MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+CONSUME_FROM = {
+    0: "CONSUME_FROM_LAST_OFFSET",
+    1: "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    2: "CONSUME_FROM_MIN_OFFSET",
+    3: "CONSUME_FROM_MAX_OFFSET",
+    4: "CONSUME_FROM_FIRST_OFFSET",
+    5: "CONSUME_FROM_TIMESTAMP",
+}
+SUB_ALL = "*"
+
+
+def _enum(value: Any, names: tuple[str, ...] | dict[int, str], default: str) -> str:
+    table = dict(enumerate(names)) if isinstance(names, tuple) else names
+    if isinstance(value, int) and not isinstance(value, bool):
+        return table.get(value, default)
+    if isinstance(value, str) and value.isdigit():
+        return table.get(int(value), default)
+    return str(value) if value else default
+
+
+@dataclass(slots=True)
+class SubscriptionData:
+    topic: str
+    sub_string: str = SUB_ALL
+    tags: list[str] = field(default_factory=list)
+    codes: frozenset[int] = frozenset()
+    sub_version: int = 0
+    expression_type: str = "TAG"
+
+    @classmethod
+    def build(
+        cls, topic: str, expression: str | None, sub_version: int = 0, expr_type: str = "TAG"
+    ) -> SubscriptionData:
+        expr = (expression or SUB_ALL).strip() or SUB_ALL
+        tags = [] if expr == SUB_ALL else [t.strip() for t in expr.split("||") if t.strip()]
+        return cls(topic, expr, tags, frozenset(tag_hash(t) for t in tags), sub_version, expr_type)
+
+    @property
+    def matches_all(self) -> bool:
+        return self.sub_string == SUB_ALL or not self.tags
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "classFilterMode": False,
+            "codeSet": sorted(self.codes),
+            "expressionType": self.expression_type,
+            "subString": self.sub_string,
+            "subVersion": self.sub_version,
+            "tagsSet": self.tags,
+            "topic": self.topic,
+        }
+
+
+@dataclass(slots=True)
+class ConsumerData:
+    group: str
+    consume_type: str
+    message_model: str
+    consume_from_where: str
+    subscriptions: list[SubscriptionData]
+    unit_mode: bool = False
+
+
+@dataclass(slots=True)
+class HeartbeatData:
+    client_id: str
+    producer_groups: list[str]
+    consumers: list[ConsumerData]
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def parse_heartbeat(body: bytes) -> HeartbeatData:
+    try:
+        doc = fastjson.loads(body)
+        client_id = str(doc["clientID"])
+        producers = [str(p["groupName"]) for p in doc.get("producerDataSet") or []]
+        consumers = []
+        for c in doc.get("consumerDataSet") or []:
+            subs = []
+            for s in c.get("subscriptionDataSet") or []:
+                tags = s.get("tagsSet") or []
+                expr = s.get("subString") or (" || ".join(tags) if tags else SUB_ALL)
+                subs.append(
+                    SubscriptionData.build(
+                        str(s["topic"]),
+                        str(expr),
+                        _int(s.get("subVersion")),
+                        str(s.get("expressionType") or "TAG"),
+                    )
+                )
+            consumers.append(
+                ConsumerData(
+                    group=str(c["groupName"]),
+                    consume_type=_enum(c.get("consumeType"), CONSUME_TYPES, "CONSUME_PASSIVELY"),
+                    message_model=_enum(c.get("messageModel"), MESSAGE_MODELS, "CLUSTERING"),
+                    consume_from_where=_enum(c.get("consumeFromWhere"), CONSUME_FROM, "CONSUME_FROM_LAST_OFFSET"),
+                    subscriptions=subs,
+                    unit_mode=bool(c.get("unitMode", False)),
+                )
+            )
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise RemoteProtocolError(f"heartbeat body does not decode: {exc!r}") from exc
+    return HeartbeatData(client_id, producers, consumers)

@@ -1,0 +1,78 @@
+"""Client lifecycle and offsets: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
+QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET."""
+
+from __future__ import annotations
+
+from ledgermq.broker.clients import ClientChannel
+from ledgermq.broker.context import Broker
+from ledgermq.broker.heartbeat_data import parse_heartbeat
+from ledgermq.broker.topics import RETRY_PREFIX
+from ledgermq.net.server import RequestContext
+from ledgermq.protocol import fastjson
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.headers import field, int_field, opt_field
+
+
+async def heartbeat(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    data = parse_heartbeat(cmd.body)
+    channel = ClientChannel(data.client_id, ctx.connection, cmd.language, cmd.version, broker.clock.wall_ms())
+    for consumer in data.consumers:
+        group_cfg = broker.subscriptions.find(consumer.group)
+        if group_cfg is not None:
+            broker.topics.create_retry_topic(RETRY_PREFIX + consumer.group, group_cfg.retry_queue_nums)
+        broker.consumers.register(consumer, channel)
+    for group in data.producer_groups:
+        broker.producers.register(group, channel)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def unregister_client(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    producer_group = opt_field(cmd, "producerGroup")
+    consumer_group = opt_field(cmd, "consumerGroup")
+    if producer_group:
+        broker.producers.unregister(producer_group, ctx.connection)
+    if consumer_group:
+        broker.consumers.unregister(consumer_group, ctx.connection)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def consumer_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    group = field(cmd, "consumerGroup")
+    info = broker.consumers.groups.get(group)
+    if info is None or not info.channels:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"consumerIdList": info.client_ids()}))
+
+
+async def query_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    group, topic, queue_id = field(cmd, "consumerGroup"), field(cmd, "topic"), int_field(cmd, "queueId")
+    offset = broker.offsets.query(group, topic, queue_id)
+    if offset >= 0:
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+    min_offset = broker.store.min_offset_in_queue(topic, queue_id)
+    if min_offset <= 0 and not _in_disk(broker, topic, queue_id, 0):
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": 0})
+    return cmd.response(ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+
+
+def _in_disk(broker: Broker, topic: str, queue_id: int, offset: int) -> bool:
+    """RocketMQ's checkInDiskByConsumeOffset: is that message outside the hot page cache?"""
+    phy = broker.store.commitlog_offset_in_queue(topic, queue_id, offset)
+    return broker.store.max_phy_offset - phy > broker.store.memory_budget
+
+
+async def update_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    broker.offsets.commit(
+        field(cmd, "consumerGroup"), field(cmd, "topic"), int_field(cmd, "queueId"), int_field(cmd, "commitOffset")
+    )
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+PROCESSORS = {
+    RequestCode.HEART_BEAT: heartbeat,
+    RequestCode.UNREGISTER_CLIENT: unregister_client,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
+    RequestCode.QUERY_CONSUMER_OFFSET: query_consumer_offset,
+    RequestCode.UPDATE_CONSUMER_OFFSET: update_consumer_offset,
+}

@@ -1,0 +1,121 @@
+"""PULL_MESSAGE with long polling (RocketMQ ``PullMessageProcessor``).
+
+Status mapping from the store's GetStatus to the response code, and the subscription
+rules for clients that send their subscription (C++: SUBSCRIPTION flag) or rely on the
+one from their heartbeat (Java) are as RocketMQ 4.9.7 has them; see ROCKETMQ-FACTS §3.2.
+"""
+
+from __future__ import annotations
+
+from ledgermq.broker.context import Broker
+from ledgermq.broker.heartbeat_data import SubscriptionData
+from ledgermq.net.server import RequestContext
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.headers import field, int_field, opt_field
+from ledgermq.protocol.route import PERM_READ
+from ledgermq.store.message_filter import TagFilter
+from ledgermq.store.results import GetResult, GetStatus
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+MASTER_ID = 0
+
+_STATUS = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def _code_for(result: GetResult, offset: int) -> int:
+    if result.status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return _STATUS[result.status]
+
+
+def _subscription(broker: Broker, cmd: RemotingCommand, group: str, topic: str) -> SubscriptionData | RemotingCommand:
+    sys_flag = int_field(cmd, "sysFlag", 0)
+    if sys_flag & FLAG_SUBSCRIPTION:
+        return SubscriptionData.build(topic, opt_field(cmd, "subscription"), int_field(cmd, "subVersion", 0))
+    info = broker.consumers.groups.get(group)
+    if info is None:
+        return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist, {group}")
+    sub = info.subscriptions.get(topic)
+    if sub is None:
+        return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist, {topic}")
+    if sub.sub_version < int_field(cmd, "subVersion", 0):
+        return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+    return sub
+
+
+async def pull_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    return await _pull(broker, ctx, cmd, allow_suspend=True)
+
+
+async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow_suspend: bool) -> RemotingCommand:
+    if not broker.readable:
+        return cmd.response(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{broker.config.broker_addr}] pulling message is forbidden",
+        )
+    group = field(cmd, "consumerGroup")
+    topic = field(cmd, "topic")
+    queue_id = int_field(cmd, "queueId")
+    offset = int_field(cmd, "queueOffset")
+    max_msgs = int_field(cmd, "maxMsgNums", 32)
+    sys_flag = int_field(cmd, "sysFlag", 0)
+    group_cfg = broker.subscriptions.find(group)
+    if group_cfg is None:
+        return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist")
+    if not group_cfg.consume_enable:
+        return cmd.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+    tc = broker.topics.get(topic)
+    if tc is None:
+        return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+    if not tc.perm & PERM_READ:
+        return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+    if queue_id < 0 or queue_id >= tc.read_queue_nums:
+        return cmd.response(
+            ResponseCode.SYSTEM_ERROR,
+            f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+        )
+    sub = _subscription(broker, cmd, group, topic)
+    if isinstance(sub, RemotingCommand):
+        return sub
+    message_filter = None if sub.matches_all else TagFilter(sub.tags)
+    result = broker.store.get_message(topic, queue_id, offset, max_msgs, message_filter)
+    code = _code_for(result, offset)
+    if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND:
+        timeout_ms = (
+            int_field(cmd, "suspendTimeoutMillis", 15_000)
+            if broker.config.long_polling_enable
+            else (broker.config.short_polling_time_ms)
+        )
+        ctx.park()
+        try:
+            await broker.pull_hold.wait(topic, queue_id, offset, max(0, timeout_ms) / 1000)
+        finally:
+            ctx.unpark()
+        return await _pull(broker, ctx, cmd, allow_suspend=False)
+    if sys_flag & FLAG_COMMIT_OFFSET and broker.config.is_master and allow_suspend:
+        commit = int_field(cmd, "commitOffset", -1)
+        if commit >= 0:
+            broker.offsets.commit(group, topic, queue_id, commit)
+    suggest = group_cfg.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else MASTER_ID
+    ext = {
+        "suggestWhichBrokerId": suggest,
+        "nextBeginOffset": result.next_begin_offset,
+        "minOffset": result.min_offset,
+        "maxOffset": result.max_offset,
+    }
+    body = result.body() if code == ResponseCode.SUCCESS else b""
+    return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, ext, body)
+
+
+PROCESSORS = {RequestCode.PULL_MESSAGE: pull_message}

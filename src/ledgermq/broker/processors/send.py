@@ -1,0 +1,218 @@
+"""SEND_MESSAGE (v1), SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
+
+V2 headers use one-letter keys (a..n) for the v1 names; the C++ client sends batches as
+SEND_MESSAGE_V2 with ``m`` = "1" (we treat "1" as true, unlike Java's parseBoolean,
+so C++ batches are stored as the separate messages they are).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from ledgermq.broker.context import Broker
+from ledgermq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, topic_error
+from ledgermq.net.server import RequestContext
+from ledgermq.protocol import properties as P
+from ledgermq.protocol import sysflag as SF
+from ledgermq.protocol.batch import iter_batch
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.headers import bool_field, field, int_field, opt_field
+from ledgermq.protocol.route import PERM_WRITE, TopicConfig
+from ledgermq.store.message_input import BatchInput, MessageInput
+from ledgermq.store.results import PutResult, PutStatus
+
+V2_TO_V1 = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "brokerName",
+}
+
+STATUS_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.CREATE_MAPPED_FILE_FAILED: ResponseCode.SYSTEM_ERROR,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+}
+
+
+def v1_header(cmd: RemotingCommand) -> RemotingCommand:
+    """The request with v2 one-letter keys renamed to their v1 names."""
+    if cmd.code == RequestCode.SEND_MESSAGE:
+        return cmd
+    cmd.ext_fields = {V2_TO_V1.get(k, k): v for k, v in cmd.ext_fields.items()}
+    return cmd
+
+
+def _peer_host(ctx: RequestContext) -> tuple[str, int]:
+    host, _, port = ctx.peer.rpartition(":")
+    return (host or "127.0.0.1", int(port) if port.isdigit() else 0)
+
+
+def _resolve_topic(broker: Broker, cmd: RemotingCommand, topic: str) -> TopicConfig | RemotingCommand:
+    tc = broker.topics.get(topic)
+    if tc is None:
+        if topic.startswith(RETRY_PREFIX):
+            return broker.topics.create_retry_topic(topic)
+        tc = broker.topics.create_in_send(
+            topic,
+            field(cmd, "defaultTopic"),
+            int_field(cmd, "defaultTopicQueueNums", 4),
+            int_field(cmd, "topicSysFlag", 0),
+        )
+    if tc is None:
+        return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+    return tc
+
+
+def _check(broker: Broker, cmd: RemotingCommand) -> tuple[TopicConfig, int] | RemotingCommand:
+    if not broker.writable:
+        return cmd.response(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{broker.config.broker_addr}] sending message is forbidden",
+        )
+    topic = field(cmd, "topic")
+    problem = topic_error(topic)
+    if problem is not None:
+        code = ResponseCode.NO_PERMISSION if "forbidden" in problem else ResponseCode.SYSTEM_ERROR
+        return cmd.response(code, problem)
+    tc = _resolve_topic(broker, cmd, topic)
+    if isinstance(tc, RemotingCommand):
+        return tc
+    if not tc.perm & PERM_WRITE:
+        return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+    queue_id = int_field(cmd, "queueId", -1)
+    if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
+        return cmd.response(
+            ResponseCode.SYSTEM_ERROR,
+            f"request queueId[{queue_id}] is illegal, {tc} Producer: {cmd.ext_fields.get('producerGroup')}",
+        )
+    if queue_id < 0:
+        queue_id = random.randrange(max(1, tc.write_queue_nums))
+    return tc, queue_id
+
+
+def _retry_to_dlq(broker: Broker, cmd: RemotingCommand, topic: str, queue_id: int) -> tuple[str, int]:
+    """Retry-topic sends that exhausted their reconsume budget go to %DLQ%group."""
+    if not topic.startswith(RETRY_PREFIX):
+        return topic, queue_id
+    group = topic[len(RETRY_PREFIX) :]
+    sub = broker.subscriptions.find(group)
+    limit = int_field(cmd, "maxReconsumeTimes", sub.retry_max_times if sub else 16)
+    if int_field(cmd, "reconsumeTimes", 0) < limit:
+        return topic, queue_id
+    dlq = DLQ_PREFIX + group
+    broker.topics.create_retry_topic(dlq, 1)
+    return dlq, 0
+
+
+async def _finish(broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+    if result.flush_future is not None:
+        try:
+            durable = await asyncio.wait_for(
+                asyncio.wrap_future(result.flush_future), broker.store_config.sync_flush_timeout_ms / 1000
+            )
+        except (TimeoutError, OSError):
+            durable = False
+        if not durable:
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+    code = STATUS_CODES[result.status]
+    if result.append is None:
+        remark = result.remark
+        if result.status is PutStatus.SERVICE_NOT_AVAILABLE:
+            remark = f"service not available now. It may be caused by one of the following reasons: {remark}"
+        return cmd.response(code, remark or result.status.value)
+    ext = {
+        "msgId": result.append.msg_id,
+        "queueId": queue_id,
+        "queueOffset": result.append.queue_offset,
+        "MSG_REGION": broker.config.region_id,
+        "TRACE_ON": broker.config.trace_on,
+    }
+    return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, ext)
+
+
+async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    cmd = v1_header(cmd)
+    if cmd.code == RequestCode.SEND_BATCH_MESSAGE or bool_field(cmd, "batch"):
+        return await _send_batch(broker, ctx, cmd)
+    checked = _check(broker, cmd)
+    if isinstance(checked, RemotingCommand):
+        return checked
+    tc, queue_id = checked
+    topic, queue_id_stored = _retry_to_dlq(broker, cmd, tc.topic_name, queue_id)
+    props = P.decode_properties(opt_field(cmd, "properties") or "")
+    if props.get(P.TRAN_MSG) == "true":
+        return cmd.response(ResponseCode.NO_PERMISSION, "transactional messages are not supported by this broker yet")
+    wait = props.pop(P.WAIT, "true") != "false"
+    props[P.CLUSTER] = broker.config.cluster_name
+    sysflag = int_field(cmd, "sysFlag", 0)
+    if tc.topic_filter_type == "MULTI_TAG":
+        sysflag |= SF.MULTI_TAGS
+    msg = MessageInput(
+        topic=topic,
+        body=cmd.body,
+        queue_id=queue_id_stored,
+        flag=int_field(cmd, "flag", 0),
+        properties=props,
+        sysflag=sysflag,
+        born_timestamp=int_field(cmd, "bornTimestamp", 0),
+        born_host=_peer_host(ctx),
+        store_host=broker.store_host,
+        reconsume_times=int_field(cmd, "reconsumeTimes", 0),
+        wait_store_ok=wait,
+    )
+    result = broker.store.put_message(msg)
+    return await _finish(broker, cmd, result, queue_id)
+
+
+async def _send_batch(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    checked = _check(broker, cmd)
+    if isinstance(checked, RemotingCommand):
+        return checked
+    tc, queue_id = checked
+    if tc.topic_name.startswith(RETRY_PREFIX):
+        return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group")
+    extra = P.decode_properties(opt_field(cmd, "properties") or "")
+    extra.pop(P.WAIT, None)
+    extra[P.CLUSTER] = broker.config.cluster_name
+    entries = []
+    for entry in iter_batch(cmd.body):
+        props = P.decode_properties(entry.properties)
+        props.update(extra)
+        entries.append((entry.flag, entry.body, props))
+    batch = BatchInput(
+        topic=tc.topic_name,
+        entries=entries,
+        queue_id=queue_id,
+        sysflag=int_field(cmd, "sysFlag", 0),
+        born_timestamp=int_field(cmd, "bornTimestamp", 0),
+        born_host=_peer_host(ctx),
+        store_host=broker.store_host,
+    )
+    result = broker.store.put_messages(batch)
+    return await _finish(broker, cmd, result, queue_id)
+
+
+PROCESSORS = {
+    RequestCode.SEND_MESSAGE: send_message,
+    RequestCode.SEND_MESSAGE_V2: send_message,
+    RequestCode.SEND_BATCH_MESSAGE: send_message,
+}

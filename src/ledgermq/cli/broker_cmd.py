@@ -1,0 +1,65 @@
+"""``ledgermq broker -c broker.conf``: run a broker from a RocketMQ .properties file."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from ledgermq.broker.app import BrokerApp
+from ledgermq.broker.config import BrokerConfig
+from ledgermq.cli.runtime import read_properties, serve
+from ledgermq.config import StoreConfig, config_from_properties, known_keys
+from ledgermq.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Keys RocketMQ broker.conf files commonly carry that we accept without acting on them.
+TOLERATED_KEYS = {"deleteWhen", "fileReservedTime"} | {
+    "sendMessageThreadPoolNums",
+    "pullMessageThreadPoolNums",
+    "transientStorePoolEnable",
+    "warmMapedFileEnable",
+    "osPageCacheBusyTimeOutMills",
+    "useReentrantLockWhenPutMessage",
+    "enablePropertyFilter",
+    "aclEnable",
+}
+
+
+def load_broker_configs(props: dict[str, str], **overrides: object) -> tuple[BrokerConfig, StoreConfig]:
+    """Both configs from one properties dict; unknown keys are logged, bad values raise."""
+    broker_over = {k: v for k, v in overrides.items() if k in BrokerConfig.__dataclass_fields__}
+    store_over = {k: v for k, v in overrides.items() if k in StoreConfig.__dataclass_fields__}
+    broker = config_from_properties(BrokerConfig, props, **broker_over)
+    store = config_from_properties(StoreConfig, props, **store_over)
+    known = known_keys(BrokerConfig) | known_keys(StoreConfig) | TOLERATED_KEYS
+    for k in sorted(set(props) - known):
+        log.warning("unknown config key %r ignored", k)
+    return broker, store
+
+
+@click.command()
+@click.option("-c", "--conf", type=click.Path(path_type=Path, dir_okay=False, exists=True), help="broker .properties")
+@click.option("-n", "--namesrv", default=None, help="name servers, 'host:port;host:port' (overrides namesrvAddr)")
+def broker(conf: Path | None, namesrv: str | None) -> None:
+    """Run a broker (RocketMQ 4.x protocol and store format)."""
+    props = read_properties(conf)
+    if namesrv is not None:
+        props["namesrvAddr"] = namesrv
+    try:
+        broker_cfg, store_cfg = load_broker_configs(props)
+    except ConfigError as exc:
+        raise click.ClickException(f"{conf}: {exc}") from exc
+    app = BrokerApp(broker_cfg, store_cfg)
+
+    async def start() -> None:
+        await app.start()
+        click.echo(
+            f"ledgermq broker {broker_cfg.broker_name}/{broker_cfg.broker_id} listening on "
+            f"{broker_cfg.broker_addr}, store {store_cfg.root_dir}, name servers {broker_cfg.namesrv_addr or '-'}",
+            err=True,
+        )
+
+    serve(start, app.stop)

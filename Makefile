@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 run: $(STAMP)
-	$(BIN)/ledgermq store demo --data ./data/store
+	$(BIN)/ledgermq cluster up --data ./data
 
 bench: $(STAMP)
 	$(BIN)/ledgermq bench store --data ./data/bench

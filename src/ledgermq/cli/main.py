@@ -9,6 +9,7 @@ import click
 from ledgermq import __version__
 from ledgermq.cli.bench_cmds import bench
 from ledgermq.cli.broker_cmd import broker
+from ledgermq.cli.cluster_cmd import cluster
 from ledgermq.cli.namesrv_cmd import namesrv
 from ledgermq.cli.store_cmds import store
 
@@ -28,6 +29,7 @@ cli.add_command(store)
 cli.add_command(bench)
 cli.add_command(namesrv)
 cli.add_command(broker)
+cli.add_command(cluster)
 
 
 def main() -> None:

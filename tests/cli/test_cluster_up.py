@@ -1,0 +1,78 @@
+"""`ledgermq cluster up` starts a name server and a broker as processes and stops them on SIGINT."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ledgermq.net.client import RemotingClient
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.route import TopicRouteData
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _route(ns_port: int, topic: str) -> TopicRouteData | None:
+    import asyncio
+
+    async def ask() -> TopicRouteData | None:
+        client = RemotingClient()
+        try:
+            resp = await client.invoke(
+                f"127.0.0.1:{ns_port}", RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            )
+            return TopicRouteData.decode(resp.body) if resp.code == ResponseCode.SUCCESS else None
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def test_cluster_up_serves_routes_and_stops_cleanly(tmp_path: Path) -> None:
+    ns_port, broker_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledgermq.cli.main", "cluster", "up", "--data", str(tmp_path),
+         "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if "Ctrl-C stops the cluster" in line or time.monotonic() > deadline:
+                break
+        assert any(f"127.0.0.1:{broker_port}" in ln for ln in lines), lines
+        route = None
+        while route is None and time.monotonic() < deadline:
+            route = _route(ns_port, "TBW102")
+            time.sleep(0.1)
+        assert route is not None
+        assert route.broker_datas[0].broker_addrs[0] == f"127.0.0.1:{broker_port}"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+        assert not (tmp_path / "broker-a" / "abort").exists()  # the broker shut down cleanly
+        assert (tmp_path / "logs" / "namesrv.log").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    # Children are gone once the supervisor returned: their ports are free again.
+    for port in (ns_port, broker_port):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+    assert os.path.isdir(tmp_path / "conf")

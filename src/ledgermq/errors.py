@@ -48,6 +48,10 @@ class StoreFullError(StoreError):
     """No segment could be created (disk full or file-system error)."""
 
 
+class StoreClosedError(StoreError):
+    """The store is shut down (or shutting down) and takes no more writes."""
+
+
 class StoreFailedError(StoreError):
     """The store hit an unrecoverable I/O error and refuses writes until reopened."""
 

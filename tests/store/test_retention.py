@@ -360,6 +360,10 @@ def test_a_guard_exactly_at_a_segment_end_lets_that_segment_go_and_moving_it_fre
     assert segment_paths(store) == paths[5:]
 
 
+def set_aside(path: Path) -> Path:
+    return path.with_name(path.name + ".deleted")
+
+
 def test_a_pinned_segment_survives_until_unpinned(open_store) -> None:
     clock = clock_at(4)
     store = open_store(clock, DiskGauge())
@@ -372,18 +376,20 @@ def test_a_pinned_segment_survives_until_unpinned(open_store) -> None:
     try:
         assert store.cleaner.clean_once() == 1  # segment 0 goes; the round stops at the pinned one
         assert not paths[0].exists()
-        assert paths[1].exists() and paths[2].exists()
-        # The reader still sees its bytes; new readers are turned away, and the minimum
+        # The pinned segment is set aside (renamed *.deleted, so its name is free) but kept
+        # on disk for its reader; the reader still sees its bytes; new readers are turned away, and the minimum
         # offset already skips the dying segment (RocketMQ getMinOffset does the same).
         first_in_seg1 = next(p for p in puts if p.offset >= SEGMENT)
         assert first_in_seg1.offset == SEGMENT
         assert seq_of(seg1.read(0, first_in_seg1.end - first_in_seg1.offset)) == first_in_seg1.seq
         assert store.look_message_by_offset(first_in_seg1.offset) is None
         assert store.min_phy_offset == 2 * SEGMENT
+        assert set_aside(paths[1]).exists() and paths[2].exists()
         assert store.cleaner.clean_once() == 0  # still pinned
-        assert paths[1].exists()
+        assert set_aside(paths[1]).exists()
     finally:
         seg1.unpin()
+    assert not set_aside(paths[1]).exists()  # the last reader let go: the file is removed
     assert store.cleaner.clean_once() == 2  # the unpinned segment, then the next expired one
     assert not paths[1].exists() and not paths[2].exists()
     assert segment_paths(store) == paths[3:]
@@ -402,7 +408,7 @@ def test_a_pinned_segment_is_deleted_forcibly_after_the_destroy_interval(open_st
     try:
         started = time.monotonic()
         assert store.cleaner.clean_once() == 0
-        assert paths[0].exists()
+        assert set_aside(paths[0]).exists()
         deleted = 0
         deadline = started + 5
         while deleted == 0 and time.monotonic() < deadline:
@@ -412,7 +418,7 @@ def test_a_pinned_segment_is_deleted_forcibly_after_the_destroy_interval(open_st
         waited = time.monotonic() - started
         assert deleted == 2, "the forcible destroy never happened"
         assert waited >= 0.2  # not before destroyMapedFileIntervalForcibly
-        assert not paths[0].exists() and not paths[1].exists()
+        assert not set_aside(paths[0]).exists() and not paths[1].exists()
         assert segment_paths(store) == paths[2:]
     finally:
         seg0.unpin()  # a late unpin of a destroyed segment is harmless

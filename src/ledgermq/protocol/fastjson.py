@@ -15,8 +15,9 @@ import orjson
 
 from ledgermq.errors import RemoteProtocolError
 
-# A bare integer key: after '{' or ',' (and whitespace), digits, then ':' — outside strings.
-_TOKENS = re.compile(rb'"(?:\\.|[^"\\])*"|([{,]\s*)(-?\d+)(\s*:)')
+# A string literal (possessive, and allowed to run to the end unterminated, so malformed
+# input is scanned in linear time), or a bare integer key after '{' or ','.
+_TOKENS = re.compile(rb'"(?:\\.|[^"\\])*+(?:"|\\?\Z)|([{,]\s*)(-?\d+)(\s*:)')
 
 
 def _quote_keys(raw: bytes) -> bytes:

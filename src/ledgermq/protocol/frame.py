@@ -69,10 +69,8 @@ class FrameDecoder:
 
 def _bad_frame(payload: bytes, reason: str) -> BadFrame:
     header = payload[4 : 4 + min(len(payload) - 4, 4096)] if len(payload) > 4 else b""
-    opaque = _OPAQUE.search(header)
+    # Keys are sorted: "code" comes before "extFields" and "opaque" after it, so the first
+    # code and the last opaque are the command's own, not ones inside extFields.
+    opaques = _OPAQUE.findall(header)
     code = _CODE.search(header)
-    return BadFrame(
-        reason,
-        int(opaque.group(1)) if opaque else None,
-        int(code.group(1)) if code else None,
-    )
+    return BadFrame(reason, int(opaques[-1]) if opaques else None, int(code.group(1)) if code else None)

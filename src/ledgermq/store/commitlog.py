@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledgermq.clock import Clock
-from ledgermq.errors import StoreError
+from ledgermq.errors import StoreClosedError, StoreError
 from ledgermq.failpoints import failpoint
 from ledgermq.protocol import message as M
 from ledgermq.protocol.msgid import offset_msg_id
-from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.mapped_file import MappedFile, SegmentGoneError
 from ledgermq.store.mapped_file_queue import MappedFileQueue
 from ledgermq.store.results import AppendResult
 
@@ -52,6 +52,7 @@ class CommitLog:
         # Next consume-queue offset per "topic-queueId"; rebuilt from the queues at recovery.
         self.queue_offsets: dict[str, int] = {}
         self.last_store_timestamp = 0
+        self.closed = False  # set under the put lock at shutdown: later puts are refused
 
     def load(self) -> None:
         self.queue.load()
@@ -80,6 +81,8 @@ class CommitLog:
             raise StoreError(f"{total} bytes cannot fit in a {self.segment_size}-byte segment")
         data = messages[0].data if len(messages) == 1 else bytearray().join(m.data for m in messages)
         with self.put_lock:
+            if self.closed:
+                raise StoreClosedError("the commit log is shut down")
             mf = self._segment_with_room(total)
             now = self.clock.wall_ms()
             if now < self.last_store_timestamp:
@@ -130,7 +133,12 @@ class CommitLog:
         line up by construction; data that would cross a boundary is split.
         """
         with self.put_lock:
-            if offset != self.max_offset:
+            if self.closed:
+                raise StoreClosedError("the commit log is shut down")
+            empty = self.queue.empty
+            if empty and offset % self.segment_size:
+                raise StoreError(f"an empty commit log starts at a segment boundary, not at {offset}")
+            if not empty and offset != self.max_offset:
                 raise StoreError(f"append at {offset} but the commit log ends at {self.max_offset}")
             view = memoryview(data)
             while view:
@@ -140,8 +148,9 @@ class CommitLog:
                 view = view[len(chunk) :]
 
     def truncate_after(self, offset: int) -> None:
+        """Online truncation (slave realignment); the caller also holds the dispatch lock."""
         with self.put_lock:
-            self.queue.truncate_after(offset)
+            self.queue.truncate_after(offset, online=True)
 
     # -- reads -----------------------------------------------------------------------
     def read(self, offset: int, size: int) -> bytes | None:
@@ -154,6 +163,8 @@ class CommitLog:
             if pos + size > mf.wrote:
                 return None
             return mf.read(pos, size)
+        except SegmentGoneError:
+            return None
         finally:
             mf.unpin()
 
@@ -168,6 +179,8 @@ class CommitLog:
         try:
             pos = offset - mf.start_offset
             return mf.read(pos, max(0, min(max_bytes, mf.wrote - pos)))
+        except SegmentGoneError:
+            return b""
         finally:
             mf.unpin()
 
@@ -193,4 +206,6 @@ class CommitLog:
         return int(struct.unpack_from(">q", rec, pos)[0])
 
     def close(self) -> None:
-        self.queue.close()
+        with self.put_lock:
+            self.closed = True
+            self.queue.close()

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.mapped_file import MappedFile, SegmentGoneError
 from ledgermq.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -77,8 +77,8 @@ class ConsumeQueue:
             pos = mf.wrote - UNIT_SIZE
             while pos >= 0:
                 offset, size, _tags = UNIT.unpack_from(mf.mm, pos)
-                if size != 0x7FFFFFFF and offset + size <= phy_offset:
-                    break
+                if size == 0x7FFFFFFF or offset + size <= phy_offset:
+                    break  # pre-blank padding is never beyond anything
                 cut = mf.start_offset + pos
                 pos -= UNIT_SIZE
             if pos >= 0:
@@ -149,6 +149,8 @@ class ConsumeQueue:
             rel = pos - mf.start_offset
             n = max(0, min(max_units * UNIT_SIZE, mf.wrote - rel))
             return mf.read(rel, n - n % UNIT_SIZE)
+        except SegmentGoneError:
+            return b""
         finally:
             mf.unpin()
 
@@ -210,7 +212,8 @@ class ConsumeQueue:
             offset, _size, _ = UNIT.unpack_from(mf.mm, mf.size - UNIT_SIZE)  # last unit of a full segment
             return bool(offset < phy_min)
 
-        removed = self.files.delete_first_while(expired, max_files=1 << 30, force_after_s=0)
+        # Like RocketMQ, wait up to a minute for pulls still reading an expired segment.
+        removed = self.files.delete_first_while(expired, max_files=1 << 30, force_after_s=60)
         if removed:
             self.correct_min_offset(phy_min)
         return len(removed)
@@ -237,7 +240,11 @@ class ConsumeQueueTable:
             for qname in sorted(os.listdir(tdir)):
                 if qname.isdigit() and (tdir / qname).is_dir():
                     cq = ConsumeQueue(topic, int(qname), self.root, self.segment_size)
-                    cq.load()
+                    try:
+                        cq.load()
+                    except BaseException:
+                        self.close()
+                        raise
                     self.queues[(topic, int(qname))] = cq
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:

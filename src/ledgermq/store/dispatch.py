@@ -5,8 +5,11 @@ the commit log. It is pure (a buffer in, a verdict out) and stricter than Rocket
 ``checkMessageAndReturnSize``: besides magic, size and body CRC it requires the record to
 name its own physical offset and a non-empty, NUL-free, UTF-8 topic and NUL-free UTF-8
 properties, so a torn write that left zero-filled pages behind a valid-looking header is
-rejected too. (The format has no checksum over topic and properties, so random damage
-confined to them can still pass; zero-filled loss cannot.)
+rejected too. ``check_text=False`` skips those text checks: the reput service dispatches
+complete records (possibly from a Java master whose properties contain NUL), and recovery
+re-checks a TORN_TEXT record that is followed by a valid one (so it was not torn). The
+format has no checksum over topic and properties, so random damage confined to them can
+still pass; zero-filled loss at the tail cannot.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class Verdict:
 END_OF_DATA = "end of data"
 BLANK = "blank (end of segment)"
 INCOMPLETE = "record not completely written yet"
+TORN_TEXT = "topic or properties hold NUL or non-UTF-8 bytes (torn write?)"
 
 
 def check_record(
@@ -73,6 +77,7 @@ def check_record(
     check_crc: bool = True,
     delay_levels_ms: list[int] | None = None,
     capacity: int | None = None,
+    check_text: bool = True,
 ) -> DispatchRequest | Verdict:
     """Validate the record at ``pos`` (bytes available up to ``limit``).
 
@@ -115,20 +120,25 @@ def check_record(
     topic_len = buf[p]  # type: ignore[index]
     topic_b = bytes(buf[p + 1 : p + 1 + topic_len])  # type: ignore[index]
     p += 1 + topic_len
-    if topic_len == 0 or b"\x00" in topic_b or p + 2 > end:
-        return Verdict(0, "topic is empty or torn")
+    if topic_len == 0 or p + 2 > end:
+        return Verdict(0, "topic is empty or overruns the record")
+    if check_text and b"\x00" in topic_b:
+        return Verdict(0, TORN_TEXT)
     props_len = _SHORT.unpack_from(buf, p)[0]  # type: ignore[arg-type]
     p += 2
     if props_len < 0 or p + props_len != end:
         return Verdict(0, f"size {total} disagrees with its fields")
     props_b = bytes(buf[p:end])  # type: ignore[index]
-    if b"\x00" in props_b:
-        return Verdict(0, "properties are torn")
+    if check_text and b"\x00" in props_b:
+        return Verdict(0, TORN_TEXT)
     try:  # both are written as UTF-8; anything else is damage the body CRC cannot see
         topic = topic_b.decode()
         props = props_b.decode()
     except UnicodeDecodeError:
-        return Verdict(0, "topic or properties are not UTF-8")
+        if check_text:
+            return Verdict(0, TORN_TEXT)
+        topic = topic_b.decode("utf-8", "replace")
+        props = props_b.decode("utf-8", "replace")
     tags = P.get_property(props, P.TAGS)
     tags_code = tag_hash(tags) if tags else 0
     if topic == SCHEDULE_TOPIC and delay_levels_ms:

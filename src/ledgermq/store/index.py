@@ -258,6 +258,11 @@ class IndexService:
                     out.extend(f.lookup(full, max_num - len(out), begin, end))
         return out
 
+    def forget_after(self, offset: int) -> None:
+        """After a commit-log truncation: records from ``offset`` on may be indexed again."""
+        with self.lock:
+            self._next_phy = min(self._next_phy, offset)
+
     @property
     def last_update(self) -> tuple[int, int]:
         """(endTimestamp, endPhyOffset) of the newest index file."""

@@ -28,7 +28,10 @@ class StoreLock:
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            # A Java broker locks byte 0 with FileChannel.tryLock (a POSIX record lock,
+            # independent of flock): take that too so neither can open the other's store.
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except (BlockingIOError, PermissionError):
             os.close(fd)
             raise StoreLockedError(
                 f"store directory {self.root} is in use by another process (could not lock {self.lock_path})"

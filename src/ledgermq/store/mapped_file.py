@@ -20,10 +20,15 @@ import threading
 import time
 from pathlib import Path
 
-from ledgermq.errors import StoreFullError
+from ledgermq.errors import StoreError, StoreFullError
 from ledgermq.failpoints import failpoint
 
 NAME_DIGITS = 20
+DELETED_SUFFIX = ".deleted"
+
+
+class SegmentGoneError(StoreError):
+    """The segment was unmapped (deleted) while being read."""
 
 
 def segment_name(start_offset: int) -> str:
@@ -122,20 +127,33 @@ class MappedFile:
             self.flushed = wrote
         return self.flushed
 
-    def truncate_to(self, pos: int) -> None:
+    def truncate_to(self, pos: int, *, online: bool = False) -> None:
         """Forget everything from ``pos`` on and zero it, so no stale record can resurface.
 
-        Shrinking the file and growing it back makes the kernel zero the tail without
-        touching it page by page; callers guarantee nobody reads beyond ``pos``.
+        Offline (recovery, nobody else has the file) the file is shrunk and grown back,
+        which makes the kernel zero the whole tail without touching it page by page.
+        Online (readers may hold the mapping) shrinking would make their next access
+        fault with SIGBUS, so the written part of the tail is zeroed through the mapping.
         """
-        os.ftruncate(self.fd, pos)
-        os.ftruncate(self.fd, self.size)
-        self.wrote = pos
+        if online:
+            end = self.wrote
+            self.wrote = min(self.wrote, pos)
+            for at in range(pos, end, 1 << 20):
+                chunk = min(1 << 20, end - at)
+                self.mm[at : at + chunk] = bytes(chunk)
+        else:
+            os.ftruncate(self.fd, pos)
+            os.ftruncate(self.fd, self.size)
+            self.wrote = pos
         self.flushed = min(self.flushed, pos)
 
     # -- reads -----------------------------------------------------------------------
     def read(self, pos: int, size: int) -> bytes:
-        return self.mm[pos : pos + size]
+        """Copy bytes out; SegmentGoneError if the segment was unmapped meanwhile."""
+        try:
+            return self.mm[pos : pos + size]
+        except ValueError as exc:  # "mmap closed or invalid": destroyed under a forced delete
+            raise SegmentGoneError(f"{self.path.name} was removed") from exc
 
     # -- lifetime --------------------------------------------------------------------
     def pin(self) -> bool:
@@ -161,9 +179,18 @@ class MappedFile:
                 self._destroy_requested_at = now
             busy = self._refs > 0 and now - self._destroy_requested_at < force_after_s
         if busy:
+            self._set_aside()
             return False
         self._cleanup()
         return True
+
+    def _set_aside(self) -> None:
+        """Rename a segment waiting for its readers, so its name can be reused at once."""
+        if self.path.suffix != DELETED_SUFFIX:
+            aside = self.path.with_name(self.path.name + DELETED_SUFFIX)
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(self.path, aside)
+                self.path = aside
 
     def close(self) -> None:
         """Unmap and close without deleting (shutdown)."""
@@ -171,6 +198,7 @@ class MappedFile:
             if self._closed:
                 return
             self._closed = True
+            self._available = False
         self.mm.close()
         os.close(self.fd)
 

@@ -34,24 +34,30 @@ class MappedFileQueue:
         """Map every segment on disk; a segment of the wrong size stops start-up."""
         if not self.directory.exists():
             return
-        for leftover in self.directory.glob("*.tmp"):
-            leftover.unlink()  # a segment whose creation a crash interrupted
+        for pattern in ("*.tmp", "*.deleted"):
+            for leftover in self.directory.glob(pattern):
+                leftover.unlink()  # a creation or a deletion a crash interrupted
         names = sorted(n for n in os.listdir(self.directory) if parse_segment_name(n) is not None)
         files: list[MappedFile] = []
         expected: int | None = None
-        for name in names:
-            path = self.directory / name
-            if path.stat().st_size != self.file_size:
-                raise StoreError(
-                    f"{path} is {path.stat().st_size} bytes but the configured segment size "
-                    f"is {self.file_size}; fix the config or move the file away"
-                )
-            mf = MappedFile(path, self.file_size, create=False)
-            if expected is not None and mf.start_offset != expected:
-                log.warning("%s: gap before segment %s", self.directory, name)
-            mf.wrote = mf.flushed = self.file_size  # recovery moves the last ones back
-            files.append(mf)
-            expected = mf.end_offset
+        try:
+            for name in names:
+                path = self.directory / name
+                if path.stat().st_size != self.file_size:
+                    raise StoreError(
+                        f"{path} is {path.stat().st_size} bytes but the configured segment size "
+                        f"is {self.file_size}; fix the config or move the file away"
+                    )
+                mf = MappedFile(path, self.file_size, create=False)
+                if expected is not None and mf.start_offset != expected:
+                    log.warning("%s: gap before segment %s", self.directory, name)
+                mf.wrote = mf.flushed = self.file_size  # recovery moves the last ones back
+                files.append(mf)
+                expected = mf.end_offset
+        except BaseException:
+            for mf in files:
+                mf.close()
+            raise
         self.files = files
 
     # -- lookups ---------------------------------------------------------------------
@@ -130,17 +136,21 @@ class MappedFileQueue:
         return self.flushed_offset()
 
     # -- truncation and deletion -----------------------------------------------------
-    def truncate_after(self, offset: int) -> None:
-        """Drop every byte at or beyond ``offset`` (recovery and slave realignment)."""
+    def truncate_after(self, offset: int, *, online: bool = False) -> None:
+        """Drop every byte at or beyond ``offset`` (recovery, or online for slave realignment).
+
+        Online, segments past the cut that a reader still holds are set aside and removed
+        when the reader lets go (or after a minute); offline nobody else holds them.
+        """
         keep: list[MappedFile] = []
         for mf in self.files:
             if mf.end_offset <= offset:
                 keep.append(mf)
             elif mf.start_offset <= offset and not (offset == mf.start_offset and keep):
-                mf.truncate_to(offset - mf.start_offset)
+                mf.truncate_to(offset - mf.start_offset, online=online)
                 keep.append(mf)
             else:
-                mf.destroy(0)
+                mf.destroy(60.0 if online else 0.0)
         with self._lock:
             self.files = keep
         if self.directory.exists():

@@ -12,14 +12,23 @@ are lock-free; background services are threads because the store never touches a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import re
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import FlushDiskType, StoreConfig
-from ledgermq.errors import LocalProtocolError, PropertiesTooLargeError, StoreError, StoreFullError
+from ledgermq.errors import (
+    LedgerError,
+    LocalProtocolError,
+    PropertiesTooLargeError,
+    StoreClosedError,
+    StoreError,
+    StoreFullError,
+)
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
@@ -41,6 +50,8 @@ from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, di
 log = logging.getLogger(__name__)
 
 _PRE_BLANK_SIZE = 0x7FFFFFFF
+# Topics become directory names under consumequeue/: the same rule as RocketMQ's validator.
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 
 def _total_memory() -> int:
@@ -142,10 +153,14 @@ class MessageStore:
             return
         self.running = False
         # Reput first so every record has its units, then flushers write them down.
-        for svc in (self.cleaner, self.reput, self.commitlog_flusher, self.queue_flusher):
-            if svc is not None:
-                svc.stop()
-        clean = self.failed_reason is None and (self.reput is None or self.reput.stuck_reason is None)
+        services = [s for s in (self.cleaner, self.reput, self.commitlog_flusher, self.queue_flusher) if s]
+        for svc in services:
+            svc.stop()
+        clean = (
+            self.failed_reason is None
+            and (self.reput is None or self.reput.stuck_reason is None)
+            and not any(svc.alive for svc in services)
+        )
         self._close_files()
         if clean:
             self.lock.mark_clean_exit()
@@ -172,7 +187,7 @@ class MessageStore:
     # == writes ======================================================================
     def put_message(self, msg: MessageInput) -> PutResult:
         """Append one message. Under SYNC_FLUSH the result carries ``flush_future``."""
-        refused = self._refuse_put(msg.topic, len(msg.body))
+        refused = self._refuse_put(msg.topic, len(msg.body), msg.queue_id) or self._refuse_text(msg.properties)
         if refused is not None:
             return refused
         props = msg.properties
@@ -213,7 +228,9 @@ class MessageStore:
     def put_messages(self, batch: BatchInput) -> PutResult:
         """Append a batch contiguously with consecutive queue offsets."""
         total_body = sum(len(b) for _, b, _ in batch.entries)
-        refused = self._refuse_put(batch.topic, total_body)
+        refused = self._refuse_put(batch.topic, total_body, batch.queue_id)
+        for _flag, _body, props in batch.entries:
+            refused = refused or self._refuse_text(props)
         if refused is not None:
             return refused
         if not batch.entries:
@@ -246,7 +263,7 @@ class MessageStore:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         return self._append(encoded, batch.topic, batch.queue_id, wait)
 
-    def _refuse_put(self, topic: str, body_size: int) -> PutResult | None:
+    def _refuse_put(self, topic: str, body_size: int, queue_id: int = 0) -> PutResult | None:
         if not self.running or self.failed_reason is not None:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.failed_reason or "store is not running")
         if self.config.is_slave:
@@ -258,8 +275,19 @@ class MessageStore:
                 PutStatus.MESSAGE_ILLEGAL,
                 remark=f"body is {body_size} bytes, maxMessageSize is {self.config.max_message_size}",
             )
-        if not topic or len(topic.encode()) > M.MAX_TOPIC_BYTES:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="topic must be 1..127 bytes")
+        if not topic or len(topic.encode()) > M.MAX_TOPIC_BYTES or not _VALID_TOPIC.match(topic):
+            return PutResult(
+                PutStatus.MESSAGE_ILLEGAL, remark=f"topic {topic!r} must be 1..127 characters of [%|a-zA-Z0-9_-]"
+            )
+        if queue_id < 0:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"queue id {queue_id} is negative")
+        return None
+
+    def _refuse_text(self, props: dict[str, str]) -> PutResult | None:
+        """NUL in properties is refused: recovery reads it as the mark of a torn write."""
+        for k, v in props.items():
+            if "\x00" in k or "\x00" in v:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"property {k!r} contains a NUL character")
         return None
 
     def _append(self, encoded: list[EncodedMessage], topic: str, queue_id: int, wait: bool) -> PutResult:
@@ -267,6 +295,8 @@ class MessageStore:
             result = self.commitlog.append(encoded, topic, queue_id)
         except StoreFullError as exc:
             return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, remark=str(exc))
+        except StoreClosedError as exc:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(exc))
         except StoreError as exc:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         except OSError as exc:
@@ -332,13 +362,23 @@ class MessageStore:
         return self.commitlog.flushed_offset
 
     def truncate_commitlog(self, offset: int) -> None:
-        """Drop commit-log bytes from ``offset`` on, and the units that point there."""
-        self.commitlog.truncate_after(offset)
-        for cq in self.queues.all():
-            cq.truncate_dirty(offset)
-            self.commitlog.queue_offsets[queue_key(cq.topic, cq.queue_id)] = cq.max_offset
-        if self.reput is not None and self.reput.reput_from > offset:
-            self.reput.reput_from = offset
+        """Drop commit-log bytes from ``offset`` on, and the units that point there.
+
+        For a slave realigning with its master while it keeps serving reads: the reput
+        service is held off (its lock) so no unit for cut data is written afterwards,
+        readers holding cut segments keep them until they let go, and the index forgets
+        its progress past the cut (stale entries are filtered out by key on lookup).
+        """
+        reput = self.reput
+        with reput.lock if reput is not None else contextlib.nullcontext():
+            self.commitlog.truncate_after(offset)
+            for cq in self.queues.all():
+                cq.truncate_dirty(offset)
+                self.commitlog.queue_offsets[queue_key(cq.topic, cq.queue_id)] = cq.max_offset
+            if reput is not None and reput.reput_from > offset:
+                reput.reput_from = offset
+            if self.index is not None:
+                self.index.forget_after(offset)
 
     # == reads =======================================================================
     def get_message(
@@ -462,7 +502,7 @@ class MessageStore:
         found: list[bytes] = []
         for phy in self.index.query(topic, key, max_num, begin_ts, end_ts):
             rec = self.commitlog.record_at(phy)
-            if rec is not None and rec not in found:
+            if rec is not None and rec not in found and _has_key(rec, topic, key):
                 found.append(rec)
         ts, phy = self.index.last_update
         return QueryResult(found, ts, phy)
@@ -501,3 +541,12 @@ class MessageStore:
             "consumeQueues": str(len(self.queues.all())),
             "storeFailed": self.failed_reason or "",
         }
+
+
+def _has_key(record: bytes, topic: str, key: str) -> bool:
+    """Does the record really carry ``key`` (hash collisions, entries left by a truncation)?"""
+    try:
+        rec = M.decode_record(record, check_crc=False)
+    except LedgerError:
+        return False
+    return rec.topic == topic and (rec.properties.get(P.UNIQ_KEY) == key or key in rec.keys)

@@ -25,7 +25,7 @@ from ledgermq.protocol import message as M
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
-from ledgermq.store.dispatch import BLANK, END_OF_DATA, DispatchRequest, Verdict, check_record
+from ledgermq.store.dispatch import BLANK, END_OF_DATA, TORN_TEXT, DispatchRequest, Verdict, check_record
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.reput import dispatch
@@ -123,6 +123,16 @@ def recover(
                 pos += v.size
                 continue
             assert isinstance(v, Verdict)
+            if v.reason == TORN_TEXT:
+                accepted = _genuine_despite_text(mf, pos, check_crc, delay_levels_ms)
+                if accepted is not None:  # a valid record follows: not torn, just unusual text
+                    scanned += 1
+                    last_ts = accepted.store_timestamp
+                    if abnormal:
+                        dispatch(accepted, queues, index)
+                        redispatched += 1
+                    pos += accepted.size
+                    continue
             if v.reason == BLANK:
                 pos = mf.size
             stop_reason = v.reason
@@ -163,6 +173,22 @@ def recover(
         stop_reason,
         reput_from,
     )
+
+
+def _genuine_despite_text(
+    mf: MappedFile, pos: int, check_crc: bool, delay_levels_ms: list[int]
+) -> DispatchRequest | None:
+    """The record at ``pos`` if it is sound apart from its text and a sound record or the
+    segment's blank end follows it (a torn write has nothing valid after it)."""
+    v = check_record(mf.mm, pos, mf.size, mf.start_offset + pos, check_crc=check_crc,
+                     delay_levels_ms=delay_levels_ms, check_text=False)  # fmt: skip
+    if not isinstance(v, DispatchRequest):
+        return None
+    nxt = pos + v.size
+    after = check_record(mf.mm, nxt, mf.size, mf.start_offset + nxt, check_crc=check_crc, check_text=False)
+    if isinstance(after, DispatchRequest) or (isinstance(after, Verdict) and after.reason == BLANK):
+        return v
+    return None
 
 
 def _dirty_after(commitlog: CommitLog, offset: int) -> bool:

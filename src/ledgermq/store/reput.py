@@ -55,6 +55,8 @@ class ReputService(ServiceThread):
         self.listeners: list[ArrivalListener] = []
         self.stuck_reason: str | None = None
         self._progress = threading.Condition()
+        # Held while dispatching; online truncation takes it so no unit for cut data is written.
+        self.lock = threading.Lock()
 
     def step(self) -> None:
         self.dispatch_available()
@@ -64,6 +66,10 @@ class ReputService(ServiceThread):
 
     def dispatch_available(self) -> int:
         """Dispatch everything appended so far; return how many records were dispatched."""
+        with self.lock:
+            return self._dispatch_available()
+
+    def _dispatch_available(self) -> int:
         arrivals: dict[tuple[str, int], int] = {}
         count = 0
         while self.reput_from < self.commitlog.max_offset:
@@ -76,6 +82,11 @@ class ReputService(ServiceThread):
                 self.reput_from = low
                 continue
             if not mf.pin():
+                low = self.commitlog.min_offset  # a segment being deleted: go past it
+                if low > self.reput_from:
+                    log.warning("reput: %d is being deleted; skipping to %d", self.reput_from, low)
+                    self.reput_from = low
+                    continue
                 break
             try:
                 count += self._dispatch_segment(mf, arrivals)
@@ -103,6 +114,7 @@ class ReputService(ServiceThread):
                 check_crc=False,
                 delay_levels_ms=self.delay_levels_ms,
                 capacity=mf.size,
+                check_text=False,  # complete records from a master may carry NULs; only recovery cares
             )
             if isinstance(v, DispatchRequest):
                 dispatch(v, self.queues, self.index)

@@ -15,7 +15,7 @@ from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.context import Broker
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.offsets import ConsumerOffsetManager
-from ledgermq.broker.processors import clients, pull, queries, send
+from ledgermq.broker.processors import admin, clients, locks, pull, queries, send, send_back
 from ledgermq.broker.processors.common import bind
 from ledgermq.broker.registration import Registrar
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
@@ -31,7 +31,7 @@ from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-PROCESSOR_MODULES = [send, pull, clients, queries]
+PROCESSOR_MODULES = [send, pull, clients, queries, admin, locks, send_back]
 
 
 class BrokerApp:

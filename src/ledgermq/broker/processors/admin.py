@@ -1,0 +1,427 @@
+"""Admin requests (RocketMQ 4.9.7 ``AdminBrokerProcessor``): topics, subscription groups,
+offsets, statistics, broker config and runtime info; what ``mqadmin`` and slaves send.
+
+Bodies follow the Java JSON shapes (ROCKETMQ-FACTS §3.6). Tables keyed by MessageQueue
+(GET_TOPIC_STATS_INFO, GET_CONSUME_STATS) are written as fastjson writes them, with the
+queue objects inline as keys, which is what the Java admin tools decode; see
+``ledgermq.protocol.admin_body``.
+
+Changes (topic and group create/delete) are refused on a slave with RocketMQ's remark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import math
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ledgermq.broker.context import Broker
+from ledgermq.broker.subscriptions import SubscriptionGroupConfig
+from ledgermq.broker.topics import (
+    AUTO_CREATE_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
+from ledgermq.errors import RemoteProtocolError
+from ledgermq.net.server import RequestContext
+from ledgermq.protocol import fastjson
+from ledgermq.protocol.admin_body import MessageQueue, mq_table
+from ledgermq.protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.headers import bool_field, field, int_field, opt_field
+from ledgermq.protocol.message import decode_record
+from ledgermq.protocol.route import DataVersion, TopicConfig
+
+log = logging.getLogger(__name__)
+
+CURRENT_VERSION_DESC = "V4_9_7"
+SYSTEM_TOPICS = frozenset(
+    {
+        AUTO_CREATE_TOPIC,
+        SCHEDULE_TOPIC,
+        BENCHMARK_TOPIC,
+        TRANS_HALF_TOPIC,
+        "RMQ_SYS_TRACE_TOPIC",
+        TRANS_OP_HALF_TOPIC,
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+MAX_TOPIC_LENGTH = 127
+_VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
+SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+CONFIG_VERSION_KEY = "broker_config_data_version"
+UNMEASURED_TPS = "0.00 0.00 0.00"  # 10 s / 1 min / 10 min rates; no sampling service yet
+
+
+# -- helpers ---------------------------------------------------------------------------
+def _refused_on_slave(broker: Broker, cmd: RemotingCommand) -> RemotingCommand | None:
+    if broker.store_config.is_slave:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+    return None
+
+
+def _topic_problem(broker: Broker, topic: str) -> str | None:
+    """TopicValidator.validateTopic + isSystemTopic, with RocketMQ's remarks."""
+    if not topic.strip():
+        return "The specified topic is blank."
+    if not _VALID_NAME.fullmatch(topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > MAX_TOPIC_LENGTH:
+        return "The specified topic is longer than topic max length."
+    cfg = broker.config
+    dynamic = {cfg.cluster_name, cfg.broker_name, f"{cfg.cluster_name}_{REPLY_TOPIC_POSTFIX}"}
+    if topic in SYSTEM_TOPICS or topic in dynamic or topic.startswith(SYSTEM_TOPIC_PREFIX):
+        return f"The topic[{topic}] is conflict with system topic."
+    return None
+
+
+def _java_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _human_bytes(n: int) -> str:
+    """MixAll.humanReadableByteCount(n, false)."""
+    if n < 1024:
+        return f"{n} B"
+    exp = min(int(math.log(n) / math.log(1024)), 6)
+    return f"{n / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"
+
+
+def _disk_ratio(path: Path) -> str:
+    """Used fraction of the partition that holds (or will hold) ``path``; -1 if unknown."""
+    while not path.exists() and path.parent != path:
+        path = path.parent  # not created before the first message: same partition as its parent
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return "-1.0"
+    return str(usage.used / usage.total if usage.total else -1.0)
+
+
+# -- topics ----------------------------------------------------------------------------
+async def update_and_create_topic(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    refused = _refused_on_slave(broker, cmd)
+    if refused is not None:
+        return refused
+    topic = field(cmd, "topic")
+    problem = _topic_problem(broker, topic)
+    if problem is not None:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, problem)
+    read_nums, write_nums = int_field(cmd, "readQueueNums"), int_field(cmd, "writeQueueNums")
+    if read_nums < 0 or write_nums < 0:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must not be negative")
+    filter_type = opt_field(cmd, "topicFilterType") or "SINGLE_TAG"
+    if filter_type not in TOPIC_FILTER_TYPES:
+        return cmd.response(
+            ResponseCode.SYSTEM_ERROR,
+            f"No enum constant org.apache.rocketmq.common.TopicFilterType.{filter_type}",
+        )
+    # As in 4.9.7 the `order` header is not stored: order topics are a name-server KV matter.
+    tc = TopicConfig(
+        topic,
+        read_nums,
+        write_nums,
+        int_field(cmd, "perm"),
+        filter_type,
+        int_field(cmd, "topicSysFlag", 0),
+    )
+    log.info("updateAndCreateTopic from %s: %s", ctx.peer, tc)
+    broker.topics.update(tc)  # persists, bumps the data version, re-registers
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def delete_topic(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """RocketMQ: deleteTopicConfig, then the store's cleanUnusedTopic. The store has no
+    API to drop a topic's consume queues yet, so only the config goes: the queue files
+    stay on disk (retention ages them out with the commit log) and a topic re-created
+    under the same name continues their offsets instead of starting at 0."""
+    refused = _refused_on_slave(broker, cmd)
+    if refused is not None:
+        return refused
+    topic = field(cmd, "topic")
+    problem = _topic_problem(broker, topic)
+    if problem is not None:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, problem)
+    if broker.topics.delete(topic):
+        log.info("deleteTopic from %s: %s deleted", ctx.peer, topic)
+    else:
+        log.warning("deleteTopic from %s: %s does not exist", ctx.peer, topic)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def get_all_topic_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    topics = broker.topics
+    doc = {
+        "dataVersion": topics.data_version.to_json(),
+        "topicConfigTable": {name: tc.to_json() for name, tc in sorted(topics.table.items())},
+    }
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(doc))
+
+
+async def get_topic_stats_info(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    topic = field(cmd, "topic")
+    tc = broker.topics.get(topic)
+    if tc is None:
+        return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+    store = broker.store
+    table: dict[MessageQueue, dict[str, int]] = {}
+    for queue_id in range(tc.write_queue_nums):
+        low = max(0, store.min_offset_in_queue(topic, queue_id))
+        high = max(0, store.max_offset_in_queue(topic, queue_id))
+        last = store.message_store_timestamp(topic, queue_id, high - 1) if high > 0 else 0
+        table[MessageQueue(topic, broker.config.broker_name, queue_id)] = {
+            "lastUpdateTimestamp": last,
+            "maxOffset": high,
+            "minOffset": low,
+        }
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"offsetTable": mq_table(table)}))
+
+
+# -- runtime info and config -----------------------------------------------------------
+def runtime_info(broker: Broker) -> dict[str, str]:
+    """The KVTable of GET_BROKER_RUNTIME_INFO (what `mqadmin brokerStatus` prints).
+
+    Message counters: RocketMQ reports puts/gets counted since boot with snapshots at
+    midnight. We have no counters yet, so ``msgPutTotalTodayNow`` is the number of
+    consume-queue entries in the store (all messages kept, since the store was created),
+    the midnight snapshots and the get counters are 0, and the TPS figures are zeros.
+    """
+    store = broker.store
+    info = dict(store.runtime_info())
+    stored = sum(cq.max_offset for cq in store.queues.all())
+    earliest = -1
+    first = store.look_message_by_offset(store.min_phy_offset)
+    if first is not None:
+        try:
+            earliest = decode_record(first, check_crc=False).store_timestamp
+        except RemoteProtocolError:
+            earliest = -1
+    commitlog_dir = Path(broker.store_config.commitlog_path)
+    root = Path(broker.store_config.root_dir)
+    try:
+        usage = shutil.disk_usage(root)
+        capacity = f"Total : {_human_bytes(usage.total)}, Free : {_human_bytes(usage.free)}."
+    except OSError:
+        capacity = ""
+    info.update(
+        {
+            "brokerVersionDesc": CURRENT_VERSION_DESC,
+            "brokerVersion": str(CURRENT_VERSION),
+            "msgPutTotalYesterdayMorning": "0",
+            "msgPutTotalTodayMorning": "0",
+            "msgPutTotalTodayNow": str(stored),
+            "msgGetTotalYesterdayMorning": "0",
+            "msgGetTotalTodayMorning": "0",
+            "msgGetTotalTodayNow": "0",
+            "putTps": UNMEASURED_TPS,
+            "getTransferedTps": UNMEASURED_TPS,
+            "sendThreadPoolQueueSize": "0",
+            "pullThreadPoolQueueSize": "0",
+            "queryThreadPoolQueueSize": "0",
+            "sendThreadPoolQueueHeadWaitTimeMills": "0",
+            "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "queryThreadPoolQueueHeadWaitTimeMills": "0",
+            "pageCacheLockTimeMills": "0",
+            "earliestMessageTimeStamp": str(earliest),
+            "startAcceptSendRequestTimeStamp": "0",
+            "commitLogDiskRatio": _disk_ratio(commitlog_dir),
+            "consumeQueueDiskRatio": _disk_ratio(Path(broker.store_config.consume_queue_path)),
+            "remainHowManyDataToFlush": _human_bytes(max(0, store.max_phy_offset - store.flushed_phy_offset)),
+        }
+    )
+    if capacity:
+        info["commitLogDirCapacity"] = capacity
+    return info
+
+
+async def get_broker_runtime_info(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"table": runtime_info(broker)}))
+
+
+def config_properties(broker: Broker) -> dict[str, str]:
+    """Every broker and store setting under its RocketMQ key."""
+    props: dict[str, str] = {}
+    for cfg in (broker.config, broker.store_config):
+        for f in dataclasses.fields(cfg):
+            key = f.metadata.get("key")
+            if key:
+                props[key] = _java_value(getattr(cfg, f.name))
+    return props
+
+
+def _config_version(broker: Broker) -> DataVersion:
+    version = broker.extras.get(CONFIG_VERSION_KEY)
+    if not isinstance(version, DataVersion):
+        version = DataVersion(broker.clock.wall_ms(), 0)
+        broker.extras[CONFIG_VERSION_KEY] = version
+    return version
+
+
+async def get_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    text = "".join(f"{k}={v}\n" for k, v in sorted(config_properties(broker).items()))
+    version = fastjson.dumps(_config_version(broker).to_json()).decode()
+    return cmd.response(ResponseCode.SUCCESS, ext_fields={"version": version}, body=text.encode())
+
+
+async def trigger_delete_files(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    log.warning("manual commit-log clean requested by %s", ctx.peer)
+    broker.store.trigger_delete_files()
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+# -- offsets ---------------------------------------------------------------------------
+async def get_all_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(broker.offsets.to_json()))
+
+
+async def get_all_delay_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    # No schedule service yet: no delay level has progress to report.
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"offsetTable": {}}))
+
+
+# -- subscription groups ---------------------------------------------------------------
+_GROUP_BOOL_KEYS = ("consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "notifyConsumerIdsChangedEnable")
+
+
+async def get_all_subscription_group(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(broker.subscriptions.to_json()))
+
+
+async def update_and_create_subscription_group(
+    broker: Broker, ctx: RequestContext, cmd: RemotingCommand
+) -> RemotingCommand:
+    refused = _refused_on_slave(broker, cmd)
+    if refused is not None:
+        return refused
+    if not cmd.body.strip():
+        return cmd.response(ResponseCode.SUCCESS)  # RocketMQ: a null config changes nothing
+    doc = fastjson.loads(cmd.body)
+    if not isinstance(doc, dict):
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "the body is not a SubscriptionGroupConfig object")
+    for key in _GROUP_BOOL_KEYS:  # fastjson also accepts "true"/"false" strings
+        if isinstance(doc.get(key), str):
+            doc[key] = doc[key].strip().lower() == "true"
+    name = doc.get("groupName")
+    if not isinstance(name, str) or not name.strip():
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "the subscription group config has no groupName")
+    try:
+        cfg = SubscriptionGroupConfig.from_json(doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"the subscription group config does not decode: {exc}")
+    log.info("updateAndCreateSubscriptionGroup from %s: %s", ctx.peer, cfg)
+    broker.subscriptions.update(cfg)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def delete_subscription_group(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    refused = _refused_on_slave(broker, cmd)
+    if refused is not None:
+        return refused
+    group = field(cmd, "groupName")
+    if not broker.subscriptions.delete(group):
+        log.warning("deleteSubscriptionGroup from %s: %s does not exist", ctx.peer, group)
+    if bool_field(cmd, "removeOffset"):
+        offsets = broker.offsets
+        gone = [key for key in offsets.table if len(parts := key.split("@")) == 2 and parts[1] == group]
+        for key in gone:
+            del offsets.table[key]
+        if gone:
+            offsets.dirty = True
+            log.warning("deleteSubscriptionGroup: offsets of %s removed: %s", group, gone)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+# -- consumers -------------------------------------------------------------------------
+async def get_consume_stats(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """ConsumeStats: per read queue brokerOffset / consumerOffset / lastTimestamp.
+
+    Without a topic the group's topics come from its committed offsets. A topic the group
+    does not subscribe to is skipped while the group has live subscriptions (RocketMQ).
+    """
+    group = field(cmd, "consumerGroup")
+    topic_arg = (opt_field(cmd, "topic") or "").strip()
+    topics = [topic_arg] if topic_arg else broker.offsets.topics_of_group(group)
+    info = broker.consumers.groups.get(group)
+    store = broker.store
+    table: dict[MessageQueue, dict[str, int]] = {}
+    for topic in topics:
+        tc = broker.topics.get(topic)
+        if tc is None:
+            log.warning("consumeStats: topic %s of group %s does not exist", topic, group)
+            continue
+        if info is not None and info.subscriptions and topic not in info.subscriptions:
+            continue
+        for queue_id in range(tc.read_queue_nums):
+            broker_offset = max(0, store.max_offset_in_queue(topic, queue_id))
+            consumer_offset = max(0, broker.offsets.query(group, topic, queue_id))
+            last = store.message_store_timestamp(topic, queue_id, consumer_offset - 1) if consumer_offset > 0 else 0
+            table[MessageQueue(topic, broker.config.broker_name, queue_id)] = {
+                "brokerOffset": broker_offset,
+                "consumerOffset": consumer_offset,
+                "lastTimestamp": max(0, last),
+            }
+    body = fastjson.dumps({"consumeTps": 0.0, "offsetTable": mq_table(table)})
+    return cmd.response(ResponseCode.SUCCESS, body=body)
+
+
+async def get_consumer_connection_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    group = field(cmd, "consumerGroup")
+    info = broker.consumers.groups.get(group)
+    if info is None:
+        return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+    connections = [
+        {
+            "clientAddr": ch.connection.peer,
+            "clientId": ch.client_id,
+            "language": ch.language,
+            "version": ch.version,
+        }
+        for ch in sorted(info.channels.values(), key=lambda c: (c.client_id, c.connection.peer))
+    ]
+    doc = {
+        "connectionSet": connections,
+        "consumeFromWhere": info.consume_from_where,
+        "consumeType": info.consume_type,
+        "messageModel": info.message_model,
+        "subscriptionTable": {t: s.to_json() for t, s in sorted(info.subscriptions.items())},
+    }
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(doc))
+
+
+PROCESSORS = {
+    RequestCode.UPDATE_AND_CREATE_TOPIC: update_and_create_topic,
+    RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
+    RequestCode.GET_ALL_TOPIC_CONFIG: get_all_topic_config,
+    RequestCode.GET_TOPIC_STATS_INFO: get_topic_stats_info,
+    RequestCode.GET_BROKER_RUNTIME_INFO: get_broker_runtime_info,
+    RequestCode.GET_BROKER_CONFIG: get_broker_config,
+    RequestCode.TRIGGER_DELETE_FILES: trigger_delete_files,
+    RequestCode.DELETE_EXPIRED_COMMITLOG: trigger_delete_files,  # what 4.9.7's mqadmin deleteExpiredCommitLog sends
+    RequestCode.GET_ALL_CONSUMER_OFFSET: get_all_consumer_offset,
+    RequestCode.GET_ALL_DELAY_OFFSET: get_all_delay_offset,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: get_all_subscription_group,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: update_and_create_subscription_group,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: delete_subscription_group,
+    RequestCode.GET_CONSUME_STATS: get_consume_stats,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: get_consumer_connection_list,
+}

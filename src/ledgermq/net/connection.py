@@ -79,6 +79,8 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         for frame in frames:
+            if not self.is_open:
+                return  # closed by an earlier frame of this read: the rest must not run
             if isinstance(frame, BadFrame):
                 if self.on_bad_frame is not None:
                     self.on_bad_frame(self, frame)
@@ -150,5 +152,12 @@ class Connection(asyncio.Protocol):
         self.send(cmd)
 
     def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
+        """Close; a peer that left output unread is cut off at once (abort), since a plain
+        close would wait for it to read and keep the buffer, and the socket, forever."""
+        transport = self.transport
+        if transport is None:
+            return
+        if transport.get_write_buffer_size() > 0:
+            transport.abort()
+        else:
+            transport.close()

@@ -60,7 +60,7 @@ def test_send_back_to_retry_goes_through_the_schedule_topic(tmp_path: Path) -> N
             topics = h.app.broker.topics
             retry = topics.get("%RETRY%cg")
             assert retry is not None and (retry.read_queue_nums, retry.perm) == (1, 6)
-            # No schedule service yet: nothing reaches the retry queue itself.
+            # Level 3 is 10 s away: nothing has reached the retry queue itself yet.
             assert await h.pull("cg", "%RETRY%cg") == []
 
             # Sent back again (from its scheduled copy): the first topic and id stay, level 3 + 1.

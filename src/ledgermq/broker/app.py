@@ -18,6 +18,7 @@ from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.processors import admin, clients, locks, pull, queries, send, send_back
 from ledgermq.broker.processors.common import bind
 from ledgermq.broker.registration import Registrar
+from ledgermq.broker.schedule import ScheduleService
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import SYSTEM_CLOCK, Clock
@@ -63,6 +64,8 @@ class BrokerApp:
             max_inflight_per_connection=config.max_inflight_per_connection,
             max_inflight_total=config.max_inflight_total,
         )
+        if config.is_master:
+            self.broker.schedule = ScheduleService(store, root / "config" / "delayOffset.json", clock)
         self.client = RemotingClient()
         self.registrar = Registrar(config, self.broker.topics, self.client)
         self._tasks: list[asyncio.Task[None]] = []
@@ -86,6 +89,9 @@ class BrokerApp:
         b.topics.persist()
         b.offsets.load()
         b.subscriptions.load()
+        if b.schedule is not None:
+            b.schedule.load()
+            b.schedule.start()
         await self.server.start()
         self.registrar.start()
         self._tasks = [
@@ -100,6 +106,8 @@ class BrokerApp:
         await self.registrar.stop()
         await self.registrar.unregister_all()
         await self.server.stop()
+        if self.broker.schedule is not None:
+            await self.broker.schedule.stop()
         await self.client.close()
         self._persist_offsets()
         await asyncio.to_thread(self.broker.store.shutdown)

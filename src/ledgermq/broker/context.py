@@ -8,6 +8,7 @@ from ledgermq.broker.clients import ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.offsets import ConsumerOffsetManager
+from ledgermq.broker.schedule import ScheduleService
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import Clock
@@ -30,6 +31,7 @@ class Broker:
     pull_hold: PullHoldService
     clock: Clock
     extras: dict[str, object] = field(default_factory=dict)
+    schedule: ScheduleService | None = None
 
     @property
     def store_host(self) -> Host:

@@ -295,8 +295,8 @@ async def get_all_consumer_offset(broker: Broker, ctx: RequestContext, cmd: Remo
 
 
 async def get_all_delay_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    # No schedule service yet: no delay level has progress to report.
-    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"offsetTable": {}}))
+    table = broker.schedule.to_json() if broker.schedule is not None else {"offsetTable": {}}
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(table))
 
 
 # -- subscription groups ---------------------------------------------------------------

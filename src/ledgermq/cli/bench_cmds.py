@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ledgermq.bench.broker_bench import ClientRun, bench_consume, bench_produce, cpp_client_available
 from ledgermq.bench.store_bench import run_store_bench
 
 
@@ -55,3 +56,55 @@ def store_bench(data: Path | None, messages: int, body_size: int, inflight: int,
     for r in rows:
         t.add_row(r.case, f"{r.rate:,.0f}", r.baseline, f"{r.baseline_rate:,.0f}", f"{r.ratio:.3f}")
     Console().print(t)
+
+
+def _client_table(title: str, rows: list[tuple[str, ClientRun, str, ClientRun]], as_json: bool = False) -> None:
+    if as_json:
+        click.echo(json.dumps([
+            {"case": case, "per_s": round(run.rate), "p50_ms": round(run.p50, 3) if run.latencies_ms else None,
+             "p99_ms": round(run.percentile(99), 3) if run.latencies_ms else None, "baseline": base_name,
+             "baseline_per_s": round(base.rate), "ratio": round(run.rate / base.rate, 3) if base.rate else None}
+            for case, run, base_name, base in rows
+        ], indent=2))  # fmt: skip
+        return
+    t = Table(title=title)
+    for col in ("case", "msgs/s", "p50 ms", "p99 ms", "baseline", "baseline msgs/s", "ratio"):
+        t.add_column(col)
+    for case, run, base_name, base in rows:
+        ratio = run.rate / base.rate if base.rate else 0.0
+        p50 = f"{run.p50:.2f}" if run.latencies_ms else "-"
+        p99 = f"{run.percentile(99):.2f}" if run.latencies_ms else "-"
+        t.add_row(case, f"{run.rate:,.0f}", p50, p99, base_name, f"{base.rate:,.0f}", f"{ratio:.3f}")
+    Console().print(t)
+
+
+@bench.command("produce")
+@click.option("--messages", default=5000, show_default=True)
+@click.option("--body-size", default=256, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
+def produce_bench(messages: int, body_size: int, as_json: bool) -> None:
+    """Sync sends from the Apache C++ client to a broker process, vs a stub broker."""
+    if not cpp_client_available():
+        raise click.ClickException("the C++ client is not installed: pip install rocketmq==0.4.4")
+    measured, baseline = bench_produce(messages, body_size)
+    _client_table(
+        f"ledgermq bench produce: {messages} sync sends of {body_size} bytes, C++ client",
+        [("C++ client -> ledgermq broker", measured, "same client -> stub broker", baseline)],
+        as_json,
+    )
+
+
+@bench.command("consume")
+@click.option("--messages", default=5000, show_default=True)
+@click.option("--body-size", default=256, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
+def consume_bench(messages: int, body_size: int, as_json: bool) -> None:
+    """Push consumption by the Apache C++ client of stored messages, vs producing them."""
+    if not cpp_client_available():
+        raise click.ClickException("the C++ client is not installed: pip install rocketmq==0.4.4")
+    consumed, produced = bench_consume(messages, body_size)
+    _client_table(
+        f"ledgermq bench consume: {messages} messages of {body_size} bytes, C++ client",
+        [("C++ push consumer <- ledgermq broker", consumed, "C++ sync producer, same run", produced)],
+        as_json,
+    )

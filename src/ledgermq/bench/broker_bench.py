@@ -1,0 +1,172 @@
+"""``ledgermq bench produce|consume``: a real client against a real name server and broker.
+
+The client is the Apache C++ client from the ``rocketmq`` wheel (our own client joins
+when it exists), in a child process. The broker runs as its own process, as deployed.
+The baseline, measured in the same run, is the same client against a stub broker that
+answers every send at once without storing anything: the ratio is how much of the
+client-visible cost the broker itself adds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+WORKER = "ledgermq.bench.cpp_client_worker"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRun:
+    count: int
+    seconds: float
+    latencies_ms: list[float]
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds if self.seconds else 0.0
+
+    def percentile(self, p: float) -> float:
+        if not self.latencies_ms:
+            return 0.0
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+    @property
+    def p50(self) -> float:
+        return statistics.median(self.latencies_ms) if self.latencies_ms else 0.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"a bench process exited with {proc.returncode} during start-up")
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"port {port} did not open within {timeout}s")
+
+
+def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    out = open(log, "ab")  # noqa: SIM115 - owned by the child
+    return subprocess.Popen([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT)
+
+
+class Cluster:
+    """A name server and one broker (real or stub) as processes, killed on exit."""
+
+    def __init__(self, work: Path, stub: bool) -> None:
+        self.work = work
+        self.stub = stub
+        self.ns_port = free_port()
+        self.broker_port = free_port()
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.ns_port}"
+
+    def __enter__(self) -> Cluster:
+        self.work.mkdir(parents=True, exist_ok=True)
+        ns = _spawn(
+            ["ledgermq.cli.main", "namesrv", "-p", str(self.ns_port), "--kv-config", str(self.work / "kv.json")],
+            self.work / "namesrv.log",
+        )
+        self.procs.append(ns)
+        _wait_port(self.ns_port, ns)
+        if self.stub:
+            args = ["ledgermq.bench.stub_broker", self.namesrv, str(self.broker_port)]
+        else:
+            conf = self.work / "broker.properties"
+            conf.write_text(
+                "\n".join(
+                    [
+                        "brokerName=bench-broker",
+                        "brokerIP1=127.0.0.1",
+                        f"listenPort={self.broker_port}",
+                        f"namesrvAddr={self.namesrv}",
+                        f"storePathRootDir={self.work / 'store'}",
+                        "mappedFileSizeCommitLog=268435456",
+                        "",
+                    ]
+                )
+            )
+            args = ["ledgermq.cli.main", "broker", "-c", str(conf)]
+        broker = _spawn(args, self.work / "broker.log")
+        self.procs.append(broker)
+        _wait_port(self.broker_port, broker)
+        time.sleep(0.5)  # the first registration reaches the name server
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+
+
+def run_client(mode: str, namesrv: str, topic: str, count: int, size: int, timeout: float = 600) -> ClientRun:
+    out = subprocess.run(
+        [sys.executable, "-m", WORKER, mode, namesrv, topic, str(count), str(size)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"the C++ client worker failed ({out.returncode}): {out.stderr[-500:]}")
+    doc = json.loads(lines[-1])
+    return ClientRun(int(doc["count"]), float(doc["seconds"]), [float(x) for x in doc["latencies_ms"]])
+
+
+def cpp_client_available() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import rocketmq.client"], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+def bench_produce(count: int, size: int, workdir: Path | None = None) -> tuple[ClientRun, ClientRun]:
+    """(against the broker, against the stub)."""
+    base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-bench-"))
+    try:
+        with Cluster(base / "stub", stub=True) as stub:
+            baseline = run_client("produce", stub.namesrv, "BenchTopic", count, size)
+        with Cluster(base / "broker", stub=False) as real:
+            measured = run_client("produce", real.namesrv, "BenchTopic", count, size)
+        return measured, baseline
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def bench_consume(count: int, size: int, workdir: Path | None = None) -> tuple[ClientRun, ClientRun]:
+    """(consuming ``count`` stored messages, producing them: the baseline for the same bytes)."""
+    base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-bench-"))
+    try:
+        with Cluster(base / "broker", stub=False) as real:
+            produced = run_client("produce", real.namesrv, "BenchConsume", count, size)
+            consumed = run_client("consume", real.namesrv, "BenchConsume", count + 1, size)
+        return consumed, produced
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)

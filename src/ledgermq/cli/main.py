@@ -7,6 +7,7 @@ import logging
 import click
 
 from ledgermq import __version__
+from ledgermq.cli.admin_cmd import admin
 from ledgermq.cli.bench_cmds import bench
 from ledgermq.cli.broker_cmd import broker
 from ledgermq.cli.cluster_cmd import cluster
@@ -30,6 +31,7 @@ cli.add_command(bench)
 cli.add_command(namesrv)
 cli.add_command(broker)
 cli.add_command(cluster)
+cli.add_command(admin)
 
 
 def main() -> None:

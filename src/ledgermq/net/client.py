@@ -24,8 +24,11 @@ class ConnectError(LedgerError):
 
 
 def split_address(addr: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port``."""
     host, _, port = addr.rpartition(":")
-    if not host or not port.isdigit():
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"address {addr!r} is not host:port")
     return host, int(port)
 
@@ -75,7 +78,7 @@ class RemotingClient:
                 ),
                 self.connect_timeout,
             )
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, OverflowError) as exc:
             raise ConnectError(f"cannot connect to {addr}: {exc or 'timeout'}") from exc
         return conn
 

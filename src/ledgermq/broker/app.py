@@ -68,6 +68,7 @@ class BrokerApp:
             self.broker.schedule = ScheduleService(store, root / "config" / "delayOffset.json", clock)
         self.client = RemotingClient()
         self.registrar = Registrar(config, self.broker.topics, self.client)
+        self.broker.register_now = self.registrar.register_oneway
         self._tasks: list[asyncio.Task[None]] = []
         for module in PROCESSOR_MODULES:
             for code, fn in module.PROCESSORS.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from ledgermq.broker.clients import ConsumerManager, ProducerManager
@@ -32,6 +33,8 @@ class Broker:
     clock: Clock
     extras: dict[str, object] = field(default_factory=dict)
     schedule: ScheduleService | None = None
+    # Registers with the name servers right away (oneway); set by BrokerApp.
+    register_now: Callable[[], Awaitable[None]] | None = None
 
     @property
     def store_host(self) -> Host:

@@ -65,9 +65,26 @@ class Registrar:
                 self.on_answer(answer)
         return answers
 
-    async def _register(self, namesrv: str, body: bytes) -> RegistrationAnswer:
+    async def register_oneway(self, timeout: float = 1.0) -> None:
+        """Push the current topics to every name server without waiting for answers.
+
+        Called before answering a send that created a topic (RocketMQ registers oneway
+        there too), so a client's next route lookup already finds it; bounded, so a dead
+        name server costs a send at most ``timeout``.
+        """
+        body = self._body()
+
+        async def one(addr: str) -> None:
+            try:
+                await asyncio.wait_for(self.client.invoke_oneway(addr, self._command(body)), timeout)
+            except Exception as exc:
+                log.warning("oneway registration with %s failed: %s", addr, exc)
+
+        await asyncio.gather(*(one(addr) for addr in self.config.namesrv_addrs))
+
+    def _command(self, body: bytes) -> RemotingCommand:
         cfg = self.config
-        cmd = RemotingCommand.request(
+        return RemotingCommand.request(
             RequestCode.REGISTER_BROKER,
             {
                 "brokerAddr": cfg.broker_addr,
@@ -80,6 +97,10 @@ class Registrar:
             },
             body,
         )
+
+    async def _register(self, namesrv: str, body: bytes) -> RegistrationAnswer:
+        cfg = self.config
+        cmd = self._command(body)
         try:
             resp = await self.client.invoke(namesrv, cmd, cfg.register_broker_timeout_ms / 1000)
         except Exception as exc:

@@ -12,6 +12,7 @@ import random
 
 from ledgermq.broker.context import Broker
 from ledgermq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, topic_error
+from ledgermq.errors import RemoteProtocolError
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
@@ -19,6 +20,7 @@ from ledgermq.protocol.batch import iter_batch
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers import bool_field, field, int_field, opt_field
+from ledgermq.protocol.message import inflate_body
 from ledgermq.protocol.route import PERM_WRITE, TopicConfig
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.results import PutResult, PutStatus
@@ -82,7 +84,7 @@ def _resolve_topic(broker: Broker, cmd: RemotingCommand, topic: str) -> TopicCon
     return tc
 
 
-def _check(broker: Broker, cmd: RemotingCommand) -> tuple[TopicConfig, int] | RemotingCommand:
+async def _check(broker: Broker, cmd: RemotingCommand) -> tuple[TopicConfig, int] | RemotingCommand:
     if not broker.writable:
         return cmd.response(
             ResponseCode.NO_PERMISSION,
@@ -93,9 +95,12 @@ def _check(broker: Broker, cmd: RemotingCommand) -> tuple[TopicConfig, int] | Re
     if problem is not None:
         code = ResponseCode.NO_PERMISSION if "forbidden" in problem else ResponseCode.SYSTEM_ERROR
         return cmd.response(code, problem)
+    known = broker.topics.get(topic) is not None
     tc = _resolve_topic(broker, cmd, topic)
     if isinstance(tc, RemotingCommand):
         return tc
+    if not known and broker.register_now is not None:
+        await broker.register_now()  # routable before the producer hears back
     if not tc.perm & PERM_WRITE:
         return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
     queue_id = int_field(cmd, "queueId", -1)
@@ -153,7 +158,7 @@ async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
     cmd = v1_header(cmd)
     if cmd.code == RequestCode.SEND_BATCH_MESSAGE or bool_field(cmd, "batch"):
         return await _send_batch(broker, ctx, cmd)
-    checked = _check(broker, cmd)
+    checked = await _check(broker, cmd)
     if isinstance(checked, RemotingCommand):
         return checked
     tc, queue_id = checked
@@ -184,17 +189,25 @@ async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
 
 
 async def _send_batch(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    checked = _check(broker, cmd)
+    checked = await _check(broker, cmd)
     if isinstance(checked, RemotingCommand):
         return checked
     tc, queue_id = checked
     if tc.topic_name.startswith(RETRY_PREFIX):
         return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group")
+    body = cmd.body
+    sysflag = int_field(cmd, "sysFlag", 0)
+    if sysflag & SF.COMPRESSED:  # the C++ client compresses a whole batch body past 4 KiB
+        try:
+            body = inflate_body(body, sysflag)
+        except RemoteProtocolError as exc:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, f"batch body does not inflate: {exc}")
+        sysflag &= ~(SF.COMPRESSED | SF.COMPRESSION_TYPE_MASK)
     extra = P.decode_properties(opt_field(cmd, "properties") or "")
     extra.pop(P.WAIT, None)
     extra[P.CLUSTER] = broker.config.cluster_name
     entries = []
-    for entry in iter_batch(cmd.body):
+    for entry in iter_batch(body):
         props = P.decode_properties(entry.properties)
         props.update(extra)
         entries.append((entry.flag, entry.body, props))
@@ -202,7 +215,7 @@ async def _send_batch(broker: Broker, ctx: RequestContext, cmd: RemotingCommand)
         topic=tc.topic_name,
         entries=entries,
         queue_id=queue_id,
-        sysflag=int_field(cmd, "sysFlag", 0),
+        sysflag=sysflag,
         born_timestamp=int_field(cmd, "bornTimestamp", 0),
         born_host=_peer_host(ctx),
         store_host=broker.store_host,

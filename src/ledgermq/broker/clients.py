@@ -57,14 +57,30 @@ class ConsumerManager:
         info.consume_from_where = data.consume_from_where
         old = info.channels.get(channel.connection)
         info.channels[channel.connection] = channel
-        changed = old is None or old.client_id != channel.client_id
-        for sub in data.subscriptions:
-            prev = info.subscriptions.get(sub.topic)
-            if prev is None or sub.sub_version > prev.sub_version or prev.sub_string != sub.sub_string:
-                info.subscriptions[sub.topic] = sub
-        if changed:
+        channels_changed = old is None or old.client_id != channel.client_id
+        if channels_changed:
             log.info("consumer %s joined group %s", channel.client_id, data.group)
+        topics_changed = self._update_subscriptions(info, data.subscriptions)
+        if channels_changed or topics_changed:
             self._changed(info)
+
+    @staticmethod
+    def _update_subscriptions(info: ConsumerGroupInfo, subs: list[SubscriptionData]) -> bool:
+        """RocketMQ's updateSubscription: newer versions replace, topics no longer sent are
+        dropped; True when the set of topics changed (that is what makes clients rebalance)."""
+        changed = False
+        for sub in subs:
+            prev = info.subscriptions.get(sub.topic)
+            if prev is None:
+                changed = True
+                info.subscriptions[sub.topic] = sub
+            elif sub.sub_version > prev.sub_version or (sub.sub_version == prev.sub_version == 0):
+                info.subscriptions[sub.topic] = sub
+        wanted = {s.topic for s in subs}
+        for topic in [t for t in info.subscriptions if t not in wanted]:
+            del info.subscriptions[topic]
+            changed = True
+        return changed
 
     def unregister(self, group: str, connection: Connection) -> None:
         info = self.groups.get(group)

@@ -33,7 +33,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         OFFSET_MOVED_EVENT,
     }
 )
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
 MAX_TOPIC_LENGTH = 127
 
 
@@ -43,7 +43,7 @@ def topic_error(topic: str) -> str | None:
         return "The specified topic is blank."
     if len(topic) > MAX_TOPIC_LENGTH:
         return f"The specified topic is longer than topic max length {MAX_TOPIC_LENGTH}."
-    if not _VALID_TOPIC.match(topic):
+    if not _VALID_TOPIC.fullmatch(topic):
         return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if topic in NOT_ALLOWED_SEND_TOPICS:
         return f"Sending message to topic[{topic}] is forbidden."

@@ -1,15 +1,23 @@
 """Reading request header fields (extFields) the way both RocketMQ clients send them.
 
 Every value arrives as a string (Java) or a JSON number/string that the codec already
-turned into a string (C++). Booleans: Java sends "true"/"false", C++ sends "1"/"0".
-A missing or malformed required field raises MissingField, which processors turn into a
-SYSTEM_ERROR answer naming the field.
+turned into a string (C++). Numbers are read as Java reads them: decimal integers only
+(no "1.0", "nan" or "1e3"), within the field's Java type (int or long); a required field
+that is absent, empty or "null" is an error, as Java's @CFNotNull checks and unboxing
+make it. Booleans: Java sends "true"/"false", C++ sends "1"/"0".
+A bad field raises MissingField, which processors turn into a SYSTEM_ERROR naming it.
 """
 
 from __future__ import annotations
 
+import re
+
 from ledgermq.errors import ProtocolError
 from ledgermq.protocol.command import RemotingCommand
+
+_INTEGER = re.compile(r"[+-]?\d+")
+INT32 = 32
+INT64 = 64
 
 
 class MissingField(ProtocolError):
@@ -27,22 +35,21 @@ def opt_field(cmd: RemotingCommand, name: str, default: str | None = None) -> st
     return cmd.ext_fields.get(name, default)
 
 
-def int_field(cmd: RemotingCommand, name: str, default: int | None = None) -> int:
+def int_field(cmd: RemotingCommand, name: str, default: int | None = None, *, bits: int = INT64) -> int:
+    """A Java int (``bits=32``) or long field; ``default`` makes it optional."""
     value = cmd.ext_fields.get(name)
-    if value is None or value == "" or value == "null":
+    if value is None or value.strip() in ("", "null"):
         if default is not None:
             return default
         raise MissingField(f"the request header lacks {name!r}")
-    try:
-        return int(value)
-    except ValueError:
-        try:
-            as_float = float(value)
-        except ValueError:
-            raise MissingField(f"header field {name!r} is not an integer: {value!r}") from None
-        if as_float != int(as_float):
-            raise MissingField(f"header field {name!r} is not an integer: {value!r}") from None
-        return int(as_float)
+    text = value.strip()
+    if not _INTEGER.fullmatch(text):
+        raise MissingField(f"header field {name!r} is not an integer: {value!r}")
+    number = int(text)
+    limit = 1 << (bits - 1)
+    if not -limit <= number < limit:
+        raise MissingField(f"header field {name!r} is out of range for a {bits}-bit integer: {value!r}")
+    return number
 
 
 def bool_field(cmd: RemotingCommand, name: str, default: bool = False) -> bool:

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 
 _PRE_BLANK_SIZE = 0x7FFFFFFF
 # Topics become directory names under consumequeue/: the same rule as RocketMQ's validator.
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 
 def _total_memory() -> int:
@@ -275,7 +275,7 @@ class MessageStore:
                 PutStatus.MESSAGE_ILLEGAL,
                 remark=f"body is {body_size} bytes, maxMessageSize is {self.config.max_message_size}",
             )
-        if not topic or len(topic.encode()) > M.MAX_TOPIC_BYTES or not _VALID_TOPIC.match(topic):
+        if not topic or len(topic.encode()) > M.MAX_TOPIC_BYTES or not _VALID_TOPIC.fullmatch(topic):
             return PutResult(
                 PutStatus.MESSAGE_ILLEGAL, remark=f"topic {topic!r} must be 1..127 characters of [%|a-zA-Z0-9_-]"
             )

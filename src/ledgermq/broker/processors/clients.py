@@ -46,7 +46,7 @@ async def consumer_list(broker: Broker, ctx: RequestContext, cmd: RemotingComman
 
 
 async def query_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    group, topic, queue_id = field(cmd, "consumerGroup"), field(cmd, "topic"), int_field(cmd, "queueId")
+    group, topic, queue_id = field(cmd, "consumerGroup"), field(cmd, "topic"), int_field(cmd, "queueId", bits=32)
     offset = broker.offsets.query(group, topic, queue_id)
     if offset >= 0:
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
@@ -57,14 +57,20 @@ async def query_consumer_offset(broker: Broker, ctx: RequestContext, cmd: Remoti
 
 
 def _in_disk(broker: Broker, topic: str, queue_id: int, offset: int) -> bool:
-    """RocketMQ's checkInDiskByConsumeOffset: is that message outside the hot page cache?"""
+    """RocketMQ's checkInDiskByConsumeOffset: is that message outside the hot page cache?
+    A queue with no message there has nothing on disk (false), as in Java."""
+    if broker.store.max_offset_in_queue(topic, queue_id) <= offset:
+        return False
     phy = broker.store.commitlog_offset_in_queue(topic, queue_id, offset)
     return broker.store.max_phy_offset - phy > broker.store.memory_budget
 
 
 async def update_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     broker.offsets.commit(
-        field(cmd, "consumerGroup"), field(cmd, "topic"), int_field(cmd, "queueId"), int_field(cmd, "commitOffset")
+        field(cmd, "consumerGroup"),
+        field(cmd, "topic"),
+        int_field(cmd, "queueId", bits=32),
+        int_field(cmd, "commitOffset"),
     )
     return cmd.response(ResponseCode.SUCCESS)
 

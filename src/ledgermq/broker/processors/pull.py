@@ -12,7 +12,7 @@ from ledgermq.broker.heartbeat_data import SubscriptionData
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import field, int_field, opt_field
+from ledgermq.protocol.headers import INT32, field, int_field, opt_field
 from ledgermq.protocol.route import PERM_READ
 from ledgermq.store.message_filter import TagFilter
 from ledgermq.store.results import GetResult, GetStatus
@@ -66,10 +66,12 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
         )
     group = field(cmd, "consumerGroup")
     topic = field(cmd, "topic")
-    queue_id = int_field(cmd, "queueId")
+    queue_id = int_field(cmd, "queueId", bits=INT32)
     offset = int_field(cmd, "queueOffset")
-    max_msgs = int_field(cmd, "maxMsgNums", 32)
-    sys_flag = int_field(cmd, "sysFlag", 0)
+    max_msgs = int_field(cmd, "maxMsgNums", bits=INT32)
+    sys_flag = int_field(cmd, "sysFlag", bits=INT32)
+    for name in ("commitOffset", "suspendTimeoutMillis", "subVersion"):
+        int_field(cmd, name)  # required by Java's PullMessageRequestHeader even when unused
     group_cfg = broker.subscriptions.find(group)
     if group_cfg is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist")
@@ -91,6 +93,12 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
     message_filter = None if sub.matches_all else TagFilter(sub.tags)
     result = broker.store.get_message(topic, queue_id, offset, max_msgs, message_filter)
     code = _code_for(result, offset)
+    if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and broker.config.is_master:
+        # Committed on the first pass, held or not, as RocketMQ does: a caught-up consumer's
+        # pulls are nearly all held, and its progress must still be recorded.
+        commit = int_field(cmd, "commitOffset")
+        if commit >= 0:
+            broker.offsets.commit(group, topic, queue_id, commit)
     if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND:
         timeout_ms = (
             int_field(cmd, "suspendTimeoutMillis", 15_000)
@@ -103,10 +111,6 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
         finally:
             ctx.unpark()
         return await _pull(broker, ctx, cmd, allow_suspend=False)
-    if sys_flag & FLAG_COMMIT_OFFSET and broker.config.is_master and allow_suspend:
-        commit = int_field(cmd, "commitOffset", -1)
-        if commit >= 0:
-            broker.offsets.commit(group, topic, queue_id, commit)
     suggest = group_cfg.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else MASTER_ID
     ext = {
         "suggestWhichBrokerId": suggest,

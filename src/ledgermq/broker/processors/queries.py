@@ -13,24 +13,24 @@ DEFAULT_QUERY_MAX_NUM = 32
 
 
 async def max_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    offset = broker.store.max_offset_in_queue(field(cmd, "topic"), int_field(cmd, "queueId"))
+    offset = broker.store.max_offset_in_queue(field(cmd, "topic"), int_field(cmd, "queueId", bits=32))
     return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
 
 async def min_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    offset = broker.store.min_offset_in_queue(field(cmd, "topic"), int_field(cmd, "queueId"))
+    offset = broker.store.min_offset_in_queue(field(cmd, "topic"), int_field(cmd, "queueId", bits=32))
     return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
 
 async def search_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     offset = broker.store.offset_in_queue_by_time(
-        field(cmd, "topic"), int_field(cmd, "queueId"), int_field(cmd, "timestamp")
+        field(cmd, "topic"), int_field(cmd, "queueId", bits=32), int_field(cmd, "timestamp")
     )
     return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
 
 async def earliest_time(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    ts = broker.store.earliest_message_time(field(cmd, "topic"), int_field(cmd, "queueId"))
+    ts = broker.store.earliest_message_time(field(cmd, "topic"), int_field(cmd, "queueId", bits=32))
     return cmd.response(ResponseCode.SUCCESS, ext_fields={"timestamp": ts})
 
 
@@ -44,11 +44,11 @@ async def view_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
 
 async def query_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     topic, key = field(cmd, "topic"), field(cmd, "key")
-    max_num = int_field(cmd, "maxNum", DEFAULT_QUERY_MAX_NUM)
+    max_num = int_field(cmd, "maxNum", bits=32)
     if cmd.ext_fields.get("_UNIQUE_KEY_QUERY") == "true":
         max_num = DEFAULT_QUERY_MAX_NUM
     found = broker.store.query_message(
-        topic, key, max_num, int_field(cmd, "beginTimestamp", 0), int_field(cmd, "endTimestamp", 2**62)
+        topic, key, max_num, int_field(cmd, "beginTimestamp"), int_field(cmd, "endTimestamp")
     )
     ext = {
         "indexLastUpdateTimestamp": found.index_last_update_timestamp,

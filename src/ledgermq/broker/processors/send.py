@@ -19,7 +19,7 @@ from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.batch import iter_batch
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import bool_field, field, int_field, opt_field
+from ledgermq.protocol.headers import INT32, INT64, bool_field, field, int_field, opt_field
 from ledgermq.protocol.message import inflate_body
 from ledgermq.protocol.route import PERM_WRITE, TopicConfig
 from ledgermq.store.message_input import BatchInput, MessageInput
@@ -61,6 +61,23 @@ def v1_header(cmd: RemotingCommand) -> RemotingCommand:
         return cmd
     cmd.ext_fields = {V2_TO_V1.get(k, k): v for k, v in cmd.ext_fields.items()}
     return cmd
+
+
+# Java's SendMessageRequestHeader: @CFNotNull fields and each number's Java type.
+_REQUIRED_TEXT = ("producerGroup", "topic", "defaultTopic")
+_REQUIRED_NUMBERS = {"defaultTopicQueueNums": INT32, "queueId": INT32, "sysFlag": INT32, "bornTimestamp": INT64,
+                     "flag": INT32}  # fmt: skip
+_OPTIONAL_NUMBERS = {"reconsumeTimes": INT32, "maxReconsumeTimes": INT32}
+
+
+def validate_send_header(cmd: RemotingCommand) -> None:
+    """Refuse what Java's header decoding refuses, before anything is stored."""
+    for name in _REQUIRED_TEXT:
+        field(cmd, name)
+    for name, bits in _REQUIRED_NUMBERS.items():
+        int_field(cmd, name, bits=bits)
+    for name, bits in _OPTIONAL_NUMBERS.items():
+        int_field(cmd, name, 0, bits=bits)
 
 
 def _peer_host(ctx: RequestContext) -> tuple[str, int]:
@@ -156,6 +173,7 @@ async def _finish(broker: Broker, cmd: RemotingCommand, result: PutResult, queue
 
 async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     cmd = v1_header(cmd)
+    validate_send_header(cmd)
     if cmd.code == RequestCode.SEND_BATCH_MESSAGE or bool_field(cmd, "batch"):
         return await _send_batch(broker, ctx, cmd)
     checked = await _check(broker, cmd)

@@ -120,12 +120,17 @@ class DataVersion:
         return {"counter": self.counter, "timestamp": self.timestamp}
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any] | None) -> DataVersion:
+    def from_json(cls, doc: Any) -> DataVersion:
         doc = doc or {}
+        if not isinstance(doc, dict):
+            raise RemoteProtocolError(f"a DataVersion is a JSON object, not {type(doc).__name__}")
         counter = doc.get("counter", 0)
         if isinstance(counter, dict):  # Java AtomicLong may serialise as an object
             counter = counter.get("value", 0)
-        return cls(int(doc.get("timestamp", 0)), int(counter))
+        try:
+            return cls(int(doc.get("timestamp", 0)), int(counter))
+        except (TypeError, ValueError) as exc:
+            raise RemoteProtocolError(f"DataVersion fields are not numbers: {exc}") from exc
 
     def next(self, now_ms: int) -> DataVersion:
         return DataVersion(now_ms, self.counter + 1)

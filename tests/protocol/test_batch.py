@@ -22,9 +22,7 @@ ENTRIES = [
 
 
 def _golden(entries: list[BatchEntry]) -> bytes:
-    return b"".join(
-        golden_batch_entry(flag=e.flag, body=e.body, props=e.properties.encode()) for e in entries
-    )
+    return b"".join(golden_batch_entry(flag=e.flag, body=e.body, props=e.properties.encode()) for e in entries)
 
 
 def test_overhead_is_22() -> None:
@@ -117,9 +115,7 @@ INCONSISTENT = {
     "body length negative": _entry(body_len=-1),
     # -5 steps back into FLAG; with FLAG = 0 the "properties length" read there is 255 and the entry's
     # TOTALSIZE of 272 matches it, so only an explicit sign check rejects this one.
-    "body length negative but lining up": bytearray(
-        struct.pack(">iiiii", 272, 0, 0, 0, -5) + b"\x00" * (272 - 20)
-    ),
+    "body length negative but lining up": bytearray(struct.pack(">iiiii", 272, 0, 0, 0, -5) + b"\x00" * (272 - 20)),
     "body length past entry": _entry(body_len=100),
     "body length one too long": _entry(body_len=5),
     "body length one too short": _entry(body_len=3),

@@ -63,9 +63,7 @@ def test_uncompressed_record_is_never_inflated() -> None:
         assert decode_record(_rec(sysflag), inflate=True).body == DEFLATED
 
 
-@pytest.mark.parametrize(
-    "kind", [SF.COMPRESSION_LZ4, SF.COMPRESSION_ZSTD, 0x400, 0x500, 0x600, 0x700], ids=hex
-)
+@pytest.mark.parametrize("kind", [SF.COMPRESSION_LZ4, SF.COMPRESSION_ZSTD, 0x400, 0x500, 0x600, 0x700], ids=hex)
 def test_unsupported_compression_types_are_refused(kind: int) -> None:
     rec = _rec(SF.COMPRESSED | kind)
     with pytest.raises(RemoteProtocolError):

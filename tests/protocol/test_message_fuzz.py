@@ -54,9 +54,7 @@ def test_arbitrary_bytes(buf: bytes, flags: tuple[bool, bool]) -> None:
     sysflag=st.integers(-(2**31), 2**31 - 1),
     flags=FLAGS,
 )
-def test_bytes_behind_a_plausible_header(
-    rest: bytes, size_delta: int, sysflag: int, flags: tuple[bool, bool]
-) -> None:
+def test_bytes_behind_a_plausible_header(rest: bytes, size_delta: int, sysflag: int, flags: tuple[bool, bool]) -> None:
     """Arbitrary content after a valid magic and a roughly right TOTALSIZE, so the decoder gets
     past its first checks and into the variable-length fields."""
     buf = bytearray(struct.pack(">i", 8 + len(rest) + size_delta) + MAGIC_BYTES + rest)

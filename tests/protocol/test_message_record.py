@@ -172,9 +172,7 @@ def test_sysflag_other_bits_kept_and_host_bits_follow_the_hosts() -> None:
 
 
 def test_ipv4_mapped_ipv6_host_is_stored_as_ipv4() -> None:
-    rec = encode_record(
-        topic="T", body=b"b", born_host=("::ffff:10.1.2.3", 5), store_host=("::ffff:c0a8:a", 6)
-    )
+    rec = encode_record(topic="T", body=b"b", born_host=("::ffff:10.1.2.3", 5), store_host=("::ffff:c0a8:a", 6))
     assert len(rec) == 91 + 1 + 1
     assert struct.unpack_from(">i", rec, 36)[0] == 0
     assert rec[48:52] == IP_10_1_2_3 and rec[64:68] == IP_192_168_0_10
@@ -204,9 +202,7 @@ def test_encode_accepts_memoryview_body() -> None:
 # --------------------------------------------------------------------------- decode
 
 
-def _assert_all_fields(
-    rec: MessageRecord, born: str, store: str, sysflag: int, prepared: int, size: int
-) -> None:
+def _assert_all_fields(rec: MessageRecord, born: str, store: str, sysflag: int, prepared: int, size: int) -> None:
     assert rec.topic == "TopicTest"
     assert rec.body == BODY
     assert rec.queue_id == 3
@@ -253,9 +249,7 @@ def test_record_properties_helpers() -> None:
 
 
 def test_utf8_topic_and_properties_round_trip() -> None:
-    rec = decode_record(
-        encode_record(topic="主题-ü", body=b"\x00\xff", properties="键\x01值\x02TAGS\x01标签")
-    )
+    rec = decode_record(encode_record(topic="主题-ü", body=b"\x00\xff", properties="键\x01值\x02TAGS\x01标签"))
     assert rec.topic == "主题-ü"
     assert rec.body == b"\x00\xff"
     assert rec.properties == {"键": "值", "TAGS": "标签"}

@@ -80,12 +80,8 @@ def test_decode_matches_reference_on_any_text(text: str) -> None:
     assert decode_properties(text) == decode_properties(text + "\x02")  # the C form of the same text
 
 
-KEY = st.text(
-    st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1, max_size=8
-)
-VALUE = st.text(
-    st.characters(blacklist_characters="\x02", blacklist_categories=("Cs",)), min_size=1, max_size=12
-)
+KEY = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1, max_size=8)
+VALUE = st.text(st.characters(blacklist_characters="\x02", blacklist_categories=("Cs",)), min_size=1, max_size=12)
 
 
 @settings(max_examples=200, derandomize=True, deadline=None)

@@ -100,6 +100,4 @@ def test_get_stops_at_the_end_of_a_queue_segment(store_factory: StoreFactory) ->
     assert got.next_begin_offset == CQ_SEG_UNITS
     nxt = store.get_message("Seg", 0, got.next_begin_offset, 32)
     assert nxt.status is GetStatus.FOUND
-    assert [parse_record(m).queue_offset for m in nxt.messages] == list(
-        range(CQ_SEG_UNITS, CQ_SEG_UNITS + 32)
-    )
+    assert [parse_record(m).queue_offset for m in nxt.messages] == list(range(CQ_SEG_UNITS, CQ_SEG_UNITS + 32))

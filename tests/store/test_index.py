@@ -26,9 +26,7 @@ T0 = 1_700_000_000_000
 SLOTS = 64  # conftest SMALL max_hash_slot_num
 
 
-def _query(
-    store: MessageStore, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = 2**62
-) -> list[Rec]:
+def _query(store: MessageStore, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = 2**62) -> list[Rec]:
     return [parse_record(m) for m in store.query_message(topic, key, max_num, begin, end).messages]
 
 
@@ -110,9 +108,7 @@ def _expected_index_files(entries: list[tuple[str, int, int]], max_index_num: in
             diff = (ts - begin_ts) // 1000 if n > 1 else 0
             body += struct.pack(">iqii", h, phy, diff, slots[slot])
             slots[slot] = n
-        header = struct.pack(
-            ">qqqqii", begin_ts, chunk[-1][2], chunk[0][1], chunk[-1][1], used_slots, len(chunk) + 1
-        )
+        header = struct.pack(">qqqqii", begin_ts, chunk[-1][2], chunk[0][1], chunk[-1][1], used_slots, len(chunk) + 1)
         content = header + struct.pack(f">{SLOTS}i", *slots) + bytes(body)
         size = 40 + SLOTS * 4 + max_index_num * 20
         files.append(content + bytes(size - len(content)))

@@ -78,9 +78,7 @@ def test_bad_batches_are_refused(store_factory: StoreFactory) -> None:
     assert long_topic.status is PutStatus.MESSAGE_ILLEGAL
     too_big = store.put_messages(BatchInput(topic="B", entries=[(0, b"x" * 600, {}), (0, b"y" * 600, {})]))
     assert too_big.status is PutStatus.MESSAGE_ILLEGAL
-    big_props = store.put_messages(
-        BatchInput(topic="B", entries=[(0, b"x", {}), (0, b"y", {"X": "v" * 40000})])
-    )
+    big_props = store.put_messages(BatchInput(topic="B", entries=[(0, b"x", {}), (0, b"y", {"X": "v" * 40000})]))
     assert big_props.status in PROPS_REFUSED
     _assert_nothing_stored(store, "B")
 

@@ -116,9 +116,7 @@ def test_a_second_process_is_refused_while_the_first_holds_the_store(store_facto
     assert child.stdout.strip() == "OPENED"
 
 
-def test_abort_marker_exists_while_running_and_a_clean_shutdown_removes_it(
-    store_factory, tmp_path: Path
-) -> None:
+def test_abort_marker_exists_while_running_and_a_clean_shutdown_removes_it(store_factory, tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = store_factory()
     assert (root / "abort").exists()

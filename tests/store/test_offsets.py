@@ -30,10 +30,7 @@ def test_store_timestamps_come_from_the_clock(store_factory: StoreFactory) -> No
     store, _clock, results = _timed_store(store_factory)
     for k, a in enumerate(results):
         assert a.store_timestamp == T0 + 1000 * k
-        assert (
-            parse_record(read_commitlog_file_bytes(store, a.wrote_offset, a.wrote_bytes)).store_ts
-            == T0 + 1000 * k
-        )
+        assert parse_record(read_commitlog_file_bytes(store, a.wrote_offset, a.wrote_bytes)).store_ts == T0 + 1000 * k
         assert store.message_store_timestamp("Time", 0, k) == T0 + 1000 * k
     assert store.message_store_timestamp("Time", 0, 10) == -1
     assert store.message_store_timestamp("Time", 1, 0) == -1

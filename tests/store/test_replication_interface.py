@@ -76,9 +76,7 @@ def test_raw_copy_is_byte_identical_and_builds_the_same_queues(
 
     slave.add_arrival_listener(listener)
     _fill_master(master, 120, rng)
-    master.put_messages(
-        BatchInput(topic="RepA", queue_id=1, entries=[(0, b"b" * 500, {"KEYS": "batch"})] * 4)
-    )
+    master.put_messages(BatchInput(topic="RepA", queue_id=1, entries=[(0, b"b" * 500, {"KEYS": "batch"})] * 4))
     assert master.max_phy_offset > 2 * SEG, "want a rollover or two"
     _replicate(master, slave, rng)
     _fill_master(master, 40, rng)  # more arrives later, as with a live stream

@@ -83,9 +83,7 @@ def open_store(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
     """``open_store(clock, gauge, root=None, **overrides)``: a started store, shut down afterwards."""
     made: list[MessageStore] = []
 
-    def make(
-        clock: ManualClock, gauge: DiskGauge, *, root: Path | None = None, **overrides: Any
-    ) -> MessageStore:
+    def make(clock: ManualClock, gauge: DiskGauge, *, root: Path | None = None, **overrides: Any) -> MessageStore:
         cfg = small_config(root or tmp_path / "store", **{**RETENTION, **overrides})
         store = MessageStore(cfg, clock=clock, disk_usage=gauge)
         made.append(store)
@@ -124,9 +122,7 @@ def fill(store: MessageStore, segments: int, queues: int = 2) -> list[Put]:
             )
         )
         assert r.ok and r.append is not None, r
-        puts.append(
-            Put(seq, seq % queues, r.append.queue_offset, r.append.wrote_offset, r.append.next_offset)
-        )
+        puts.append(Put(seq, seq % queues, r.append.queue_offset, r.append.wrote_offset, r.append.next_offset))
         seq += 1
     assert store.wait_dispatched(timeout=10)
     # Everything durable and quiet before ages are set: no later write touches old segments.
@@ -501,9 +497,7 @@ def test_deleting_segments_moves_queue_minimums_and_drops_orphaned_queue_and_ind
 
     # Index files that only point at deleted segments are removed (never the newest).
     expected_index = [
-        name
-        for i, (name, end_phy) in enumerate(index_before)
-        if end_phy >= phy_min or i == len(index_before) - 1
+        name for i, (name, end_phy) in enumerate(index_before) if end_phy >= phy_min or i == len(index_before) - 1
     ]
     assert sorted(os.listdir(store.config.index_path)) == expected_index
     assert [f.path.name for f in store.index.files] == expected_index

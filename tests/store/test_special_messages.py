@@ -47,12 +47,8 @@ LEVEL_MS = [
 PREPARED, COMMIT, ROLLBACK = 0x4, 0x8, 0xC
 
 
-@pytest.mark.parametrize(
-    ("requested", "level"), [(1, 1), (3, 3), (5, 5), (17, 17), (18, 18), (19, 18), (99, 18)]
-)
-def test_delayed_message_goes_to_the_schedule_topic(
-    store_factory: StoreFactory, requested: int, level: int
-) -> None:
+@pytest.mark.parametrize(("requested", "level"), [(1, 1), (3, 3), (5, 5), (17, 17), (18, 18), (19, 18), (99, 18)])
+def test_delayed_message_goes_to_the_schedule_topic(store_factory: StoreFactory, requested: int, level: int) -> None:
     clock = ManualClock(T0)
     store = store_factory(clock=clock)
     put(store, "Real", b"before", queue_id=5)  # the real queue exists and stays at one message

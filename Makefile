@@ -16,11 +16,13 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 

@@ -23,7 +23,6 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
-	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 
 run: $(STAMP)

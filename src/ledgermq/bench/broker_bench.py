@@ -160,13 +160,48 @@ def bench_produce(count: int, size: int, workdir: Path | None = None) -> tuple[C
 
 
 def bench_consume(count: int, size: int, workdir: Path | None = None) -> tuple[ClientRun, ClientRun]:
-    """(consuming ``count`` stored messages, producing them: the baseline for the same bytes)."""
+    """(backlog drain, live delivery).
+
+    First the consumer drains ``count`` stored messages (throughput); then, with a consumer
+    already subscribed, ``count`` more are produced and each one's end-to-end latency
+    (born timestamp to the consumer's callback, one host so one clock) is recorded.
+    """
     base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-bench-"))
     try:
         with Cluster(base / "broker", stub=False) as real:
-            produced = run_client("produce", real.namesrv, "BenchConsume", count, size)
-            consumed = run_client("consume", real.namesrv, "BenchConsume", count + 1, size)
-        return consumed, produced
+            run_client("produce", real.namesrv, "BenchBacklog", count, size)
+            backlog = run_client("consume", real.namesrv, "BenchBacklog", count + 1, size)
+            live = _consume_while_producing(real.namesrv, "BenchLive", count, size)
+        return backlog, live
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def _consume_while_producing(namesrv: str, topic: str, count: int, size: int) -> ClientRun:
+    run_client("produce", namesrv, topic, 1, size)  # the topic exists before the consumer subscribes
+    # It will see the 2 set-up messages (warm-up + 1), then the measured run's warm-up + count.
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", WORKER, "consume", namesrv, topic, str(count + 3), str(size)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert consumer.stdout is not None
+        if consumer.stdout.readline().strip() != "READY":
+            raise RuntimeError("the C++ consumer did not start")
+        time.sleep(3.0)  # the C++ client's first rebalance and pull, before we start sending
+        started_ms = time.time() * 1000
+        run_client("produce", namesrv, topic, count, size)
+        out, err = consumer.communicate(timeout=600)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait(10)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"the C++ consumer failed: {err[-500:]}")
+    doc = json.loads(lines[-1])
+    measured = [float(lat) for lat, born in zip(doc["latencies_ms"], doc["born_ms"], strict=True) if born >= started_ms]
+    return ClientRun(int(doc["count"]), float(doc["seconds"]), measured)

@@ -45,12 +45,17 @@ def consume(namesrv: str, topic: str, count: int, _size: int) -> dict[str, objec
     first: float | None = None
     done = threading.Event()
     lock = threading.Lock()
+    latencies: list[float] = []
+    born: list[int] = []
 
-    def on_message(_msg: object) -> None:
+    def on_message(msg: object) -> None:
         nonlocal got, first
+        delivered_ms = time.time() * 1000  # end-to-end: born (producer clock, same host) to here
         with lock:
             if first is None:
                 first = time.perf_counter()
+            born.append(msg.born_timestamp)  # type: ignore[attr-defined]
+            latencies.append(delivered_ms - msg.born_timestamp)  # type: ignore[attr-defined]
             got += 1
             if got >= count:
                 done.set()
@@ -59,12 +64,13 @@ def consume(namesrv: str, topic: str, count: int, _size: int) -> dict[str, objec
     consumer.set_namesrv_addr(namesrv)
     consumer.subscribe(topic, on_message, "*")
     consumer.start()
+    print("READY", flush=True)
     try:
         done.wait(300)
         end = time.perf_counter()
     finally:
         consumer.shutdown()
-    return {"count": got, "seconds": end - (first or end), "latencies_ms": []}
+    return {"count": got, "seconds": end - (first or end), "latencies_ms": latencies, "born_ms": born}
 
 
 def main() -> None:

@@ -17,12 +17,15 @@ from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.processors import admin, clients, locks, pull, queries, send, send_back
 from ledgermq.broker.processors.common import bind
-from ledgermq.broker.registration import Registrar
+from ledgermq.broker.registration import Registrar, RegistrationAnswer
 from ledgermq.broker.schedule import ScheduleService
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import StoreConfig
+from ledgermq.ha.config import HAConfig
+from ledgermq.ha.master import HAService
+from ledgermq.ha.slave import HAClient
 from ledgermq.net.client import RemotingClient
 from ledgermq.net.connection import Connection
 from ledgermq.net.server import RemotingServer
@@ -36,8 +39,15 @@ PROCESSOR_MODULES = [send, pull, clients, queries, admin, locks, send_back]
 
 
 class BrokerApp:
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store_config: StoreConfig,
+        clock: Clock = SYSTEM_CLOCK,
+        ha_config: HAConfig | None = None,
+    ) -> None:
         self.config = config
+        self.ha_config = ha_config or HAConfig()
         self.store_config = store_config
         self.clock = clock
         root = Path(store_config.root_dir)
@@ -67,8 +77,17 @@ class BrokerApp:
         if config.is_master:
             self.broker.schedule = ScheduleService(store, root / "config" / "delayOffset.json", clock)
         self.client = RemotingClient()
-        self.registrar = Registrar(config, self.broker.topics, self.client)
+        self.registrar = Registrar(config, self.broker.topics, self.client, on_answer=self._on_registration)
         self.broker.register_now = self.registrar.register_oneway
+        self.master_ha_addr: str | None = None  # learned from name servers (slaves)
+        self.master_addr: str | None = None
+        self.ha_client: HAClient | None = None
+        if config.is_master:
+            self.broker.ha = HAService(store, config.listen_host, config.ha_port, self.ha_config, clock=clock)
+        else:
+            self.ha_client = HAClient(
+                store, lambda: self.master_ha_addr or self.ha_config.master_address or None, self.ha_config, clock=clock
+            )
         self._tasks: list[asyncio.Task[None]] = []
         for module in PROCESSOR_MODULES:
             for code, fn in module.PROCESSORS.items():
@@ -93,8 +112,12 @@ class BrokerApp:
         if b.schedule is not None:
             b.schedule.load()
             b.schedule.start()
+        if b.ha is not None:
+            await b.ha.start()
         await self.server.start()
         self.registrar.start()
+        if self.ha_client is not None:
+            self.ha_client.start()
         self._tasks = [
             asyncio.create_task(self._every(self.config.flush_consumer_offset_interval_ms, self._persist_offsets)),
             asyncio.create_task(self._every(10_000, self._scan_clients)),
@@ -106,7 +129,11 @@ class BrokerApp:
             task.cancel()
         await self.registrar.stop()
         await self.registrar.unregister_all()
+        if self.ha_client is not None:
+            await self.ha_client.stop()
         await self.server.stop()
+        if self.broker.ha is not None:
+            await self.broker.ha.stop()
         if self.broker.schedule is not None:
             await self.broker.schedule.stop()
         await self.client.close()
@@ -120,6 +147,14 @@ class BrokerApp:
                 fn()  # type: ignore[operator]
             except Exception:
                 log.exception("periodic task %s failed; it runs again", getattr(fn, "__name__", fn))
+
+    def _on_registration(self, answer: RegistrationAnswer) -> None:
+        """A slave learns (or relearns, after a master change) where its master is."""
+        if answer.ha_server_addr and answer.ha_server_addr != self.master_ha_addr:
+            log.info("master of %s: %s (HA %s)", self.config.broker_name, answer.master_addr, answer.ha_server_addr)
+            self.master_ha_addr = answer.ha_server_addr
+        if answer.master_addr:
+            self.master_addr = answer.master_addr
 
     def _persist_offsets(self) -> None:
         if self.broker.offsets.dirty:

@@ -14,6 +14,7 @@ from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig
+from ledgermq.ha.master import HAService
 from ledgermq.protocol.message import Host
 from ledgermq.protocol.route import PERM_READ, PERM_WRITE
 from ledgermq.store.message_store import MessageStore
@@ -33,6 +34,7 @@ class Broker:
     clock: Clock
     extras: dict[str, object] = field(default_factory=dict)
     schedule: ScheduleService | None = None
+    ha: HAService | None = None  # a master's replication service
     # Registers with the name servers right away (oneway); set by BrokerApp.
     register_now: Callable[[], Awaitable[None]] | None = None
 

@@ -12,6 +12,7 @@ from ledgermq.broker.config import BrokerConfig
 from ledgermq.cli.runtime import read_properties, serve
 from ledgermq.config import StoreConfig, config_from_properties, known_keys
 from ledgermq.errors import ConfigError
+from ledgermq.ha.config import HAConfig
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +30,17 @@ TOLERATED_KEYS = {"deleteWhen", "fileReservedTime"} | {
 
 
 def load_broker_configs(props: dict[str, str], **overrides: object) -> tuple[BrokerConfig, StoreConfig]:
-    """Both configs from one properties dict; unknown keys are logged, bad values raise."""
+    """Broker and store configs from one properties dict; unknown keys are logged, bad values raise."""
     broker_over = {k: v for k, v in overrides.items() if k in BrokerConfig.__dataclass_fields__}
     store_over = {k: v for k, v in overrides.items() if k in StoreConfig.__dataclass_fields__}
     broker = config_from_properties(BrokerConfig, props, **broker_over)
     store = config_from_properties(StoreConfig, props, **store_over)
-    known = known_keys(BrokerConfig) | known_keys(StoreConfig) | TOLERATED_KEYS
+    if store.is_slave and broker.is_master:
+        raise ConfigError("brokerRole=SLAVE needs brokerId > 0 (brokerId 0 is the master)")
+    if not store.is_slave and not broker.is_master:
+        raise ConfigError(f"brokerRole={store.broker_role.value} needs brokerId=0 (a slave uses brokerRole=SLAVE)")
+    known = known_keys(BrokerConfig) | known_keys(StoreConfig) | known_keys(HAConfig) | TOLERATED_KEYS
+    known.add("haMaxGapNotInSync")
     for k in sorted(set(props) - known):
         log.warning("unknown config key %r ignored", k)
     return broker, store
@@ -52,7 +58,11 @@ def broker(conf: Path | None, namesrv: str | None) -> None:
         broker_cfg, store_cfg = load_broker_configs(props)
     except ConfigError as exc:
         raise click.ClickException(f"{conf}: {exc}") from exc
-    app = BrokerApp(broker_cfg, store_cfg)
+    try:
+        ha_cfg = HAConfig.from_properties(props)
+    except ConfigError as exc:
+        raise click.ClickException(f"{conf}: {exc}") from exc
+    app = BrokerApp(broker_cfg, store_cfg, ha_config=ha_cfg)
 
     async def start() -> None:
         await app.start()

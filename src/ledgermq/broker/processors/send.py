@@ -12,6 +12,7 @@ import random
 
 from ledgermq.broker.context import Broker
 from ledgermq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, topic_error
+from ledgermq.config import BrokerRole
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import properties as P
@@ -145,7 +146,11 @@ def _retry_to_dlq(broker: Broker, cmd: RemotingCommand, topic: str, queue_id: in
     return dlq, 0
 
 
-async def _finish(broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+async def _finish(
+    broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool = True
+) -> RemotingCommand:
+    if result.append is not None and broker.ha is not None:
+        broker.ha.notify_append()  # stream it to slaves now rather than at the next poll
     if result.flush_future is not None:
         try:
             durable = await asyncio.wait_for(
@@ -155,6 +160,8 @@ async def _finish(broker: Broker, cmd: RemotingCommand, result: PutResult, queue
             durable = False
         if not durable:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
+    if result.ok and wait and broker.store_config.broker_role is BrokerRole.SYNC_MASTER:
+        await _wait_for_slave(broker, result)
     code = STATUS_CODES[result.status]
     if result.append is None:
         remark = result.remark
@@ -169,6 +176,21 @@ async def _finish(broker: Broker, cmd: RemotingCommand, result: PutResult, queue
         "TRACE_ON": broker.config.trace_on,
     }
     return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, ext)
+
+
+async def _wait_for_slave(broker: Broker, result: PutResult) -> None:
+    """SYNC_MASTER: a send is answered once a slave has acknowledged its bytes.
+
+    No slave connected, or the best one haSlaveFallbehindMax or more behind, answers
+    SLAVE_NOT_AVAILABLE at once; no acknowledgement within syncFlushTimeout answers
+    FLUSH_SLAVE_TIMEOUT. The message is stored either way (RocketMQ's semantics).
+    """
+    assert result.append is not None
+    end = result.append.next_offset
+    if broker.ha is None or not broker.ha.slave_ok(end):
+        result.status = PutStatus.SLAVE_NOT_AVAILABLE
+    elif not await broker.ha.wait_for_ack(end, broker.store_config.sync_flush_timeout_ms / 1000):
+        result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
 
 
 async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -203,7 +225,7 @@ async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
         wait_store_ok=wait,
     )
     result = broker.store.put_message(msg)
-    return await _finish(broker, cmd, result, queue_id)
+    return await _finish(broker, cmd, result, queue_id, wait)
 
 
 async def _send_batch(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:

@@ -1,0 +1,125 @@
+"""Brokers wired for HA: a slave finds its master through the name server and replicates;
+SYNC_MASTER sends wait for a slave's acknowledgement or say why they could not."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from pathlib import Path
+
+from ledgermq.broker.app import BrokerApp
+from ledgermq.broker.config import BrokerConfig
+from ledgermq.config import BrokerRole, StoreConfig
+from ledgermq.ha.config import HAConfig
+from ledgermq.namesrv.app import NamesrvApp, NamesrvConfig
+from ledgermq.net.client import RemotingClient
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _broker(root: Path, namesrv: str, broker_id: int, role: BrokerRole, **store: object) -> BrokerApp:
+    cfg = BrokerConfig(
+        broker_name="broker-a",
+        broker_id=broker_id,
+        broker_ip1="127.0.0.1",
+        listen_host="127.0.0.1",
+        listen_port=free_port(),
+        ha_listen_port=free_port(),
+        namesrv_addr=namesrv,
+        register_name_server_period_ms=10_000,
+    )
+    store_cfg = StoreConfig(root_dir=str(root), broker_role=role, mapped_file_size_commitlog=256 * 1024, **store)  # type: ignore[arg-type]
+    return BrokerApp(cfg, store_cfg, ha_config=HAConfig(send_heartbeat_interval_ms=500))
+
+
+async def _send(client: RemotingClient, broker: BrokerApp, i: int) -> RemotingCommand:
+    cmd = RemotingCommand.request(
+        RequestCode.SEND_MESSAGE_V2,
+        {"a": "pg", "b": "HaTopic", "c": "TBW102", "d": 4, "e": i % 4, "f": 0, "g": int(time.time() * 1000), "h": 0,
+         "i": "WAIT\x01true"},
+        f"message {i}".encode(),
+    )  # fmt: skip
+    return await client.invoke(broker.config.broker_addr, cmd, 10.0)
+
+
+async def _until(cond: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def test_slave_learns_its_master_and_replicates_byte_for_byte(tmp_path: Path) -> None:
+    async def run() -> None:
+        ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
+        await ns.start()
+        namesrv = f"127.0.0.1:{ns.port}"
+        master = _broker(tmp_path / "m", namesrv, 0, BrokerRole.ASYNC_MASTER)
+        slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
+        client = RemotingClient()
+        try:
+            await master.start()
+            await slave.start()
+            for i in range(300):
+                assert (await _send(client, master, i)).code == ResponseCode.SUCCESS
+            m_store, s_store = master.broker.store, slave.broker.store
+            await _until(lambda: s_store.max_phy_offset == m_store.max_phy_offset, 20, "the slave to catch up")
+            assert slave.master_addr == master.config.broker_addr
+            for mf in m_store.commitlog.queue.files:
+                assert s_store.commitlog.read(mf.start_offset, mf.wrote) == mf.read(0, mf.wrote)
+            assert s_store.wait_dispatched(timeout=10)
+            assert s_store.max_offset_in_queue("HaTopic", 1) == m_store.max_offset_in_queue("HaTopic", 1) == 75
+            assert master.broker.ha is not None and [s.connected for s in master.broker.ha.status()] == [True]
+        finally:
+            await client.close()
+            await slave.stop()
+            await master.stop()
+            await ns.stop()
+
+    asyncio.run(run())
+
+
+def test_sync_master_waits_for_the_slave_or_says_why_not(tmp_path: Path) -> None:
+    async def run() -> None:
+        ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
+        await ns.start()
+        namesrv = f"127.0.0.1:{ns.port}"
+        master = _broker(tmp_path / "m", namesrv, 0, BrokerRole.SYNC_MASTER, sync_flush_timeout_ms=800)
+        slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
+        client = RemotingClient()
+        try:
+            await master.start()
+            lonely = await _send(client, master, 0)
+            assert lonely.code == ResponseCode.SLAVE_NOT_AVAILABLE  # stored, but no slave has it
+            assert lonely.ext_fields["msgId"]
+
+            await slave.start()
+            ha = master.broker.ha
+            assert ha is not None
+            await _until(lambda: ha.connection_count == 1, 20, "the slave to connect")
+            ok = await _send(client, master, 1)
+            assert ok.code == ResponseCode.SUCCESS
+            assert ha.max_acked_offset >= master.broker.store.max_phy_offset
+
+            assert slave.ha_client is not None
+            await slave.ha_client.stop()  # the slave stops acknowledging but is still "connected" a while
+            started = time.monotonic()
+            late = await _send(client, master, 2)
+            assert late.code in (ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
+            if late.code == ResponseCode.FLUSH_SLAVE_TIMEOUT:
+                assert 0.7 <= time.monotonic() - started < 5
+        finally:
+            await client.close()
+            await slave.stop()
+            await master.stop()
+            await ns.stop()
+
+    asyncio.run(run())

@@ -9,6 +9,7 @@ client-visible cost the broker itself adds.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
@@ -63,6 +64,27 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) ->
     raise RuntimeError(f"port {port} did not open within {timeout}s")
 
 
+def _wait_route(namesrv: str, topic: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """Until the broker's registration is visible: clients fail fast on a missing route."""
+    from ledgermq.admin.client import AdminClient
+
+    async def has_route() -> bool:
+        admin = AdminClient([namesrv])
+        try:
+            await admin.route(topic)
+            return True
+        except Exception:
+            return False
+        finally:
+            await admin.close()
+
+    deadline = time.monotonic() + timeout
+    while not asyncio.run(has_route()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the broker never registered {topic} with {namesrv}")
+        time.sleep(0.1)
+
+
 def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     out = open(log, "ab")  # noqa: SIM115 - owned by the child
     return subprocess.Popen([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT)
@@ -111,7 +133,7 @@ class Cluster:
         broker = _spawn(args, self.work / "broker.log")
         self.procs.append(broker)
         _wait_port(self.broker_port, broker)
-        time.sleep(0.5)  # the first registration reaches the name server
+        _wait_route(self.namesrv, "TBW102", broker)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -39,10 +39,10 @@ def _route(ns_port: int, topic: str) -> TopicRouteData | None:
 
 
 def test_cluster_up_serves_routes_and_stops_cleanly(tmp_path: Path) -> None:
-    ns_port, broker_port = free_port(), free_port()
+    ns_port, broker_port, slave_port = free_port(), free_port(), free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ledgermq.cli.main", "cluster", "up", "--data", str(tmp_path),
-         "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)],
+         "--namesrv-port", str(ns_port), "--broker-port", str(broker_port), "--slave-port", str(slave_port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -57,21 +57,23 @@ def test_cluster_up_serves_routes_and_stops_cleanly(tmp_path: Path) -> None:
                 break
         assert any(f"127.0.0.1:{broker_port}" in ln for ln in lines), lines
         route = None
-        while route is None and time.monotonic() < deadline:
+        while (route is None or len(route.broker_datas[0].broker_addrs) < 2) and time.monotonic() < deadline:
             route = _route(ns_port, "TBW102")
             time.sleep(0.1)
         assert route is not None
-        assert route.broker_datas[0].broker_addrs[0] == f"127.0.0.1:{broker_port}"
+        # The master (id 0) and its slave (id 1) are one broker group.
+        assert route.broker_datas[0].broker_addrs == {0: f"127.0.0.1:{broker_port}", 1: f"127.0.0.1:{slave_port}"}
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0
-        assert not (tmp_path / "broker-a" / "abort").exists()  # the broker shut down cleanly
+        assert not (tmp_path / "broker-a" / "abort").exists()  # both brokers shut down cleanly
+        assert not (tmp_path / "broker-a-s" / "abort").exists()
         assert (tmp_path / "logs" / "namesrv.log").exists()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
     # Children are gone once the supervisor returned: their ports are free again.
-    for port in (ns_port, broker_port):
+    for port in (ns_port, broker_port, slave_port):
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("127.0.0.1", port))

@@ -1,6 +1,7 @@
 """``ledgermq cluster up``: a local cluster under one supervisor, data under ./data.
 
-Starts a name server and a broker group as child processes (each with its own log under
+Starts a name server and a broker group (a master and a slave replicating from it) as
+child processes (each with its own log under
 <data>/logs), waits until the broker's route is visible on the name server, prints where
 everything listens and how to send and receive a message, and stops everything cleanly
 on Ctrl-C / SIGTERM (or if a child dies).
@@ -65,13 +66,13 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
                 proc.wait(5)
 
 
-def broker_properties(name: str, port: int, namesrv: str, store: Path) -> str:
+def broker_properties(name: str, port: int, namesrv: str, store: Path, broker_id: int = 0) -> str:
     return "\n".join(
         [
             "brokerClusterName=DefaultCluster",
             f"brokerName={name}",
-            "brokerId=0",
-            "brokerRole=ASYNC_MASTER",
+            f"brokerId={broker_id}",
+            f"brokerRole={'ASYNC_MASTER' if broker_id == 0 else 'SLAVE'}",
             "brokerIP1=127.0.0.1",
             f"listenPort={port}",
             f"namesrvAddr={namesrv}",
@@ -91,14 +92,19 @@ def cluster() -> None:
 @click.option("--data", type=click.Path(path_type=Path, file_okay=False), default=Path("./data"), show_default=True)
 @click.option("--namesrv-port", default=9876, show_default=True)
 @click.option("--broker-port", default=10911, show_default=True)
+@click.option("--slave-port", default=None, type=int, help="the slave's listen port (default broker port + 10)")
+@click.option("--no-slave", is_flag=True, help="run the master alone")
 @click.option("--timeout", default=60.0, show_default=True, help="seconds to wait for start-up")
-def up(data: Path, namesrv_port: int, broker_port: int, timeout: float) -> None:
-    """Start a name server and a broker group in the foreground (Ctrl-C stops them)."""
+def up(data: Path, namesrv_port: int, broker_port: int, slave_port: int | None, no_slave: bool, timeout: float) -> None:
+    """Start a name server and a broker group (master + slave) in the foreground; Ctrl-C stops them."""
     data = data.resolve()
     ns = f"127.0.0.1:{namesrv_port}"
     conf = data / "conf" / "broker-a.properties"
     conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text(broker_properties("broker-a", broker_port, ns, data / "broker-a"))
+    slave_port = slave_port or broker_port + 10
+    slave_conf = data / "conf" / "broker-a-s.properties"
+    slave_conf.write_text(broker_properties("broker-a", slave_port, ns, data / "broker-a-s", broker_id=1))
     procs: list[subprocess.Popen[bytes]] = []
     stopping = False
 
@@ -116,8 +122,13 @@ def up(data: Path, namesrv_port: int, broker_port: int, timeout: float) -> None:
         _wait_port(namesrv_port, procs[-1], timeout)
         procs.append(_spawn(["broker", "-c", str(conf)], data / "logs" / "broker-a.log"))
         _wait_port(broker_port, procs[-1], timeout)
-        click.echo(f"name server  {ns}            log {data / 'logs' / 'namesrv.log'}")
-        click.echo(f"broker-a     127.0.0.1:{broker_port}   store {data / 'broker-a'}")
+        if not no_slave:
+            procs.append(_spawn(["broker", "-c", str(slave_conf)], data / "logs" / "broker-a-s.log"))
+            _wait_port(slave_port, procs[-1], timeout)
+        click.echo(f"name server      {ns}            log {data / 'logs' / 'namesrv.log'}")
+        click.echo(f"broker-a master  127.0.0.1:{broker_port}   HA port {broker_port + 1}   store {data / 'broker-a'}")
+        if not no_slave:
+            click.echo(f"broker-a slave   127.0.0.1:{slave_port}   replicating   store {data / 'broker-a-s'}")
         click.echo("")
         click.echo(SNIPPET.format(ns=ns))
         click.echo("Ctrl-C stops the cluster.")

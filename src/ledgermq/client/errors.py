@@ -1,0 +1,91 @@
+"""Client errors: one small hierarchy, decided by class and flags, never by message text.
+
+* ``MQClientError``: the root; also what a send raises when every attempt failed (its
+  ``__cause__`` is the last attempt's error) and for local refusals (bad message, not
+  started, no route).
+* ``MQConnectError``: the broker or name server could not be reached, closed the
+  connection or did not answer in time. Always retriable on another broker.
+* ``MQBrokerError(code, remark)``: the broker answered with an error code. ``retriable``
+  says whether the Java client would retry the send on another broker
+  (``DefaultMQProducer.retryResponseCodes``).
+"""
+
+from __future__ import annotations
+
+from ledgermq.errors import LedgerError
+from ledgermq.protocol.codes import ResponseCode
+
+# DefaultMQProducer.retryResponseCodes in 4.9.7: TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE,
+# SYSTEM_ERROR, NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT.
+RETRY_RESPONSE_CODES: frozenset[int] = frozenset({17, 14, 1, 16, 204, 205})
+
+
+def code_name(code: int) -> str:
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return "CODE"
+
+
+class MQClientError(LedgerError):
+    """Something a client call could not do."""
+
+    @property
+    def retriable(self) -> bool:
+        """Would a send retry this on another broker?"""
+        return False
+
+
+class MessageInvalidError(MQClientError):
+    """The message breaks a client-side rule (topic name, empty or oversized body, batch rules)."""
+
+
+class ClientStateError(MQClientError):
+    """The client is not started, or already shut down."""
+
+
+class NoRouteError(MQClientError):
+    """Neither the topic nor the auto-create topic (TBW102) has a writable route."""
+
+
+class MQConnectError(MQClientError):
+    """No connection, a closed connection or no answer in time."""
+
+    def __init__(self, message: str, addr: str = "", *, timeout: bool = False) -> None:
+        super().__init__(message)
+        self.addr = addr
+        self.timeout = timeout
+
+    @property
+    def retriable(self) -> bool:
+        return True
+
+
+class MQBrokerError(MQClientError):
+    """The broker (or name server) answered with an error code."""
+
+    def __init__(self, code: int, remark: str | None, addr: str = "") -> None:
+        self.code = code
+        self.remark = remark or ""
+        self.addr = addr
+        where = f" from {addr}" if addr else ""
+        detail = f": {self.remark}" if self.remark else ""
+        super().__init__(f"{code_name(code)} ({code}){where}{detail}")
+
+    @property
+    def retriable(self) -> bool:
+        return self.code in RETRY_RESPONSE_CODES
+
+
+class SendFailedError(MQClientError):
+    """Every attempt of a send failed; ``attempts`` and ``brokers`` say where it went."""
+
+    def __init__(self, message: str, *, attempts: int, brokers: list[str], last: BaseException | None) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.brokers = brokers
+        self.last = last
+
+    @property
+    def code(self) -> int | None:
+        return self.last.code if isinstance(self.last, MQBrokerError) else None

@@ -1,0 +1,141 @@
+"""What a producer sends and what it gets back (RocketMQ ``Message``, ``SendResult``).
+
+A ``Message`` carries its user properties in ``properties``; ``tags``, ``keys``,
+``delay_level`` and ``wait_store_msg_ok`` become the well-known properties TAGS, KEYS,
+DELAY and WAIT when the message is encoded, in the order the Java client writes them
+(TAGS, KEYS, WAIT, then user properties; UNIQ_KEY is added at send time).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ledgermq.client.errors import MessageInvalidError
+from ledgermq.protocol import properties as P
+from ledgermq.protocol.admin_body import MessageQueue
+
+__all__ = ["Message", "MessageQueue", "SendResult", "SendStatus", "validate_message", "validate_topic"]
+
+TOPIC_MAX_LENGTH = 127
+_VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
+# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (4.9.7)
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+DEFAULT_REGION = "DefaultRegion"
+
+
+@dataclass(slots=True)
+class Message:
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: str | Sequence[str] | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    delay_level: int = 0
+    flag: int = 0
+    wait_store_msg_ok: bool = True
+
+    @property
+    def key_list(self) -> list[str]:
+        if self.keys is None:
+            return []
+        if isinstance(self.keys, str):
+            return [k for k in self.keys.split(P.KEY_SEPARATOR) if k]
+        return [k for k in self.keys if k]
+
+    def wire_properties(self) -> dict[str, str]:
+        """All properties as the broker stores them (without UNIQ_KEY unless the user set it)."""
+        props: dict[str, str] = {}
+        if self.tags:
+            props[P.TAGS] = self.tags
+        keys = self.key_list
+        if keys:
+            props[P.KEYS] = P.KEY_SEPARATOR.join(keys)
+        props[P.WAIT] = "true" if self.wait_store_msg_ok else "false"
+        if self.delay_level > 0:
+            props[P.DELAY] = str(self.delay_level)
+        for k, v in self.properties.items():
+            if k and v:
+                props[k] = v
+        return props
+
+
+class SendStatus(enum.Enum):
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+# Response code -> status, for the four codes a send answer may carry (MQClientAPIImpl.processSendResponse).
+STATUS_BY_CODE = {
+    0: SendStatus.SEND_OK,
+    10: SendStatus.FLUSH_DISK_TIMEOUT,
+    12: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    11: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """``msg_id`` is the client's UNIQ_KEY (comma-joined for a batch); ``offset_msg_id`` the
+    broker's offset id(s)."""
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+    region_id: str = DEFAULT_REGION
+    trace_on: bool = True
+    transaction_id: str | None = None
+
+
+def validate_topic(topic: str) -> None:
+    """``Validators.checkTopic`` + ``isNotAllowedSendTopic``."""
+    if not topic or not topic.strip():
+        raise MessageInvalidError("the topic is blank")
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise MessageInvalidError(f"the topic is longer than {TOPIC_MAX_LENGTH} characters")
+    if not _VALID_TOPIC.fullmatch(topic):
+        raise MessageInvalidError(f"the topic {topic!r} has illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        raise MessageInvalidError(f"sending to the system topic {topic} is forbidden")
+
+
+def _check_text(what: str, text: str) -> None:
+    if P.NAME_VALUE_SEPARATOR in text or P.PROPERTY_SEPARATOR in text:
+        raise MessageInvalidError(f"{what} {text!r} contains a 0x01 or 0x02 character")
+
+
+def validate_message(msg: Message, max_message_size: int) -> None:
+    """``Validators.checkMessage``, plus what the property encoding cannot carry."""
+    validate_topic(msg.topic)
+    if not isinstance(msg.body, bytes | bytearray | memoryview):
+        raise MessageInvalidError(f"the message body must be bytes, not {type(msg.body).__name__}")
+    if len(msg.body) == 0:
+        raise MessageInvalidError("the message body length is zero")
+    if len(msg.body) > max_message_size:
+        raise MessageInvalidError(f"the message body is {len(msg.body)} bytes, over the maximum {max_message_size}")
+    if msg.delay_level < 0:
+        raise MessageInvalidError(f"the delay level {msg.delay_level} is negative")
+    if not -(2**31) <= msg.flag < 2**31:
+        raise MessageInvalidError(f"the flag {msg.flag} is not a 32-bit integer")
+    if msg.tags:
+        _check_text("the tags", msg.tags)
+    for key in msg.key_list:
+        _check_text("the key", key)
+    for k, v in msg.properties.items():
+        _check_text("the property name", k)
+        _check_text("the property value", v)

@@ -1,0 +1,215 @@
+"""Topic routes for producers: the cache that fetches routes from the name servers and
+refreshes them.
+
+The pure part (route -> publish queues, the TBW102 shape) lives in ``publish_info``
+and is re-exported here. ``RouteCache`` asks the name servers (one preferred, the others in turn when
+it cannot be reached), keeps routes, publish infos and broker addresses by broker name,
+and refreshes every known topic every ``poll_interval`` seconds (pollNameServerInterval,
+30 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Sequence
+
+from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
+from ledgermq.client.publish_info import (
+    AUTO_CREATE_TOPIC,
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    TopicPublishInfo,
+    default_topic_route,
+    publish_info_from_route,
+    split_namesrv_addrs,
+)
+from ledgermq.errors import ProtocolError
+from ledgermq.net.client import ConnectError, RemotingClient
+from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.route import MASTER_ID, TopicRouteData
+
+__all__ = [
+    "AUTO_CREATE_TOPIC",
+    "DEFAULT_TOPIC_QUEUE_NUMS",
+    "POLL_NAMESRV_INTERVAL",
+    "NameServerClient",
+    "RouteCache",
+    "TopicPublishInfo",
+    "default_topic_route",
+    "publish_info_from_route",
+    "split_namesrv_addrs",
+]
+
+log = logging.getLogger(__name__)
+
+POLL_NAMESRV_INTERVAL = 30.0
+
+
+# -- name servers ----------------------------------------------------------------------------
+class NameServerClient:
+    """GET_ROUTEINFO_BY_TOPIC on the name servers: the one that answered last is asked first;
+    one that cannot be reached is skipped for the next."""
+
+    def __init__(
+        self,
+        remoting: RemotingClient,
+        addrs: str | Sequence[str],
+        *,
+        timeout: float = 3.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.remoting = remoting
+        self.addrs = split_namesrv_addrs(addrs)
+        if not self.addrs:
+            raise MQClientError("no name server address given")
+        self.timeout = timeout
+        self.preferred = (rng or random.Random()).randrange(len(self.addrs))
+
+    async def invoke(self, code: int, ext: dict[str, object]) -> RemotingCommand:
+        errors: list[str] = []
+        count = len(self.addrs)
+        for i in range(count):
+            index = (self.preferred + i) % count
+            addr = self.addrs[index]
+            try:
+                resp = await self.remoting.invoke(addr, RemotingCommand.request(code, ext), self.timeout)
+            except (ConnectError, ConnectionClosedError) as exc:
+                errors.append(str(exc))
+                continue
+            except RequestTimeoutError as exc:
+                self.remoting.close_connection(addr)
+                errors.append(str(exc))
+                continue
+            self.preferred = index
+            return resp
+        raise MQConnectError(f"no name server reachable ({'; '.join(errors)})")
+
+    async def route(self, topic: str) -> TopicRouteData | None:
+        """The topic's route; None if the name servers know no such topic (TOPIC_NOT_EXIST)."""
+        resp = await self.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": True})
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if resp.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(resp.code, resp.remark, "name server")
+        try:
+            return TopicRouteData.decode(resp.body)
+        except ProtocolError as exc:
+            raise MQClientError(f"route of {topic} does not decode: {exc}") from None
+
+
+# -- the cache -------------------------------------------------------------------------------
+class RouteCache:
+    """Routes, publish infos and broker addresses, refreshed from the name servers."""
+
+    def __init__(
+        self,
+        namesrv: NameServerClient,
+        *,
+        create_topic_key: str = AUTO_CREATE_TOPIC,
+        default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
+        poll_interval: float = POLL_NAMESRV_INTERVAL,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.namesrv = namesrv
+        self.create_topic_key = create_topic_key
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.poll_interval = poll_interval
+        self.rng = rng or random.Random()
+        self.routes: dict[str, TopicRouteData] = {}
+        self.publish: dict[str, TopicPublishInfo] = {create_topic_key: TopicPublishInfo(create_topic_key)}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lookups -------------------------------------------------------------------------
+    def master_addr(self, broker_name: str) -> str | None:
+        """``findBrokerAddressInPublish``."""
+        return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    def master_addrs(self) -> list[str]:
+        return sorted(a for addrs in self.broker_addrs.values() if (a := addrs.get(MASTER_ID)))
+
+    def all_addrs(self) -> list[str]:
+        return sorted({a for addrs in self.broker_addrs.values() for a in addrs.values()})
+
+    # -- updates -------------------------------------------------------------------------
+    def _install(self, topic: str, route: TopicRouteData) -> TopicPublishInfo:
+        self.routes[topic] = route
+        # cleanOfflineBroker in one step: the addresses of every broker some route still names
+        addrs: dict[str, dict[int, str]] = {}
+        for r in self.routes.values():
+            for bd in r.broker_datas:
+                addrs.setdefault(bd.broker_name, {}).update(bd.broker_addrs)
+        for bd in route.broker_datas:  # the newest route wins for its brokers
+            addrs[bd.broker_name] = dict(bd.broker_addrs)
+        self.broker_addrs = addrs
+        old = self.publish.get(topic)
+        start = old.index if old is not None else self.rng.getrandbits(31)
+        info = publish_info_from_route(topic, route, start_index=start)
+        self.publish[topic] = info
+        return info
+
+    async def update(self, topic: str, *, use_default: bool = False) -> bool:
+        """Fetch one topic's route (or, with ``use_default``, TBW102's shaped for it).
+
+        True when a route was installed; False when the name servers know none.
+        Connection failures raise MQConnectError."""
+        async with self._lock:
+            if use_default:
+                route = await self.namesrv.route(self.create_topic_key)
+                if route is not None:
+                    route = default_topic_route(route, self.default_topic_queue_nums)
+            else:
+                route = await self.namesrv.route(topic)
+            if route is None:
+                return False
+            self._install(topic, route)
+            return True
+
+    async def find_publish_info(self, topic: str) -> TopicPublishInfo | None:
+        """``tryToFindTopicPublishInfo``: the cached info, else the topic's route, else TBW102's."""
+        info = self.publish.get(topic)
+        if info is not None and info.ok:
+            return info
+        try:
+            if await self.update(topic):  # a route, even one without writable queues, is the answer
+                return self.publish[topic]
+            if await self.update(topic, use_default=True):
+                return self.publish[topic]
+        except MQBrokerError as exc:
+            log.warning("route of %s: %s", topic, exc)
+        return self.publish.get(topic)
+
+    async def refresh_all(self) -> None:
+        """Refresh every known topic (TBW102 included); failures are logged and the old route kept."""
+        for topic in list(self.publish):
+            try:
+                await self.update(topic)
+            except MQClientError as exc:
+                log.info("route refresh of %s failed: %s", topic, exc)
+
+    # -- the timer -----------------------------------------------------------------------
+    def start(self, first_delay: float = 0.01) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(first_delay), name="route-refresh")
+
+    async def _loop(self, first_delay: float) -> None:
+        await asyncio.sleep(first_delay)
+        while True:
+            try:
+                await self.refresh_all()
+            except Exception:  # the loop must survive anything
+                log.exception("route refresh failed")
+            await asyncio.sleep(self.poll_interval)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass

@@ -123,3 +123,54 @@ def test_sync_master_waits_for_the_slave_or_says_why_not(tmp_path: Path) -> None
             await ns.stop()
 
     asyncio.run(run())
+
+
+def test_slave_copies_metadata_serves_pulls_and_keeps_newer_offsets(tmp_path: Path) -> None:
+    async def run() -> None:
+        ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
+        await ns.start()
+        namesrv = f"127.0.0.1:{ns.port}"
+        master = _broker(tmp_path / "m", namesrv, 0, BrokerRole.ASYNC_MASTER)
+        slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
+        client = RemotingClient()
+        try:
+            await master.start()
+            await slave.start()
+            for i in range(8):
+                assert (await _send(client, master, i)).code == ResponseCode.SUCCESS
+            master.broker.offsets.commit("cg", "HaTopic", 0, 1)
+            master.broker.offsets.commit("cg", "HaTopic", 1, 2)
+            master.broker.subscriptions.find("cg")
+            await _until(lambda: slave.master_addr is not None, 20, "the slave to learn its master")
+            slave.broker.offsets.commit("cg", "HaTopic", 1, 5)  # committed to the slave meanwhile
+
+            assert slave.slave_sync is not None
+            assert await slave.slave_sync.sync_all(), slave.slave_sync.last_error
+            assert slave.broker.topics.get("HaTopic") is not None
+            assert slave.broker.topics.data_version == master.broker.topics.data_version
+            assert slave.broker.offsets.query("cg", "HaTopic", 0) == 1
+            assert slave.broker.offsets.query("cg", "HaTopic", 1) == 5  # the newer offset wins
+            assert "cg" in slave.broker.subscriptions.table
+            assert (tmp_path / "s" / "config" / "topics.json").exists()
+
+            # Consumers can read from the slave (C++-style pull with its subscription).
+            m_store, s_store = master.broker.store, slave.broker.store
+            await _until(lambda: s_store.max_phy_offset == m_store.max_phy_offset, 20, "replication")
+            assert s_store.wait_dispatched(timeout=10)
+            pull = RemotingCommand.request(
+                RequestCode.PULL_MESSAGE,
+                {"consumerGroup": "cg", "topic": "HaTopic", "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
+                 "sysFlag": 4 | 1, "commitOffset": 2, "suspendTimeoutMillis": 0, "subscription": "*",
+                 "subVersion": 0},
+            )  # fmt: skip
+            resp = await client.invoke(slave.config.broker_addr, pull, 5.0)
+            assert resp.code == ResponseCode.SUCCESS and resp.body
+            assert resp.ext_fields["suggestWhichBrokerId"] == "0"  # back to the master when it can
+            assert slave.broker.offsets.query("cg", "HaTopic", 0) == 1  # a pull from a slave commits nothing
+        finally:
+            await client.close()
+            await slave.stop()
+            await master.stop()
+            await ns.stop()
+
+    asyncio.run(run())

@@ -19,6 +19,7 @@ from ledgermq.broker.processors import admin, clients, locks, pull, queries, sen
 from ledgermq.broker.processors.common import bind
 from ledgermq.broker.registration import Registrar, RegistrationAnswer
 from ledgermq.broker.schedule import ScheduleService
+from ledgermq.broker.slave_sync import SlaveSynchronizer
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import SYSTEM_CLOCK, Clock
@@ -82,11 +83,15 @@ class BrokerApp:
         self.master_ha_addr: str | None = None  # learned from name servers (slaves)
         self.master_addr: str | None = None
         self.ha_client: HAClient | None = None
+        self.slave_sync: SlaveSynchronizer | None = None
         if config.is_master:
             self.broker.ha = HAService(store, config.listen_host, config.ha_port, self.ha_config, clock=clock)
         else:
             self.ha_client = HAClient(
                 store, lambda: self.master_ha_addr or self.ha_config.master_address or None, self.ha_config, clock=clock
+            )
+            self.slave_sync = SlaveSynchronizer(
+                self.broker, self.client, lambda: self.master_addr, config.slave_sync_interval_ms / 1000
             )
         self._tasks: list[asyncio.Task[None]] = []
         for module in PROCESSOR_MODULES:
@@ -118,6 +123,8 @@ class BrokerApp:
         self.registrar.start()
         if self.ha_client is not None:
             self.ha_client.start()
+        if self.slave_sync is not None:
+            self.slave_sync.start()
         self._tasks = [
             asyncio.create_task(self._every(self.config.flush_consumer_offset_interval_ms, self._persist_offsets)),
             asyncio.create_task(self._every(10_000, self._scan_clients)),
@@ -129,6 +136,8 @@ class BrokerApp:
             task.cancel()
         await self.registrar.stop()
         await self.registrar.unregister_all()
+        if self.slave_sync is not None:
+            await self.slave_sync.stop()
         if self.ha_client is not None:
             await self.ha_client.stop()
         await self.server.stop()

@@ -40,6 +40,7 @@ class BrokerConfig:
     region_id: str = key("regionId", "DefaultRegion")
     trace_on: bool = key("traceOn", True)
     max_reconsume_times: int = key("maxReconsumeTimes", 16)
+    slave_sync_interval_ms: int = key("slaveSyncInterval", 10_000)  # ledgermq: RocketMQ hard-codes 10 s
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:

@@ -1,0 +1,133 @@
+"""A slave copies its master's metadata (RocketMQ ``SlaveSynchronize``).
+
+Every ``interval`` (10 s, first after 3 s) a slave fetches from its master, over the
+remoting port, the topic configs (GET_ALL_TOPIC_CONFIG, adopted only when the master's
+DataVersion differs), consumer offsets (GET_ALL_CONSUMER_OFFSET), delay offsets
+(GET_ALL_DELAY_OFFSET) and subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), and
+persists them, so consumers can read from the slave with the master's topics and
+progress, and a promoted slave starts from them.
+
+Unlike RocketMQ, consumer offsets merge by taking the larger offset per queue: an offset a
+consumer committed to the slave while its master was away is not rolled back when the
+master returns with an older one (RocketMQ issues #1094/#1440 describe the re-consumption
+that overwriting causes). Each part fails and logs on its own; the loop never dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from ledgermq.broker.context import Broker
+from ledgermq.broker.json_file import save_json
+from ledgermq.broker.subscriptions import SubscriptionGroupConfig
+from ledgermq.net.client import RemotingClient
+from ledgermq.protocol import fastjson
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.route import DataVersion, TopicConfig
+
+log = logging.getLogger(__name__)
+
+
+class SlaveSynchronizer:
+    def __init__(
+        self,
+        broker: Broker,
+        client: RemotingClient,
+        master_addr: Callable[[], str | None],
+        interval_s: float = 10.0,
+        first_delay_s: float = 3.0,
+    ) -> None:
+        self.broker = broker
+        self.client = client
+        self.master_addr = master_addr
+        self.interval_s = interval_s
+        self.first_delay_s = first_delay_s
+        self.rounds = 0
+        self.last_error = ""
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="slave-sync")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _run(self) -> None:
+        await asyncio.sleep(self.first_delay_s)
+        while True:
+            await self.sync_all()
+            await asyncio.sleep(self.interval_s)
+
+    async def sync_all(self) -> bool:
+        """One round; True if every part succeeded."""
+        master = self.master_addr()
+        if not master:
+            self.last_error = "master address unknown (not registered yet?)"
+            return False
+        ok = True
+        for part in (self.sync_topics, self.sync_consumer_offsets, self.sync_delay_offsets, self.sync_groups):
+            try:
+                await part(master)
+            except Exception as exc:
+                ok = False
+                self.last_error = f"{part.__name__} from {master}: {exc}"
+                log.warning("slave sync: %s", self.last_error)
+        self.rounds += 1
+        return ok
+
+    async def _fetch(self, master: str, code: int) -> object:
+        resp = await self.client.invoke(master, RemotingCommand.request(code), 5.0)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"code {resp.code}: {resp.remark}")
+        return fastjson.loads(resp.body) if resp.body else {}
+
+    async def sync_topics(self, master: str) -> None:
+        doc = await self._fetch(master, RequestCode.GET_ALL_TOPIC_CONFIG)
+        assert isinstance(doc, dict)
+        table = {
+            name: TopicConfig.from_json({"topicName": name, **tc})
+            for name, tc in (doc.get("topicConfigTable") or {}).items()
+        }
+        self.broker.topics.replace_all(table, DataVersion.from_json(doc.get("dataVersion")))
+
+    async def sync_consumer_offsets(self, master: str) -> None:
+        doc = await self._fetch(master, RequestCode.GET_ALL_CONSUMER_OFFSET)
+        assert isinstance(doc, dict)
+        offsets = self.broker.offsets
+        changed = False
+        for key, queues in (doc.get("offsetTable") or {}).items():
+            mine = offsets.table.setdefault(key, {})
+            for qid, offset in queues.items():
+                q, o = int(qid), int(offset)
+                if o > mine.get(q, -1):
+                    mine[q] = o
+                    changed = True
+        if changed:
+            offsets.persist()
+
+    async def sync_delay_offsets(self, master: str) -> None:
+        doc = await self._fetch(master, RequestCode.GET_ALL_DELAY_OFFSET)
+        save_json(self.broker.topics.path.with_name("delayOffset.json"), doc)
+
+    async def sync_groups(self, master: str) -> None:
+        doc = await self._fetch(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        assert isinstance(doc, dict)
+        version = DataVersion.from_json(doc.get("dataVersion"))
+        subs = self.broker.subscriptions
+        if version == subs.data_version:
+            return
+        subs.table = {
+            name: SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
+            for name, cfg in (doc.get("subscriptionGroupTable") or {}).items()
+        }
+        subs.data_version = version
+        subs.persist()

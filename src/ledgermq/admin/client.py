@@ -211,6 +211,106 @@ class QueryResult:
     messages: list[MessageRecord] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class HAConnectionInfo:
+    """One slave as its master sees it (HAConnectionRuntimeInfo, plus our fields)."""
+
+    addr: str
+    slave_ack_offset: int  # -1 before the slave's first report
+    diff: int  # master max offset - acknowledged offset, in bytes
+    in_sync: bool
+    transferred_byte_in_second: int = 0
+    transfer_from_where: int = -1
+    connected: bool = True  # False: a connection that went away (a Java master lists live ones only)
+    last_ack_timestamp: int = 0  # wall ms of the latest report, 0 if none
+    lag_time_ms: int = -1  # age of the oldest unacknowledged message; 0 caught up, -1 unknown
+    closed_reason: str = ""
+
+    def since_last_ack_ms(self, now_ms: int) -> int:
+        """Milliseconds since the slave's latest report (-1 if it never reported)."""
+        return max(0, now_ms - self.last_ack_timestamp) if self.last_ack_timestamp > 0 else -1
+
+
+@dataclass(frozen=True, slots=True)
+class HAClientInfo:
+    """A slave's replication client (HAClientRuntimeInfo, plus our fields)."""
+
+    master_addr: str = ""
+    max_offset: int = 0
+    last_read_timestamp: int = 0
+    last_write_timestamp: int = 0
+    transferred_byte_in_second: int = 0
+    master_flush_offset: int = 0
+    connected: bool = False
+    reported_offset: int = -1
+    connects: int = 0
+    last_error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HARuntimeInfo:
+    """GET_BROKER_HA_STATUS: a master's slaves, or a slave's view of its master."""
+
+    master: bool
+    master_commit_log_max_offset: int = 0
+    in_sync_slave_nums: int = 0
+    connections: list[HAConnectionInfo] = field(default_factory=list)
+    client: HAClientInfo = field(default_factory=HAClientInfo)
+
+
+def _int(doc: dict[str, Any], key: str, default: int = 0) -> int:
+    value = doc.get(key)
+    return default if value is None else int(value)
+
+
+def _bool(doc: dict[str, Any], key: str, default: bool = False) -> bool:
+    value = doc.get(key)
+    if isinstance(value, str):
+        return value.strip().lower() == "true"
+    return default if value is None else bool(value)
+
+
+def decode_ha_runtime_info(doc: dict[str, Any]) -> HARuntimeInfo:
+    """HARuntimeInfo from its JSON (a Java 5.x broker's or ours); TypeError/ValueError if malformed."""
+    connections = [
+        HAConnectionInfo(
+            addr=str(c.get("addr") or ""),
+            slave_ack_offset=_int(c, "slaveAckOffset", -1),
+            diff=_int(c, "diff"),
+            in_sync=_bool(c, "inSync"),
+            transferred_byte_in_second=_int(c, "transferredByteInSecond"),
+            transfer_from_where=_int(c, "transferFromWhere", -1),
+            connected=_bool(c, "connected", True),
+            last_ack_timestamp=_int(c, "lastAckTimestamp"),
+            lag_time_ms=_int(c, "lagTimeMillis", -1),
+            closed_reason=str(c.get("closedReason") or ""),
+        )
+        for c in doc.get("haConnectionInfo") or []
+    ]
+    ci = doc.get("haClientRuntimeInfo") or {}
+    if not isinstance(ci, dict):
+        raise TypeError("haClientRuntimeInfo is not an object")
+    client = HAClientInfo(
+        master_addr=str(ci.get("masterAddr") or ""),
+        max_offset=_int(ci, "maxOffset"),
+        last_read_timestamp=_int(ci, "lastReadTimestamp"),
+        last_write_timestamp=_int(ci, "lastWriteTimestamp"),
+        transferred_byte_in_second=_int(ci, "transferredByteInSecond"),
+        master_flush_offset=_int(ci, "masterFlushOffset"),
+        connected=_bool(ci, "connected", _bool(ci, "isActivated")),
+        reported_offset=_int(ci, "reportedOffset", -1),
+        connects=_int(ci, "connects"),
+        last_error=str(ci.get("lastError") or ""),
+    )
+    return HARuntimeInfo(
+        master=_bool(doc, "master"),
+        master_commit_log_max_offset=_int(doc, "masterCommitLogMaxOffset"),
+        in_sync_slave_nums=_int(doc, "inSyncSlaveNums"),
+        connections=connections,
+        client=client,
+    )
+
+
 def select_broker_addr(data: BrokerData) -> str | None:
     """``BrokerData.selectBrokerAddr``: the master, else a slave (the lowest id here)."""
     master = data.master_addr()
@@ -664,3 +764,16 @@ class AdminClient:
         if not isinstance(table, dict):
             raise AdminError(f"{what}: the answer has no table")
         return {str(k): "" if v is None else str(v) for k, v in sorted(table.items())}
+
+    async def ha_status(self, broker_addr: str) -> HARuntimeInfo:
+        """GET_BROKER_HA_STATUS (907): what ``mqadmin haStatus`` prints for one broker.
+
+        A broker without the code (RocketMQ 4.x) answers REQUEST_CODE_NOT_SUPPORTED, raised
+        as AdminResponseError."""
+        what = f"HA status of {broker_addr}"
+        resp = self._check(await self.invoke(broker_addr, RequestCode.GET_BROKER_HA_STATUS), what)
+        doc = self._json(resp.body, what)
+        try:
+            return decode_ha_runtime_info(doc)
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise AdminError(f"{what}: the answer does not decode: {exc}") from None

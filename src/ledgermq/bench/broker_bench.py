@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledgermq.util.proc import die_with_parent
+
 WORKER = "ledgermq.bench.cpp_client_worker"
 
 
@@ -87,7 +89,9 @@ def _wait_route(namesrv: str, topic: str, proc: subprocess.Popen[bytes], timeout
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     out = open(log, "ab")  # noqa: SIM115 - owned by the child
-    return subprocess.Popen([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+    )
 
 
 class Cluster:

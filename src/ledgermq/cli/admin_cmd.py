@@ -27,6 +27,7 @@ from ledgermq.admin.client import (
     AdminClient,
     AdminError,
     ClusterInfo,
+    HARuntimeInfo,
     mq_version_desc,
     msg_id,
 )
@@ -101,6 +102,11 @@ NUMERIC_COLUMNS = {
     "OutTotalYest",
     "InTotalToday",
     "OutTotalToday",
+    "SlaveAckOffset",
+    "LagTime(ms)",
+    "SinceLastAck(ms)",
+    "TransferSpeed(KB/s)",
+    "TransferFromWhere",
 }
 
 
@@ -140,7 +146,7 @@ def _body_preview(body: bytes) -> str:
 @click.group()
 def admin() -> None:
     """RocketMQ mqadmin commands (updateTopic, topicList, topicRoute, topicStatus,
-    clusterList, consumerProgress, queryMsgById, queryMsgByKey, brokerStatus)."""
+    clusterList, consumerProgress, queryMsgById, queryMsgByKey, brokerStatus, haStatus)."""
 
 
 # -- topics ------------------------------------------------------------------------------
@@ -450,6 +456,95 @@ def broker_status(namesrv: str, broker_addr: str | None, cluster_name: str | Non
         _print(table)
 
     _run(namesrv, run)
+
+
+def _ms_or_dash(ms: int) -> str:
+    return "-" if ms < 0 else str(ms)
+
+
+def ha_status_text(addr: str, info: HARuntimeInfo, now_ms: int) -> list[RenderableType]:
+    """``mqadmin haStatus`` for one broker: the header lines, then one row per slave (a
+    master) or the replication client's figures (a slave). Lag time is the age of the
+    oldest message the slave has not acknowledged; SinceLastAck the time since its last report."""
+    if info.master:
+        head = (
+            f"#MasterAddr\t{addr}\n#MasterCommitLogMaxOffset\t{info.master_commit_log_max_offset}\n"
+            f"#SlaveNum\t{sum(1 for c in info.connections if c.connected)}\n#InSyncSlaveNum\t{info.in_sync_slave_nums}"
+        )
+        table = _table(
+            "#SlaveAddr",
+            "#SlaveAckOffset",
+            "#Diff",
+            "#LagTime(ms)",
+            "#SinceLastAck(ms)",
+            "#TransferSpeed(KB/s)",
+            "#Status",
+            "#TransferFromWhere",
+            "#Note",
+        )
+        for c in info.connections:
+            status = "OK" if c.in_sync else "Fall Behind" if c.connected else "Disconnected"
+            table.add_row(
+                c.addr,
+                str(c.slave_ack_offset),
+                str(c.diff),
+                _ms_or_dash(c.lag_time_ms),
+                _ms_or_dash(c.since_last_ack_ms(now_ms)),
+                f"{c.transferred_byte_in_second / 1024:.2f}",
+                status,
+                str(c.transfer_from_where),
+                c.closed_reason,
+            )
+        return ["", head, table]
+    ci = info.client
+    lines = [
+        f"#BrokerAddr\t{addr}",
+        f"#MasterAddr\t{ci.master_addr or '-'}",
+        f"#Connected\t{'true' if ci.connected else 'false'}",
+        f"#CommitLogMaxOffset\t{ci.max_offset}",
+        f"#ReportedOffset\t{ci.reported_offset}",
+        f"#LastReadTime\t{human_ms(ci.last_read_timestamp) if ci.last_read_timestamp > 0 else '-'}",
+        f"#LastWriteTime\t{human_ms(ci.last_write_timestamp) if ci.last_write_timestamp > 0 else '-'}",
+        f"#SinceLastRead(ms)\t{max(0, now_ms - ci.last_read_timestamp) if ci.last_read_timestamp > 0 else '-'}",
+        f"#Connects\t{ci.connects}",
+    ]
+    if ci.last_error:
+        lines.append(f"#LastError\t{ci.last_error}")
+    return ["", "\n".join(lines)]
+
+
+@admin.command("haStatus")
+@namesrv_option
+@click.option("-b", "--brokerAddr", "broker_addr", help="which broker to fetch")
+@click.option("-c", "--clusterName", "cluster_name", help="which cluster (its masters)")
+@click.option("-i", "--interval", type=click.IntRange(1), default=None, help="print again every N seconds")
+def ha_status(namesrv: str, broker_addr: str | None, cluster_name: str | None, interval: int | None) -> None:
+    """Fetch ha runtime status data: per slave its acknowledged offset, lag and state."""
+    if (broker_addr is None) == (cluster_name is None):
+        raise click.UsageError("give exactly one of -b brokerAddr or -c clusterName")
+
+    async def once(client: AdminClient) -> None:
+        if broker_addr is not None:
+            addrs = [broker_addr.strip()]
+        else:
+            assert cluster_name is not None
+            addrs = (await client.cluster_info()).master_addrs(cluster_name.strip())
+            if not addrs:
+                raise AdminError(f"cluster {cluster_name.strip()!r} has no master broker")
+        for addr in addrs:
+            info = await client.ha_status(addr)
+            _print(*ha_status_text(addr, info, int(time.time() * 1000)))
+
+    async def run(client: AdminClient) -> None:
+        await once(client)
+        while interval is not None:
+            await asyncio.sleep(interval)
+            await once(client)
+
+    try:
+        _run(namesrv, run)
+    except KeyboardInterrupt:
+        pass
 
 
 # -- consumers ---------------------------------------------------------------------------

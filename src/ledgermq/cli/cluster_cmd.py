@@ -18,6 +18,8 @@ from pathlib import Path
 
 import click
 
+from ledgermq.util.proc import die_with_parent
+
 SNIPPET = """\
 Send and receive with the Apache C++ client (pip install rocketmq):
 
@@ -52,6 +54,7 @@ def _spawn(args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=die_with_parent,
     )
 
 

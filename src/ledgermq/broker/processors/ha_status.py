@@ -1,0 +1,141 @@
+"""GET_BROKER_HA_STATUS (907, a RocketMQ 5.x code): the HARuntimeInfo ``mqadmin haStatus`` prints.
+
+The body is HARuntimeInfo as fastjson writes it: ``master``, ``masterCommitLogMaxOffset``,
+``inSyncSlaveNums``, ``haConnectionInfo`` (one HAConnectionRuntimeInfo per slave: ``addr``,
+``slaveAckOffset``, ``diff``, ``inSync``, ``transferredByteInSecond``, ``transferFromWhere``)
+and ``haClientRuntimeInfo`` (a slave's view: ``masterAddr``, ``maxOffset``,
+``lastReadTimestamp``, ``lastWriteTimestamp``, ``transferredByteInSecond``,
+``masterFlushOffset``). Java readers ignore the fields we add:
+
+* per slave: ``connected`` (RocketMQ lists live connections only; we also keep the last few
+  that went away, with ``closedReason``), ``lastAckTimestamp`` (wall ms of the slave's
+  latest report, 0 if none) and ``lagTimeMillis`` (age of the oldest message the slave has
+  not acknowledged: 0 when caught up, -1 when unknown);
+* for a slave: ``connected``, ``reportedOffset``, ``connects`` and ``lastError``.
+
+We measure no transfer rate, so ``transferredByteInSecond`` is 0; a 4.x master does not
+send its flushed offset, so ``masterFlushOffset`` is 0.
+
+A master answers from ``broker.ha``; a slave from the HAClient the app puts in
+``broker.extras[HA_CLIENT_KEY]``. A broker with neither answers a neutral body (by its
+role, with no slave and no master address), not an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ledgermq.broker.context import Broker
+from ledgermq.errors import LedgerError
+from ledgermq.ha.master import HAService, SlaveStatus
+from ledgermq.ha.slave import HAClient
+from ledgermq.net.server import RequestContext
+from ledgermq.protocol import fastjson
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.message import decode_record
+
+log = logging.getLogger(__name__)
+
+HA_CLIENT_KEY = "ha_client"  # broker.extras key of a slave's HAClient (set by BrokerApp)
+
+
+def _store_timestamp(broker: Broker, offset: int) -> int:
+    """Store time of the first message at or after ``offset`` (past a segment's blank end); -1 if none."""
+    seg = broker.store_config.mapped_file_size_commitlog
+    store = broker.store
+    for off in dict.fromkeys((offset, offset - offset % seg + seg)):
+        try:
+            rec = store.look_message_by_offset(off)
+            if rec is not None:
+                return decode_record(rec, check_crc=False).store_timestamp
+        except (LedgerError, OSError, ValueError) as exc:
+            log.debug("haStatus: no message at %d: %s", off, exc)
+    return -1
+
+
+def _connection_info(broker: Broker, ha: HAService, s: SlaveStatus, master_max: int, now_ms: int) -> dict[str, Any]:
+    acked = s.acked_offset
+    diff = master_max - max(acked, 0)  # from the current max, also for a slave that went away
+    if acked < 0:
+        lag_ms = -1
+    elif diff <= 0:
+        lag_ms = 0
+    else:
+        oldest = _store_timestamp(broker, acked)
+        lag_ms = max(0, now_ms - oldest) if oldest > 0 else -1
+    return {
+        "addr": s.address,
+        "slaveAckOffset": acked,
+        "diff": diff,
+        "inSync": s.connected and acked >= 0 and diff < ha.config.slave_fallbehind_max,
+        "transferredByteInSecond": 0,
+        "transferFromWhere": s.transfer_offset,
+        "connected": s.connected,
+        "lastAckTimestamp": s.last_ack_time_ms,
+        "lagTimeMillis": lag_ms,
+        "closedReason": s.closed_reason,
+    }
+
+
+def _client_info(client: HAClient | None, local_max: int) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "masterAddr": "",
+        "maxOffset": local_max,
+        "lastReadTimestamp": 0,
+        "lastWriteTimestamp": 0,
+        "transferredByteInSecond": 0,
+        "masterFlushOffset": 0,
+        "connected": False,
+        "reportedOffset": -1,
+        "connects": 0,
+        "lastError": "",
+    }
+    if client is None:
+        return info
+    st = client.status()
+    info.update(
+        masterAddr=st.master_address,
+        maxOffset=st.local_max_offset,
+        connected=st.connected,
+        reportedOffset=st.reported_offset,
+        connects=st.connects,
+        lastError=st.last_error,
+    )
+    session = client.session
+    if session is not None:  # the session keeps monotonic seconds; show wall-clock ms
+        now_wall, now_mono = client.clock.wall_ms(), client.clock.monotonic()
+        info["lastReadTimestamp"] = now_wall - int((now_mono - session.last_read) * 1000)
+        if session.reported is not None:
+            info["lastWriteTimestamp"] = now_wall - int((now_mono - session.last_report) * 1000)
+    return info
+
+
+def ha_runtime_info(broker: Broker) -> dict[str, Any]:
+    """HARuntimeInfo of this broker as a JSON-ready dict."""
+    local_max = broker.store.max_phy_offset
+    client = broker.extras.get(HA_CLIENT_KEY)
+    ha_client = client if isinstance(client, HAClient) else None
+    ha = broker.ha
+    is_master = ha is not None or (ha_client is None and not broker.store_config.is_slave)
+    connections: list[dict[str, Any]] = []
+    if ha is not None:
+        now_ms = broker.clock.wall_ms()
+        connections = [_connection_info(broker, ha, s, local_max, now_ms) for s in ha.status()]
+    return {
+        "master": is_master,
+        "masterCommitLogMaxOffset": local_max if is_master else 0,
+        "inSyncSlaveNums": sum(1 for c in connections if c["inSync"]),
+        "haConnectionInfo": connections,
+        "haClientRuntimeInfo": _client_info(None if is_master else ha_client, local_max),
+    }
+
+
+async def get_broker_ha_status(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(ha_runtime_info(broker)))
+
+
+PROCESSORS = {
+    RequestCode.GET_BROKER_HA_STATUS: get_broker_ha_status,
+}

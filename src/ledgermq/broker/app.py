@@ -15,7 +15,7 @@ from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.context import Broker
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.offsets import ConsumerOffsetManager
-from ledgermq.broker.processors import admin, clients, locks, pull, queries, send, send_back
+from ledgermq.broker.processors import admin, clients, ha_status, locks, pull, queries, send, send_back
 from ledgermq.broker.processors.common import bind
 from ledgermq.broker.registration import Registrar, RegistrationAnswer
 from ledgermq.broker.schedule import ScheduleService
@@ -36,7 +36,7 @@ from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-PROCESSOR_MODULES = [send, pull, clients, queries, admin, locks, send_back]
+PROCESSOR_MODULES = [send, pull, clients, queries, admin, locks, send_back, ha_status]
 
 
 class BrokerApp:
@@ -90,6 +90,7 @@ class BrokerApp:
             self.ha_client = HAClient(
                 store, lambda: self.master_ha_addr or self.ha_config.master_address or None, self.ha_config, clock=clock
             )
+            self.broker.extras[ha_status.HA_CLIENT_KEY] = self.ha_client
             self.slave_sync = SlaveSynchronizer(
                 self.broker, self.client, lambda: self.master_addr, config.slave_sync_interval_ms / 1000
             )

@@ -462,10 +462,11 @@ def _ms_or_dash(ms: int) -> str:
     return "-" if ms < 0 else str(ms)
 
 
-def ha_status_text(addr: str, info: HARuntimeInfo, now_ms: int) -> list[RenderableType]:
-    """``mqadmin haStatus`` for one broker: the header lines, then one row per slave (a
-    master) or the replication client's figures (a slave). Lag time is the age of the
-    oldest message the slave has not acknowledged; SinceLastAck the time since its last report."""
+def ha_status_text(addr: str, info: HARuntimeInfo, now_ms: int) -> tuple[str, Table | None]:
+    """``mqadmin haStatus`` for one broker: the tab-separated header lines, then a table
+    with one row per slave (a master) or nothing more (a slave: the header lines hold the
+    replication client's figures). Lag time is the age of the oldest message the slave has
+    not acknowledged; SinceLastAck the time since its last report."""
     if info.master:
         head = (
             f"#MasterAddr\t{addr}\n#MasterCommitLogMaxOffset\t{info.master_commit_log_max_offset}\n"
@@ -495,7 +496,7 @@ def ha_status_text(addr: str, info: HARuntimeInfo, now_ms: int) -> list[Renderab
                 str(c.transfer_from_where),
                 c.closed_reason,
             )
-        return ["", head, table]
+        return "\n" + head, table
     ci = info.client
     lines = [
         f"#BrokerAddr\t{addr}",
@@ -510,7 +511,7 @@ def ha_status_text(addr: str, info: HARuntimeInfo, now_ms: int) -> list[Renderab
     ]
     if ci.last_error:
         lines.append(f"#LastError\t{ci.last_error}")
-    return ["", "\n".join(lines)]
+    return "\n" + "\n".join(lines), None
 
 
 @admin.command("haStatus")
@@ -533,7 +534,10 @@ def ha_status(namesrv: str, broker_addr: str | None, cluster_name: str | None, i
                 raise AdminError(f"cluster {cluster_name.strip()!r} has no master broker")
         for addr in addrs:
             info = await client.ha_status(addr)
-            _print(*ha_status_text(addr, info, int(time.time() * 1000)))
+            head, table = ha_status_text(addr, info, int(time.time() * 1000))
+            click.echo(head)
+            if table is not None:
+                _print(table)
 
     async def run(client: AdminClient) -> None:
         await once(client)

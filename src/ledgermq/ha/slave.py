@@ -147,6 +147,7 @@ class HAClient:
             raise _Drop(f"connecting to {addr} timed out") from None
         self.connects += 1
         self.connected = True
+        self.last_error = ""  # healthy again: do not keep showing the last failure
         cfg = self.config
         clock = self.clock
         store = self.store

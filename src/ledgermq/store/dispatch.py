@@ -14,6 +14,7 @@ still pass; zero-filled loss at the tail cannot.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import zlib
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from ledgermq.protocol import sysflag as SF
 from ledgermq.util.javahash import tag_hash
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+# What records are read from: a segment's mapping, or bytes copied out of one.
+RecordBuffer = mmap.mmap | bytes | bytearray | memoryview
 
 _SIZE_MAGIC = struct.Struct(">ii")
 _CORE = struct.Struct(">iiiiiqqiq")  # up to and including BORNTIMESTAMP
@@ -69,7 +72,7 @@ TORN_TEXT = "topic or properties hold NUL or non-UTF-8 bytes (torn write?)"
 
 
 def check_record(
-    buf: object,
+    buf: RecordBuffer,
     pos: int,
     limit: int,
     expected_offset: int,
@@ -90,7 +93,7 @@ def check_record(
     """
     if limit - pos < 8:
         return Verdict(0, END_OF_DATA)
-    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)  # type: ignore[arg-type]
+    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic == M.BLANK_MAGIC_CODE:
         return Verdict(total, BLANK)
     if total == 0 and magic == 0:
@@ -101,34 +104,34 @@ def check_record(
         return Verdict(0, f"size {total} does not fit")
     if total > limit - pos:
         return Verdict(0, INCOMPLETE)
-    (_t, _m, crc, queue_id, _flag, queue_offset, phys, sysflag, _born) = _CORE.unpack_from(buf, pos)  # type: ignore[arg-type]
+    (_t, _m, crc, queue_id, _flag, queue_offset, phys, sysflag, _born) = _CORE.unpack_from(buf, pos)
     if phys != expected_offset:
         return Verdict(0, f"record claims offset {phys}, found at {expected_offset}")
     p = pos + M.BORNHOST_POS + (20 if sysflag & SF.BORNHOST_V6 else 8)
-    store_ts = _LONG.unpack_from(buf, p)[0]  # type: ignore[arg-type]
+    store_ts = _LONG.unpack_from(buf, p)[0]
     p += 8 + (20 if sysflag & SF.STOREHOST_V6 else 8) + 4
-    prepared = _LONG.unpack_from(buf, p)[0]  # type: ignore[arg-type]
+    prepared = _LONG.unpack_from(buf, p)[0]
     p += 8
-    body_len = _INT.unpack_from(buf, p)[0]  # type: ignore[arg-type]
+    body_len = _INT.unpack_from(buf, p)[0]
     p += 4
     end = pos + total
     if body_len < 0 or p + body_len + 3 > end:
         return Verdict(0, f"body length {body_len} overruns the record")
-    if check_crc and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:  # type: ignore[index]
+    if check_crc and zlib.crc32(buf[p : p + body_len]) & 0x7FFFFFFF != crc:
         return Verdict(0, "body CRC mismatch")
     p += body_len
-    topic_len = buf[p]  # type: ignore[index]
-    topic_b = bytes(buf[p + 1 : p + 1 + topic_len])  # type: ignore[index]
+    topic_len = buf[p]
+    topic_b = bytes(buf[p + 1 : p + 1 + topic_len])
     p += 1 + topic_len
     if topic_len == 0 or p + 2 > end:
         return Verdict(0, "topic is empty or overruns the record")
     if check_text and b"\x00" in topic_b:
         return Verdict(0, TORN_TEXT)
-    props_len = _SHORT.unpack_from(buf, p)[0]  # type: ignore[arg-type]
+    props_len = _SHORT.unpack_from(buf, p)[0]
     p += 2
     if props_len < 0 or p + props_len != end:
         return Verdict(0, f"size {total} disagrees with its fields")
-    props_b = bytes(buf[p:end])  # type: ignore[index]
+    props_b = bytes(buf[p:end])
     if check_text and b"\x00" in props_b:
         return Verdict(0, TORN_TEXT)
     try:  # both are written as UTF-8; anything else is damage the body CRC cannot see

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +69,9 @@ class ServiceThread:
         if not self._skip_on_stop:
             self._safe(self.on_stop)
 
-    def _safe(self, fn: object) -> None:
+    def _safe(self, fn: Callable[[], None]) -> None:
         try:
-            fn()  # type: ignore[operator]
+            fn()
         except Exception:
             self.failures += 1
             log.exception("%s: step failed (failure %d); the loop goes on", self.name, self.failures)

@@ -174,3 +174,39 @@ def test_slave_copies_metadata_serves_pulls_and_keeps_newer_offsets(tmp_path: Pa
             await ns.stop()
 
     asyncio.run(run())
+
+
+def test_master_takes_back_newer_offsets_committed_to_its_slave(tmp_path: Path) -> None:
+    """Consumers committed to the slave while the master was away; a consumer restarting
+    against the returned master must not be sent back to the older offset."""
+
+    async def run() -> None:
+        ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
+        await ns.start()
+        namesrv = f"127.0.0.1:{ns.port}"
+        master = _broker(tmp_path / "m", namesrv, 0, BrokerRole.ASYNC_MASTER)
+        slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
+        client = RemotingClient()
+        try:
+            await master.start()
+            await slave.start()
+            master.broker.offsets.commit("cg", "T", 0, 2)
+            master.broker.offsets.commit("cg", "T", 1, 7)
+            slave.broker.offsets.commit("cg", "T", 0, 9)  # newer, committed while the master was down
+            slave.broker.offsets.commit("cg", "T", 1, 3)  # older: must not move the master back
+            reconciler = master.offset_reconciler
+            assert reconciler is not None
+            await _until(lambda: bool(ns.routes.brokers.get("broker-a")) and
+                         1 in ns.routes.brokers["broker-a"].broker_addrs, 20, "the slave to register")  # fmt: skip
+            assert await reconciler.slave_addrs() == [slave.config.broker_addr]
+            assert await reconciler.reconcile()
+            assert master.broker.offsets.query("cg", "T", 0) == 9
+            assert master.broker.offsets.query("cg", "T", 1) == 7
+            assert not await reconciler.reconcile()  # nothing newer the second time
+        finally:
+            await client.close()
+            await slave.stop()
+            await master.stop()
+            await ns.stop()
+
+    asyncio.run(run())

@@ -19,7 +19,7 @@ from ledgermq.broker.processors import admin, clients, ha_status, locks, pull, q
 from ledgermq.broker.processors.common import bind
 from ledgermq.broker.registration import Registrar, RegistrationAnswer
 from ledgermq.broker.schedule import ScheduleService
-from ledgermq.broker.slave_sync import SlaveSynchronizer
+from ledgermq.broker.slave_sync import MasterOffsetReconciler, SlaveSynchronizer
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import SYSTEM_CLOCK, Clock
@@ -84,8 +84,12 @@ class BrokerApp:
         self.master_addr: str | None = None
         self.ha_client: HAClient | None = None
         self.slave_sync: SlaveSynchronizer | None = None
+        self.offset_reconciler: MasterOffsetReconciler | None = None
         if config.is_master:
             self.broker.ha = HAService(store, config.listen_host, config.ha_port, self.ha_config, clock=clock)
+            self.offset_reconciler = MasterOffsetReconciler(
+                self.broker, self.client, config.namesrv_addrs, config.slave_sync_interval_ms / 1000
+            )
         else:
             self.ha_client = HAClient(
                 store, lambda: self.master_ha_addr or self.ha_config.master_address or None, self.ha_config, clock=clock
@@ -126,6 +130,8 @@ class BrokerApp:
             self.ha_client.start()
         if self.slave_sync is not None:
             self.slave_sync.start()
+        if self.offset_reconciler is not None:
+            self.offset_reconciler.start()
         self._tasks = [
             asyncio.create_task(self._every(self.config.flush_consumer_offset_interval_ms, self._persist_offsets)),
             asyncio.create_task(self._every(10_000, self._scan_clients)),
@@ -139,6 +145,8 @@ class BrokerApp:
         await self.registrar.unregister_all()
         if self.slave_sync is not None:
             await self.slave_sync.stop()
+        if self.offset_reconciler is not None:
+            await self.offset_reconciler.stop()
         if self.ha_client is not None:
             await self.ha_client.stop()
         await self.server.stop()

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from ledgermq.broker.context import Broker
 from ledgermq.broker.json_file import save_json
+from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.subscriptions import SubscriptionGroupConfig
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol import fastjson
@@ -29,6 +30,98 @@ from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import DataVersion, TopicConfig
 
 log = logging.getLogger(__name__)
+
+
+def merge_newer_offsets(offsets: ConsumerOffsetManager, doc: object) -> bool:
+    """Merge a GET_ALL_CONSUMER_OFFSET body, keeping the larger offset per queue."""
+    if not isinstance(doc, dict):
+        raise ValueError("an offset table body is a JSON object")
+    changed = False
+    for key, queues in (doc.get("offsetTable") or {}).items():
+        mine = offsets.table.setdefault(str(key), {})
+        for qid, offset in queues.items():
+            q, o = int(qid), int(offset)
+            if o > mine.get(q, -1):
+                mine[q] = o
+                changed = True
+    if changed:
+        offsets.dirty = True
+    return changed
+
+
+class MasterOffsetReconciler:
+    """A master takes back the newer offsets consumers committed to its slaves.
+
+    While a master is away, consumers commit to a slave. When it returns, a consumer that
+    restarts asks the master, which would hand back an older offset and cause the
+    re-consumption RocketMQ users know (issues #1094/#1440). So a master periodically
+    reads its slaves' offset tables (addresses from the name servers' cluster info) and
+    keeps the larger offset per queue.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        client: RemotingClient,
+        namesrvs: list[str],
+        interval_s: float = 10.0,
+        first_delay_s: float = 3.0,
+    ) -> None:
+        self.broker = broker
+        self.client = client
+        self.namesrvs = namesrvs
+        self.interval_s = interval_s
+        self.first_delay_s = first_delay_s
+        self.last_error = ""
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self.namesrvs:
+            self._task = asyncio.create_task(self._run(), name="offset-reconcile")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _run(self) -> None:
+        await asyncio.sleep(self.first_delay_s)
+        while True:
+            await self.reconcile()
+            await asyncio.sleep(self.interval_s)
+
+    async def slave_addrs(self) -> list[str]:
+        name = self.broker.config.broker_name
+        for ns in self.namesrvs:
+            try:
+                resp = await self.client.invoke(ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
+            except Exception as exc:
+                self.last_error = f"cluster info from {ns}: {exc}"
+                continue
+            if resp.code == ResponseCode.SUCCESS and resp.body:
+                info = fastjson.loads(resp.body)
+                addrs = ((info.get("brokerAddrTable") or {}).get(name) or {}).get("brokerAddrs") or {}
+                return [str(a) for bid, a in addrs.items() if str(bid) != "0"]
+        return []
+
+    async def reconcile(self) -> bool:
+        """One round; True if any offset moved forward."""
+        changed = False
+        for addr in await self.slave_addrs():
+            try:
+                resp = await self.client.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET), 5.0)
+                if resp.code == ResponseCode.SUCCESS and resp.body:
+                    changed = merge_newer_offsets(self.broker.offsets, fastjson.loads(resp.body)) or changed
+            except Exception as exc:
+                self.last_error = f"offsets from slave {addr}: {exc}"
+                log.warning("offset reconcile: %s", self.last_error)
+        if changed:
+            log.info("took newer consumer offsets from slaves of %s", self.broker.config.broker_name)
+        return changed
 
 
 class SlaveSynchronizer:
@@ -101,18 +194,8 @@ class SlaveSynchronizer:
 
     async def sync_consumer_offsets(self, master: str) -> None:
         doc = await self._fetch(master, RequestCode.GET_ALL_CONSUMER_OFFSET)
-        assert isinstance(doc, dict)
-        offsets = self.broker.offsets
-        changed = False
-        for key, queues in (doc.get("offsetTable") or {}).items():
-            mine = offsets.table.setdefault(key, {})
-            for qid, offset in queues.items():
-                q, o = int(qid), int(offset)
-                if o > mine.get(q, -1):
-                    mine[q] = o
-                    changed = True
-        if changed:
-            offsets.persist()
+        if merge_newer_offsets(self.broker.offsets, doc):
+            self.broker.offsets.persist()
 
     async def sync_delay_offsets(self, master: str) -> None:
         doc = await self._fetch(master, RequestCode.GET_ALL_DELAY_OFFSET)

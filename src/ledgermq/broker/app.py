@@ -14,6 +14,7 @@ from ledgermq.broker.clients import ConsumerGroupInfo, ConsumerManager, Producer
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.context import Broker
 from ledgermq.broker.long_polling import PullHoldService
+from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.processors import admin, clients, ha_status, locks, pull, queries, send, send_back
 from ledgermq.broker.processors.common import bind
@@ -98,6 +99,7 @@ class BrokerApp:
             self.slave_sync = SlaveSynchronizer(
                 self.broker, self.client, lambda: self.master_addr, config.slave_sync_interval_ms / 1000
             )
+        self.metrics = BrokerMetrics(self.broker)  # served only when metricsPort > 0
         self._tasks: list[asyncio.Task[None]] = []
         for module in PROCESSOR_MODULES:
             for code, fn in module.PROCESSORS.items():
@@ -125,6 +127,8 @@ class BrokerApp:
         if b.ha is not None:
             await b.ha.start()
         await self.server.start()
+        if self.config.metrics_port > 0:
+            await self.metrics.start(self.config.metrics_port)
         self.registrar.start()
         if self.ha_client is not None:
             self.ha_client.start()
@@ -141,6 +145,7 @@ class BrokerApp:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        await self.metrics.stop()
         await self.registrar.stop()
         await self.registrar.unregister_all()
         if self.slave_sync is not None:

@@ -41,12 +41,15 @@ class BrokerConfig:
     trace_on: bool = key("traceOn", True)
     max_reconsume_times: int = key("maxReconsumeTimes", 16)
     slave_sync_interval_ms: int = key("slaveSyncInterval", 10_000)  # ledgermq: RocketMQ hard-codes 10 s
+    metrics_port: int = key("metricsPort", 0)  # ledgermq: Prometheus /metrics on 127.0.0.1; 0 disables
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
             raise ConfigError("brokerId must be 0 (master) or a positive slave id")
         if not 0 < self.listen_port < 65536:
             raise ConfigError("listenPort must be within 1..65535")
+        if not 0 <= self.metrics_port < 65536:
+            raise ConfigError("metricsPort must be within 0..65535 (0 disables metrics)")
         if not self.broker_name:
             raise ConfigError("brokerName must not be empty")
 

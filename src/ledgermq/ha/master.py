@@ -196,6 +196,7 @@ class HAService:
         self.clock = clock
         self.links: dict[str, _SlaveLink] = {}
         self.max_acked_offset = 0  # highest ack seen from any slave (RocketMQ push2SlaveMaxOffset)
+        self.refused_connections = 0  # closed for reporting beyond our max: a diverged slave or a stranger
         self._disconnected: dict[str, SlaveStatus] = {}
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._seq = itertools.count()
@@ -254,6 +255,8 @@ class HAService:
             self.links.pop(address, None)
             status = link.status(self.store.max_phy_offset, connected=False)
             self._disconnected[address] = status
+            if "beyond the master's max offset" in (link.closed_reason or ""):
+                self.refused_connections += 1
             while len(self._disconnected) > _MAX_DISCONNECTED_KEPT:
                 self._disconnected.pop(next(iter(self._disconnected)))
             log.warning("HA slave %s disconnected: %s", address, link.closed_reason or "unknown")

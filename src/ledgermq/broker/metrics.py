@@ -1,0 +1,238 @@
+"""Prometheus metrics of one broker, served as text on ``127.0.0.1:metricsPort`` (0: off).
+
+Every value is computed when scraped, from the store and from the same HARuntimeInfo that
+``admin haStatus`` prints (``ha_runtime_info``): nothing runs in the background. Each
+broker has its own ``CollectorRegistry`` (never prometheus_client's global one), so
+several brokers in one process do not clash.
+
+All metrics carry ``broker`` (the brokerName; master and slaves of a group share it, the
+scrape's ``instance`` tells them apart).
+
+* every broker: ``ledgermq_commitlog_max_offset``, ``ledgermq_commitlog_min_offset``,
+  ``ledgermq_store_dispatch_behind_bytes``;
+* a master, per slave (label ``slave``, its HA address; slaves that went away recently are
+  kept with ``connected`` 0, as in haStatus): ``ledgermq_ha_slave_acked_offset`` (-1 before
+  its first report), ``ledgermq_ha_slave_lag_bytes``, ``ledgermq_ha_slave_lag_seconds``
+  (NaN while unknown), ``ledgermq_ha_slave_connected``, ``ledgermq_ha_slave_in_sync``; and
+  ``ledgermq_ha_in_sync_slaves``, ``ledgermq_ha_refused_connections_total`` (connections
+  closed because the peer reported an offset beyond the master's max: a slave ahead of or
+  diverged from its master, or a stranger);
+* a slave: ``ledgermq_ha_client_connected`` (label ``master``),
+  ``ledgermq_ha_client_connects_total``, ``ledgermq_ha_client_reported_offset``,
+  ``ledgermq_ha_client_errors`` (1 while the last connection attempt failed, with its reason
+  in label ``last_error``; 0 once connected again) and ``ledgermq_ha_client_diverged``
+  (1 while that reason is that our commit log is ahead of or diverged from the master's).
+  The slave's lag behind its master is not exported: a 4.x master never tells its slave
+  its max offset; read it from the master's ``ledgermq_ha_slave_lag_bytes``.
+
+The HTTP side is a few lines of ``asyncio.start_server``: ``GET /metrics`` answers the
+0.0.4 text format, any other path 404, any other method 405; one request per connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from ledgermq.broker.context import Broker
+from ledgermq.broker.processors.ha_status import ha_runtime_info
+
+log = logging.getLogger(__name__)
+
+# HAService closes such connections with "... is beyond the master's max offset ..." (ha/session.py).
+REFUSED_MARKER = "beyond the master's max offset"
+DIVERGED_MARKER = "ahead of or diverged"
+_MAX_LABEL_CHARS = 200
+_REQUEST_TIMEOUT_S = 5.0
+_MAX_REQUEST_HEAD = 16 * 1024
+
+
+def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=labels)
+
+
+class BrokerCollector:
+    """Computes every metric from the broker at scrape time (event-loop thread)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        b = self.broker
+        name = b.config.broker_name
+        store = b.store
+        for metric, doc, value in (
+            ("ledgermq_commitlog_max_offset", "Commit-log max (write) offset in bytes.", store.max_phy_offset),
+            (
+                "ledgermq_commitlog_min_offset",
+                "Commit-log min offset (start of the oldest segment).",
+                store.min_phy_offset,
+            ),
+            (
+                "ledgermq_store_dispatch_behind_bytes",
+                "Commit-log bytes not yet dispatched.",
+                store.dispatch_behind_bytes,
+            ),
+        ):
+            g = _gauge(metric, doc, ["broker"])
+            g.add_metric([name], value)
+            yield g
+
+        info = ha_runtime_info(b)
+        if b.ha is not None:
+            yield from self._master(name, info["haConnectionInfo"])
+        elif not info["master"]:
+            yield from self._slave(name, info["haClientRuntimeInfo"])
+
+    def _master(self, name: str, conns: list[dict[str, Any]]) -> Iterable[Metric]:
+        lbl = ["broker", "slave"]
+        acked = _gauge("ledgermq_ha_slave_acked_offset", "Latest commit-log offset the slave acknowledged.", lbl)
+        lag_b = _gauge("ledgermq_ha_slave_lag_bytes", "Master max offset minus the slave's acknowledged offset.", lbl)
+        lag_s = _gauge(
+            "ledgermq_ha_slave_lag_seconds",
+            "Age of the oldest message the slave has not acknowledged (NaN: unknown).",
+            lbl,
+        )
+        conn = _gauge("ledgermq_ha_slave_connected", "1 if the slave's HA connection is open.", lbl)
+        sync = _gauge("ledgermq_ha_slave_in_sync", "1 if the slave is connected and within haSlaveFallbehindMax.", lbl)
+        for c in conns:
+            labels = [name, c["addr"]]
+            acked.add_metric(labels, c["slaveAckOffset"])
+            lag_b.add_metric(labels, c["diff"])
+            lag_ms = c["lagTimeMillis"]
+            lag_s.add_metric(labels, math.nan if lag_ms < 0 else lag_ms / 1000)
+            conn.add_metric(labels, 1 if c["connected"] else 0)
+            sync.add_metric(labels, 1 if c["inSync"] else 0)
+        yield from (acked, lag_b, lag_s, conn, sync)
+
+        in_sync = _gauge("ledgermq_ha_in_sync_slaves", "Slaves connected and within haSlaveFallbehindMax.", ["broker"])
+        in_sync.add_metric([name], sum(1 for c in conns if c["inSync"]))
+        yield in_sync
+
+        total = CounterMetricFamily(
+            "ledgermq_ha_refused_connections",
+            "HA connections closed for reporting an offset beyond the master's max (slave ahead/diverged, stranger).",
+            labels=["broker"],
+        )
+        ha = self.broker.ha
+        total.add_metric([name], ha.refused_connections if ha is not None else 0)
+        yield total
+
+    def _slave(self, name: str, client: dict[str, Any]) -> Iterable[Metric]:
+        master = client["masterAddr"]
+        connected = _gauge(
+            "ledgermq_ha_client_connected", "1 if the HA connection to the master is open.", ["broker", "master"]
+        )
+        connected.add_metric([name, master], 1 if client["connected"] else 0)
+        yield connected
+        connects = CounterMetricFamily(
+            "ledgermq_ha_client_connects", "HA connections made to a master.", labels=["broker"]
+        )
+        connects.add_metric([name], client["connects"])
+        yield connects
+        reported = _gauge(
+            "ledgermq_ha_client_reported_offset", "Offset last reported to the master (-1: none yet).", ["broker"]
+        )
+        reported.add_metric([name], client["reportedOffset"])
+        yield reported
+        error: str = client["lastError"]
+        errors = _gauge(
+            "ledgermq_ha_client_errors",
+            "1 while the last HA connection failed; the reason is in label last_error.",
+            ["broker", "master", "last_error"],
+        )
+        errors.add_metric([name, master, error[:_MAX_LABEL_CHARS]], 1 if error else 0)
+        yield errors
+        diverged = _gauge(
+            "ledgermq_ha_client_diverged",
+            "1 while the last HA failure says our commit log is ahead of or diverged from the master's.",
+            ["broker"],
+        )
+        diverged.add_metric([name], 1 if DIVERGED_MARKER in error else 0)
+        yield diverged
+
+
+class BrokerMetrics:
+    """The broker's registry and its ``/metrics`` HTTP endpoint (started only on request)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.collector = BrokerCollector(broker)
+        self.registry.register(self.collector)
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None
+
+    async def start(self, port: int, host: str = "127.0.0.1") -> None:
+        """Serve ``/metrics`` on ``host:port`` (0 picks a free port; see ``port``)."""
+        if self._server is not None:
+            return
+        self._server = await asyncio.start_server(self._handle, host, port, limit=_MAX_REQUEST_HEAD)
+        self.host = host
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("metrics of broker %s on http://%s:%d/metrics", self.broker.config.broker_name, host, self.port)
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        if self._handlers:
+            await asyncio.wait(list(self._handlers), timeout=2.0)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 2.0)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _REQUEST_TIMEOUT_S)
+            except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                return
+            parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+            if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+                status, ctype, body = "400 Bad Request", "text/plain; charset=utf-8", b"bad request\n"
+            elif parts[0] not in ("GET", "HEAD"):
+                status, ctype, body = "405 Method Not Allowed", "text/plain; charset=utf-8", b"method not allowed\n"
+            elif parts[1].split("?", 1)[0] != "/metrics":
+                status, ctype, body = "404 Not Found", "text/plain; charset=utf-8", b"not found; try /metrics\n"
+            else:
+                try:
+                    status, ctype, body = "200 OK", CONTENT_TYPE_PLAIN_0_0_4, self.render()
+                except Exception as exc:  # a broken figure must not take the endpoint down silently
+                    log.exception("metrics: collecting failed")
+                    status, ctype = "500 Internal Server Error", "text/plain; charset=utf-8"
+                    body = f"collecting metrics failed: {type(exc).__name__}: {exc}\n".encode()
+            header = f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+            writer.write(f"{header}Connection: close\r\n\r\n".encode("latin-1"))
+            if parts and parts[0] != "HEAD":
+                writer.write(body)
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+        finally:
+            if task is not None:
+                self._handlers.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()

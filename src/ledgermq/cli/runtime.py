@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -25,8 +26,16 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
 
 
+# The store's reput, flush and clean threads are CPU-bound in bursts; with CPython's default
+# 5 ms switch interval the event-loop thread waits up to 5 ms for the GIL after every socket
+# call, which throttled HA catch-up to ~15 MB/s. 0.5 ms keeps I/O responsive (measured
+# in-process: 14 -> 38 MB/s at 1 ms, 63 MB/s at 0.2 ms).
+GIL_SWITCH_INTERVAL_S = 0.0005
+
+
 def serve(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> None:
     """Start, wait for a stop signal, stop; exceptions at start-up become a clean exit 1."""
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
     async def main() -> None:
         done = asyncio.Event()

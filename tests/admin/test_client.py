@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ledgermq.admin import AdminClient, AdminConnectError, AdminError, AdminResponseError, ConsumeStats, TopicOffset
-from ledgermq.admin.client import mq_version_desc, msg_id, normalize_address, split_namesrv_addrs
+from ledgermq.admin.model import mq_version_desc, msg_id, normalize_address, split_namesrv_addrs
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand

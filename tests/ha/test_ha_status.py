@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 import pytest
 from click.testing import CliRunner, Result
 
-from ledgermq.admin.client import AdminClient, HARuntimeInfo
+from ledgermq.admin.client import AdminClient
+from ledgermq.admin.model import HARuntimeInfo
 from ledgermq.broker.app import PROCESSOR_MODULES, BrokerApp
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.processors import ha_status
@@ -328,7 +329,7 @@ def test_ha_status_cli(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", ["true", True])
 def test_decode_accepts_java_booleans(value: object) -> None:
-    from ledgermq.admin.client import decode_ha_runtime_info
+    from ledgermq.admin.model import decode_ha_runtime_info
 
     info = decode_ha_runtime_info(
         {

@@ -2,8 +2,8 @@
 brokers (what ``mqadmin`` does), shared by ``ledgermq admin``, the client library and
 the Spark source."""
 
-from ledgermq.admin.client import (
-    AdminClient,
+from ledgermq.admin.client import AdminClient
+from ledgermq.admin.model import (
     AdminConnectError,
     AdminError,
     AdminResponseError,

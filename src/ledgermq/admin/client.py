@@ -22,12 +22,36 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from ledgermq.errors import LedgerError, ProtocolError
-from ledgermq.net.client import ConnectError, RemotingClient, split_address
+from ledgermq.admin.model import (
+    AUTO_CREATE_TOPIC,
+    DEFAULT_QUERY_MAX_NUM,
+    DEFAULT_TIMEOUT,
+    MAX_LONG,
+    ORDER_TOPIC_CONFIG,
+    RETRY_PREFIX,
+    UNIQUE_KEY_QUERY,
+    AdminConnectError,
+    AdminError,
+    AdminResponseError,
+    ClientConnection,
+    ClusterInfo,
+    ConsumerConnection,
+    ConsumeStats,
+    GroupConsumeInfo,
+    HARuntimeInfo,
+    OffsetWrapper,
+    QueryResult,
+    TopicOffset,
+    decode_ha_runtime_info,
+    normalize_address,
+    select_broker_addr,
+    split_namesrv_addrs,
+)
+from ledgermq.errors import ProtocolError
+from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
 from ledgermq.protocol import fastjson
 from ledgermq.protocol import properties as P
@@ -40,310 +64,7 @@ from ledgermq.protocol.route import PERM_READ, PERM_WRITE, BrokerData, TopicConf
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT = 5.0  # DefaultMQAdminExt's timeoutMillis
-AUTO_CREATE_TOPIC = "TBW102"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
-UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
-MAX_LONG = 2**63 - 1
-DEFAULT_QUERY_MAX_NUM = 64  # what mqadmin queryMsgByKey asks for
 
-
-# -- errors ------------------------------------------------------------------------------
-class AdminError(LedgerError):
-    """An admin request could not be carried out."""
-
-
-class AdminConnectError(AdminError):
-    """No server could be reached, or it did not answer in time."""
-
-
-class AdminResponseError(AdminError):
-    """The server answered with an error code."""
-
-    def __init__(self, code: int, remark: str | None, what: str = "") -> None:
-        self.code = code
-        self.remark = remark or ""
-        self.what = what
-        prefix = f"{what}: " if what else ""
-        super().__init__(f"{prefix}{code_name(code)} ({code}){': ' + self.remark if self.remark else ''}")
-
-
-def code_name(code: int) -> str:
-    try:
-        return ResponseCode(code).name
-    except ValueError:
-        return "CODE"
-
-
-def mq_version_desc(ordinal: int) -> str:
-    """``MQVersion.getVersionDesc``: 407 -> "V4_9_7", 406 -> "V4_9_7_SNAPSHOT".
-
-    From V4_0_0_SNAPSHOT (212) on the enum is regular: each x_y_z has a SNAPSHOT then a
-    release, z and y running 0..9; HIGHER_VERSION (612) ends it."""
-    if ordinal >= 612:
-        return "HIGHER_VERSION"
-    if ordinal < 212:
-        return f"V3({ordinal})"
-    step, release = divmod(ordinal - 212, 2)
-    name = f"V{4 + step // 100}_{step // 10 % 10}_{step % 10}"
-    return name if release else name + "_SNAPSHOT"
-
-
-# -- answers -----------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ClusterInfo:
-    """GET_BROKER_CLUSTER_INFO: broker groups by name, and broker names by cluster."""
-
-    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
-    cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)
-
-    def broker_names(self, cluster: str) -> list[str]:
-        if cluster not in self.cluster_addr_table:
-            known = ", ".join(sorted(self.cluster_addr_table)) or "none"
-            raise AdminError(f"cluster {cluster!r} is not known to the name server (clusters: {known})")
-        return sorted(self.cluster_addr_table[cluster])
-
-    def master_addrs(self, cluster: str) -> list[str]:
-        """The master address of every broker group of ``cluster`` that has one."""
-        addrs: list[str] = []
-        for name in self.broker_names(cluster):
-            data = self.broker_addr_table.get(name)
-            addr = data.master_addr() if data is not None else None
-            if addr:
-                addrs.append(addr)
-        return addrs
-
-    def all_addrs(self, cluster: str) -> list[str]:
-        """Masters and slaves of ``cluster``, by broker name then id."""
-        addrs: list[str] = []
-        for name in self.broker_names(cluster):
-            data = self.broker_addr_table.get(name)
-            if data is not None:
-                addrs.extend(addr for _, addr in sorted(data.broker_addrs.items()))
-        return addrs
-
-    def cluster_of(self, broker_name: str) -> str | None:
-        for cluster, names in sorted(self.cluster_addr_table.items()):
-            if broker_name in names:
-                return cluster
-        return None
-
-    def broker_name_of(self, addr: str) -> str | None:
-        for name, data in sorted(self.broker_addr_table.items()):
-            if addr in data.broker_addrs.values():
-                return name
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class TopicOffset:
-    """One queue of GET_TOPIC_STATS_INFO."""
-
-    min_offset: int
-    max_offset: int
-    last_update_timestamp: int
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetWrapper:
-    """One queue of GET_CONSUME_STATS."""
-
-    broker_offset: int
-    consumer_offset: int
-    last_timestamp: int
-
-    @property
-    def diff(self) -> int:
-        return self.broker_offset - self.consumer_offset
-
-
-@dataclass(slots=True)
-class ConsumeStats:
-    offset_table: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
-    consume_tps: float = 0.0
-
-    @property
-    def total_diff(self) -> int:
-        return sum(w.diff for w in self.offset_table.values())
-
-
-@dataclass(frozen=True, slots=True)
-class ClientConnection:
-    client_id: str
-    client_addr: str
-    language: str
-    version: int
-
-
-@dataclass(slots=True)
-class ConsumerConnection:
-    """GET_CONSUMER_CONNECTION_LIST: the live clients of a group and how they consume."""
-
-    connections: list[ClientConnection] = field(default_factory=list)
-    consume_type: str = ""
-    message_model: str = ""
-    consume_from_where: str = ""
-    subscriptions: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def min_version(self) -> int:
-        return min((c.version for c in self.connections), default=0)
-
-
-@dataclass(slots=True)
-class GroupConsumeInfo:
-    """One line of ``consumerProgress`` without a group."""
-
-    group: str
-    count: int = 0
-    version: int = 0
-    consume_type: str = ""
-    message_model: str = ""
-    consume_tps: float = 0.0
-    diff_total: int = 0
-
-
-@dataclass(slots=True)
-class QueryResult:
-    index_last_update_timestamp: int = 0
-    messages: list[MessageRecord] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class HAConnectionInfo:
-    """One slave as its master sees it (HAConnectionRuntimeInfo, plus our fields)."""
-
-    addr: str
-    slave_ack_offset: int  # -1 before the slave's first report
-    diff: int  # master max offset - acknowledged offset, in bytes
-    in_sync: bool
-    transferred_byte_in_second: int = 0
-    transfer_from_where: int = -1
-    connected: bool = True  # False: a connection that went away (a Java master lists live ones only)
-    last_ack_timestamp: int = 0  # wall ms of the latest report, 0 if none
-    lag_time_ms: int = -1  # age of the oldest unacknowledged message; 0 caught up, -1 unknown
-    closed_reason: str = ""
-
-    def since_last_ack_ms(self, now_ms: int) -> int:
-        """Milliseconds since the slave's latest report (-1 if it never reported)."""
-        return max(0, now_ms - self.last_ack_timestamp) if self.last_ack_timestamp > 0 else -1
-
-
-@dataclass(frozen=True, slots=True)
-class HAClientInfo:
-    """A slave's replication client (HAClientRuntimeInfo, plus our fields)."""
-
-    master_addr: str = ""
-    max_offset: int = 0
-    last_read_timestamp: int = 0
-    last_write_timestamp: int = 0
-    transferred_byte_in_second: int = 0
-    master_flush_offset: int = 0
-    connected: bool = False
-    reported_offset: int = -1
-    connects: int = 0
-    last_error: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class HARuntimeInfo:
-    """GET_BROKER_HA_STATUS: a master's slaves, or a slave's view of its master."""
-
-    master: bool
-    master_commit_log_max_offset: int = 0
-    in_sync_slave_nums: int = 0
-    connections: list[HAConnectionInfo] = field(default_factory=list)
-    client: HAClientInfo = field(default_factory=HAClientInfo)
-
-
-def _int(doc: dict[str, Any], key: str, default: int = 0) -> int:
-    value = doc.get(key)
-    return default if value is None else int(value)
-
-
-def _bool(doc: dict[str, Any], key: str, default: bool = False) -> bool:
-    value = doc.get(key)
-    if isinstance(value, str):
-        return value.strip().lower() == "true"
-    return default if value is None else bool(value)
-
-
-def decode_ha_runtime_info(doc: dict[str, Any]) -> HARuntimeInfo:
-    """HARuntimeInfo from its JSON (a Java 5.x broker's or ours); TypeError/ValueError if malformed."""
-    connections = [
-        HAConnectionInfo(
-            addr=str(c.get("addr") or ""),
-            slave_ack_offset=_int(c, "slaveAckOffset", -1),
-            diff=_int(c, "diff"),
-            in_sync=_bool(c, "inSync"),
-            transferred_byte_in_second=_int(c, "transferredByteInSecond"),
-            transfer_from_where=_int(c, "transferFromWhere", -1),
-            connected=_bool(c, "connected", True),
-            last_ack_timestamp=_int(c, "lastAckTimestamp"),
-            lag_time_ms=_int(c, "lagTimeMillis", -1),
-            closed_reason=str(c.get("closedReason") or ""),
-        )
-        for c in doc.get("haConnectionInfo") or []
-    ]
-    ci = doc.get("haClientRuntimeInfo") or {}
-    if not isinstance(ci, dict):
-        raise TypeError("haClientRuntimeInfo is not an object")
-    client = HAClientInfo(
-        master_addr=str(ci.get("masterAddr") or ""),
-        max_offset=_int(ci, "maxOffset"),
-        last_read_timestamp=_int(ci, "lastReadTimestamp"),
-        last_write_timestamp=_int(ci, "lastWriteTimestamp"),
-        transferred_byte_in_second=_int(ci, "transferredByteInSecond"),
-        master_flush_offset=_int(ci, "masterFlushOffset"),
-        connected=_bool(ci, "connected", _bool(ci, "isActivated")),
-        reported_offset=_int(ci, "reportedOffset", -1),
-        connects=_int(ci, "connects"),
-        last_error=str(ci.get("lastError") or ""),
-    )
-    return HARuntimeInfo(
-        master=_bool(doc, "master"),
-        master_commit_log_max_offset=_int(doc, "masterCommitLogMaxOffset"),
-        in_sync_slave_nums=_int(doc, "inSyncSlaveNums"),
-        connections=connections,
-        client=client,
-    )
-
-
-def select_broker_addr(data: BrokerData) -> str | None:
-    """``BrokerData.selectBrokerAddr``: the master, else a slave (the lowest id here)."""
-    master = data.master_addr()
-    if master:
-        return master
-    return next((addr for _, addr in sorted(data.broker_addrs.items())), None)
-
-
-def msg_id(record: MessageRecord) -> str:
-    """What RocketMQ clients call a message's msgId: UNIQ_KEY, else the offset id."""
-    return record.properties.get(P.UNIQ_KEY) or record.offset_msg_id
-
-
-def normalize_address(addr: str) -> str:
-    """``host:port`` checked (port 1..65535); ``[v6]:port`` becomes ``v6:port``; AdminError if unusable."""
-    addr = addr.strip()
-    try:
-        host, port = split_address(addr)
-    except ValueError as exc:
-        raise AdminError(str(exc)) from None
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not host or not 0 < port < 65536:
-        raise AdminError(f"address {addr!r} is not host:port (port 1..65535)")
-    return f"{host}:{port}"
-
-
-def split_namesrv_addrs(addrs: str | Sequence[str]) -> list[str]:
-    items = addrs.split(";") if isinstance(addrs, str) else list(addrs)
-    return [a.strip() for a in items if a and a.strip()]
-
-
-# -- the client --------------------------------------------------------------------------
 class AdminClient:
     """``async with AdminClient("127.0.0.1:9876") as admin: await admin.topic_list()``."""
 

@@ -21,10 +21,10 @@ from rich import box
 from rich.console import Console, RenderableType
 from rich.table import Table
 
-from ledgermq.admin.client import (
+from ledgermq.admin.client import AdminClient
+from ledgermq.admin.model import (
     DLQ_PREFIX,
     RETRY_PREFIX,
-    AdminClient,
     AdminError,
     ClusterInfo,
     HARuntimeInfo,

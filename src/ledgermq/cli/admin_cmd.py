@@ -44,7 +44,6 @@ from ledgermq.protocol.route import PERM_READ, PERM_WRITE, TopicConfig
 
 T = TypeVar("T")
 DEFAULT_NAMESRV = "127.0.0.1:9876"
-BODY_PREVIEW = 1024
 
 namesrv_option = click.option(
     "-n",

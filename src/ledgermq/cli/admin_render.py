@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import TypeVar
 
-import click
 from rich import box
 from rich.table import Table
 
@@ -16,19 +14,7 @@ from ledgermq.admin.model import (
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.protocol.route import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicRouteData
 
-T = TypeVar("T")
-DEFAULT_NAMESRV = "127.0.0.1:9876"
 BODY_PREVIEW = 1024
-
-namesrv_option = click.option(
-    "-n",
-    "--namesrvAddr",
-    "namesrv",
-    envvar="NAMESRV_ADDR",
-    default=DEFAULT_NAMESRV,
-    show_default=True,
-    help="name server address(es), host:port[;host:port] (env NAMESRV_ADDR)",
-)
 
 
 # -- plumbing ----------------------------------------------------------------------------

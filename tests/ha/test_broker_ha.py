@@ -210,3 +210,44 @@ def test_master_takes_back_newer_offsets_committed_to_its_slave(tmp_path: Path) 
             await ns.stop()
 
     asyncio.run(run())
+
+
+def test_slave_serves_replicated_queues_before_its_metadata_sync(tmp_path: Path) -> None:
+    """A topic created on the master just before it died: the slave has the messages but not
+    yet the topic config. It serves them anyway instead of answering TOPIC_NOT_EXIST."""
+
+    async def run() -> None:
+        ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
+        await ns.start()
+        namesrv = f"127.0.0.1:{ns.port}"
+        master = _broker(tmp_path / "m", namesrv, 0, BrokerRole.ASYNC_MASTER)
+        slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
+        client = RemotingClient()
+        try:
+            await master.start()
+            await slave.start()
+            assert slave.slave_sync is not None
+            await slave.slave_sync.stop()  # no metadata sync in this test
+            for i in range(8):
+                assert (await _send(client, master, i)).code == ResponseCode.SUCCESS
+            m_store, s_store = master.broker.store, slave.broker.store
+            await _until(lambda: s_store.max_phy_offset == m_store.max_phy_offset, 20, "replication")
+            assert s_store.wait_dispatched(timeout=10)
+            assert slave.broker.topics.get("HaTopic") is None
+            pull = RemotingCommand.request(
+                RequestCode.PULL_MESSAGE,
+                {"consumerGroup": "cg", "topic": "HaTopic", "queueId": 3, "queueOffset": 0, "maxMsgNums": 32,
+                 "sysFlag": 4, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0},
+            )  # fmt: skip
+            resp = await client.invoke(slave.config.broker_addr, pull, 5.0)
+            assert resp.code == ResponseCode.SUCCESS and resp.body
+            pull.ext_fields["topic"] = "NeverSeen"
+            resp = await client.invoke(slave.config.broker_addr, pull, 5.0)
+            assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+        finally:
+            await client.close()
+            await slave.stop()
+            await master.stop()
+            await ns.stop()
+
+    asyncio.run(run())

@@ -13,7 +13,7 @@ from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers import INT32, field, int_field, opt_field
-from ledgermq.protocol.route import PERM_READ
+from ledgermq.protocol.route import PERM_READ, TopicConfig
 from ledgermq.store.message_filter import TagFilter
 from ledgermq.store.results import GetResult, GetStatus
 
@@ -54,6 +54,17 @@ def _subscription(broker: Broker, cmd: RemotingCommand, group: str, topic: str) 
     return sub
 
 
+def _replicated_topic(broker: Broker, topic: str) -> TopicConfig | None:
+    """A slave serves a topic whose messages it has replicated before its metadata sync has
+    brought the topic's config (RocketMQ answers TOPIC_NOT_EXIST there, and the C++ client
+    then retries without pause); the read queues are the consume queues it holds."""
+    queue_ids = [qid for (t, qid) in broker.store.queues.queues if t == topic]
+    if not queue_ids:
+        return None
+    count = max(queue_ids) + 1
+    return TopicConfig(topic, count, count, PERM_READ)
+
+
 async def pull_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     return await _pull(broker, ctx, cmd, allow_suspend=True)
 
@@ -78,6 +89,8 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
     if not group_cfg.consume_enable:
         return cmd.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
     tc = broker.topics.get(topic)
+    if tc is None and broker.store_config.is_slave:
+        tc = _replicated_topic(broker, topic)
     if tc is None:
         return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
     if not tc.perm & PERM_READ:

@@ -30,6 +30,7 @@ from ledgermq.store.message_store import MessageStore
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 256 * 1024
+_INLINE_APPEND_MAX = 512 * 1024
 _CONNECT_TIMEOUT_S = 3.0
 
 MasterAddressProvider = Callable[[], str | None]
@@ -209,7 +210,16 @@ class HAClient:
                 batch.append(f)
                 local_max, empty = f.end, False
         if batch:
-            await asyncio.to_thread(_append_all, store, batch)
+            if _fits_in_current_segment(store, batch):
+                _append_all(store, batch)  # a memcpy into the mapping: not worth a thread hop
+            else:
+                await asyncio.to_thread(_append_all, store, batch)  # may create a segment file
+
+
+def _fits_in_current_segment(store: MessageStore, frames: list[TransferFrame]) -> bool:
+    last = store.commitlog.queue.last()
+    total = sum(len(f.body) for f in frames)
+    return last is not None and total <= _INLINE_APPEND_MAX and total <= last.remaining()
 
 
 def _append_all(store: MessageStore, frames: list[TransferFrame]) -> None:

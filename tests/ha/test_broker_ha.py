@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from ledgermq.broker.app import BrokerApp
@@ -39,6 +41,29 @@ def _broker(root: Path, namesrv: str, broker_id: int, role: BrokerRole, **store:
     return BrokerApp(cfg, store_cfg, ha_config=HAConfig(send_heartbeat_interval_ms=500))
 
 
+@asynccontextmanager
+async def ha_group(
+    tmp_path: Path, master_role: BrokerRole, *, start_slave: bool = True, **store: object
+) -> AsyncIterator[tuple[NamesrvApp, BrokerApp, BrokerApp, RemotingClient]]:
+    """A name server, a master and its slave (started unless told), and a client; all stopped after."""
+    ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
+    await ns.start()
+    namesrv = f"127.0.0.1:{ns.port}"
+    master = _broker(tmp_path / "m", namesrv, 0, master_role, **store)
+    slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
+    client = RemotingClient()
+    try:
+        await master.start()
+        if start_slave:
+            await slave.start()
+        yield ns, master, slave, client
+    finally:
+        await client.close()
+        await slave.stop()
+        await master.stop()
+        await ns.stop()
+
+
 async def _send(client: RemotingClient, broker: BrokerApp, i: int) -> RemotingCommand:
     cmd = RemotingCommand.request(
         RequestCode.SEND_MESSAGE_V2,
@@ -59,15 +84,7 @@ async def _until(cond: object, timeout: float, what: str) -> None:
 
 def test_slave_learns_its_master_and_replicates_byte_for_byte(tmp_path: Path) -> None:
     async def run() -> None:
-        ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
-        await ns.start()
-        namesrv = f"127.0.0.1:{ns.port}"
-        master = _broker(tmp_path / "m", namesrv, 0, BrokerRole.ASYNC_MASTER)
-        slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
-        client = RemotingClient()
-        try:
-            await master.start()
-            await slave.start()
+        async with ha_group(tmp_path, BrokerRole.ASYNC_MASTER) as (_ns, master, slave, client):
             for i in range(300):
                 assert (await _send(client, master, i)).code == ResponseCode.SUCCESS
             m_store, s_store = master.broker.store, slave.broker.store
@@ -78,25 +95,18 @@ def test_slave_learns_its_master_and_replicates_byte_for_byte(tmp_path: Path) ->
             assert s_store.wait_dispatched(timeout=10)
             assert s_store.max_offset_in_queue("HaTopic", 1) == m_store.max_offset_in_queue("HaTopic", 1) == 75
             assert master.broker.ha is not None and [s.connected for s in master.broker.ha.status()] == [True]
-        finally:
-            await client.close()
-            await slave.stop()
-            await master.stop()
-            await ns.stop()
 
     asyncio.run(run())
 
 
 def test_sync_master_waits_for_the_slave_or_says_why_not(tmp_path: Path) -> None:
     async def run() -> None:
-        ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
-        await ns.start()
-        namesrv = f"127.0.0.1:{ns.port}"
-        master = _broker(tmp_path / "m", namesrv, 0, BrokerRole.SYNC_MASTER, sync_flush_timeout_ms=800)
-        slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
-        client = RemotingClient()
-        try:
-            await master.start()
+        async with ha_group(tmp_path, BrokerRole.SYNC_MASTER, sync_flush_timeout_ms=800, start_slave=False) as (
+            _ns,
+            master,
+            slave,
+            client,
+        ):
             lonely = await _send(client, master, 0)
             assert lonely.code == ResponseCode.SLAVE_NOT_AVAILABLE  # stored, but no slave has it
             assert lonely.ext_fields["msgId"]
@@ -116,26 +126,13 @@ def test_sync_master_waits_for_the_slave_or_says_why_not(tmp_path: Path) -> None
             assert late.code in (ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
             if late.code == ResponseCode.FLUSH_SLAVE_TIMEOUT:
                 assert 0.7 <= time.monotonic() - started < 5
-        finally:
-            await client.close()
-            await slave.stop()
-            await master.stop()
-            await ns.stop()
 
     asyncio.run(run())
 
 
 def test_slave_copies_metadata_serves_pulls_and_keeps_newer_offsets(tmp_path: Path) -> None:
     async def run() -> None:
-        ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
-        await ns.start()
-        namesrv = f"127.0.0.1:{ns.port}"
-        master = _broker(tmp_path / "m", namesrv, 0, BrokerRole.ASYNC_MASTER)
-        slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
-        client = RemotingClient()
-        try:
-            await master.start()
-            await slave.start()
+        async with ha_group(tmp_path, BrokerRole.ASYNC_MASTER) as (_ns, master, slave, client):
             for i in range(8):
                 assert (await _send(client, master, i)).code == ResponseCode.SUCCESS
             master.broker.offsets.commit("cg", "HaTopic", 0, 1)
@@ -167,11 +164,6 @@ def test_slave_copies_metadata_serves_pulls_and_keeps_newer_offsets(tmp_path: Pa
             assert resp.code == ResponseCode.SUCCESS and resp.body
             assert resp.ext_fields["suggestWhichBrokerId"] == "0"  # back to the master when it can
             assert slave.broker.offsets.query("cg", "HaTopic", 0) == 1  # a pull from a slave commits nothing
-        finally:
-            await client.close()
-            await slave.stop()
-            await master.stop()
-            await ns.stop()
 
     asyncio.run(run())
 
@@ -181,15 +173,7 @@ def test_master_takes_back_newer_offsets_committed_to_its_slave(tmp_path: Path) 
     against the returned master must not be sent back to the older offset."""
 
     async def run() -> None:
-        ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
-        await ns.start()
-        namesrv = f"127.0.0.1:{ns.port}"
-        master = _broker(tmp_path / "m", namesrv, 0, BrokerRole.ASYNC_MASTER)
-        slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
-        client = RemotingClient()
-        try:
-            await master.start()
-            await slave.start()
+        async with ha_group(tmp_path, BrokerRole.ASYNC_MASTER) as (ns, master, slave, _client):
             master.broker.offsets.commit("cg", "T", 0, 2)
             master.broker.offsets.commit("cg", "T", 1, 7)
             slave.broker.offsets.commit("cg", "T", 0, 9)  # newer, committed while the master was down
@@ -203,11 +187,6 @@ def test_master_takes_back_newer_offsets_committed_to_its_slave(tmp_path: Path) 
             assert master.broker.offsets.query("cg", "T", 0) == 9
             assert master.broker.offsets.query("cg", "T", 1) == 7
             assert not await reconciler.reconcile()  # nothing newer the second time
-        finally:
-            await client.close()
-            await slave.stop()
-            await master.stop()
-            await ns.stop()
 
     asyncio.run(run())
 
@@ -217,15 +196,7 @@ def test_slave_serves_replicated_queues_before_its_metadata_sync(tmp_path: Path)
     yet the topic config. It serves them anyway instead of answering TOPIC_NOT_EXIST."""
 
     async def run() -> None:
-        ns = NamesrvApp(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=""))
-        await ns.start()
-        namesrv = f"127.0.0.1:{ns.port}"
-        master = _broker(tmp_path / "m", namesrv, 0, BrokerRole.ASYNC_MASTER)
-        slave = _broker(tmp_path / "s", namesrv, 1, BrokerRole.SLAVE)
-        client = RemotingClient()
-        try:
-            await master.start()
-            await slave.start()
+        async with ha_group(tmp_path, BrokerRole.ASYNC_MASTER) as (_ns, master, slave, client):
             assert slave.slave_sync is not None
             await slave.slave_sync.stop()  # no metadata sync in this test
             for i in range(8):
@@ -244,10 +215,5 @@ def test_slave_serves_replicated_queues_before_its_metadata_sync(tmp_path: Path)
             pull.ext_fields["topic"] = "NeverSeen"
             resp = await client.invoke(slave.config.broker_addr, pull, 5.0)
             assert resp.code == ResponseCode.TOPIC_NOT_EXIST
-        finally:
-            await client.close()
-            await slave.stop()
-            await master.stop()
-            await ns.stop()
 
     asyncio.run(run())

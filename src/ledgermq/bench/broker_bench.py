@@ -87,6 +87,16 @@ def _wait_route(namesrv: str, topic: str, proc: subprocess.Popen[bytes], timeout
         time.sleep(0.1)
 
 
+def spawn_namesrv(work: Path, port: int) -> subprocess.Popen[bytes]:
+    """A name-server process with its log and KV file under ``work``, listening when this returns."""
+    work.mkdir(parents=True, exist_ok=True)
+    ns = _spawn(
+        ["ledgermq.cli.main", "namesrv", "-p", str(port), "--kv-config", str(work / "kv.json")], work / "namesrv.log"
+    )
+    _wait_port(port, ns)
+    return ns
+
+
 def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     out = open(log, "ab")  # noqa: SIM115 - owned by the child
     return subprocess.Popen(
@@ -109,13 +119,7 @@ class Cluster:
         return f"127.0.0.1:{self.ns_port}"
 
     def __enter__(self) -> Cluster:
-        self.work.mkdir(parents=True, exist_ok=True)
-        ns = _spawn(
-            ["ledgermq.cli.main", "namesrv", "-p", str(self.ns_port), "--kv-config", str(self.work / "kv.json")],
-            self.work / "namesrv.log",
-        )
-        self.procs.append(ns)
-        _wait_port(self.ns_port, ns)
+        self.procs.append(spawn_namesrv(self.work, self.ns_port))
         if self.stub:
             args = ["ledgermq.bench.stub_broker", self.namesrv, str(self.broker_port)]
         else:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledgermq.admin.client import AdminClient
-from ledgermq.bench.broker_bench import ClientRun, _spawn, _wait_port, _wait_route, free_port
+from ledgermq.bench.broker_bench import ClientRun, _spawn, _wait_port, _wait_route, free_port, spawn_namesrv
 from ledgermq.ha.config import HAConfig
 
 MIB = 1024 * 1024
@@ -111,13 +111,7 @@ class HAPair:
         return f"127.0.0.1:{self.slave_port}"
 
     def __enter__(self) -> HAPair:
-        self.work.mkdir(parents=True, exist_ok=True)
-        ns = _spawn(
-            ["ledgermq.cli.main", "namesrv", "-p", str(self.ns_port), "--kv-config", str(self.work / "kv.json")],
-            self.work / "namesrv.log",
-        )
-        self.procs.append(ns)
-        _wait_port(self.ns_port, ns)
+        self.procs.append(spawn_namesrv(self.work, self.ns_port))
         return self
 
     def _broker(self, name: str, broker_id: int, role: str) -> tuple[int, subprocess.Popen[bytes]]:

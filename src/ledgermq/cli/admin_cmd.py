@@ -81,6 +81,21 @@ def _run(namesrv: str, fn: Callable[[AdminClient], Awaitable[T]]) -> T:
         raise click.ClickException(str(exc)) from None
 
 
+def _run_repeating(namesrv: str, once: Callable[[AdminClient], Awaitable[None]], interval: int | None) -> None:
+    """Print once, or every ``interval`` seconds until Ctrl-C (mqadmin's -i)."""
+
+    async def run(client: AdminClient) -> None:
+        await once(client)
+        while interval is not None:
+            await asyncio.sleep(interval)
+            await once(client)
+
+    try:
+        _run(namesrv, run)
+    except KeyboardInterrupt:
+        pass
+
+
 @click.group()
 def admin() -> None:
     """RocketMQ mqadmin commands (updateTopic, topicList, topicRoute, topicStatus,
@@ -256,16 +271,7 @@ def cluster_list(namesrv: str, more_stats: bool, interval: int | None) -> None:
         else:
             _print(cluster_base_table(info, runtime, int(time.time() * 1000)))
 
-    async def run(client: AdminClient) -> None:
-        await once(client)
-        while interval is not None:
-            await asyncio.sleep(interval)
-            await once(client)
-
-    try:
-        _run(namesrv, run)
-    except KeyboardInterrupt:
-        pass
+    _run_repeating(namesrv, once, interval)
 
 
 @admin.command("brokerStatus")
@@ -321,16 +327,7 @@ def ha_status(namesrv: str, broker_addr: str | None, cluster_name: str | None, i
             if table is not None:
                 _print(table)
 
-    async def run(client: AdminClient) -> None:
-        await once(client)
-        while interval is not None:
-            await asyncio.sleep(interval)
-            await once(client)
-
-    try:
-        _run(namesrv, run)
-    except KeyboardInterrupt:
-        pass
+    _run_repeating(namesrv, once, interval)
 
 
 # -- consumers ---------------------------------------------------------------------------

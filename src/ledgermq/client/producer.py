@@ -24,12 +24,8 @@ shutdown.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 import random
-import socket
-import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +42,7 @@ from ledgermq.client.errors import (
     SendFailedError,
 )
 from ledgermq.client.fault import FaultStrategy
+from ledgermq.client.instance import ClientInstance, local_ip
 from ledgermq.client.message import (
     DEFAULT_REGION,
     STATUS_BY_CODE,
@@ -55,24 +52,17 @@ from ledgermq.client.message import (
     validate_message,
     validate_topic,
 )
-from ledgermq.client.route_cache import (
-    AUTO_CREATE_TOPIC,
-    DEFAULT_TOPIC_QUEUE_NUMS,
-    NameServerClient,
-    RouteCache,
-    TopicPublishInfo,
-)
+from ledgermq.client.route_cache import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
 from ledgermq.client.selector import QueueSelector, select_queue
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import LocalProtocolError
-from ledgermq.net.client import ConnectError, RemotingClient
+from ledgermq.net.client import ConnectError
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
-from ledgermq.protocol import fastjson
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.batch import BatchEntry, encode_batch
-from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.msgid import UniqueIdGenerator
 
@@ -81,20 +71,9 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 COMPRESS_OVER = 4096
 COMPRESS_LEVEL = 5
-CLIENT_INNER_PRODUCER = "CLIENT_INNER_PRODUCER"
 RETRY_PREFIX = "%RETRY%"
 RECONSUME_TIME = "RECONSUME_TIME"
 MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-
-
-def local_ip() -> str:
-    """The address this host would use to reach others (RemotingUtil.getLocalAddress); 127.0.0.1 if none."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("192.0.2.1", 9))  # UDP connect sends nothing; it only picks a route
-            return str(s.getsockname()[0])
-    except OSError:
-        return "127.0.0.1"
 
 
 @dataclass(slots=True)
@@ -153,54 +132,44 @@ class Producer:
         self.create_topic_key = create_topic_key
         self.default_topic_queue_nums = default_topic_queue_nums
         self.clock = clock
-        self.client_ip = client_ip or local_ip()
-        if instance_name == "DEFAULT":  # ClientConfig.changeInstanceNameToPID
-            instance_name = f"{os.getpid()}#{time.monotonic_ns()}"
-        self.client_id = f"{self.client_ip}@{instance_name}"
         rng = rng or random.Random()
-        self.remoting = RemotingClient(connect_timeout=api_timeout)
-        self.fault = FaultStrategy(send_latency_fault_enable, clock=clock)
-        self.routes = RouteCache(
-            NameServerClient(self.remoting, namesrv_addrs, timeout=api_timeout, rng=rng),
-            create_topic_key=create_topic_key,
-            default_topic_queue_nums=default_topic_queue_nums,
-            poll_interval=poll_namesrv_interval,
+        self.instance = ClientInstance.acquire(
+            namesrv_addrs,
+            client_ip=client_ip or local_ip(),
+            instance_name=instance_name,
+            api_timeout=api_timeout,
+            poll_namesrv_interval=poll_namesrv_interval,
+            heartbeat_interval=heartbeat_interval,
+            clock=clock,
             rng=rng,
         )
+        self.client_ip = self.instance.client_ip
+        self.client_id = self.instance.client_id
+        self.remoting = self.instance.remoting
+        self.routes = self.instance.routes
+        self.routes.create_topic_key = create_topic_key
+        self.routes.default_topic_queue_nums = default_topic_queue_nums
+        self.fault = FaultStrategy(send_latency_fault_enable, clock=clock)
         self.ids = UniqueIdGenerator(self.client_ip)
         self._state = "created"
-        self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         if self._state != "created":
             raise ClientStateError(f"the producer is {self._state}; it can be started once")
+        self.instance.register_producer(self.group)
         self._state = "running"
-        try:  # learn the brokers (TBW102) so the first heartbeat reaches them; never fatal
-            await asyncio.wait_for(self.routes.refresh_all(), self.api_timeout * 2)
-        except TimeoutError:
-            log.warning("producer %s: no route refresh at start within %.1fs", self.group, self.api_timeout * 2)
-        await self.heartbeat()
-        self.routes.start(first_delay=self.routes.poll_interval)
-        self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="producer-heartbeat"))
+        await self.instance.start()
+        await self.instance.heartbeat()
 
     async def shutdown(self) -> None:
-        if self._state != "running":
-            self._state = "shut down"
-            await self.remoting.close()
+        was_running = self._state == "running"
+        if self._state == "shut down":
             return
         self._state = "shut down"
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-        self._tasks.clear()
-        await self.routes.stop()
-        await self._unregister()
-        await self.remoting.close()
+        if was_running:
+            await self.instance.unregister_producer(self.group)
+        await self.instance.release()
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -215,48 +184,9 @@ class Producer:
         if self._state != "running":
             raise ClientStateError(f"the producer is {self._state}, not running")
 
-    # -- heartbeat / unregister ------------------------------------------------------------
-    def heartbeat_body(self) -> bytes:
-        return fastjson.dumps(
-            {
-                "clientID": self.client_id,
-                "consumerDataSet": [],
-                "producerDataSet": [{"groupName": self.group}, {"groupName": CLIENT_INNER_PRODUCER}],
-            }
-        )
-
     async def heartbeat(self) -> None:
-        """HEART_BEAT to every known master (a producer-only client skips slaves, like Java)."""
-        body = self.heartbeat_body()
-        for addr in self.routes.master_addrs():
-            cmd = RemotingCommand.request(RequestCode.HEART_BEAT, None, body)
-            try:
-                resp = await self.remoting.invoke(addr, cmd, self.api_timeout)
-            except (ConnectError, ConnectionClosedError, RequestTimeoutError) as exc:
-                log.info("heartbeat to %s failed: %s", addr, exc)
-                continue
-            if resp.code != ResponseCode.SUCCESS:
-                log.warning("heartbeat to %s answered %d: %s", addr, resp.code, resp.remark)
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.heartbeat_interval)
-            try:
-                await self.heartbeat()
-            except Exception:  # the loop must survive anything
-                log.exception("heartbeat round failed")
-
-    async def _unregister(self) -> None:
-        ext = {"clientID": self.client_id, "producerGroup": self.group}
-        for addr in self.routes.all_addrs():
-            cmd = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, ext)
-            try:
-                resp = await self.remoting.invoke(addr, cmd, min(self.api_timeout, 1.0))
-            except (ConnectError, ConnectionClosedError, RequestTimeoutError) as exc:
-                log.debug("unregister from %s failed: %s", addr, exc)
-                continue
-            if resp.code != ResponseCode.SUCCESS:
-                log.info("unregister from %s answered %d: %s", addr, resp.code, resp.remark)
+        """A heartbeat round of the client instance (every producer and consumer group it serves)."""
+        await self.instance.heartbeat()
 
     # -- message preparation ---------------------------------------------------------------
     def _prepare(self, msg: Message) -> _Outgoing:

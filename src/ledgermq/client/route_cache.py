@@ -27,14 +27,16 @@ from ledgermq.client.publish_info import (
 from ledgermq.errors import ProtocolError
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
+from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.route import MASTER_ID, TopicRouteData
+from ledgermq.protocol.route import MASTER_ID, PERM_READ, TopicRouteData
 
 __all__ = [
     "AUTO_CREATE_TOPIC",
     "DEFAULT_TOPIC_QUEUE_NUMS",
     "POLL_NAMESRV_INTERVAL",
+    "BrokerChoice",
     "NameServerClient",
     "RouteCache",
     "TopicPublishInfo",
@@ -100,6 +102,35 @@ class NameServerClient:
             raise MQClientError(f"route of {topic} does not decode: {exc}") from None
 
 
+def subscribe_queues_from_route(topic: str, route: TopicRouteData) -> list[MessageQueue]:
+    """``topicRouteData2TopicSubscribeInfo``: every readable queue of every broker group, sorted."""
+    queues = [
+        MessageQueue(topic, qd.broker_name, i)
+        for qd in route.queue_datas
+        if qd.perm & PERM_READ
+        for i in range(qd.read_queue_nums)
+    ]
+    queues.sort(key=lambda q: (q.topic, q.broker_name, q.queue_id))
+    return queues
+
+
+class BrokerChoice(tuple[str, bool]):
+    """(address, is_slave) as ``FindBrokerResult``."""
+
+    __slots__ = ()
+
+    def __new__(cls, addr: str, slave: bool) -> BrokerChoice:
+        return super().__new__(cls, (addr, slave))
+
+    @property
+    def addr(self) -> str:
+        return self[0]
+
+    @property
+    def slave(self) -> bool:
+        return self[1]
+
+
 # -- the cache -------------------------------------------------------------------------------
 class RouteCache:
     """Routes, publish infos and broker addresses, refreshed from the name servers."""
@@ -120,6 +151,7 @@ class RouteCache:
         self.rng = rng or random.Random()
         self.routes: dict[str, TopicRouteData] = {}
         self.publish: dict[str, TopicPublishInfo] = {create_topic_key: TopicPublishInfo(create_topic_key)}
+        self.subscribe: dict[str, list[MessageQueue]] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -134,6 +166,27 @@ class RouteCache:
 
     def all_addrs(self) -> list[str]:
         return sorted({a for addrs in self.broker_addrs.values() for a in addrs.values()})
+
+    def find_in_subscribe(self, broker_name: str, broker_id: int, only_this: bool = False) -> BrokerChoice | None:
+        """``findBrokerAddressInSubscribe``: the wanted id, else the next slave id, else (unless
+        ``only_this``) the lowest id the group still has, so reads and offset commits go to a
+        slave while the master is gone from the route."""
+        addrs = self.broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        addr = addrs.get(broker_id)
+        slave = broker_id != MASTER_ID
+        if addr is None and slave:
+            addr = addrs.get(broker_id + 1)
+        if addr is None and not only_this:
+            lowest = min(addrs)
+            addr, slave = addrs[lowest], lowest != MASTER_ID
+        return None if addr is None else BrokerChoice(addr, slave)
+
+    def any_addr(self, broker_name: str) -> str | None:
+        """The master's address, else any slave's (``findBrokerAddrByTopic``-like choice)."""
+        choice = self.find_in_subscribe(broker_name, MASTER_ID)
+        return None if choice is None else choice.addr
 
     # -- updates -------------------------------------------------------------------------
     def _install(self, topic: str, route: TopicRouteData) -> TopicPublishInfo:
@@ -150,6 +203,8 @@ class RouteCache:
         start = old.index if old is not None else self.rng.getrandbits(31)
         info = publish_info_from_route(topic, route, start_index=start)
         self.publish[topic] = info
+        if topic in self.subscribe:
+            self.subscribe[topic] = subscribe_queues_from_route(topic, route)
         return info
 
     async def update(self, topic: str, *, use_default: bool = False) -> bool:
@@ -183,9 +238,24 @@ class RouteCache:
             log.warning("route of %s: %s", topic, exc)
         return self.publish.get(topic)
 
+    async def find_subscribe_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]:
+        """``fetchSubscribeMessageQueues``: the topic's readable queues; the topic is then kept
+        fresh by the refresh timer. Raises NoRouteError-like MQClientError when no route exists."""
+        queues = self.subscribe.get(topic)
+        if queues is not None and queues and not refresh:
+            return queues
+        self.subscribe.setdefault(topic, [])
+        if not await self.update(topic):
+            raise MQClientError(f"the name servers know no route of topic {topic}")
+        return self.subscribe[topic]
+
+    def watch(self, topic: str) -> None:
+        """Keep ``topic``'s subscribe queues refreshed (a consumer subscribed to it)."""
+        self.subscribe.setdefault(topic, [])
+
     async def refresh_all(self) -> None:
         """Refresh every known topic (TBW102 included); failures are logged and the old route kept."""
-        for topic in list(self.publish):
+        for topic in list(dict.fromkeys([*self.publish, *self.subscribe])):
             try:
                 await self.update(topic)
             except MQClientError as exc:

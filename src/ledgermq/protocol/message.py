@@ -127,6 +127,8 @@ class MessageRecord:
     properties: dict[str, str] = field(default_factory=dict)
     body_crc: int = 0
     store_size: int = 0
+    # Set by consumers (the group the record was pulled from); the stored record does not carry it.
+    broker_name: str = ""
 
     @property
     def tags(self) -> str | None:
@@ -141,6 +143,11 @@ class MessageRecord:
         from ledgermq.protocol.msgid import offset_msg_id
 
         return offset_msg_id(self.store_host, self.physical_offset)
+
+    @property
+    def msg_id(self) -> str:
+        """``MessageClientExt.getMsgId``: the client's UNIQ_KEY when it set one, else the offset id."""
+        return self.properties.get(P.UNIQ_KEY) or self.offset_msg_id
 
 
 def encode_record(

@@ -1,0 +1,354 @@
+"""The client instance every producer and consumer of one client id shares (RocketMQ
+``MQClientInstance`` + ``MQClientManager``).
+
+One instance holds the connections (one per address), the name server client (the
+preferred server is switched away from when it fails), the route cache refreshed every
+``poll_namesrv_interval`` (30 s), and the loops that act for all its clients:
+
+* heartbeats every ``heartbeat_interval`` (30 s) carrying every producer and consumer
+  group, to every broker: masters only while the instance has no consumer (a slave has no
+  use for producers), all brokers otherwise (a consumer may pull from a slave);
+* rebalance of every consumer every ``rebalance_interval`` (20 s), at once when a broker
+  says the group's membership changed (NOTIFY_CONSUMER_IDS_CHANGED), and when a consumer
+  starts;
+* consumer offsets persisted every ``persist_interval`` (5 s).
+
+It also answers the requests brokers send to clients (consumer running info, status and
+offset reset, direct consumption) by handing them to the consumer of the group.
+
+Instances are shared by client id, as ``MQClientManager`` shares them: the default instance
+name becomes ``pid#nanos`` (RocketMQ 4.9.7's ``changeInstanceNameToPID``), so each client
+gets its own instance unless the user names one; clients given the same instance name and
+name servers share one. ``acquire`` counts users; the last ``release`` shuts it down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ledgermq.client.errors import ClientStateError, MQClientError
+from ledgermq.client.pull_api import PullAPI
+from ledgermq.client.route_cache import POLL_NAMESRV_INTERVAL, NameServerClient, RouteCache, split_namesrv_addrs
+from ledgermq.clock import SYSTEM_CLOCK, Clock
+from ledgermq.net.client import ConnectError, RemotingClient
+from ledgermq.net.connection import Connection, ConnectionClosedError, RequestTimeoutError
+from ledgermq.protocol import fastjson
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+CLIENT_INNER_PRODUCER = "CLIENT_INNER_PRODUCER"
+HEARTBEAT_INTERVAL = 30.0
+REBALANCE_INTERVAL = 20.0
+PERSIST_INTERVAL = 5.0
+
+
+def local_ip() -> str:
+    """The address this host would use to reach others (RemotingUtil.getLocalAddress); 127.0.0.1 if none."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # UDP connect sends nothing; it only picks a route
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+def default_instance_name(instance_name: str) -> str:
+    """``ClientConfig.changeInstanceNameToPID`` (4.9.7): DEFAULT becomes ``pid#nanos``."""
+    if instance_name == "DEFAULT":
+        return f"{os.getpid()}#{time.monotonic_ns()}"
+    return instance_name
+
+
+class ConsumerHandle(Protocol):
+    """What the instance needs of a consumer it serves."""
+
+    @property
+    def group(self) -> str: ...
+
+    def consumer_data(self) -> dict[str, Any]:
+        """The consumer's entry of a heartbeat's ``consumerDataSet`` (Java field names)."""
+        ...
+
+    def subscribed_topics(self) -> set[str]: ...
+
+    async def do_rebalance(self) -> None: ...
+
+    async def persist_offsets(self) -> None: ...
+
+    def running_info(self) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO's body (``ConsumerRunningInfo``)."""
+        ...
+
+
+class ClientInstance:
+    """Connections, routes, heartbeats and the shared loops of one client id."""
+
+    def __init__(
+        self,
+        namesrv_addrs: str | Sequence[str],
+        *,
+        client_ip: str | None = None,
+        instance_name: str = "DEFAULT",
+        api_timeout: float = 3.0,
+        poll_namesrv_interval: float = POLL_NAMESRV_INTERVAL,
+        heartbeat_interval: float = HEARTBEAT_INTERVAL,
+        rebalance_interval: float = REBALANCE_INTERVAL,
+        persist_interval: float = PERSIST_INTERVAL,
+        clock: Clock = SYSTEM_CLOCK,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.namesrv_addrs = split_namesrv_addrs(namesrv_addrs)
+        if not self.namesrv_addrs:
+            raise MQClientError("no name server address given")
+        self.client_ip = client_ip or local_ip()
+        self.instance_name = default_instance_name(instance_name)
+        self.client_id = f"{self.client_ip}@{self.instance_name}"
+        self.api_timeout = api_timeout
+        self.heartbeat_interval = heartbeat_interval
+        self.rebalance_interval = rebalance_interval
+        self.persist_interval = persist_interval
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.remoting = RemotingClient(connect_timeout=api_timeout, on_request=self._on_broker_request)
+        self.namesrv = NameServerClient(self.remoting, self.namesrv_addrs, timeout=api_timeout, rng=self.rng)
+        self.routes = RouteCache(self.namesrv, poll_interval=poll_namesrv_interval, rng=self.rng)
+        self.pull_api = PullAPI(self.remoting, self.routes, timeout=api_timeout)
+        self.producers: set[str] = set()
+        self.consumers: dict[str, ConsumerHandle] = {}
+        self.users = 0
+        self._state = "created"
+        self._start_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebalance_wakeup = asyncio.Event()
+        self._request_tasks: set[asyncio.Task[None]] = set()
+
+    # -- sharing -------------------------------------------------------------------------
+    @classmethod
+    def acquire(
+        cls,
+        namesrv_addrs: str | Sequence[str],
+        *,
+        client_ip: str | None = None,
+        instance_name: str = "DEFAULT",
+        **options: Any,
+    ) -> ClientInstance:
+        """The shared instance of this client id (created on first use); pair with ``release``."""
+        ip = client_ip or local_ip()
+        name = default_instance_name(instance_name)
+        key = (f"{ip}@{name}", tuple(split_namesrv_addrs(namesrv_addrs)))
+        inst = _INSTANCES.get(key)
+        if inst is None or inst._state == "shut down":
+            inst = cls(namesrv_addrs, client_ip=ip, instance_name=name, **options)
+            _INSTANCES[key] = inst
+        inst.users += 1
+        return inst
+
+    async def release(self) -> None:
+        """One user less; the last one shuts the instance down."""
+        self.users -= 1
+        if self.users <= 0:
+            for key, inst in list(_INSTANCES.items()):
+                if inst is self:
+                    del _INSTANCES[key]
+            await self.shutdown()
+
+    # -- lifecycle -----------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._state == "running"
+
+    async def start(self) -> None:
+        """Start once (later calls return at once): learn the brokers, heartbeat, start the loops."""
+        async with self._start_lock:
+            if self._state == "running":
+                return
+            if self._state != "created":
+                raise ClientStateError(f"the client instance is {self._state}")
+            self._state = "running"
+            try:  # learn the brokers so the first heartbeat reaches them; never fatal
+                await asyncio.wait_for(self.routes.refresh_all(), self.api_timeout * 2)
+            except TimeoutError:
+                log.warning("client %s: no route refresh at start within %.1fs", self.client_id, self.api_timeout * 2)
+            self.routes.start(first_delay=self.routes.poll_interval)
+            every = self._every
+            self._tasks = [
+                asyncio.create_task(every(self.heartbeat_interval, self.heartbeat, "heartbeat"), name="heartbeat"),
+                asyncio.create_task(every(self.persist_interval, self.persist_all, "persist"), name="persist"),
+                asyncio.create_task(self._rebalance_loop(), name="rebalance"),
+            ]
+
+    async def shutdown(self) -> None:
+        if self._state == "shut down":
+            return
+        was_running = self._state == "running"
+        self._state = "shut down"
+        tasks, self._tasks = self._tasks, []
+        for task in [*tasks, *self._request_tasks]:
+            task.cancel()
+        for task in [*tasks, *self._request_tasks]:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        await self.routes.stop()
+        if was_running:
+            await self.persist_all()
+        await self.remoting.close()
+
+    def _check_running(self) -> None:
+        if self._state != "running":
+            raise ClientStateError(f"the client instance is {self._state}, not running")
+
+    # -- members -------------------------------------------------------------------------
+    def register_producer(self, group: str) -> None:
+        if group in self.producers:
+            raise MQClientError(f"the producer group {group} is already used by client {self.client_id}")
+        self.producers.add(group)
+
+    async def unregister_producer(self, group: str) -> None:
+        if group in self.producers:
+            self.producers.discard(group)
+            await self._unregister({"clientID": self.client_id, "producerGroup": group})
+
+    def register_consumer(self, consumer: ConsumerHandle) -> None:
+        if consumer.group in self.consumers:
+            raise MQClientError(f"the consumer group {consumer.group} is already used by client {self.client_id}")
+        self.consumers[consumer.group] = consumer
+        for topic in consumer.subscribed_topics():
+            self.routes.watch(topic)
+
+    async def unregister_consumer(self, group: str) -> None:
+        if self.consumers.pop(group, None) is not None:
+            await self._unregister({"clientID": self.client_id, "consumerGroup": group})
+
+    async def _unregister(self, ext: dict[str, Any]) -> None:
+        """UNREGISTER_CLIENT to every broker, so the group's members change at once."""
+        for addr in self.routes.all_addrs():
+            cmd = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, ext)
+            try:
+                resp = await self.remoting.invoke(addr, cmd, min(self.api_timeout, 1.0))
+            except (ConnectError, ConnectionClosedError, RequestTimeoutError) as exc:
+                log.debug("unregister from %s failed: %s", addr, exc)
+                continue
+            if resp.code != ResponseCode.SUCCESS:
+                log.info("unregister from %s answered %d: %s", addr, resp.code, resp.remark)
+
+    # -- heartbeats ----------------------------------------------------------------------
+    def heartbeat_body(self) -> bytes:
+        producers = [{"groupName": g} for g in sorted(self.producers)]
+        if producers:
+            producers.append({"groupName": CLIENT_INNER_PRODUCER})
+        return fastjson.dumps(
+            {
+                "clientID": self.client_id,
+                "consumerDataSet": [c.consumer_data() for c in self.consumers.values()],
+                "producerDataSet": producers,
+            }
+        )
+
+    async def heartbeat(self) -> None:
+        """HEART_BEAT to every broker (masters only when no consumer lives here)."""
+        if not self.producers and not self.consumers:
+            return
+        for topic in {t for c in self.consumers.values() for t in c.subscribed_topics()}:
+            self.routes.watch(topic)
+        addrs = self.routes.all_addrs() if self.consumers else self.routes.master_addrs()
+        body = self.heartbeat_body()
+        await asyncio.gather(*(self._heartbeat_one(addr, body) for addr in addrs))
+
+    async def _heartbeat_one(self, addr: str, body: bytes) -> None:
+        cmd = RemotingCommand.request(RequestCode.HEART_BEAT, None, body)
+        try:
+            resp = await self.remoting.invoke(addr, cmd, self.api_timeout)
+        except (ConnectError, ConnectionClosedError, RequestTimeoutError) as exc:
+            log.info("heartbeat to %s failed: %s", addr, exc)
+            return
+        if resp.code != ResponseCode.SUCCESS:
+            log.warning("heartbeat to %s answered %d: %s", addr, resp.code, resp.remark)
+
+    # -- rebalance and persistence -------------------------------------------------------
+    def rebalance_now(self) -> None:
+        """Wake the rebalance loop (``rebalanceImmediately``)."""
+        self._rebalance_wakeup.set()
+
+    async def rebalance_all(self) -> None:
+        for consumer in list(self.consumers.values()):
+            try:
+                await consumer.do_rebalance()
+            except Exception:  # one consumer's failure must not stop the others
+                log.exception("rebalance of group %s failed", consumer.group)
+
+    async def persist_all(self) -> None:
+        for consumer in list(self.consumers.values()):
+            try:
+                await consumer.persist_offsets()
+            except Exception:
+                log.exception("persisting the offsets of group %s failed", consumer.group)
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._rebalance_wakeup.wait(), self.rebalance_interval)
+            except TimeoutError:
+                pass
+            self._rebalance_wakeup.clear()
+            try:
+                await self.rebalance_all()
+            except Exception:  # the loop must survive anything
+                log.exception("rebalance round failed")
+
+    async def _every(self, interval: float, action: Any, what: str) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await action()
+            except Exception:  # the loop must survive anything
+                log.exception("%s round failed", what)
+
+    # -- requests from brokers -----------------------------------------------------------
+    def _on_broker_request(self, conn: Connection, cmd: RemotingCommand) -> None:
+        if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            log.info("broker %s: the members of group %s changed", conn.peer, cmd.ext_fields.get("consumerGroup"))
+            self.rebalance_now()
+            return
+        task = asyncio.get_running_loop().create_task(self._answer(conn, cmd))
+        self._request_tasks.add(task)
+        task.add_done_callback(self._request_tasks.discard)
+
+    async def _answer(self, conn: Connection, cmd: RemotingCommand) -> None:
+        try:
+            resp = await self._handle(cmd)
+        except Exception as exc:  # a bad request gets an error answer, never a dead task
+            log.exception("request %d from %s failed", cmd.code, conn.peer)
+            resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if not cmd.is_oneway and conn.is_open:
+            try:
+                conn.send(resp)
+            except ConnectionClosedError:
+                pass
+
+    async def _handle(self, cmd: RemotingCommand) -> RemotingCommand:
+        group = cmd.ext_fields.get("consumerGroup") or cmd.ext_fields.get("group") or ""
+        consumer = self.consumers.get(group)
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            if consumer is None:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"the consumer group {group} not exist in this client")
+            return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(consumer.running_info()))
+        handler = getattr(consumer, "handle_broker_request", None) if consumer is not None else None
+        if handler is not None:
+            answer: RemotingCommand | None = await handler(cmd)
+            if answer is not None:
+                return answer
+        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} is not supported here")
+
+
+_INSTANCES: dict[tuple[str, tuple[str, ...]], ClientInstance] = {}

@@ -3,7 +3,8 @@
 Usage: ``python cpp_client.py SPEC.json``. The spec is ``{"namesrv": "host:port", "steps": [...]}``; the steps run
 in order and each appends one entry to the result. Steps:
 
-* ``{"op": "send", "mode": "sync"|"oneway"|"orderly"|"batch", "group": G, "messages": [MSG, ...]}``; for "batch",
+* ``{"op": "send", "mode": "sync"|"oneway"|"orderly"|"batch", "group": G, "messages": [MSG, ...],
+  "max_message_size"?: N}`` (the client's own limit defaults to 128 KiB); for "batch",
   ``"batches": [[MSG, ...], ...]`` instead. MSG = ``{"topic", "body", "tags"?, "keys"?, "props"?: {k: v}, "arg"?}``;
   orderly sends use ``arg`` with the queue selector named by ``"selector"`` (see SELECTORS).
 * ``{"op": "push", "group", "topic", "expression"?, "uid_prop", "expect_uids": [...], "props": [names], "timeout",
@@ -87,7 +88,7 @@ def _send_result(res: Any) -> dict[str, Any]:
 
 
 def run_send(namesrv: str, step: dict[str, Any]) -> dict[str, Any]:
-    producer = Producer(step["group"])
+    producer = Producer(step["group"], max_message_size=step.get("max_message_size"))
     producer.set_namesrv_addr(namesrv)
     producer.start()
     results: list[dict[str, Any]] = []

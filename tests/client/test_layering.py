@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 CLIENT = Path(__file__).resolve().parents[2] / "src" / "ledgermq" / "client"
-PURE = {"fault.py", "selector.py", "publish_info.py", "message.py", "errors.py"}
+PURE = {"fault.py", "selector.py", "publish_info.py", "message.py", "errors.py", "allocate.py"}
 
 
 def _imports(path: Path) -> set[str]:

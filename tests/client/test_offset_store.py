@@ -149,11 +149,12 @@ def test_remote_not_found_is_minus_one_and_memory_is_untouched(remote: RemoteOff
     assert run(remote.read_offset(A0, MEMORY)) == 4
 
 
-def test_remote_any_broker_error_code_reads_as_no_offset(remote: RemoteOffsetStore, broker: FakeBroker) -> None:
-    # 4.9.7 catches every MQBrokerException as "no offset in broker".
+def test_remote_broker_error_code_reads_as_unreadable(remote: RemoteOffsetStore, broker: FakeBroker) -> None:
+    # 4.9.7 reads every MQBrokerException as "no offset" (and a LAST_OFFSET consumer then skips the backlog);
+    # we answer -2 like 5.x, so the queue is taken on at a later rebalance instead.
     for code in (22, 1):
         broker.fail = lambda mq, code=code: MQBrokerError(code, "no", "127.0.0.1:10911")
-        assert run(remote.read_offset(A0, STORE)) == -1
+        assert run(remote.read_offset(A0, STORE)) == -2
 
 
 @pytest.mark.parametrize(

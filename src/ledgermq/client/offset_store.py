@@ -154,8 +154,9 @@ class RemoteOffsetStore(_MemoryOffsets):
     async def read_offset(self, mq: MessageQueue, read_type: ReadOffsetType) -> int:
         """The offset to start from; see the module docstring for -1 and -2.
 
-        As in Java 4.9.7 *any* error code from the broker counts as "no offset" (-1), only
-        a failure to ask gives -2. A value read from the broker replaces the memory value.
+        Only "the broker has none" is -1; an error answer or a failure to ask is -2 (unlike
+        4.9.7, which reads every error answer as -1). A value read from the broker replaces
+        the memory value.
         """
         if read_type is not ReadOffsetType.READ_FROM_STORE:
             offset = self._memory_offset(mq)
@@ -166,8 +167,11 @@ class RemoteOffsetStore(_MemoryOffsets):
         try:
             stored = await self.broker.query_consumer_offset(mq, self.group)
         except MQBrokerError as exc:
-            log.info("group %s: broker has no usable offset for %s (%s)", self.group, mq, exc)
-            return NO_OFFSET
+            # 4.9.7 reads any error answer as "no offset", so a consumer set to start from the
+            # last offset skips the backlog after one SYSTEM_ERROR; like 5.x we call it
+            # unreadable instead, and the queue is taken on at a later rebalance.
+            log.warning("group %s: the broker could not answer the offset of %s: %s", self.group, mq, exc)
+            return OFFSET_UNREADABLE
         except Exception as exc:
             log.warning("group %s: could not fetch the consume offset of %s from the broker: %s", self.group, mq, exc)
             return OFFSET_UNREADABLE

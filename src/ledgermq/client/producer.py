@@ -20,17 +20,42 @@ with zlib (sysflag COMPRESSED | ZLIB type, as Java 4.9.7). It heartbeats its pro
 group to every master every ``heartbeat_interval`` seconds, refreshes routes every
 ``poll_namesrv_interval`` seconds and sends UNREGISTER_CLIENT to every broker at
 shutdown.
+
+Async sends (``send_async``, ``send_batch_async``, ``send_to_queue_async``,
+``send_orderly_async``) return an ``asyncio.Future`` at once and report to an optional
+callback: a ``SendCallback`` object (``on_success(result)`` / ``on_exception(exc)``) or
+the two plain callables ``on_success=`` and ``on_exception=``, sync or async. As
+``MQClientAPIImpl.sendMessageAsync``/``onExceptionImpl`` (4.9.7) do, a failed attempt is
+retried up to ``retry_times_when_send_async_failed`` more times, within the send timeout,
+on a queue picked away from the failed broker (the same queue for queue-selected sends),
+with the fault item updated after every attempt. Retried: connection errors, timeouts and
+the retriable response codes; Java 4.9.7 retries no broker answer at all in async mode,
+we retry the same codes as sync sends. Non-SEND_OK statuses are results, never retried.
+A callback runs once, on the event loop, before the future completes; an exception it
+raises is logged and goes no further.
+
+Back-pressure: at most ``async_send_max_inflight`` async sends (default 256, our broker's
+``maxInflightPerConnection``, beyond which it answers SYSTEM_BUSY) and
+``async_send_max_bytes`` of bodies (default 64 MiB) are in flight; later ones wait for a
+slot in order, and the wait counts against their send timeout (``AsyncBackPressureError``
+when it runs out), as Java 5.x's ``semaphoreAsyncSendNum``/``Size``. A producing loop
+that must not run ahead can ``await wait_for_async_capacity()`` between sends. Shutdown
+waits for async sends in flight (up to the send timeout), then fails what is left with
+``ClientStateError``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import random
 import zlib
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from ledgermq.client.errors import (
     ClientStateError,
@@ -74,6 +99,159 @@ COMPRESS_LEVEL = 5
 RETRY_PREFIX = "%RETRY%"
 RECONSUME_TIME = "RECONSUME_TIME"
 MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+ASYNC_SEND_MAX_INFLIGHT = 256
+ASYNC_SEND_MAX_BYTES = 64 * 1024 * 1024
+
+
+class AsyncBackPressureError(MQClientError):
+    """An async send waited its whole timeout for an in-flight slot (Java's RemotingTooMuchRequestException)."""
+
+
+class SendCallback(Protocol):
+    """What ``send_async`` reports to; either method may be a coroutine function."""
+
+    def on_success(self, result: SendResult) -> object: ...
+
+    def on_exception(self, exc: Exception) -> object: ...
+
+
+OnSuccess = Callable[[SendResult], object]
+OnException = Callable[[Exception], object]
+
+
+@dataclass(slots=True)
+class _Callbacks:
+    on_success: OnSuccess | None
+    on_exception: OnException | None
+
+    @classmethod
+    def of(
+        cls, callback: SendCallback | None, on_success: OnSuccess | None, on_exception: OnException | None
+    ) -> _Callbacks | None:
+        if callback is not None:
+            if on_success is not None or on_exception is not None:
+                raise TypeError("give a callback object or on_success=/on_exception=, not both")
+            if not callable(getattr(callback, "on_success", None)) or not callable(
+                getattr(callback, "on_exception", None)
+            ):
+                raise TypeError(f"{callback!r} has no on_success and on_exception methods")
+            return cls(callback.on_success, callback.on_exception)
+        if on_success is None and on_exception is None:
+            return None
+        return cls(on_success, on_exception)
+
+    async def call(self, fn: Callable[[Any], object] | None, arg: object) -> None:
+        """Run one callback (awaiting it if it is a coroutine); its exceptions are logged, not raised."""
+        if fn is None:
+            return
+        try:
+            outcome = fn(arg)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            log.exception("the send callback %r raised", fn)
+
+
+class AsyncSendBudget:
+    """In-flight async sends, bounded by count and body bytes; waiters are served in order.
+
+    A send larger than the whole byte budget still goes out when nothing else is in flight.
+    """
+
+    def __init__(self, max_count: int, max_bytes: int) -> None:
+        if max_count < 1 or max_bytes < 1:
+            raise MQClientError("the async send budget needs at least one send and one byte")
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self.count = 0
+        self.bytes = 0
+        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    def _fits(self, size: int) -> bool:
+        return self.count < self.max_count and (self.count == 0 or self.bytes + size <= self.max_bytes)
+
+    @property
+    def has_room(self) -> bool:
+        """Would a small send be admitted at once?"""
+        return not self._waiters and self._fits(0)
+
+    def try_acquire(self, size: int) -> bool:
+        if self._waiters or not self._fits(size):
+            return False
+        self.count += 1
+        self.bytes += size
+        return True
+
+    async def acquire(self, size: int, timeout: float) -> None:
+        """Wait (in order) for a slot; AsyncBackPressureError when ``timeout`` passes first."""
+        if self.try_acquire(size):
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (size, fut)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait((fut,), timeout=max(timeout, 0.0))
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self.release(size)  # granted while we were being cancelled
+            else:
+                self._drop(entry)
+            raise
+        if not fut.done():
+            self._drop(entry)
+            raise AsyncBackPressureError(
+                f"no async send slot within {timeout:.3f}s ({self.count} sends, {self.bytes} bytes in flight)"
+            )
+
+    def _drop(self, entry: tuple[int, asyncio.Future[None]]) -> None:
+        try:
+            self._waiters.remove(entry)
+        except ValueError:
+            pass
+        entry[1].cancel()
+        self._wake()
+
+    def release(self, size: int) -> None:
+        self.count -= 1
+        self.bytes -= size
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            size, fut = self._waiters[0]
+            if fut.done():
+                self._waiters.popleft()
+                continue
+            if not self._fits(size):
+                return
+            self._waiters.popleft()
+            self.count += 1
+            self.bytes += size
+            fut.set_result(None)
+
+    async def wait_for_room(self, timeout: float | None) -> bool:
+        """Until this caller's turn comes with a slot free (True), or False after ``timeout``.
+
+        Reserves nothing: the slot is handed on at once, so a send started right after
+        (in the same step of the loop) is admitted unless someone queued meanwhile."""
+        if self.has_room:
+            return True
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (0, fut)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait((fut,), timeout=None if timeout is None else max(timeout, 0.0))
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self.release(0)
+            else:
+                self._drop(entry)
+            raise
+        if not fut.done():
+            self._drop(entry)
+            return False
+        self.release(0)
+        return True
 
 
 @dataclass(slots=True)
@@ -101,6 +279,9 @@ class Producer:
         *,
         send_timeout: float = 3.0,
         retry_times: int = 2,
+        retry_times_when_send_async_failed: int = 2,
+        async_send_max_inflight: int = ASYNC_SEND_MAX_INFLIGHT,
+        async_send_max_bytes: int = ASYNC_SEND_MAX_BYTES,
         compress_over: int = COMPRESS_OVER,
         compress_level: int = COMPRESS_LEVEL,
         max_message_size: int = MAX_MESSAGE_SIZE,
@@ -118,11 +299,14 @@ class Producer:
     ) -> None:
         if not group:
             raise MQClientError("the producer group is blank")
-        if retry_times < 0:
-            raise MQClientError("retry_times must be 0 or more")
+        if retry_times < 0 or retry_times_when_send_async_failed < 0:
+            raise MQClientError("retry_times and retry_times_when_send_async_failed must be 0 or more")
         self.group = group
         self.send_timeout = send_timeout
         self.retry_times = retry_times
+        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
+        self.async_budget = AsyncSendBudget(async_send_max_inflight, async_send_max_bytes)
+        self._async_tasks: set[asyncio.Task[SendResult]] = set()
         self.compress_over = compress_over
         self.compress_level = compress_level
         self.max_message_size = max_message_size
@@ -163,9 +347,18 @@ class Producer:
         await self.instance.heartbeat()
 
     async def shutdown(self) -> None:
+        """Stop taking sends, let async sends in flight finish (up to the send timeout, then
+        they fail with ClientStateError), unregister the group, release the instance."""
         was_running = self._state == "running"
-        if self._state == "shut down":
+        if self._state in ("shutting down", "shut down"):
             return
+        self._state = "shutting down"
+        if self._async_tasks:
+            _done, left = await asyncio.wait(set(self._async_tasks), timeout=self.send_timeout + 1.0)
+            for task in left:
+                task.cancel()
+            if left:
+                await asyncio.wait(left)
         self._state = "shut down"
         if was_running:
             await self.instance.unregister_producer(self.group)
@@ -320,13 +513,27 @@ class Producer:
             raise NoRouteError(f"no route info of topic {topic} (nor of {self.create_topic_key} to auto-create it)")
         return info
 
-    async def _send_default(self, out: _Outgoing, timeout: float | None, oneway: bool) -> SendResult | None:
-        """``sendDefaultImpl``."""
-        self._check_running()
+    async def _send_default(
+        self,
+        out: _Outgoing,
+        timeout: float | None,
+        oneway: bool,
+        *,
+        retries: int | None = None,
+        retry_not_ok: bool | None = None,
+        started: float | None = None,
+    ) -> SendResult | None:
+        """``sendDefaultImpl`` (sync and oneway) and, with ``retries``/``retry_not_ok``/``started``
+        given, the async send's attempts (``onExceptionImpl``), timed from ``started``
+        (admitted before shutdown began: not checked again)."""
+        if started is None:
+            self._check_running()
         timeout = self.send_timeout if timeout is None else timeout
-        begin_first = self.clock.monotonic()
+        begin_first = self.clock.monotonic() if started is None else started
+        if retry_not_ok is None:
+            retry_not_ok = self.retry_another_broker_when_not_store_ok
         info = await self._publish_info(out.topic)
-        times_total = 1 if oneway else 1 + self.retry_times
+        times_total = 1 if oneway else 1 + (self.retry_times if retries is None else retries)
         last_broker: str | None = None
         brokers: list[str] = []
         last_exc: MQClientError | None = None
@@ -360,22 +567,33 @@ class Producer:
             self.fault.update_fault_item(mq.broker_name, self._elapsed_ms(begin), False)
             if oneway or result is None:
                 return None
-            if result.status is not SendStatus.SEND_OK and self.retry_another_broker_when_not_store_ok:
+            if result.status is not SendStatus.SEND_OK and retry_not_ok:
                 continue
             return result
         if result is not None:
             return result
-        spent = (self.clock.monotonic() - begin_first) * 1000
         if call_timeout:
-            raise MQConnectError(
-                f"send to {out.topic} timed out after {spent:.0f}ms and {len(brokers) - 1} attempts", timeout=True
-            ) from last_exc
-        raise SendFailedError(
-            f"send to {out.topic} failed {len(brokers)} times in {spent:.0f}ms (brokers {brokers}): {last_exc}",
-            attempts=len(brokers),
-            brokers=brokers,
-            last=last_exc,
-        ) from last_exc
+            brokers.pop()  # that attempt was never made
+        raise self._gave_up(out, begin_first, brokers, last_exc, call_timeout)
+
+    def _gave_up(
+        self, out: _Outgoing, begin_first: float, brokers: list[str], last_exc: MQClientError | None, timed_out: bool
+    ) -> MQClientError:
+        """The error a send raises when its attempts are spent (or its time is)."""
+        spent = (self.clock.monotonic() - begin_first) * 1000
+        if timed_out:
+            exc: MQClientError = MQConnectError(
+                f"send to {out.topic} timed out after {spent:.0f}ms and {len(brokers)} attempts", timeout=True
+            )
+        else:
+            exc = SendFailedError(
+                f"send to {out.topic} failed {len(brokers)} times in {spent:.0f}ms (brokers {brokers}): {last_exc}",
+                attempts=len(brokers),
+                brokers=brokers,
+                last=last_exc,
+            )
+        exc.__cause__ = last_exc
+        return exc
 
     def _elapsed_ms(self, begin: float) -> int:
         return int((self.clock.monotonic() - begin) * 1000)
@@ -429,3 +647,193 @@ class Producer:
         """The topic's write queues (``fetchPublishMessageQueues``)."""
         self._check_running()
         return list((await self._publish_info(topic)).queues)
+
+    # -- async sends -----------------------------------------------------------------------
+    def send_async(
+        self,
+        msg: Message,
+        callback: SendCallback | None = None,
+        *,
+        on_success: OnSuccess | None = None,
+        on_exception: OnException | None = None,
+        timeout: float | None = None,
+    ) -> asyncio.Future[SendResult]:
+        """Start a send and return its future at once (``send(msg, SendCallback)``).
+
+        Attempts are retried on another broker group (see the module notes). Errors, local
+        ones included (a bad message, a producer not running), end the future and go to
+        ``on_exception``; only a malformed callback argument raises here (TypeError).
+        Cancelling the future cancels the send, and no callback runs then."""
+        return self._start_async(
+            lambda: self._prepare(msg), self._send_default_async, callback, on_success, on_exception, timeout
+        )
+
+    def send_batch_async(
+        self,
+        msgs: Sequence[Message],
+        callback: SendCallback | None = None,
+        *,
+        on_success: OnSuccess | None = None,
+        on_exception: OnException | None = None,
+        timeout: float | None = None,
+    ) -> asyncio.Future[SendResult]:
+        """``send_batch`` as an async send (retries as ``send_async``)."""
+        return self._start_async(
+            lambda: self._prepare_batch(msgs), self._send_default_async, callback, on_success, on_exception, timeout
+        )
+
+    def send_to_queue_async(
+        self,
+        msg: Message,
+        queue: MessageQueue,
+        callback: SendCallback | None = None,
+        *,
+        on_success: OnSuccess | None = None,
+        on_exception: OnException | None = None,
+        timeout: float | None = None,
+    ) -> asyncio.Future[SendResult]:
+        """``send(msg, mq, SendCallback)``: failed attempts are retried on the same queue, as
+        Java's async sends without publish info are (``onExceptionImpl`` keeps the broker)."""
+
+        async def run(out: _Outgoing, started: float, timeout: float) -> SendResult:
+            return await self._send_selected_async(out, queue, started, timeout)
+
+        return self._start_async(lambda: self._prepare(msg), run, callback, on_success, on_exception, timeout)
+
+    def send_orderly_async(
+        self,
+        msg: Message,
+        selector: QueueSelector,
+        arg: Any,
+        callback: SendCallback | None = None,
+        *,
+        on_success: OnSuccess | None = None,
+        on_exception: OnException | None = None,
+        timeout: float | None = None,
+    ) -> asyncio.Future[SendResult]:
+        """``send(msg, selector, arg, SendCallback)``: the selector picks the queue once; failed
+        attempts are retried on that queue."""
+
+        async def run(out: _Outgoing, started: float, timeout: float) -> SendResult:
+            info = await self._publish_info(out.topic)
+            queue = selector(list(info.queues), msg, arg)
+            if not isinstance(queue, MessageQueue):
+                raise MQClientError(f"the queue selector returned {queue!r}, not a MessageQueue")
+            return await self._send_selected_async(out, queue, started, timeout)
+
+        return self._start_async(lambda: self._prepare(msg), run, callback, on_success, on_exception, timeout)
+
+    async def wait_for_async_capacity(self, timeout: float | None = None) -> bool:
+        """Wait until an async send started now would go out at once (False after ``timeout``):
+        back-pressure for a loop that produces faster than the brokers answer."""
+        return await self.async_budget.wait_for_room(timeout)
+
+    @property
+    def async_inflight(self) -> int:
+        """Async sends holding an in-flight slot."""
+        return self.async_budget.count
+
+    def _start_async(
+        self,
+        prepare: Callable[[], _Outgoing],
+        run: Callable[[_Outgoing, float, float], Awaitable[SendResult]],
+        callback: SendCallback | None,
+        on_success: OnSuccess | None,
+        on_exception: OnException | None,
+        timeout: float | None,
+    ) -> asyncio.Future[SendResult]:
+        handler = _Callbacks.of(callback, on_success, on_exception)
+        loop = asyncio.get_running_loop()
+        started = self.clock.monotonic()
+        timeout = self.send_timeout if timeout is None else timeout
+        out: _Outgoing | None = None
+        error: Exception | None = None
+        try:
+            self._check_running()
+            out = prepare()  # now, so later changes to the message do not leak into the send
+        except MQClientError as exc:
+            error = exc
+        size = len(out.body) if out is not None else 0
+        admitted = out is not None and self.async_budget.try_acquire(size)
+        task = loop.create_task(self._run_async(out, error, run, handler, size, admitted, started, timeout))
+        self._async_tasks.add(task)
+        task.add_done_callback(self._async_tasks.discard)
+        if handler is not None and handler.on_exception is not None:
+            task.add_done_callback(_mark_retrieved)  # the callback has seen the error
+        return task
+
+    async def _run_async(
+        self,
+        out: _Outgoing | None,
+        error: Exception | None,
+        run: Callable[[_Outgoing, float, float], Awaitable[SendResult]],
+        handler: _Callbacks | None,
+        size: int,
+        acquired: bool,
+        started: float,
+        timeout: float,
+    ) -> SendResult:
+        result: SendResult | None = None
+        if out is not None:
+            try:
+                if not acquired:
+                    await self.async_budget.acquire(size, timeout - (self.clock.monotonic() - started))
+                    acquired = True
+                result = await run(out, started, timeout)
+            except asyncio.CancelledError:
+                if self._state != "shutting down":
+                    raise
+                error = ClientStateError("the producer shut down before the async send completed")
+            except Exception as exc:
+                error = exc
+            finally:
+                if acquired:
+                    self.async_budget.release(size)
+        if result is not None:
+            if handler is not None:
+                await handler.call(handler.on_success, result)
+            return result
+        assert error is not None
+        if handler is not None:
+            await handler.call(handler.on_exception, error)
+        raise error
+
+    async def _send_default_async(self, out: _Outgoing, started: float, timeout: float) -> SendResult:
+        result = await self._send_default(
+            out, timeout, False, retries=self.retry_times_when_send_async_failed, retry_not_ok=False, started=started
+        )
+        assert result is not None
+        return result
+
+    async def _send_selected_async(
+        self, out: _Outgoing, queue: MessageQueue, started: float, timeout: float
+    ) -> SendResult:
+        """One queue, up to ``retry_times_when_send_async_failed`` retries on it, fault items updated."""
+        if queue.topic != out.topic:
+            raise MessageInvalidError(f"the selected queue's topic {queue.topic!r} is not the message's {out.topic!r}")
+        brokers: list[str] = []
+        last_exc: MQClientError | None = None
+        for _ in range(1 + self.retry_times_when_send_async_failed):
+            begin = self.clock.monotonic()
+            remaining = timeout - (begin - started)
+            if remaining <= 0:
+                raise self._gave_up(out, started, brokers, last_exc, True)
+            brokers.append(queue.broker_name)
+            try:
+                result = await self._send_kernel(out, queue, remaining, False)
+            except MQClientError as exc:
+                self.fault.update_fault_item(queue.broker_name, self._elapsed_ms(begin), True)
+                if isinstance(exc, MQBrokerError) and not exc.retriable:
+                    raise
+                log.warning("async send to %s failed: %s", queue, exc)
+                last_exc = exc
+                continue
+            self.fault.update_fault_item(queue.broker_name, self._elapsed_ms(begin), False)
+            assert result is not None
+            return result
+        raise self._gave_up(out, started, brokers, last_exc, False)
+
+
+def _mark_retrieved(task: asyncio.Future[SendResult]) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,183 @@
+"""The blocking facade against a name server and a broker running on another thread's loop."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import gc
+import inspect
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+from ledgermq.admin.client import AdminClient
+from ledgermq.admin.model import AdminResponseError
+from ledgermq.client import Message, SendResult, SendStatus
+from ledgermq.client import sync as S
+from ledgermq.client.errors import ClientStateError, MessageInvalidError
+from ledgermq.client.selector import select_by_hash
+from ledgermq.client.sync import SyncAdmin, SyncProducer
+from tests.admin.servers import BackgroundCluster, Cluster
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    bg = BackgroundCluster(tmp_path_factory.mktemp("sync-facade"))
+    try:
+        yield bg.start()
+    finally:
+        bg.stop()
+
+
+def loop_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "ledgermq-sync-loop"]
+
+
+@pytest.fixture(autouse=True)
+def no_loop_left() -> Iterator[None]:
+    yield
+    assert not loop_threads(), "a test left the facade's loop thread running"
+
+
+def make_producer(cluster: Cluster, group: str = "pg-sync", **kw: object) -> SyncProducer:
+    return SyncProducer(group, cluster.ns_addr, client_ip="127.0.0.1", **kw)
+
+
+def test_every_send_kind(cluster: Cluster) -> None:
+    with make_producer(cluster) as p:
+        r = p.send(Message("SyncT", b"one", tags="a"))
+        assert r.status is SendStatus.SEND_OK and r.queue.topic == "SyncT"
+        queues = p.fetch_publish_queues("SyncT")
+        assert p.send_to_queue(Message("SyncT", b"q"), queues[2]).queue == queues[2]
+        orderly = p.send_orderly(Message("SyncT", b"o"), select_by_hash, "k-1")
+        assert orderly.queue == select_by_hash(queues, None, "k-1")
+        batch = p.send_batch([Message("SyncT", b"b1"), Message("SyncT", b"b2")], timeout=5.0)
+        assert len(batch.msg_id.split(",")) == 2
+        p.send_oneway(Message("SyncT", b"fire"))
+        with pytest.raises(MessageInvalidError):  # the asyncio call's exception, as it is
+            p.send(Message("bad topic", b"x"))
+        assert len(loop_threads()) == 1
+
+
+def test_send_async_callbacks_run_on_callback_threads_and_may_block(cluster: Cluster) -> None:
+    with make_producer(cluster) as p:
+        seen: list[tuple[str, SendResult]] = []
+        nested: list[SendResult] = []
+
+        class Callback:
+            def on_success(self, result: SendResult) -> None:
+                seen.append((threading.current_thread().name, result))
+                nested.append(p.send(Message("SyncA", b"from a callback")))  # a blocking call is fine here
+
+            def on_exception(self, exc: Exception) -> None:
+                raise AssertionError(exc)
+
+        fut = p.send_async(Message("SyncA", b"async"), Callback())
+        assert isinstance(fut, concurrent.futures.Future)
+        result = fut.result(10)
+        assert len(seen) == 1 and seen[0][1] == result  # the callback ran before the future completed
+        assert seen[0][0].startswith("ledgermq-sync-callback")
+        assert nested[0].status is SendStatus.SEND_OK
+
+        errors: list[Exception] = []
+        bad = p.send_async(Message("SyncA", b""), on_exception=errors.append)
+        with pytest.raises(MessageInvalidError):
+            bad.result(10)
+        assert len(errors) == 1 and isinstance(errors[0], MessageInvalidError)
+        with pytest.raises(TypeError):
+            p.send_async(Message("SyncA", b"x"), Callback(), on_success=print)
+
+        many = [p.send_async(Message("SyncA", b"%d" % i)) for i in range(300)]  # past the 256 budget
+        assert all(f.result(20).status is SendStatus.SEND_OK for f in many)
+
+
+def test_many_threads_share_one_producer_and_one_loop(cluster: Cluster) -> None:
+    with make_producer(cluster) as p, make_producer(cluster, group="pg-sync-2") as p2:
+        assert p._loop is p2._loop and len(loop_threads()) == 1
+
+        def work(n: int) -> list[str]:
+            target = p if n % 2 else p2
+            return [target.send(Message("SyncMT", b"%d-%d" % (n, i))).msg_id for i in range(40)]
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            ids = [i for chunk in pool.map(work, range(6)) for i in chunk]
+        assert len(ids) == len(set(ids)) == 240
+        p2.shutdown()
+        assert len(loop_threads()) == 1  # p still uses it
+        assert p.send(Message("SyncMT", b"after")).status is SendStatus.SEND_OK
+
+
+def test_shutdown_is_clean_and_idempotent(cluster: Cluster) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = make_producer(cluster)
+        p.start()
+        p.send(Message("SyncShut", b"x"))
+        p.shutdown()
+        p.shutdown()
+        assert not loop_threads()
+        with pytest.raises(ClientStateError):
+            p.send(Message("SyncShut", b"x"))
+        del p
+        gc.collect()
+    assert [str(w.message) for w in caught] == []
+    # a later facade object gets a fresh loop thread
+    with make_producer(cluster, group="pg-sync-again") as again:
+        assert again.send(Message("SyncShut", b"y")).status is SendStatus.SEND_OK
+    p3 = make_producer(cluster, group="pg-not-started")
+    with pytest.raises(ClientStateError):
+        p3.send(Message("SyncShut", b"z"))
+    p3.shutdown()
+
+
+def test_blocking_call_on_the_loop_thread_is_refused_and_waits_can_time_out(cluster: Cluster) -> None:
+    with make_producer(cluster) as p:
+        lt = p._loop
+        with pytest.raises(RuntimeError, match="deadlock"):
+            lt.call(lambda: p.send(Message("SyncDL", b"x")))
+        cancelled = threading.Event()
+
+        async def slow() -> None:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            lt.run(slow(), timeout=0.1)
+        assert time.monotonic() - started < 2 and cancelled.wait(2)
+
+
+def test_sync_admin(cluster: Cluster) -> None:
+    with SyncAdmin(cluster.ns_addr) as admin, make_producer(cluster) as p:
+        p.send(Message("SyncAdminT", b"x"))
+        assert "SyncAdminT" in admin.topic_list()
+        route = admin.route("SyncAdminT")
+        assert [b.broker_name for b in route.broker_datas] == ["broker-a"]
+        info = admin.cluster_info()
+        assert "broker-a" in info.broker_addr_table
+        assert admin.broker_runtime_info(cluster.broker_addr)
+        with pytest.raises(AdminResponseError) as err:
+            admin.route("NoSuchTopic")
+        assert err.value.code == 17
+        assert admin.route.__doc__ == AdminClient.route.__doc__
+
+
+def test_sync_admin_wraps_every_public_coroutine_of_admin_client() -> None:
+    public = {
+        name
+        for name, fn in inspect.getmembers(AdminClient, inspect.iscoroutinefunction)
+        if not name.startswith("_") and name != "close"
+    }
+    missing = {name for name in public if not hasattr(SyncAdmin, name)}
+    assert not missing, f"SyncAdmin lacks blocking wrappers for {sorted(missing)}"
+    for name in public:
+        wrapper = getattr(SyncAdmin, name)
+        assert isinstance(wrapper, S.blocking) or inspect.isfunction(wrapper), name

@@ -58,7 +58,8 @@ async def make_topic(ns_addr: str, addrs: list[str], topic: str, queues: int = 4
 
 
 async def fill(ns_addr: str, mqs: list[MessageQueue], count: int, start: int = 0) -> None:
-    """``count`` messages into each queue, bodies ``<queue id>-<n>`` (n from ``start``), in order."""
+    """``count`` messages into each queue, bodies ``<broker>/<queue id>-<n>`` (n from ``start``),
+    in order; returns once the consume queues list them (the broker dispatches after the answer)."""
     async with Producer("lite-pg", ns_addr, client_ip="127.0.0.1") as p:
 
         async def one_queue(mq: MessageQueue) -> None:
@@ -66,6 +67,13 @@ async def fill(ns_addr: str, mqs: list[MessageQueue], count: int, start: int = 0
                 await p.send_to_queue(Message(mq.topic, f"{mq.broker_name}/{mq.queue_id}-{n}".encode()), mq)
 
         await asyncio.gather(*(one_queue(mq) for mq in mqs))
+    async with AdminClient(ns_addr, timeout=5.0) as admin:
+
+        async def dispatched() -> bool:
+            stats = await admin.examine_topic_stats(mqs[0].topic)
+            return all(stats[mq].max_offset >= start + count for mq in mqs)
+
+        await poll("the messages in the consume queues", dispatched)
 
 
 def queues(topic: str, n: int = 4, broker: str = "broker-a") -> list[MessageQueue]:
@@ -265,6 +273,64 @@ def test_pause_resume_and_poll_timeout(tmp_path: Path) -> None:
 
 async def _buffered(c: LitePullConsumer, n: int) -> bool:
     return c._buffer.count >= n
+
+
+def test_flow_control_bounds_the_buffer_and_failed_pulls_back_off(tmp_path: Path, caplog: Any) -> None:
+    async def body(cluster: Cluster) -> None:
+        await make_topic(cluster.ns_addr, [cluster.addr("broker-a")], "LiteFlow")
+        q0, q1, _, _ = queues("LiteFlow")
+        await fill(cluster.ns_addr, [q0, q1], 40)
+        kw: dict[str, Any] = dict(
+            consume_from_where=FIRST,
+            auto_commit=False,
+            pull_batch_size=4,
+            pull_threshold_for_queue=6,
+            pull_time_delay_millis_when_exception=100,
+        )
+        async with consumer(cluster, **kw) as c:
+            pull_api = c.instance.pull_api
+            real_pull = pull_api.pull
+            failures = {"left": 3}
+
+            async def flaky(*args: Any, **kwargs: Any) -> Any:
+                if failures["left"] > 0:
+                    failures["left"] -= 1
+                    raise RuntimeError("injected pull failure")
+                return await real_pull(*args, **kwargs)
+
+            pull_api.pull = flaky  # type: ignore[method-assign]
+            c.assign([q0, q1])
+            await poll("both queues buffered up to their limit", lambda: _buffered(c, 2 * 8))
+            await asyncio.sleep(0.3)  # readers are held back: the buffer does not grow
+            assert c._buffer.count <= 2 * (6 + 4)
+            assert failures["left"] == 0
+            got = await poll_until(c, 80)
+            assert by_queue(got) == {0: list(range(40)), 1: list(range(40))}
+        assert "injected pull failure" in caplog.text
+
+    run(tmp_path, body)
+
+
+def test_topic_queue_change_listener(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await make_topic(cluster.ns_addr, [cluster.addr("broker-a")], "LiteMeta", queues=2)
+        seen: list[tuple[str, set[MessageQueue]]] = []
+
+        async def listener(topic: str, mqs: set[MessageQueue]) -> None:
+            seen.append((topic, mqs))
+
+        async with consumer(cluster, topic_metadata_check_interval=0.2) as c:
+            c.register_topic_message_queue_change_listener("LiteMeta", listener)
+            await asyncio.sleep(0.5)
+            assert seen == []  # the queues known at registration are the baseline
+            await make_topic(cluster.ns_addr, [cluster.addr("broker-a")], "LiteMeta", queues=4)
+
+            async def changed() -> bool:
+                return bool(seen) and seen[-1] == ("LiteMeta", set(queues("LiteMeta")))
+
+            await poll("the listener to see 4 queues", changed, timeout=5)
+
+    run(tmp_path, body)
 
 
 # -- subscribe -------------------------------------------------------------------------------

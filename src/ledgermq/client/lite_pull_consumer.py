@@ -556,7 +556,8 @@ class LitePullConsumer:
             if delay > 0:
                 state.wakeup.clear()
                 try:
-                    await asyncio.wait_for(state.wakeup.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await state.wakeup.wait()
                 except TimeoutError:
                     pass
 
@@ -686,7 +687,8 @@ class LitePullConsumer:
             if remaining <= 0:
                 return []
             try:
-                await asyncio.wait_for(self._buffer.ready.wait(), remaining)
+                async with asyncio.timeout(remaining):  # no task per wait, unlike wait_for
+                    await self._buffer.ready.wait()
             except TimeoutError:
                 pass
 

@@ -74,7 +74,9 @@ CONSUME_LOCK_WAIT = 1.0
 
 @dataclass(slots=True)
 class PullRequest:
-    """A queue to start pulling (``PullRequest``)."""
+    """A queue to start pulling (``PullRequest``). An orderly consumer re-reads the start
+    offset once the queue is locked (``previously_locked`` False until then): the previous
+    owner may have committed more before it let the lock go."""
 
     consumer_group: str
     message_queue: MessageQueue
@@ -295,7 +297,7 @@ class RebalanceImpl:
                 continue
             self.process_queue_table[mq] = pq
             log.info("group %s: added queue %s from offset %d", self.group, mq, next_offset)
-            requests.append(PullRequest(self.group, mq, pq, next_offset, previously_locked=is_order))
+            requests.append(PullRequest(self.group, mq, pq, next_offset))
             changed = True
         if requests and self.listener is not None:
             try:

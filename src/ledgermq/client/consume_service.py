@@ -1,0 +1,559 @@
+"""Running the user's listener over pulled messages (RocketMQ 4.9.7
+``ConsumeMessageConcurrentlyService`` and ``ConsumeMessageOrderlyService``).
+
+A listener is either a plain function, run in a thread pool of ``consume_thread_max``
+workers so it may block, or an ``async def`` function awaited on the event loop. Either
+way at most ``consume_thread_max`` batches are in listeners at once.
+
+Concurrently: every pulled batch is cut into ``consume_message_batch_max_size`` pieces
+consumed in parallel. Messages the listener fails (RECONSUME_LATER, an exception, or past
+``ack_index``) go back to the broker (CONSUMER_SEND_MSG_BACK, which stores them in the
+group's retry topic with a delay, or in its DLQ after ``max_reconsume_times``); when the
+broker cannot be told, a copy is sent to the retry topic through a producer; when even
+that fails they are consumed again locally after 5 s. Broadcasting consumers drop failed
+messages with a log, as Java does. The committed offset is the process queue's smallest
+in-flight offset.
+
+Orderly: one consumer run per queue at a time, batches taken in offset order, and (for
+clustering) only while this client holds the queue's broker lock. A batch answered
+SUSPEND_CURRENT_QUEUE_A_MOMENT is consumed again after the suspend time; past
+``max_reconsume_times`` it is sent to the retry topic with the reconsume count, which the
+broker turns into a DLQ write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ledgermq.client.consumer_common import MessageModel, retry_topic
+from ledgermq.client.message import Message
+from ledgermq.client.process_queue import PROPERTY_CONSUME_START_TIME, ProcessQueue
+from ledgermq.protocol import properties as P
+from ledgermq.protocol.admin_body import MessageQueue
+from ledgermq.protocol.message import MessageRecord
+
+if TYPE_CHECKING:
+    from ledgermq.client.push_consumer import PushConsumer
+
+__all__ = [
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeMessageConcurrentlyService",
+    "ConsumeMessageOrderlyService",
+    "ConsumeMessageService",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
+    "reset_retry_topic",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_TIME_CONSUME_CONTINUOUSLY = 60.0
+"""Seconds one orderly run may keep a queue before it yields (``maxTimeConsumeContinuously``)."""
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+INT_MAX = 2**31 - 1
+
+
+class ConsumeConcurrentlyStatus(enum.Enum):
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+class ConsumeOrderlyStatus(enum.Enum):
+    SUCCESS = "SUCCESS"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+    # Only meaningful with auto_commit False (deprecated in Java, kept for its semantics).
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
+
+
+@dataclass(slots=True)
+class ConsumeConcurrentlyContext:
+    """What a concurrent listener may tell about its batch.
+
+    ``ack_index``: on CONSUME_SUCCESS, the messages after this index count as failed.
+    ``delay_level_when_next_consume``: the delay level of the retry (0: the broker
+    chooses 3 + reconsume times; -1: straight to the DLQ).
+    """
+
+    message_queue: MessageQueue
+    delay_level_when_next_consume: int = 0
+    ack_index: int = INT_MAX
+
+
+@dataclass(slots=True)
+class ConsumeOrderlyContext:
+    message_queue: MessageQueue
+    auto_commit: bool = True
+    suspend_current_queue_time_millis: int = -1
+
+
+Listener = Callable[[list[MessageRecord], Any], Any]
+
+
+def reset_retry_topic(msgs: Sequence[MessageRecord], group: str) -> None:
+    """Messages pulled from the group's retry topic get their original topic back
+    (``resetRetryAndNamespace``)."""
+    rt = retry_topic(group)
+    for msg in msgs:
+        origin = msg.properties.get(P.RETRY_TOPIC)
+        if origin and msg.topic == rt:
+            msg.topic = origin
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
+class ConsumeMessageService:
+    """What both services share: the listener call, the worker pool, task bookkeeping."""
+
+    orderly = False
+
+    def __init__(self, consumer: PushConsumer, listener: Listener) -> None:
+        self.consumer = consumer
+        self.listener = listener
+        self.is_async = _is_async(listener)
+        self.max_workers = consumer.consume_thread_max
+        self.executor: ThreadPoolExecutor | None = None
+        self.slots = asyncio.Semaphore(self.max_workers)
+        self.stopped = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def group(self) -> str:
+        return self.consumer.group
+
+    def start(self) -> None:
+        if not self.is_async:
+            self.executor = ThreadPoolExecutor(self.max_workers, thread_name_prefix=f"consume-{self.group}")
+
+    async def shutdown(self) -> None:
+        self.stopped = True
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("group %s: a consume task failed at shutdown", self.group)
+        if self.executor is not None:
+            # running listeners finish in their threads; nothing waits for them here
+            self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
+        """Run ``coro`` as a task whose failure is logged (never lost, never fatal)."""
+        if self.stopped:
+            coro.close()
+            return
+
+        async def guarded() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("group %s: %s failed", self.group, what)
+
+        task = asyncio.get_running_loop().create_task(guarded())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def later(self, delay: float, fn: Callable[[], Awaitable[None] | None], what: str) -> None:
+        async def run() -> None:
+            await asyncio.sleep(delay)
+            result = fn()
+            if result is not None:
+                await result
+
+        self.spawn(run(), what)
+
+    async def call_listener(self, msgs: list[MessageRecord], context: Any) -> Any:
+        """The listener's answer, holding one worker slot; exceptions propagate."""
+        async with self.slots:
+            if self.is_async:
+                return await self.listener(msgs, context)
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self.executor, self.listener, msgs, context)
+            if inspect.isawaitable(result):
+                return await result
+            return result
+
+    def submit(self, msgs: list[MessageRecord], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
+        raise NotImplementedError
+
+    async def consume_directly(self, msg: MessageRecord, broker_name: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def _directly(self, msg: MessageRecord, context: Any, ok: set[Any], later: set[Any]) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY's ``ConsumeMessageDirectlyResult``."""
+        reset_retry_topic([msg], self.group)
+        begin = time.monotonic()
+        remark = None
+        try:
+            status = _coerce(await self.call_listener([msg], context), type(next(iter(ok))))
+            if status is None:
+                result = "CR_RETURN_NULL"
+            elif status in ok:
+                result = "CR_SUCCESS"
+            elif status in later:
+                result = "CR_LATER"
+            elif status is ConsumeOrderlyStatus.COMMIT:
+                result = "CR_COMMIT"
+            else:
+                result = "CR_ROLLBACK"
+        except Exception as exc:
+            log.warning("group %s: direct consumption of %s failed", self.group, msg.msg_id, exc_info=True)
+            result = "CR_THROW_EXCEPTION"
+            remark = f"{type(exc).__name__}: {exc}"
+        doc: dict[str, Any] = {
+            "autoCommit": True,
+            "consumeResult": result,
+            "order": self.orderly,
+            "spentTimeMills": int((time.monotonic() - begin) * 1000),
+        }
+        if remark is not None:
+            doc["remark"] = remark
+        return doc
+
+    # -- sending failed messages back ----------------------------------------------------
+    async def resend_to_retry(self, msg: MessageRecord, reconsume_times: int, max_reconsume_times: int) -> None:
+        """Store a copy in ``%RETRY%group`` through the inner producer (Java's fallback when
+        CONSUMER_SEND_MSG_BACK fails, and the orderly DLQ path). Raises on failure."""
+        props = dict(msg.properties)
+        for name in (P.DELAY, PROPERTY_TRANSACTION_PREPARED):
+            props.pop(name, None)
+        origin = props.get(P.ORIGIN_MESSAGE_ID, "").strip()
+        props[P.ORIGIN_MESSAGE_ID] = origin or msg.msg_id
+        props[P.RETRY_TOPIC] = msg.topic
+        props[PROPERTY_RECONSUME_TIME] = str(reconsume_times)
+        props[PROPERTY_MAX_RECONSUME_TIMES] = str(max_reconsume_times)
+        copy = Message(
+            retry_topic(self.group),
+            msg.body,
+            properties=props,
+            delay_level=3 + msg.reconsume_times,
+            flag=msg.flag,
+        )
+        producer = await self.consumer.inner_producer()
+        await producer.send(copy)
+
+
+def _coerce(value: Any, kind: type[enum.Enum]) -> Any:
+    """The listener's answer as the enum (its name as a string is accepted); None if neither."""
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str):
+        try:
+            return kind[value]
+        except KeyError:
+            pass
+    if value is not None:
+        log.warning("a listener answered %r, not a %s; taken as a failure", value, kind.__name__)
+    return None
+
+
+class ConsumeMessageConcurrentlyService(ConsumeMessageService):
+    def __init__(self, consumer: PushConsumer, listener: Listener) -> None:
+        super().__init__(consumer, listener)
+        self._clean_task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        super().start()
+        self._clean_task = asyncio.get_running_loop().create_task(self._clean_loop(), name=f"clean-{self.group}")
+        self._tasks.add(self._clean_task)
+
+    async def _clean_loop(self) -> None:
+        interval = self.consumer.consume_timeout * 60
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.clean_expired_messages()
+            except Exception:
+                log.exception("group %s: cleaning expired messages failed", self.group)
+
+    async def clean_expired_messages(self) -> None:
+        """Messages stuck in a listener longer than ``consume_timeout`` minutes are sent back
+        (delay level 3) and released, so the committed offset moves on."""
+        now_ms = int(time.time() * 1000)
+        for mq, pq in list(self.consumer.rebalance_impl.process_queue_table.items()):
+            for _ in range(16):
+                msg = pq.expired_head(self.consumer.consume_timeout * 60, now_ms)
+                if msg is None:
+                    break
+                if not await self.send_message_back(msg, 3, mq.broker_name):
+                    break
+                log.info("group %s: sent back expired message %s of %s", self.group, msg.msg_id, mq)
+                if pq.first_offset() == msg.queue_offset:
+                    pq.remove_message([msg])
+
+    def submit(self, msgs: list[MessageRecord], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
+        size = max(1, self.consumer.consume_message_batch_max_size)
+        for i in range(0, len(msgs), size):
+            self.spawn(self.consume(msgs[i : i + size], pq, mq), f"consuming {mq}")
+
+    async def consume(self, msgs: list[MessageRecord], pq: ProcessQueue, mq: MessageQueue) -> None:
+        if pq.dropped:
+            log.info("group %s: %s is dropped, %d messages not consumed", self.group, mq, len(msgs))
+            return
+        context = ConsumeConcurrentlyContext(mq)
+        reset_retry_topic(msgs, self.group)
+        start = str(int(time.time() * 1000))
+        for msg in msgs:
+            msg.properties[PROPERTY_CONSUME_START_TIME] = start
+        status: ConsumeConcurrentlyStatus | None
+        try:
+            status = _coerce(await self.call_listener(list(msgs), context), ConsumeConcurrentlyStatus)
+        except Exception:
+            log.warning("group %s: the listener failed on %d messages of %s", self.group, len(msgs), mq, exc_info=True)
+            status = None
+        if status is None:
+            status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        if pq.dropped:
+            log.warning("group %s: %s was dropped while consuming; result not processed", self.group, mq)
+            return
+        await self.process_consume_result(status, context, msgs, pq, mq)
+
+    async def process_consume_result(
+        self,
+        status: ConsumeConcurrentlyStatus,
+        context: ConsumeConcurrentlyContext,
+        msgs: list[MessageRecord],
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> None:
+        if not msgs:
+            return
+        if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            ack_index = min(context.ack_index, len(msgs) - 1)
+            self.consumer.stats.consumed(mq.topic, ack_index + 1, len(msgs) - ack_index - 1)
+        else:
+            ack_index = -1
+            self.consumer.stats.consumed(mq.topic, 0, len(msgs))
+        failed = msgs[ack_index + 1 :]
+        done = list(msgs)
+        if self.consumer.message_model is MessageModel.BROADCASTING:
+            for msg in failed:
+                log.warning("group %s (broadcasting): message %s failed, dropped", self.group, msg.msg_id)
+        else:
+            back_failed: list[MessageRecord] = []
+            for msg in failed:
+                if not await self.send_message_back(msg, context.delay_level_when_next_consume, mq.broker_name):
+                    msg.reconsume_times += 1
+                    back_failed.append(msg)
+            if back_failed:
+                ids = {id(m) for m in back_failed}
+                done = [m for m in msgs if id(m) not in ids]
+                self.later(
+                    self.consumer.local_reconsume_delay,
+                    lambda: self.submit(back_failed, pq, mq, True),
+                    f"re-consuming {len(back_failed)} messages of {mq}",
+                )
+        offset = pq.remove_message(done)
+        if offset >= 0 and not pq.dropped:
+            self.consumer.offset_store.update_offset(mq, offset, increase_only=True)
+
+    async def send_message_back(self, msg: MessageRecord, delay_level: int, broker_name: str) -> bool:
+        """CONSUMER_SEND_MSG_BACK, else a copy to the retry topic; False if neither worked."""
+        max_times = self.consumer.effective_max_reconsume_times(orderly=False)
+        if not msg.broker_name:
+            msg.broker_name = broker_name
+        try:
+            await self.consumer.pull_api.send_back(msg, self.group, delay_level, max_times, timeout=5.0)
+            return True
+        except Exception as exc:
+            log.error(
+                "group %s: sending back %s failed (%s); re-sending to the retry topic", self.group, msg.msg_id, exc
+            )
+        try:
+            await self.resend_to_retry(msg, msg.reconsume_times + 1, max_times)
+            return True
+        except Exception as exc:
+            log.error("group %s: re-sending %s to the retry topic failed: %s", self.group, msg.msg_id, exc)
+            return False
+
+    async def consume_directly(self, msg: MessageRecord, broker_name: str) -> dict[str, Any]:
+        context = ConsumeConcurrentlyContext(MessageQueue(msg.topic, broker_name, msg.queue_id))
+        return await self._directly(
+            msg, context, {ConsumeConcurrentlyStatus.CONSUME_SUCCESS}, {ConsumeConcurrentlyStatus.RECONSUME_LATER}
+        )
+
+
+class ConsumeMessageOrderlyService(ConsumeMessageService):
+    orderly = True
+
+    def __init__(self, consumer: PushConsumer, listener: Listener) -> None:
+        super().__init__(consumer, listener)
+        self._queue_locks: dict[MessageQueue, asyncio.Lock] = {}
+
+    @property
+    def clustering(self) -> bool:
+        return self.consumer.message_model is MessageModel.CLUSTERING
+
+    def start(self) -> None:
+        super().start()
+        if self.clustering:
+            task = asyncio.get_running_loop().create_task(self._lock_loop(), name=f"lock-{self.group}")
+            self._tasks.add(task)
+
+    async def _lock_loop(self) -> None:
+        await asyncio.sleep(min(1.0, self.consumer.lock_interval))
+        while True:
+            try:
+                if not self.stopped:
+                    await self.consumer.rebalance_impl.lock_all()
+            except Exception:
+                log.exception("group %s: renewing the queue locks failed", self.group)
+            await asyncio.sleep(self.consumer.lock_interval)
+
+    async def shutdown(self) -> None:
+        await super().shutdown()
+        if self.clustering:
+            await self.consumer.rebalance_impl.unlock_all(oneway=False)
+
+    def submit(self, msgs: list[MessageRecord], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
+        if dispatch:
+            self.spawn(self.consume(pq, mq), f"consuming {mq} orderly")
+
+    def submit_later(self, pq: ProcessQueue, mq: MessageQueue, suspend_ms: int) -> None:
+        if suspend_ms == -1:
+            suspend_ms = self.consumer.suspend_current_queue_time_millis
+        delay = min(max(suspend_ms, 10), 30_000) / 1000
+        self.later(delay, lambda: self.submit([], pq, mq, True), f"re-consuming {mq} orderly")
+
+    def try_lock_later_and_reconsume(self, mq: MessageQueue, pq: ProcessQueue, delay: float) -> None:
+        async def run() -> None:
+            await asyncio.sleep(delay)
+            ok = not self.stopped and await self.consumer.rebalance_impl.lock(mq)
+            self.submit_later(pq, mq, 10 if ok else 3000)
+
+        self.spawn(run(), f"re-locking {mq}")
+
+    async def consume(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        if pq.dropped:
+            return
+        lock = self._queue_locks.setdefault(mq, asyncio.Lock())
+        async with lock:
+            if not (not self.clustering or (pq.locked and not pq.lock_expired)):
+                if not pq.dropped:
+                    self.try_lock_later_and_reconsume(mq, pq, 0.1)
+                return
+            begin = time.monotonic()
+            go_on = True
+            while go_on:
+                if pq.dropped:
+                    break
+                if self.clustering and (not pq.locked or pq.lock_expired):
+                    log.warning("group %s: %s is not locked (or the lock expired); consuming later", self.group, mq)
+                    self.try_lock_later_and_reconsume(mq, pq, 0.01)
+                    break
+                if time.monotonic() - begin > MAX_TIME_CONSUME_CONTINUOUSLY:
+                    self.submit_later(pq, mq, 10)
+                    break
+                msgs = pq.take_messages(max(1, self.consumer.consume_message_batch_max_size))
+                if not msgs:
+                    break
+                reset_retry_topic(msgs, self.group)
+                context = ConsumeOrderlyContext(mq)
+                status: ConsumeOrderlyStatus | None = None
+                async with pq.consume_lock:
+                    if pq.dropped:
+                        break
+                    try:
+                        status = _coerce(await self.call_listener(list(msgs), context), ConsumeOrderlyStatus)
+                    except Exception:
+                        log.warning("group %s: the orderly listener failed on %s", self.group, mq, exc_info=True)
+                if status is None:
+                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                if status is not ConsumeOrderlyStatus.SUCCESS and status is not ConsumeOrderlyStatus.COMMIT:
+                    log.warning("group %s: orderly consumption of %s answered %s", self.group, mq, status.value)
+                go_on = await self.process_consume_result(msgs, status, context, pq, mq)
+
+    async def process_consume_result(
+        self,
+        msgs: list[MessageRecord],
+        status: ConsumeOrderlyStatus,
+        context: ConsumeOrderlyContext,
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> bool:
+        go_on = True
+        commit_offset = -1
+        suspend = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        if context.auto_commit:
+            if status is suspend:
+                self.consumer.stats.consumed(mq.topic, 0, len(msgs))
+                if await self.check_reconsume_times(msgs):
+                    pq.make_message_to_consume_again(msgs)
+                    self.submit_later(pq, mq, context.suspend_current_queue_time_millis)
+                    go_on = False
+                else:
+                    commit_offset = pq.commit()
+            else:  # SUCCESS (COMMIT and ROLLBACK make no sense with auto commit: taken as SUCCESS)
+                commit_offset = pq.commit()
+                self.consumer.stats.consumed(mq.topic, len(msgs), 0)
+        else:
+            if status is ConsumeOrderlyStatus.SUCCESS:
+                self.consumer.stats.consumed(mq.topic, len(msgs), 0)
+            elif status is ConsumeOrderlyStatus.COMMIT:
+                commit_offset = pq.commit()
+            elif status is ConsumeOrderlyStatus.ROLLBACK:
+                pq.rollback()
+                self.submit_later(pq, mq, context.suspend_current_queue_time_millis)
+                go_on = False
+            else:
+                self.consumer.stats.consumed(mq.topic, 0, len(msgs))
+                if await self.check_reconsume_times(msgs):
+                    pq.make_message_to_consume_again(msgs)
+                    self.submit_later(pq, mq, context.suspend_current_queue_time_millis)
+                    go_on = False
+        if commit_offset >= 0 and not pq.dropped:
+            self.consumer.offset_store.update_offset(mq, commit_offset, increase_only=False)
+        return go_on
+
+    async def check_reconsume_times(self, msgs: list[MessageRecord]) -> bool:
+        """True when the batch must be consumed again; messages past the limit are sent to
+        the retry topic (and so to the DLQ) instead."""
+        max_times = self.consumer.effective_max_reconsume_times(orderly=True)
+        suspend = False
+        for msg in msgs:
+            if msg.reconsume_times >= max_times:
+                msg.properties[PROPERTY_RECONSUME_TIME] = str(msg.reconsume_times)
+                try:
+                    await self.resend_to_retry(msg, msg.reconsume_times, max_times)
+                    log.warning(
+                        "group %s: %s reached %d reconsume times; sent to the DLQ path",
+                        self.group,
+                        msg.msg_id,
+                        msg.reconsume_times,
+                    )
+                except Exception as exc:
+                    log.error("group %s: sending %s back failed: %s", self.group, msg.msg_id, exc)
+                    suspend = True
+                    msg.reconsume_times += 1
+            else:
+                suspend = True
+                msg.reconsume_times += 1
+        return suspend
+
+    async def consume_directly(self, msg: MessageRecord, broker_name: str) -> dict[str, Any]:
+        context = ConsumeOrderlyContext(MessageQueue(msg.topic, broker_name, msg.queue_id))
+        return await self._directly(
+            msg,
+            context,
+            {ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.COMMIT},
+            {ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT},
+        )

@@ -3,18 +3,23 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The Spark tests need a Java runtime (17 or 21); installed with apt-get when missing.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install test run lint bench clean
+.PHONY: install java test run lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-test: $(STAMP)
+java:
+	@command -v java >/dev/null 2>&1 || ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends openjdk-17-jre-headless)
+
+test: $(STAMP) java
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy

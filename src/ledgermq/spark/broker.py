@@ -1,0 +1,232 @@
+"""The source's only contact with brokers and name servers: a small synchronous facade over
+the asyncio client (``ClientInstance`` and its ``PullAPI``), with an event loop of its own.
+
+Spark calls the source from plain threads: planning on the driver (a long-lived Python
+process per streaming source), ``read()`` and ``write()`` in executor Python workers. A
+``BrokerSession`` owns an event loop (uvloop when installed) and a started client;
+``session.run(coro)`` runs one step. Nothing here is pickled: readers create a session
+lazily and drop it from their pickled state.
+
+Reads go wherever the client sends them: the master of the queue's broker group, or a
+slave of the group while the master is gone from the route (the client decides).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from ledgermq.client.errors import MQBrokerError, MQClientError
+from ledgermq.client.instance import ClientInstance
+from ledgermq.client.message import MessageQueue
+from ledgermq.client.pull_api import PullStatus
+from ledgermq.errors import ProtocolError
+from ledgermq.protocol import fastjson
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.spark.offsets import QueueId
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Topics a pattern never selects: the broker's own (RocketMQ TopicValidator's system topics).
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "BenchmarkTest",
+        "OFFSET_MOVED_EVENT",
+        "SELF_TEST_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    }
+)
+SYSTEM_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_")
+
+
+class Status(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_STATUS = {
+    PullStatus.FOUND: Status.FOUND,
+    PullStatus.NO_NEW_MSG: Status.NO_NEW_MSG,
+    PullStatus.NO_MATCHED_MSG: Status.NO_MATCHED_MSG,
+    PullStatus.OFFSET_ILLEGAL: Status.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(slots=True)
+class Pulled:
+    """One pull's answer, undecoded: ``raw`` is stored records back to back."""
+
+    status: Status
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    raw: bytes = field(repr=False)
+    from_slave: bool
+    addr: str
+
+
+class BrokerUnavailableError(MQClientError):
+    """No broker of the queue's group answered (connection refused, timeout, no route)."""
+
+
+def _mq(q: QueueId) -> MessageQueue:
+    return MessageQueue(q.topic, q.broker, q.queue_id)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A loop driven with ``run_until_complete`` step by step (uvloop when installed).
+
+    Not ``asyncio.Runner``: on the main thread its ``run`` swaps the SIGINT handler twice per
+    call, and ``signal.getsignal`` then formats the handler, whose repr holds the task and
+    its result (a whole pull answer): milliseconds per step."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is left on ``loop``, let it finish, close the loop."""
+    try:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
+
+
+class BrokerSession:
+    """``with BrokerSession(addrs) as s: s.run(s.max_offset(q))``."""
+
+    def __init__(self, namesrv: Sequence[str], *, api_timeout_ms: int = 3000) -> None:
+        self.namesrv = list(namesrv)
+        self.api_timeout = api_timeout_ms / 1000
+        self._loop: asyncio.AbstractEventLoop | None = new_event_loop()
+        self._client: ClientInstance | None = None
+
+    def __enter__(self) -> BrokerSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, coro: Awaitable[T]) -> T:
+        if self._loop is None:
+            raise MQClientError("the broker session is closed")
+        return self._loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        try:
+            if self._client is not None:
+                loop.run_until_complete(self._client.shutdown())
+        except Exception as exc:  # closing must not hide the error that got us here
+            log.debug("broker session shutdown: %s", exc)
+        finally:
+            self._client = None
+            close_loop(loop)
+
+    async def client(self) -> ClientInstance:
+        if self._client is None:
+            client = ClientInstance(self.namesrv, api_timeout=self.api_timeout, instance_name=f"spark-{id(self)}")
+            await client.start()
+            self._client = client
+        return self._client
+
+    # -- name servers --------------------------------------------------------------------
+    async def queues(self, topic: str) -> list[QueueId]:
+        """The topic's readable queues across its broker groups (fresh from the name server);
+        [] when the name servers know no route of it."""
+        client = await self.client()
+        try:
+            mqs = await client.routes.find_subscribe_queues(topic, refresh=True)
+        except MQClientError as exc:
+            if await self._topic_missing(topic):
+                return []
+            raise BrokerUnavailableError(f"no route of topic {topic}: {exc}") from exc
+        return sorted(QueueId(m.topic, m.broker_name, m.queue_id) for m in mqs)
+
+    async def _topic_missing(self, topic: str) -> bool:
+        client = await self.client()
+        resp = await client.namesrv.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        return resp.code == ResponseCode.TOPIC_NOT_EXIST
+
+    async def topics(self) -> list[str]:
+        """Every user topic the name servers know (system, retry, DLQ, cluster and broker
+        names left out), sorted."""
+        client = await self.client()
+        listed = await client.namesrv.invoke(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+        info = await client.namesrv.invoke(RequestCode.GET_BROKER_CLUSTER_INFO, {})
+        try:
+            topics = [str(t) for t in (fastjson.loads(listed.body).get("topicList") or [])]
+            cluster = fastjson.loads(info.body) if info.body else {}
+        except (ProtocolError, AttributeError) as exc:
+            raise MQClientError(f"the name server's topic list does not decode: {exc}") from None
+        hidden = set(SYSTEM_TOPICS)
+        hidden.update(str(n) for n in (cluster.get("brokerAddrTable") or {}))
+        hidden.update(str(c) for c in (cluster.get("clusterAddrTable") or {}))
+        return sorted(t for t in topics if t not in hidden and not t.startswith(SYSTEM_PREFIXES))
+
+    # -- queue offsets -------------------------------------------------------------------
+    async def min_offset(self, q: QueueId) -> int:
+        return await (await self.client()).pull_api.min_offset(_mq(q))
+
+    async def max_offset(self, q: QueueId) -> int:
+        return await (await self.client()).pull_api.max_offset(_mq(q))
+
+    async def search_offset(self, q: QueueId, timestamp_ms: int) -> int:
+        return await (await self.client()).pull_api.search_offset(_mq(q), timestamp_ms)
+
+    async def bounds(self, queues: Sequence[QueueId]) -> dict[QueueId, tuple[int, int]]:
+        """(min, max) of every queue, asked concurrently."""
+
+        async def one(q: QueueId) -> tuple[int, int]:
+            low, high = await asyncio.gather(self.min_offset(q), self.max_offset(q))
+            return low, high
+
+        answers = await asyncio.gather(*(one(q) for q in queues))
+        return dict(zip(queues, answers, strict=True))
+
+    # -- pulls and commits ---------------------------------------------------------------
+    async def pull(
+        self, q: QueueId, group: str, offset: int, max_nums: int, *, expression: str = "*", timeout: float | None = None
+    ) -> Pulled:
+        api = (await self.client()).pull_api
+        result = await api.pull(_mq(q), group, offset, max_nums, expression=expression, timeout=timeout, decode=False)
+        return Pulled(
+            _STATUS[result.status],
+            result.next_begin_offset,
+            result.min_offset,
+            result.max_offset,
+            result.raw,
+            result.from_slave,
+            result.broker_addr,
+        )
+
+    async def commit(self, q: QueueId, group: str, offset: int) -> None:
+        await (await self.client()).pull_api.update_consumer_offset(_mq(q), group, offset)
+
+    async def committed(self, q: QueueId, group: str) -> int | None:
+        return await (await self.client()).pull_api.query_consumer_offset(_mq(q), group)
+
+
+__all__ = ["BrokerSession", "BrokerUnavailableError", "MQBrokerError", "Pulled", "Status"]

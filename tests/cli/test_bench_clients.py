@@ -1,4 +1,4 @@
-"""`ledgermq bench produce|consume` drive the real C++ client against broker processes."""
+"""`ledgermq bench produce|consume` drive the real C++ client and ours against broker processes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from ledgermq.bench.broker_bench import bench_consume, bench_produce, cpp_client_available
+from ledgermq.bench.broker_bench import (
+    bench_compare_consume,
+    bench_compare_produce,
+    bench_consume,
+    bench_produce,
+    cpp_client_available,
+)
 from ledgermq.cli.main import cli
 
 pytestmark = pytest.mark.skipif(not cpp_client_available(), reason="the rocketmq wheel (C++ client) is not installed")
@@ -28,8 +34,36 @@ def test_consume_bench_drains_a_backlog_and_measures_live_latency() -> None:
     assert 0 <= live.p50 <= live.percentile(99) < 10_000
 
 
+def test_compare_produce_runs_every_case_against_one_broker() -> None:
+    rows = bench_compare_produce(120, 256, batch=16, concurrency=4)
+    assert [r.case.split(":")[0] for r in rows] == ["C++ client"] + ["ledgermq client"] * 4
+    assert all(r.baseline == rows[0].case for r in rows)
+    counts = [r.run.count for r in rows]
+    assert counts == [120, 120, 128, 120, 120]  # batches of 16 round 120 up to 128
+    for r in rows:
+        assert r.run.rate > 0 and r.run.percentile(99) >= r.run.p50 > 0
+    assert len(rows[2].run.latencies_ms) == 8  # one latency per batch
+
+
+def test_compare_consume_drains_and_measures_live_latency_for_both_clients() -> None:
+    rows = bench_compare_consume(120, 64)
+    drain_cpp, drain_ours, live_cpp, live_ours = rows
+    assert drain_cpp.run.count == drain_ours.run.count == 121 and drain_ours.baseline == drain_cpp.case
+    for live in (live_cpp, live_ours):
+        assert live.run.count == 123 and len(live.run.latencies_ms) == 121 and live.baseline is None
+        assert 0 <= live.run.p50 <= live.run.percentile(99) < 10_000
+
+
+def test_produce_command_default_compares_the_clients() -> None:
+    result = CliRunner().invoke(cli, ["bench", "produce", "--messages", "60", "--batch", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert len(rows) == 5 and rows[0]["ratio"] == 1.0
+    assert all(r["per_s"] > 0 and r["ratio"] > 0 and r["baseline"] == rows[0]["case"] for r in rows)
+
+
 def test_produce_command_prints_the_ratio() -> None:
-    result = CliRunner().invoke(cli, ["bench", "produce", "--messages", "100", "--json"])
+    result = CliRunner().invoke(cli, ["bench", "produce", "--client", "cpp", "--messages", "100", "--json"])
     assert result.exit_code == 0, result.output
     [row] = json.loads(result.output)
     assert row["baseline"] == "same client -> stub broker"

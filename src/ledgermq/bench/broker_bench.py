@@ -1,16 +1,28 @@
-"""``ledgermq bench produce|consume``: a real client against a real name server and broker.
+"""``ledgermq bench produce|consume``: real clients against a real name server and broker.
 
-The client is the Apache C++ client from the ``rocketmq`` wheel (our own client joins
-when it exists), in a child process. The broker runs as its own process, as deployed.
-The baseline, measured in the same run, is the same client against a stub broker that
-answers every send at once without storing anything: the ratio is how much of the
-client-visible cost the broker itself adds.
+Clients run in child processes: the Apache C++ client from the ``rocketmq`` wheel
+(``cpp_client_worker``) and our asyncio client (this module run as ``python -m``, uvloop).
+The name server and the broker run as their own processes, as deployed.
+
+* ``bench_compare_produce``: against one broker, in one run, the C++ client's single sync
+  sends (one thread, each send awaited: the baseline), then ours the same way, ours with
+  batches, ours with concurrent senders and ours with async sends; every row's ratio is
+  to the C++ client's sync-send rate of the same run.
+* ``bench_compare_consume``: a backlog drained and live end-to-end latency (born timestamp
+  to the application's hands, one host so one clock), by the C++ push consumer and by
+  ours, against the same broker, with the C++ producer producing for both.
+* ``bench_produce``: the C++ client against our broker and against a stub broker that
+  answers every send at once without storing anything: how much of the client-visible
+  cost the broker itself adds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+import os
+import select
 import shutil
 import socket
 import statistics
@@ -19,11 +31,15 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ledgermq.util.proc import die_with_parent
 
 WORKER = "ledgermq.bench.cpp_client_worker"
+OUR_WORKER = "ledgermq.bench.broker_bench"
+TOPIC = "BenchTopic"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,19 +171,31 @@ class Cluster:
                     proc.wait(5)
 
 
-def run_client(mode: str, namesrv: str, topic: str, count: int, size: int, timeout: float = 600) -> ClientRun:
-    out = subprocess.run(
-        [sys.executable, "-m", WORKER, mode, namesrv, topic, str(count), str(size)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def _run_worker(argv: list[str], what: str, timeout: float) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=timeout, check=False)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
-        raise RuntimeError(f"the C++ client worker failed ({out.returncode}): {out.stderr[-500:]}")
-    doc = json.loads(lines[-1])
+        raise RuntimeError(f"the {what} worker failed ({out.returncode}): {out.stderr[-500:]}")
+    doc: dict[str, Any] = json.loads(lines[-1])
+    return doc
+
+
+def _client_run(doc: dict[str, Any]) -> ClientRun:
     return ClientRun(int(doc["count"]), float(doc["seconds"]), [float(x) for x in doc["latencies_ms"]])
+
+
+def run_client(mode: str, namesrv: str, topic: str, count: int, size: int, timeout: float = 600) -> ClientRun:
+    """The C++ client: ``produce`` (sync sends, one thread) or ``consume`` (push consumer)."""
+    return _client_run(_run_worker([WORKER, mode, namesrv, topic, str(count), str(size)], "C++ client", timeout))
+
+
+def run_ours(mode: str, namesrv: str, topic: str, count: int, size: int, param: int = 1,
+             timeout: float = 600) -> ClientRun:  # fmt: skip
+    """Our client in a child process: ``sync`` (one sender), ``batch`` (``param`` messages per
+    send), ``concurrent`` (``param`` senders), ``async`` (send_async, budget-bounded) or
+    ``drain`` (the consumer reads ``count`` stored messages)."""
+    argv = [OUR_WORKER, mode, namesrv, topic, str(count), str(size), str(param)]
+    return _client_run(_run_worker(argv, "ledgermq client", timeout))
 
 
 def cpp_client_available() -> bool:
@@ -184,6 +212,65 @@ def bench_produce(count: int, size: int, workdir: Path | None = None) -> tuple[C
         with Cluster(base / "broker", stub=False) as real:
             measured = run_client("produce", real.namesrv, "BenchTopic", count, size)
         return measured, baseline
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+@dataclass(frozen=True, slots=True)
+class CompareRow:
+    case: str
+    run: ClientRun
+    baseline: str | None = None  # the case whose rate this row's is compared with
+
+
+def bench_compare_produce(
+    count: int, size: int, batch: int = 32, concurrency: int = 64, workdir: Path | None = None
+) -> list[CompareRow]:
+    """C++ sync sends first (every row's baseline), then our client's cases, one broker, one run."""
+    base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-bench-"))
+    cpp = "C++ client: sync send, 1 sender"
+    try:
+        with Cluster(base / "broker", stub=False) as real:
+            ns = real.namesrv
+            rows = [CompareRow(cpp, run_client("produce", ns, TOPIC, count, size), cpp)]
+            for case, mode, param in (
+                ("ledgermq client: sync send, 1 sender", "sync", 1),
+                (f"ledgermq client: sync send_batch of {batch}, 1 sender", "batch", batch),
+                (f"ledgermq client: sync send, {concurrency} concurrent senders", "concurrent", concurrency),
+                ("ledgermq client: send_async, in-flight budget 256", "async", 1),
+            ):
+                rows.append(CompareRow(case, run_ours(mode, ns, TOPIC, count, size, param), cpp))
+            return rows
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def bench_compare_consume(count: int, size: int, workdir: Path | None = None) -> list[CompareRow]:
+    """Backlog drain and live latency, the C++ push consumer then ours, against one broker;
+    the C++ producer produces for both."""
+    base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-bench-"))
+    cpp_drain = "C++ push consumer: drain a backlog"
+    cpp_live = "C++ push consumer: live, born -> callback"
+    try:
+        with Cluster(base / "broker", stub=False) as real:
+            ns = real.namesrv
+            run_client("produce", ns, "BenchBacklog", count, size)  # count + 1 (warm-up) stored
+            drained = run_client("consume", ns, "BenchBacklog", count + 1, size)
+            ours_drained = run_ours("drain", ns, "BenchBacklog", count + 1, size)
+            live = _consume_while_producing(ns, "BenchLive", count, size)
+            ours_live = _consume_while_producing(ns, "BenchLiveOurs", count, size, ours=True)
+        return [
+            CompareRow(cpp_drain, ClientRun(drained.count, drained.seconds, []), cpp_drain),
+            CompareRow(
+                f"ledgermq {CONSUMER_KIND}: drain a backlog",
+                ClientRun(ours_drained.count, ours_drained.seconds, []),
+                cpp_drain,
+            ),
+            CompareRow(cpp_live, live),  # the rate of a live run is the producer's: no ratio
+            CompareRow(f"ledgermq {CONSUMER_KIND}: live, born -> in hand", ours_live),
+        ]
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -209,11 +296,15 @@ def bench_consume(count: int, size: int, workdir: Path | None = None) -> tuple[C
             shutil.rmtree(base, ignore_errors=True)
 
 
-def _consume_while_producing(namesrv: str, topic: str, count: int, size: int) -> ClientRun:
+def _consume_while_producing(namesrv: str, topic: str, count: int, size: int, *, ours: bool = False) -> ClientRun:
     run_client("produce", namesrv, topic, 1, size)  # the topic exists before the consumer subscribes
     # It will see the 2 set-up messages (warm-up + 1), then the measured run's warm-up + count.
+    if ours:
+        argv = [OUR_WORKER, "live", namesrv, topic, str(count + 3), str(size), "1"]
+    else:
+        argv = [WORKER, "consume", namesrv, topic, str(count + 3), str(size)]
     consumer = subprocess.Popen(
-        [sys.executable, "-m", WORKER, "consume", namesrv, topic, str(count + 3), str(size)],
+        [sys.executable, "-m", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -236,3 +327,130 @@ def _consume_while_producing(namesrv: str, topic: str, count: int, size: int) ->
     doc = json.loads(lines[-1])
     measured = [float(lat) for lat, born in zip(doc["latencies_ms"], doc["born_ms"], strict=True) if born >= started_ms]
     return ClientRun(int(doc["count"]), float(doc["seconds"]), measured)
+
+
+# -- our client, in its own process (``python -m ledgermq.bench.broker_bench MODE ...``) --------
+CONSUMER_KIND = "LitePullConsumer"
+
+
+def _record(latencies: list[float], t0: float, _fut: object) -> None:
+    latencies.append(time.perf_counter() - t0)
+
+
+def _ms(seconds: list[float]) -> list[float]:
+    return [round(s * 1000, 4) for s in seconds]
+
+
+async def _ours_produce(mode: str, namesrv: str, topic: str, count: int, size: int, param: int) -> dict[str, Any]:
+    from ledgermq.client import Message, Producer
+
+    body = b"x" * size
+    clock = time.perf_counter
+    latencies: list[float] = []
+    async with Producer(f"bench-ours-{mode}-{os.getpid()}", namesrv, send_timeout=30.0) as producer:
+        await producer.send(Message(topic, body))  # route lookup and connection set-up stay out of the timing
+        started = clock()
+        if mode == "sync":
+            for _ in range(count):
+                msg = Message(topic, body)
+                t0 = clock()
+                await producer.send(msg)
+                latencies.append(clock() - t0)
+        elif mode == "batch":
+            batches = math.ceil(count / param)
+            count = batches * param
+            for _ in range(batches):
+                msgs = [Message(topic, body) for _ in range(param)]
+                t0 = clock()
+                await producer.send_batch(msgs)
+                latencies.append(clock() - t0)
+        elif mode == "concurrent":
+            shares = [count // param + (1 if i < count % param else 0) for i in range(param)]
+
+            async def sender(n: int) -> None:
+                for _ in range(n):
+                    msg = Message(topic, body)
+                    t0 = clock()
+                    await producer.send(msg)
+                    latencies.append(clock() - t0)
+
+            await asyncio.gather(*(sender(n) for n in shares))
+        elif mode == "async":
+            futures = []
+            for _ in range(count):
+                await producer.wait_for_async_capacity()  # back-pressure: never run ahead of the budget
+                t0 = clock()
+                fut = producer.send_async(Message(topic, body))
+                fut.add_done_callback(partial(_record, latencies, t0))
+                futures.append(fut)
+            await asyncio.gather(*futures)
+        else:
+            raise ValueError(f"unknown produce mode {mode!r}")
+        elapsed = clock() - started
+    return {"count": count, "seconds": elapsed, "latencies_ms": _ms(latencies)}
+
+
+async def _ours_consume(mode: str, namesrv: str, topic: str, count: int) -> dict[str, Any]:
+    """``drain``: read ``count`` stored messages; ``live``: print READY, then record born ->
+    in-hand latency of every message until ``count`` came."""
+    from ledgermq.client.consumer_common import ConsumeFromWhere
+    from ledgermq.client.lite_pull_consumer import LitePullConsumer
+
+    consumer = LitePullConsumer(
+        f"bench-ours-consumer-{os.getpid()}",
+        namesrv,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        pull_batch_size=32,
+        consume_message_batch_max_size=32,
+    )
+    consumer.subscribe(topic)
+    got = 0
+    first: float | None = None
+    latencies: list[float] = []
+    born: list[int] = []
+    async with consumer:
+        if mode == "live":
+            _emit("READY")
+        deadline = time.monotonic() + 300
+        while got < count and time.monotonic() < deadline:
+            msgs = await consumer.poll(1.0)
+            now_ms = time.time() * 1000
+            if msgs and first is None:
+                first = time.perf_counter()
+            for msg in msgs:
+                born.append(msg.born_timestamp)
+                latencies.append(now_ms - msg.born_timestamp)
+            got += len(msgs)
+        end = time.perf_counter()
+    return {"count": got, "seconds": end - (first or end), "latencies_ms": latencies, "born_ms": born}
+
+
+def _emit(line: str) -> None:
+    """Write one line to stdout completely: after the client ran, a large write to the pipe
+    came back short (65,536 bytes) and ``print`` lost the rest, so loop over ``os.write``."""
+    sys.stdout.flush()
+    view = memoryview((line + "\n").encode())
+    while view:
+        try:
+            view = view[os.write(sys.stdout.fileno(), view) :]
+        except BlockingIOError:
+            select.select([], [sys.stdout.fileno()], [], 1.0)
+
+
+def _worker_main(argv: list[str]) -> None:
+    from ledgermq.cli.runtime import new_event_loop
+
+    mode, namesrv, topic, count, size, param = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5])
+    loop = new_event_loop()
+    try:
+        if mode in ("drain", "live"):
+            doc = loop.run_until_complete(_ours_consume(mode, namesrv, topic, count))
+        else:
+            doc = loop.run_until_complete(_ours_produce(mode, namesrv, topic, count, size, param))
+    finally:
+        loop.close()
+    _emit(json.dumps(doc))
+
+
+if __name__ == "__main__":
+    _worker_main(sys.argv[1:])

@@ -9,7 +9,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ledgermq.bench.broker_bench import ClientRun, bench_consume, bench_produce, cpp_client_available
+from ledgermq.bench.broker_bench import (
+    ClientRun,
+    CompareRow,
+    bench_compare_consume,
+    bench_compare_produce,
+    bench_consume,
+    bench_produce,
+    cpp_client_available,
+)
 from ledgermq.bench.replication_bench import bench_replication, bench_sync_vs_async
 from ledgermq.bench.store_bench import run_store_bench
 
@@ -79,21 +87,59 @@ def _client_table(title: str, rows: list[tuple[str, ClientRun, str, ClientRun]],
     Console().print(t)
 
 
+def _compare_table(title: str, rows: list[CompareRow], as_json: bool) -> None:
+    """Each row's rate against its baseline row's (a C++ client figure of the same run)."""
+    rates = {r.case: r.run.rate for r in rows}
+    doc = []
+    for r in rows:
+        base_rate = rates.get(r.baseline or "", 0.0)
+        doc.append(
+            {
+                "case": r.case,
+                "count": r.run.count,
+                "per_s": round(r.run.rate),
+                "p50_ms": round(r.run.p50, 3) if r.run.latencies_ms else None,
+                "p99_ms": round(r.run.percentile(99), 3) if r.run.latencies_ms else None,
+                "baseline": r.baseline,
+                "ratio": round(r.run.rate / base_rate, 3) if base_rate else None,
+            }
+        )
+    if as_json:
+        click.echo(json.dumps(doc, indent=2))
+        return
+    t = Table(title=title)
+    for col in ("case", "msgs/s", "p50 ms", "p99 ms", "ratio", "baseline"):
+        t.add_column(col)
+    for d in doc:
+        p50 = "-" if d["p50_ms"] is None else f"{d['p50_ms']:.2f}"
+        p99 = "-" if d["p99_ms"] is None else f"{d['p99_ms']:.2f}"
+        ratio = "-" if d["ratio"] is None else f"{d['ratio']:.2f}"
+        base = "-" if d["baseline"] is None or d["baseline"] == d["case"] else str(d["baseline"])
+        t.add_row(str(d["case"]), f"{d['per_s']:,}", p50, p99, ratio, base)
+    Console().print(t)
+
+
 @bench.command("produce")
 @click.option("--messages", default=5000, show_default=True)
-@click.option("--body-size", default=256, show_default=True)
+@click.option("--body-size", type=int, default=None, help="bytes per body [default: 1024 compare, 256 cpp/ledgermq]")
 @click.option(
     "--client",
-    type=click.Choice(["cpp", "ledgermq"]),
-    default="cpp",
+    type=click.Choice(["compare", "cpp", "ledgermq"]),
+    default="compare",
     show_default=True,
-    help="cpp: the C++ client vs a stub broker; ledgermq: our asyncio Producer, SYNC_MASTER vs ASYNC_MASTER",
+    help="compare: the C++ client and ours against one broker; cpp: the C++ client vs a stub broker; "
+    "ledgermq: our asyncio Producer, SYNC_MASTER vs ASYNC_MASTER",
 )
-@click.option("--concurrency", default=64, show_default=True, help="concurrent senders (--client ledgermq)")
+@click.option("--batch", default=32, show_default=True, help="messages per send_batch (--client compare)")
+@click.option("--concurrency", default=64, show_default=True, help="concurrent senders (compare, ledgermq)")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
-def produce_bench(messages: int, body_size: int, client: str, concurrency: int, as_json: bool) -> None:
-    """Sync sends to broker processes: the C++ client vs a stub broker, or our client SYNC vs ASYNC master."""
+def produce_bench(
+    messages: int, body_size: int | None, client: str, batch: int, concurrency: int, as_json: bool
+) -> None:
+    """Sends to broker processes: the C++ client and ours side by side (default), the C++ client
+    vs a stub broker, or our client SYNC vs ASYNC master."""
     if client == "ledgermq":
+        body_size = body_size or 256
         sync_run, async_run = bench_sync_vs_async(messages, body_size, concurrency)
         rows = []
         for role, pr in (("SYNC_MASTER", sync_run), ("ASYNC_MASTER", async_run)):
@@ -107,6 +153,15 @@ def produce_bench(messages: int, body_size: int, client: str, concurrency: int, 
         return
     if not cpp_client_available():
         raise click.ClickException("the C++ client is not installed: pip install rocketmq==0.4.4")
+    if client == "compare":
+        body_size = body_size or 1024
+        _compare_table(
+            f"ledgermq bench produce: {messages} messages of {body_size} bytes per case, one broker process",
+            bench_compare_produce(messages, body_size, batch, concurrency),
+            as_json,
+        )
+        return
+    body_size = body_size or 256
     measured, baseline = bench_produce(messages, body_size)
     _client_table(
         f"ledgermq bench produce: {messages} sync sends of {body_size} bytes, C++ client",
@@ -117,12 +172,28 @@ def produce_bench(messages: int, body_size: int, client: str, concurrency: int, 
 
 @bench.command("consume")
 @click.option("--messages", default=5000, show_default=True)
-@click.option("--body-size", default=256, show_default=True)
+@click.option("--body-size", type=int, default=None, help="bytes per body [default: 1024 compare, 256 cpp]")
+@click.option(
+    "--client",
+    type=click.Choice(["compare", "cpp"]),
+    default="compare",
+    show_default=True,
+    help="compare: the C++ push consumer and ours against one broker; cpp: the C++ push consumer alone",
+)
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
-def consume_bench(messages: int, body_size: int, as_json: bool) -> None:
-    """Push consumption by the Apache C++ client: backlog drain rate and live end-to-end latency."""
+def consume_bench(messages: int, body_size: int | None, client: str, as_json: bool) -> None:
+    """Backlog drain rate and live end-to-end latency (born -> in the application's hands)."""
     if not cpp_client_available():
         raise click.ClickException("the C++ client is not installed: pip install rocketmq==0.4.4")
+    if client == "compare":
+        body_size = body_size or 1024
+        _compare_table(
+            f"ledgermq bench consume: {messages} messages of {body_size} bytes per case, one broker process",
+            bench_compare_consume(messages, body_size),
+            as_json,
+        )
+        return
+    body_size = body_size or 256
     backlog, live = bench_consume(messages, body_size)
     _client_table(
         f"ledgermq bench consume: {messages} messages of {body_size} bytes, C++ client",

@@ -138,9 +138,12 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._initial: Offsets | None = None
         self._target: Offsets | None = None
         self._latest: Offsets | None = None
+        self._committed: Offsets | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "_session": None, "_initial": self._initial, "_target": None, "_latest": None}
+        state = dict(self.__dict__)
+        state.update(_session=None, _target=None, _latest=None, _committed=None)
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -180,6 +183,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = offsets_from_json(start, "the checkpointed offsets", allow_special=False) if start is not None else None
         if begin is None:
             begin = offsets_from_json(self.initialOffset(), allow_special=False)
+        else:
+            self._report_progress(begin)  # the previous batch is done: Spark plans the next only then
         bounds = self.session.run(self._bounds())
         latest = {q: high for q, (_low, high) in bounds.items()}
         self._latest = latest
@@ -220,14 +225,20 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.opts, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Spark is done with everything before ``end``; with ``groupId`` the offsets are
-        committed to the group (progress for ``ledgermq admin consumerProgress``). Advisory:
-        the checkpoint stays the source of truth, and a failure is only logged."""
-        if self.opts.group_id is None:
+        """Spark is done with everything before ``end``."""
+        self._report_progress(offsets_from_json(end, "the committed offsets", allow_special=False))
+
+    def _report_progress(self, offsets: Offsets) -> None:
+        """With ``groupId``, commit ``offsets`` to the group (what ``ledgermq admin
+        consumerProgress`` shows). Advisory: the checkpoint stays the source of truth, and a
+        failure is only logged. Spark calls ``commit`` for a batch only while planning the one
+        after it, so the start handed to ``latestOffset`` is committed too (it is the end of
+        a finished batch), which keeps the lag shown current when no new batch follows."""
+        if self.opts.group_id is None or offsets == self._committed:
             return
-        offsets = offsets_from_json(end, "the committed offsets", allow_special=False)
         try:
             self.session.run(self._commit(offsets, self.opts.group_id))
+            self._committed = dict(offsets)
         except Exception as exc:
             log.warning("committing offsets to group %s failed: %s", self.opts.group_id, exc)
 

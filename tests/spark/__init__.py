@@ -1,0 +1,1 @@
+"""Tests of the PySpark source and sink (``ledgermq.spark``)."""

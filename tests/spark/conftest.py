@@ -1,0 +1,67 @@
+"""Fixtures of the Spark tests: one local SparkSession (local[2]) and one name server + broker (real processes)
+for the whole session; tests use topics of their own. Skipped when pyspark or a Java runtime is missing
+(``make test`` installs both)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.compat.cluster import Cluster
+
+BROKER = "spark-a"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    pytest.importorskip("pyspark", reason="pyspark is not installed (the 'spark' extra)")
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed (the 'spark' extra)")
+    if shutil.which("java") is None:  # pragma: no cover - make test installs one
+        pytest.skip("no Java runtime (make test installs openjdk-17-jre-headless)")
+    from pyspark.sql import SparkSession
+
+    import ledgermq.spark
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers run this interpreter (with pyarrow and ledgermq)
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("ledgermq-spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "768m")
+        .config("spark.sql.streaming.stopTimeout", "20s")
+        .config("spark.python.worker.faulthandler.enabled", "true")
+        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -Xss4m")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    ledgermq.spark.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A name server and one master broker (group ``spark-a``), killed at the end of the session."""
+    c = Cluster(tmp_path_factory.mktemp("spark-cluster"), broker_name=BROKER)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    return tmp_path

@@ -15,14 +15,19 @@ import pytest
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import AdminResponseError
-from ledgermq.client import Message, SendResult, SendStatus
+from ledgermq.client import Message, MessageQueue, SendResult, SendStatus
 from ledgermq.client import sync as S
+from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
+from ledgermq.client.consumer_common import ConsumeFromWhere
 from ledgermq.client.errors import ClientStateError, MessageInvalidError
 from ledgermq.client.selector import select_by_hash
-from ledgermq.client.sync import SyncAdmin, SyncProducer
+from ledgermq.client.sync import SyncAdmin, SyncLitePullConsumer, SyncProducer, SyncPushConsumer
+from ledgermq.protocol import properties as P
+from ledgermq.protocol.message import MessageRecord
 from tests.admin.servers import BackgroundCluster, Cluster
 
 pytestmark = pytest.mark.timeout(90)
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +186,62 @@ def test_sync_admin_wraps_every_public_coroutine_of_admin_client() -> None:
     for name in public:
         wrapper = getattr(SyncAdmin, name)
         assert isinstance(wrapper, S.blocking) or inspect.isfunction(wrapper), name
+
+
+def test_sync_lite_pull_consumer(cluster: Cluster) -> None:
+    with make_producer(cluster) as p:
+        sent = {p.send(Message("SyncLite", b"%d" % i)).msg_id for i in range(20)}
+        listener_threads: list[str] = []
+
+        def on_queues(topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+            listener_threads.append(threading.current_thread().name)
+
+        c = SyncLitePullConsumer(
+            "cg-sync-lite", cluster.ns_addr, client_ip="127.0.0.1", consume_from_where=FIRST, auto_commit=False
+        )
+        c.subscribe("SyncLite", "*", on_queues)
+        with c:
+            got: list[MessageRecord] = []
+            deadline = time.monotonic() + 20
+            while len(got) < 20 and time.monotonic() < deadline:
+                got.extend(c.poll(0.5))
+            assert {m.properties[P.UNIQ_KEY] for m in got} == sent
+            queues = c.assignment()
+            assert queues and all(q.topic == "SyncLite" for q in queues)
+            c.commit()
+            assert sum(c.committed(q) for q in queues) == 20
+            q = next(iter(queues))
+            c.seek_to_begin(q)
+            again: list[MessageRecord] = []
+            while not again and time.monotonic() < deadline:
+                again = c.poll(0.5)
+            assert again and all(m.queue_id == q.queue_id for m in again)
+            assert listener_threads and all(t.startswith("ledgermq-sync-callback") for t in listener_threads)
+        with pytest.raises(ClientStateError):
+            c.poll(0.1)
+
+
+def test_sync_push_consumer_runs_a_plain_listener_on_its_worker_pool(cluster: Cluster) -> None:
+    seen: dict[str, str] = {}
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def listener(msgs: list[MessageRecord], context: object) -> ConsumeConcurrentlyStatus:
+        with lock:
+            for m in msgs:
+                seen[m.properties[P.UNIQ_KEY]] = threading.current_thread().name
+            if len(seen) >= 21:  # the message that created the topic, then 20
+                done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    c = SyncPushConsumer("cg-sync-push", cluster.ns_addr, client_ip="127.0.0.1", consume_from_where=FIRST)
+    c.subscribe("SyncPush")
+    c.register_listener(listener)
+    with make_producer(cluster) as p:
+        p.send(Message("SyncPush", b"create the topic"))
+        with c:
+            sent = {p.send(Message("SyncPush", b"%d" % i)).msg_id for i in range(20)}
+            assert done.wait(20)
+    assert sent <= set(seen)
+    assert "ledgermq-sync-loop" not in set(seen.values())  # the consumer's own workers, not the loop
+    c.shutdown()  # idempotent

@@ -13,7 +13,12 @@ thread, so they may call blocking facade methods themselves. A blocking call mad
 loop thread (from an asyncio callback of your own) would deadlock and raises RuntimeError.
 
 ``SyncAdmin`` wraps every public coroutine method of ``AdminClient`` through the
-``blocking`` descriptor, which keeps each method's signature for type checkers.
+``blocking`` descriptor, which keeps each method's signature for type checkers (``on_loop``
+does the same for plain methods, run on the loop thread because they touch the client's
+state). ``SyncLitePullConsumer`` and ``SyncPushConsumer`` wrap the consumers the same way;
+a push consumer's plain listener runs on the consumer's own worker pool (its
+``consume_thread_max`` threads), and queue-change listeners of the lite pull consumer on
+the facade's callback threads.
 """
 
 from __future__ import annotations
@@ -28,11 +33,23 @@ from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ledgermq.admin.client import AdminClient
+from ledgermq.client.consume_service import Listener
 from ledgermq.client.errors import ClientStateError
+from ledgermq.client.lite_pull_consumer import LitePullConsumer
 from ledgermq.client.message import Message, SendResult
 from ledgermq.client.producer import Producer, SendCallback
+from ledgermq.client.push_consumer import PushConsumer
+from ledgermq.protocol.admin_body import MessageQueue
 
-__all__ = ["SyncAdmin", "SyncProducer", "blocking", "shutdown_all"]
+__all__ = [
+    "SyncAdmin",
+    "SyncLitePullConsumer",
+    "SyncProducer",
+    "SyncPushConsumer",
+    "blocking",
+    "on_loop",
+    "shutdown_all",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -108,12 +125,24 @@ class LoopThread:
             raise
 
     def call(self, fn: Callable[[], R]) -> R:
-        """Run a plain function on the loop thread (objects that belong to the loop are made there)."""
+        """Run a plain function on the loop thread (objects that belong to the loop are made
+        there); directly when already on it."""
+        if self.in_loop_thread:
+            return fn()
 
         async def wrapper() -> R:
             return fn()
 
         return self.run(wrapper())
+
+    def in_pool(self, fn: Callable[..., object]) -> Callable[..., Awaitable[None]]:
+        """An async function the loop can await that runs ``fn`` on the callback threads."""
+        pool = self.callbacks
+
+        async def call(*args: Any) -> None:
+            await asyncio.get_running_loop().run_in_executor(pool, functools.partial(fn, *args))
+
+        return call
 
     def stop(self) -> None:
         if self.in_loop_thread:
@@ -172,6 +201,9 @@ class _Facade(Generic[T]):
     def _run(self, coro: Coroutine[Any, Any, R]) -> R:
         return self._loop.run(coro)
 
+    def _call(self, fn: Callable[[], R]) -> R:
+        return self._loop.call(fn)
+
 
 class blocking(Generic[T, P, R]):
     """``name = blocking(AsyncClass.name)`` in a ``_Facade[AsyncClass]``: the blocking method,
@@ -204,6 +236,34 @@ class blocking(Generic[T, P, R]):
         return method
 
 
+class on_loop(Generic[T, P, R]):
+    """``name = on_loop(AsyncClass.name)`` for a plain (non-coroutine) method: run on the
+    facade's loop thread, same parameters, same result."""
+
+    def __init__(self, fn: Callable[Concatenate[T, P], R]) -> None:
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", "method")
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> on_loop[T, P, R]: ...
+
+    @overload
+    def __get__(self, obj: _Facade[T], owner: type[Any]) -> Callable[P, R]: ...
+
+    def __get__(self, obj: _Facade[T] | None, owner: type[Any]) -> on_loop[T, P, R] | Callable[P, R]:
+        if obj is None:
+            return self
+        fn = self.fn
+        facade = obj
+
+        @functools.wraps(fn)
+        def method(*args: P.args, **kwargs: P.kwargs) -> R:
+            return facade._call(lambda: fn(facade._target, *args, **kwargs))
+
+        return method
+
+
 class _Closable(_Facade[T]):
     """Start/shutdown bookkeeping shared by the facade classes."""
 
@@ -222,6 +282,11 @@ class _Closable(_Facade[T]):
             coro.close()
             raise ClientStateError(f"this {type(self).__name__} is shut down")
         return self._loop.run(coro)
+
+    def _call(self, fn: Callable[[], R]) -> R:
+        if self._closed:
+            raise ClientStateError(f"this {type(self).__name__} is shut down")
+        return self._loop.call(fn)
 
     def _close(self, coro: Coroutine[Any, Any, None]) -> None:
         with self._close_lock:
@@ -390,3 +455,111 @@ class SyncAdmin(_Closable[AdminClient]):
     query_by_key = blocking(AdminClient.query_by_key)
     broker_runtime_info = blocking(AdminClient.broker_runtime_info)
     ha_status = blocking(AdminClient.ha_status)
+
+
+class SyncLitePullConsumer(_Closable[LitePullConsumer]):
+    """``with SyncLitePullConsumer("cg", "127.0.0.1:9876") as c: ...`` after ``c.subscribe("T")``
+    (or ``assign``) and ``start``; then ``c.poll(1.0)``. Options are ``LitePullConsumer``'s."""
+
+    def __init__(self, group: str, namesrv_addrs: str | Sequence[str], **options: Any) -> None:
+        self._attach(lambda: LitePullConsumer(group, namesrv_addrs, **options))
+
+    @property
+    def consumer(self) -> LitePullConsumer:
+        """The asyncio consumer underneath (use it only on the facade's loop)."""
+        return self._target
+
+    def start(self) -> None:
+        self._run(self._target.start())
+
+    def shutdown(self) -> None:
+        """Shut the consumer down (commits and persists offsets); the last facade object to
+        close stops the loop thread. Idempotent."""
+        self._close(self._target.shutdown())
+
+    def __enter__(self) -> SyncLitePullConsumer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    def subscribe(
+        self,
+        topic: str,
+        expression: str = "*",
+        listener: Callable[[str, set[MessageQueue], set[MessageQueue]], object] | None = None,
+    ) -> None:
+        """``LitePullConsumer.subscribe``; ``listener(topic, mq_all, mq_divided)`` runs on the
+        facade's callback threads."""
+        wrapped = None if listener is None else self._loop.in_pool(listener)
+        self._call(lambda: self._target.subscribe(topic, expression, wrapped))
+
+    def register_topic_message_queue_change_listener(
+        self, topic: str, listener: Callable[[str, set[MessageQueue]], object]
+    ) -> None:
+        """``listener(topic, queues)`` on the facade's callback threads when the topic's queues change."""
+        wrapped = self._loop.in_pool(listener)
+        self._call(lambda: self._target.register_topic_message_queue_change_listener(topic, wrapped))
+
+    unsubscribe = on_loop(LitePullConsumer.unsubscribe)
+    assign = on_loop(LitePullConsumer.assign)
+    set_sub_expression_for_assign = on_loop(LitePullConsumer.set_sub_expression_for_assign)
+    assignment = on_loop(LitePullConsumer.assignment)
+    pause = on_loop(LitePullConsumer.pause)
+    resume = on_loop(LitePullConsumer.resume)
+    commit_sync = on_loop(LitePullConsumer.commit_sync)
+    poll = blocking(LitePullConsumer.poll)
+    seek = blocking(LitePullConsumer.seek)
+    seek_to_begin = blocking(LitePullConsumer.seek_to_begin)
+    seek_to_end = blocking(LitePullConsumer.seek_to_end)
+    fetch_message_queues = blocking(LitePullConsumer.fetch_message_queues)
+    offset_for_timestamp = blocking(LitePullConsumer.offset_for_timestamp)
+    committed = blocking(LitePullConsumer.committed)
+    commit = blocking(LitePullConsumer.commit)
+
+
+class SyncPushConsumer(_Closable[PushConsumer]):
+    """``c = SyncPushConsumer("cg", "127.0.0.1:9876"); c.subscribe("T"); c.register_listener(fn);
+    c.start()``. A plain listener ``fn(msgs, context) -> ConsumeConcurrentlyStatus`` runs on the
+    consumer's worker pool. Options are ``PushConsumer``'s."""
+
+    def __init__(self, group: str, namesrv_addrs: str | Sequence[str], **options: Any) -> None:
+        self._attach(lambda: PushConsumer(group, namesrv_addrs, **options))
+
+    @property
+    def consumer(self) -> PushConsumer:
+        """The asyncio consumer underneath (use it only on the facade's loop)."""
+        return self._target
+
+    def start(self) -> None:
+        self._run(self._target.start())
+
+    def shutdown(self) -> None:
+        """Shut the consumer down (persists offsets, leaves the group); the last facade object
+        to close stops the loop thread. Idempotent."""
+        self._close(self._target.shutdown())
+
+    def __enter__(self) -> SyncPushConsumer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()
+
+    def register_listener(self, fn: Listener) -> None:
+        """``fn(msgs, context) -> ConsumeConcurrentlyStatus``, run on the consumer's worker pool."""
+        self._call(lambda: self._target.register_listener(fn))
+
+    def register_orderly_listener(self, fn: Listener) -> None:
+        """``fn(msgs, context) -> ConsumeOrderlyStatus``, one queue's batches in offset order."""
+        self._call(lambda: self._target.register_orderly_listener(fn))
+
+    subscribe = on_loop(PushConsumer.subscribe)
+    unsubscribe = on_loop(PushConsumer.unsubscribe)
+    suspend = on_loop(PushConsumer.suspend)
+    resume = on_loop(PushConsumer.resume)

@@ -128,6 +128,10 @@ async def test_an_illegal_offset_is_fixed_and_the_queue_readded(tmp_path: Path) 
     group = "cg-illegal"
     async with running(tmp_path) as cl, Producer("pg", cl.ns_addr) as producer:
         before = await send_many(producer, topic, 8, prefix="before")
+        deadline = time.monotonic() + 10
+        while sum([len(await cl.pull("broker-a", topic, q)) for q in range(4)]) < 8:  # dispatched to the queues
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
         for qid in range(4):  # a stored offset far past the end of every queue
             await commit_offset(cl.addr("broker-a"), group, topic, qid, 1000)
         col = Collector()

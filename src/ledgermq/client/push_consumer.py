@@ -140,13 +140,14 @@ class _InnerProducers:
 
     def __init__(self) -> None:
         self._table: dict[int, tuple[Producer, int]] = {}
-        self._lock = asyncio.Lock()
+        self._locks: dict[int, asyncio.Lock] = {}  # one per instance (so per event loop)
 
     async def acquire(self, instance: ClientInstance, namesrv_addrs: Sequence[str]) -> Producer:
-        async with self._lock:
-            entry = self._table.get(id(instance))
+        key = id(instance)
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            entry = self._table.get(key)
             if entry is not None:
-                self._table[id(instance)] = (entry[0], entry[1] + 1)
+                self._table[key] = (entry[0], entry[1] + 1)
                 return entry[0]
             producer = Producer(
                 CLIENT_INNER_PRODUCER,
@@ -156,18 +157,19 @@ class _InnerProducers:
                 api_timeout=instance.api_timeout,
             )
             await producer.start()
-            self._table[id(instance)] = (producer, 1)
+            self._table[key] = (producer, 1)
             return producer
 
     async def release(self, instance: ClientInstance) -> None:
-        async with self._lock:
-            entry = self._table.get(id(instance))
-            if entry is None:
-                return
-            if entry[1] > 1:
-                self._table[id(instance)] = (entry[0], entry[1] - 1)
-                return
-            del self._table[id(instance)]
+        key = id(instance)
+        entry = self._table.get(key)
+        if entry is None:
+            return
+        if entry[1] > 1:
+            self._table[key] = (entry[0], entry[1] - 1)
+            return
+        del self._table[key]
+        self._locks.pop(key, None)
         await entry[0].shutdown()
 
 
@@ -303,6 +305,7 @@ class PushConsumer:
         self._pull_tasks: dict[ProcessQueue, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._flow_control_times = 0
+        self._shut_down: asyncio.Event | None = None
 
     # -- configuration -------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = "TAG") -> None:
@@ -467,10 +470,17 @@ class PushConsumer:
         if self._state in ("shut down", "created"):
             self._state = "shut down"
             return
+        if self._shut_down is not None:  # another call is shutting down: wait for it
+            await self._shut_down.wait()
+            return
+        self._shut_down = asyncio.Event()
         was_running = self._state == "running"
         self._state = "shutting down"
-        await self._teardown(persist=was_running)
-        self._state = "shut down"
+        try:
+            await self._teardown(persist=was_running)
+        finally:
+            self._state = "shut down"
+            self._shut_down.set()
         log.info("push consumer %s shut down", self.group)
 
     async def _teardown(self, *, persist: bool) -> None:

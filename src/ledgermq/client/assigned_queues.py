@@ -13,10 +13,12 @@ Per assigned queue the consumer keeps two offsets, -1 meaning "none yet":
 (Java also keeps a ``seekOffset`` that the queue's reader takes up at its next pull; a
 seek here sets ``pull_offset`` directly, which also survives a failed first pull.)
 
-and its ``ProcessQueue`` (the buffered messages of the queue, for flow control and for the
-consume offset: after a poll it is the smallest offset still buffered, or one past the
-newest buffered when none is). In subscribe mode the process queue is the rebalance's own,
-so a queue rebalanced away is seen as dropped here too.
+The queue's buffered batches are counted here (messages, body bytes, the span from the
+oldest to the newest buffered offset) for the readers' flow control. Java keeps the same
+figures in the queue's ``ProcessQueue`` message by message; a queue's messages are
+buffered and polled in offset order, so whole batches suffice and cost far less per
+message. The ``ProcessQueue`` remains the queue's ownership flag: in subscribe mode it is
+the rebalance's own, so a queue rebalanced away is seen as dropped here too.
 
 Everything here runs on the event loop thread and never awaits, so each method is atomic
 with respect to the consumer's coroutines.
@@ -49,8 +51,25 @@ class QueueState:
     consume_offset: int = NO_OFFSET
     # the last pull found nothing new: the next one is a long poll that needs no pull permit
     idle: bool = False
-    # set by resume() and seek() so a reader waiting out a pause or a back-off starts at once
+    # set by resume() so a reader waiting out a pause starts at once
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    # buffered batches of this queue, oldest first (the same objects as in ConsumeBuffer)
+    requests: deque[ConsumeRequest] = field(default_factory=deque)
+    buffered: int = 0
+    buffered_bytes: int = 0
+
+    @property
+    def buffered_span(self) -> int:
+        """Offset distance from the oldest to the newest buffered message (Java ``getMaxSpan``)."""
+        if not self.requests:
+            return 0
+        head = self.requests[0]
+        return self.requests[-1].messages[-1].queue_offset - head.messages[head.pos].queue_offset
+
+    def drop_buffered(self) -> None:
+        self.requests.clear()
+        self.buffered = 0
+        self.buffered_bytes = 0
 
 
 class AssignedQueues:
@@ -161,52 +180,66 @@ class ConsumeBuffer:
     def put(self, state: QueueState, pq: ProcessQueue, messages: list[MessageRecord]) -> None:
         if not messages:
             return
-        self._requests.append(ConsumeRequest(state, pq, messages))
+        req = ConsumeRequest(state, pq, messages)
+        self._requests.append(req)
+        state.requests.append(req)
+        state.buffered += len(messages)
+        state.buffered_bytes += sum([len(m.body) for m in messages])
         self.count += len(messages)
         self.ready.set()
 
     def take(self, max_messages: int) -> list[MessageRecord]:
         """Up to ``max_messages`` buffered messages, oldest batch first; batches of dropped
-        queues are discarded. Each queue's consume offset follows what was taken."""
+        queues are discarded. Each queue's consume offset moves past what was taken (Java:
+        to the oldest offset still buffered, the same unless a filter skipped offsets)."""
         out: list[MessageRecord] = []
         requests = self._requests
         while requests and len(out) < max_messages:
             req = requests[0]
-            if req.pq.dropped or req.state.pq is not req.pq:
+            state = req.state
+            if req.pq.dropped or state.pq is not req.pq:
                 requests.popleft()
                 self.count -= req.remaining
                 continue
+            messages = req.messages
             start = req.pos
-            end = min(len(req.messages), start + max_messages - len(out))
-            chunk = req.messages if start == 0 and end == len(req.messages) else req.messages[start:end]
+            end = min(len(messages), start + max_messages - len(out))
+            chunk = messages if start == 0 and end == len(messages) else messages[start:end]
             req.pos = end
-            if end >= len(req.messages):
+            if end >= len(messages):
                 requests.popleft()
-            self.count -= len(chunk)
-            offset = req.pq.remove_message(chunk)
-            if offset >= 0:
-                req.state.consume_offset = offset
+                if state.requests and state.requests[0] is req:
+                    state.requests.popleft()
+            taken = len(chunk)
+            self.count -= taken
+            state.buffered -= taken
+            state.buffered_bytes -= sum([len(m.body) for m in chunk])
+            state.consume_offset = chunk[-1].queue_offset + 1
             out.extend(chunk)
         if not requests:
             self.ready.clear()
         return out
 
-    def discard(self, mq: MessageQueue) -> int:
-        """Drop every buffered batch of ``mq`` (seek); the number of messages dropped."""
-        kept: deque[ConsumeRequest] = deque()
+    def discard(self, state: QueueState) -> int:
+        """Drop every buffered batch of the queue (seek, unassigned); the messages dropped."""
         dropped = 0
-        for req in self._requests:
-            if req.state.mq == mq:
-                dropped += req.remaining
-            else:
-                kept.append(req)
-        self._requests = kept
-        self.count -= dropped
-        if not kept:
+        if state.requests:
+            kept: deque[ConsumeRequest] = deque()
+            for req in self._requests:
+                if req.state is state:
+                    dropped += req.remaining
+                else:
+                    kept.append(req)
+            self._requests = kept
+            self.count -= dropped
+        state.drop_buffered()
+        if not self._requests:
             self.ready.clear()
         return dropped
 
     def clear(self) -> None:
+        for req in self._requests:
+            req.state.drop_buffered()
         self._requests.clear()
         self.count = 0
         self.ready.clear()

@@ -433,7 +433,7 @@ class LitePullConsumer:
         self._subscriptions.pop(topic, None)
         for state in self._assigned.remove_topic(topic):
             self._stop_reader(state.mq)
-            self._buffer.discard(state.mq)
+            self._buffer.discard(state)
         if self._state == "running" and self._mode is _Mode.SUBSCRIBE:
             self._spawn(partial(self._announce_subscriptions, []), f"unsubscribe from {topic}")
 
@@ -450,7 +450,7 @@ class LitePullConsumer:
         removed, added = self._assigned.update(queues)
         for state in removed:
             self._stop_reader(state.mq)
-            self._buffer.discard(state.mq)
+            self._buffer.discard(state)
             if self._state == "running":
                 self._spawn(partial(self._forget_offset, state.mq), f"offset of {state.mq}")
         if self._state == "running":
@@ -511,7 +511,7 @@ class LitePullConsumer:
         removed, added = self._assigned.update(mine, topic)
         for state in removed:
             self._stop_reader(state.mq)
-            self._buffer.discard(state.mq)
+            self._buffer.discard(state)
         for state in added:
             start = self._start_offsets.pop(state.mq, None)
             if start is not None and start[0] is state.pq:
@@ -580,12 +580,12 @@ class LitePullConsumer:
             return PULL_DELAY_WHEN_PAUSE
         if self._buffer.count > self.pull_threshold_for_all:
             return self._flow_controlled("all", "%d messages buffered", self._buffer.count)
-        if pq.msg_count > self.pull_threshold_for_queue:
-            return self._flow_controlled("queue", "%d messages of %s buffered", pq.msg_count, state.mq)
-        if pq.msg_size >> 20 > self.pull_threshold_size_for_queue:
-            return self._flow_controlled("queue", "%d MiB of %s buffered", pq.msg_size >> 20, state.mq)
-        if pq.max_span > self.consume_max_span:
-            return self._flow_controlled("span", "buffered offsets of %s span %d", state.mq, pq.max_span)
+        if state.buffered > self.pull_threshold_for_queue:
+            return self._flow_controlled("queue", "%d messages of %s buffered", state.buffered, state.mq)
+        if state.buffered_bytes >> 20 > self.pull_threshold_size_for_queue:
+            return self._flow_controlled("queue", "%d MiB of %s buffered", state.buffered_bytes >> 20, state.mq)
+        if state.buffered_span > self.consume_max_span:
+            return self._flow_controlled("span", "buffered offsets of %s span %d", state.mq, state.buffered_span)
 
         offset = state.pull_offset
         if offset < 0:
@@ -624,7 +624,6 @@ class LitePullConsumer:
             return None if self._gone(state, pq) else 0.0  # dropped, or a seek moved the queue
         pq.mark_pulled()
         if result.status is PullStatus.FOUND and result.messages:
-            pq.put_message(result.messages)
             self._buffer.put(state, pq, result.messages)
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning(
@@ -721,8 +720,7 @@ class LitePullConsumer:
 
     def _seek_now(self, state: QueueState, offset: int) -> None:
         self._stop_reader(state.mq)
-        state.pq.clear()
-        self._buffer.discard(state.mq)
+        self._buffer.discard(state)
         state.pull_offset = offset
         state.consume_offset = offset
         state.idle = False
@@ -819,19 +817,22 @@ class LitePullConsumer:
 
     async def _flush_offsets(self) -> None:
         """At shutdown: write every assigned queue's stored offset and wait for the answers
-        (the periodic persist sends them oneway)."""
+        (the periodic persist sends them oneway); all queues at once, so an unresponsive
+        broker costs one request timeout, not one per queue."""
         store = self.offset_store
         queues = self._assigned.queues()
         if self.message_model is MessageModel.BROADCASTING or not isinstance(store, RemoteOffsetStore):
             await self.persist_offsets()
             return
-        for mq, offset in store.clone_offset_table().items():
-            if mq not in queues:
-                continue
+
+        async def one(mq: MessageQueue, offset: int) -> None:
             try:
                 await store.update_consume_offset_to_broker(mq, offset, False)
             except MQClientError as exc:
                 log.error("group %s: committing offset %d of %s at shutdown failed: %s", self.group, offset, mq, exc)
+
+        table = store.clone_offset_table()
+        await asyncio.gather(*(one(mq, offset) for mq, offset in table.items() if mq in queues))
 
     # -- what the client instance calls --------------------------------------------------
     def consumer_data(self) -> dict[str, Any]:

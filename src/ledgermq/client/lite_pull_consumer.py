@@ -45,7 +45,6 @@ import inspect
 import logging
 import random
 import re
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from types import TracebackType
@@ -656,7 +655,7 @@ class LitePullConsumer:
 
     async def _refresh_route(self, topic: str) -> None:
         """After a connection failure: the name servers may already know the broker is gone."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now - self._route_refreshed.get(topic, float("-inf")) < ROUTE_REFRESH_MIN_INTERVAL:
             return
         self._route_refreshed[topic] = now

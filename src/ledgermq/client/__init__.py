@@ -1,18 +1,48 @@
-"""The pure-Python RocketMQ client (asyncio): producer, route cache, fault avoidance."""
+"""The pure-Python RocketMQ client (asyncio): producer, push and lite pull consumers, on a
+shared client instance; ``ledgermq.client.sync`` wraps them for blocking code."""
 
 from __future__ import annotations
 
+from ledgermq.client.allocate import (
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueAveragelyByCircle,
+    AllocateMessageQueueByConfig,
+    AllocateMessageQueueConsistentHash,
+)
+from ledgermq.client.consume_service import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+)
+from ledgermq.client.consumer_common import ConsumeFromWhere, MessageModel
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, SendFailedError
+from ledgermq.client.lite_pull_consumer import LitePullConsumer
 from ledgermq.client.message import Message, MessageQueue, SendResult, SendStatus
 from ledgermq.client.producer import Producer
+from ledgermq.client.push_consumer import PushConsumer
+from ledgermq.protocol.message import MessageRecord as MessageExt
 
 __all__ = [
+    "AllocateMessageQueueAveragely",
+    "AllocateMessageQueueAveragelyByCircle",
+    "AllocateMessageQueueByConfig",
+    "AllocateMessageQueueConsistentHash",
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
+    "LitePullConsumer",
     "MQBrokerError",
     "MQClientError",
     "MQConnectError",
     "Message",
+    "MessageExt",
+    "MessageModel",
     "MessageQueue",
     "Producer",
+    "PushConsumer",
     "SendFailedError",
     "SendResult",
     "SendStatus",

@@ -200,6 +200,7 @@ class ClientInstance:
             except asyncio.CancelledError:
                 pass
         await self.routes.stop()
+        await self.pull_api.close()
         if was_running:
             await self.persist_all()
         await self.remoting.close()
@@ -244,9 +245,8 @@ class ClientInstance:
 
     # -- heartbeats ----------------------------------------------------------------------
     def heartbeat_body(self) -> bytes:
-        producers = [{"groupName": g} for g in sorted(self.producers)]
-        if producers:
-            producers.append({"groupName": CLIENT_INNER_PRODUCER})
+        groups = sorted(self.producers | ({CLIENT_INNER_PRODUCER} if self.producers else set()))
+        producers = [{"groupName": g} for g in groups]
         return fastjson.dumps(
             {
                 "clientID": self.client_id,

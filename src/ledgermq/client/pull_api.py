@@ -22,6 +22,7 @@ Errors follow the client's hierarchy: no reachable broker or a timeout raises
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import random
@@ -112,6 +113,9 @@ class PullAPI:
         self.pull_from: dict[MessageQueue, int] = {}
         self.connect_broker_by_user = False
         self.default_broker_id = MASTER_ID
+        self.route_refresh_after_failure = 1.0  # seconds between refreshes of one topic after failed pulls
+        self._refreshed_at: dict[str, float] = {}
+        self._refreshing: set[asyncio.Task[None]] = set()
 
     # -- broker choice -------------------------------------------------------------------
     async def _choose(self, broker_name: str, broker_id: int, only_this: bool, topic: str) -> BrokerChoice:
@@ -140,6 +144,30 @@ class PullAPI:
         if addr is None:
             raise MQClientError(f"the master of broker[{mq.broker_name}] is not in the route")
         return addr
+
+    def _refresh_soon(self, topic: str) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now - self._refreshed_at.get(topic, -1e9) < self.route_refresh_after_failure:
+            return
+        self._refreshed_at[topic] = now
+
+        async def refresh() -> None:
+            try:
+                await self.routes.update(topic)
+            except MQClientError as exc:
+                log.info("route of %s could not be refreshed after a failed pull: %s", topic, exc)
+
+        task = loop.create_task(refresh())
+        self._refreshing.add(task)
+        task.add_done_callback(self._refreshing.discard)
+
+    async def close(self) -> None:
+        """Cancel route refreshes still running (the instance is shutting down)."""
+        tasks = list(self._refreshing)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def pull_node(self, mq: MessageQueue) -> int:
         """``recalculatePullFromWhichNode``."""
@@ -218,7 +246,13 @@ class PullAPI:
         }
         if timeout is None:
             timeout = suspend_ms / 1000 + self.timeout
-        resp = await self.invoke(choice.addr, RequestCode.PULL_MESSAGE, ext, timeout=timeout)
+        try:
+            resp = await self.invoke(choice.addr, RequestCode.PULL_MESSAGE, ext, timeout=timeout)
+        except MQConnectError:
+            # A dead master stays in the cached route until the 30 s refresh; asking the name
+            # server now moves the next pull to a slave within about a second.
+            self._refresh_soon(mq.topic)
+            raise
         status = _STATUS_BY_CODE.get(resp.code)
         if status is None:
             raise MQBrokerError(resp.code, resp.remark, choice.addr)

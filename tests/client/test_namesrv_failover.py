@@ -3,7 +3,8 @@
 Real processes: two ``ledgermq namesrv`` and two master brokers registering with both. The clients are given
 ``"ns1;ns2"`` and are made to prefer ns1 (the server they would have picked at random); ns1 is then SIGKILLed.
 Sends to a known topic, sends that auto-create a new topic (a route only ns2 can give now), and consumption of
-both topics (the second subscribed after the kill) must all go on, with no message lost or duplicated.
+both topics (the second subscribed after the kill) by a lite pull consumer and by a push consumer must all go on,
+with no message lost or duplicated.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from ledgermq.client import Message, Producer
+from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
 from ledgermq.client.consumer_common import ConsumeFromWhere
 from ledgermq.client.lite_pull_consumer import LitePullConsumer
+from ledgermq.client.push_consumer import PushConsumer
 from ledgermq.protocol.message import MessageRecord
 from tests.compat.cluster import HOST, START_TIMEOUT, ServerProcess, free_port, route, tail, tcp_open, wait_until
 
@@ -119,15 +122,32 @@ async def _scenario(c: TwoNamesrvCluster) -> None:
         rng=random.Random(8),
         **fast,
     )
+    pushed: collections.Counter[str] = collections.Counter()
+
+    def on_messages(msgs: list[MessageRecord], _context: object) -> ConsumeConcurrentlyStatus:
+        pushed.update(m.properties[UID] for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    push = PushConsumer(
+        "CG_ns_failover_push",
+        namesrv,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        rebalance_interval=0.5,
+        heartbeat_interval=1.0,
+        **fast,
+    )
+    push.register_listener(on_messages)
     async with producer:
         for i in range(40):  # the topic exists before the consumer starts
             await producer.send(Message(TOPIC, f"before {i}".encode(), properties={UID: f"before-{i}"}))
         consumer.subscribe(TOPIC)
-        async with consumer:
+        push.subscribe(TOPIC)
+        async with consumer, push:
             got: collections.Counter[str] = collections.Counter()
             # both clients use ns1 for everything until it dies
             producer.instance.namesrv.preferred = 0
             consumer.instance.namesrv.preferred = 0
+            push.instance.namesrv.preferred = 0
             before = {f"before-{i}" for i in range(40)}
             await _consume_until(consumer, before, got, 30.0)
             assert before <= set(got), f"before the kill: missing {sorted(before - set(got))}"
@@ -142,12 +162,21 @@ async def _scenario(c: TwoNamesrvCluster) -> None:
                 after.add(f"new-{i}")
             assert producer.instance.namesrv.preferred == 1
             consumer.subscribe(NEW_TOPIC)
+            push.subscribe(NEW_TOPIC)
             await _consume_until(consumer, before | after, got, 40.0)
             missing = sorted((before | after) - set(got))
             assert not missing, f"lost after the name server died: {missing}{c.explain()}"
             duplicates = {u: n for u, n in got.items() if n > 1}
             assert not duplicates, f"duplicates: {duplicates}"
             assert consumer.instance.namesrv.preferred == 1
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 40.0
+            while not (before | after) <= set(pushed) and loop.time() < deadline:
+                await asyncio.sleep(0.1)
+            missing = sorted((before | after) - set(pushed))
+            assert not missing, f"the push consumer lost: {missing}{c.explain()}"
+            assert not {u: n for u, n in pushed.items() if n > 1}, "push duplicates"
+            assert push.instance.namesrv.preferred == 1
 
 
 def test_clients_survive_a_killed_name_server(two_ns: TwoNamesrvCluster) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ledgermq.client import Message, Producer
+from ledgermq.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
 from ledgermq.client.instance import ClientInstance
 from ledgermq.client.pull_api import PullStatus
 from ledgermq.protocol.admin_body import MessageQueue
@@ -127,6 +127,45 @@ def test_cpp_producer_to_our_pull_path(cluster: Cluster) -> None:
         assert {k: rec.properties[k] for k in spec["props"]} == spec["props"]
         assert rec.msg_id == result["msg_id"]
         assert rec.broker_name == cluster.broker_name
+
+
+async def _push_all(cluster: Cluster, topic: str, count: int, timeout: float = 30.0) -> list[MessageRecord]:
+    """Every message of the topic through our push consumer (clustering, from the first offset)."""
+    got: list[MessageRecord] = []
+
+    def on_messages(msgs: list[MessageRecord], _context: object) -> ConsumeConcurrentlyStatus:
+        got.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "CG_cpp_to_py_push", cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+    consumer.subscribe(topic)
+    consumer.register_listener(on_messages)
+    async with consumer:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while len(got) < count and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # room for a duplicate to show
+    return got
+
+
+def test_cpp_producer_to_our_push_consumer(cluster: Cluster) -> None:
+    topic = "CppToPyPush"
+    sent = interop_messages(topic, "cpush")
+    step = {"op": "send", "mode": "sync", "group": "PG_cpp_to_py", "messages": sent, "max_message_size": FOUR_MIB}
+    [send] = cluster.run_client([step])
+    cluster.wait_route(topic)
+    records = asyncio.run(_push_all(cluster, topic, len(sent)))
+    by_uid = {r.properties[UID]: r for r in records}
+    assert len(by_uid) == len(records) == len(sent), sorted(r.properties[UID] for r in records)
+    for spec, result in zip(sent, send["results"], strict=True):
+        rec = by_uid[spec["props"][UID]]
+        assert rec.body == spec["body"].encode(), f"{spec['props'][UID]}: body differs"
+        assert (rec.topic, rec.tags, " ".join(rec.keys)) == (topic, spec["tags"], spec["keys"])
+        assert {k: rec.properties[k] for k in spec["props"]} == spec["props"]
+        assert rec.msg_id == result["msg_id"] and rec.reconsume_times == 0
 
 
 def test_empty_bodies_are_refused_by_both_clients(cluster: Cluster) -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ledgermq.spark.broker import BrokerSession
+from ledgermq.protocol.message import decode_record
+from ledgermq.spark.broker import BrokerSession, Status
 from ledgermq.spark.offsets import EARLIEST, LATEST, Offsets, QueueId
 from ledgermq.spark.options import OptionError, ReadOptions, Subscription
 from ledgermq.spark.planning import QueueRange, check_start, ranges_between, split_ranges
@@ -47,8 +48,8 @@ async def resolve_start(session: BrokerSession, opts: ReadOptions, bounds: Bound
     if opts.starting_timestamp is not None:
         ts = opts.starting_timestamp
         queues = sorted(bounds)
-        found = await asyncio.gather(*(session.search_offset(q, ts) for q in queues))
-        return {q: min(max(off, bounds[q][0]), bounds[q][1]) for q, off in zip(queues, found, strict=True)}
+        found = await asyncio.gather(*(_offset_at(session, opts, q, ts, bounds[q]) for q in queues))
+        return dict(zip(queues, found, strict=True))
     start: Offsets = {}
     for q, (low, high) in bounds.items():
         value = opts.starting.offsets.get(q, opts.starting.default_for(EARLIEST))
@@ -59,6 +60,22 @@ async def resolve_start(session: BrokerSession, opts: ReadOptions, bounds: Bound
         else:
             start[q] = check_start(q, value, low, high, fail=opts.fail_on_data_loss, what="startingOffsets")
     return start
+
+
+async def _offset_at(
+    session: BrokerSession, opts: ReadOptions, q: QueueId, timestamp: int, bounds: tuple[int, int]
+) -> int:
+    """The first offset stored at or after ``timestamp`` (spark-sql-kafka's meaning). The broker's
+    search answers the message *nearest* in time (RocketMQ's ``getOffsetInQueueByTime``), which
+    may be the last one before: then the next offset is the one."""
+    low, high = bounds
+    offset = min(max(await session.search_offset(q, timestamp), low), high)
+    if offset < high:
+        answer = await session.pull(q, opts.pull_group, offset, 1)
+        found = answer.status is Status.FOUND and answer.raw
+        if found and decode_record(answer.raw, check_crc=False).store_timestamp < timestamp:
+            offset += 1
+    return offset
 
 
 def resolve_end(opts: ReadOptions, bounds: Bounds) -> Offsets:

@@ -16,6 +16,8 @@ from ledgermq.ha.codec import (
     encode_frame,
     encode_header,
     encode_report,
+    frame_buffers,
+    scan_frames,
 )
 
 
@@ -111,3 +113,62 @@ def test_frame_decoder_max_body_bounds() -> None:
         FrameDecoder(max_body=0)
     with pytest.raises(ValueError):
         FrameDecoder(max_body=MAX_FRAME_BODY + 1)
+
+
+# -- the fast paths: frames cut for one sendmsg, frames found in one pass -------------------
+
+
+def test_frame_buffers_cut_a_window_into_batch_sized_frames() -> None:
+    data = bytes(range(256)) * 40  # 10,240 bytes
+    bufs = frame_buffers(1 << 33, data, 4096)
+    assert len(bufs) == 6  # three frames: 4096, 4096, 2048
+    headers, bodies = bufs[0::2], bufs[1::2]
+    assert [bytes(h) for h in headers] == [
+        encode_header((1 << 33) + i * 4096, n) for i, n in enumerate((4096, 4096, 2048))
+    ]
+    assert all(isinstance(b, memoryview) for b in bodies)  # views of the window, no copies
+    assert b"".join(bufs) == b"".join(encode_frame((1 << 33) + i, data[i : i + 4096]) for i in range(0, 10240, 4096))
+    assert frame_buffers(0, b"", 4096) == []
+    assert b"".join(frame_buffers(7, b"abc", 32768)) == encode_frame(7, b"abc")
+
+
+def test_frame_buffers_refuse_bad_batches_and_offsets() -> None:
+    with pytest.raises(LocalProtocolError):
+        frame_buffers(0, b"x", 0)
+    with pytest.raises(LocalProtocolError):
+        frame_buffers(0, b"x", MAX_FRAME_BODY + 1)
+    with pytest.raises(LocalProtocolError):
+        frame_buffers(-1, b"x", 10)
+
+
+def test_scan_frames_finds_every_frame_of_a_chunk_in_place() -> None:
+    stream = bytearray(b"??" + encode_frame(100, b"abc") + encode_frame(103, b"") + encode_frame(103, b"defgh"))
+    frames, pos, error = scan_frames(stream, 2, len(stream), 1024)
+    assert error == "" and pos == len(stream)
+    assert [(off, bytes(stream[start : start + size])) for off, start, size in frames] == [
+        (100, b"abc"),
+        (103, b""),
+        (103, b"defgh"),
+    ]
+
+
+def test_scan_frames_stops_before_a_partial_frame() -> None:
+    whole = encode_frame(0, b"a" * 10) + encode_frame(10, b"b" * 10)
+    for cut in range(len(whole) + 1):
+        frames, pos, error = scan_frames(whole, 0, cut, 1024)
+        assert error == ""
+        complete = 0 if cut < 22 else 1 if cut < 44 else 2
+        assert len(frames) == complete
+        assert pos == 22 * complete  # where the partial frame (if any) starts
+
+
+def test_scan_frames_keeps_the_frames_before_a_bad_header() -> None:
+    good = encode_frame(0, b"x" * 8) + encode_frame(8, b"y" * 8)
+    for bad, why in ((encode_header(16, 100), "100 bytes"), (bytes.fromhex("800000000000001000000001"), "negative")):
+        stream = good + bad + b"z" * 100
+        frames, pos, error = scan_frames(stream, 0, len(stream), 64)
+        assert [f[0] for f in frames] == [0, 8] and pos == len(good)
+        assert why in error
+        # the bad header is refused as soon as its 12 bytes are in, before any body byte
+        assert scan_frames(good + bad, 0, len(good) + HEADER_SIZE, 64)[2]
+        assert not scan_frames(good + bad, 0, len(good) + HEADER_SIZE - 1, 64)[2]

@@ -1,28 +1,39 @@
 """``ledgermq bench replication`` and ``ledgermq bench produce --client ledgermq``.
 
-Replication catch-up: a master process is filled with ``mb`` MiB of messages, then a fresh
-slave process is started and timed until its commit-log max offset equals the master's.
-A fresh slave starts replicating at the start of the master's *last* commit-log segment
-(RocketMQ semantics), so the master's segment size is chosen larger than the whole fill:
-everything lives in segment 0 and the slave has to copy every byte from offset 0. The
-rate is bytes copied / seconds between the first and the last poll of the slave's
-``commitLogMaxOffset`` (GET_BROKER_RUNTIME_INFO, every 10 ms); the slave's process
-start-up (interpreter, store, registration) is reported separately and not counted.
+Replication catch-up: a master process is filled with ``mb`` MiB of message bodies, then
+a fresh slave process is started and timed until it has acknowledged the master's whole
+commit log. A fresh slave starts replicating at the start of the master's *last*
+commit-log segment (RocketMQ semantics), so the master's segment size is chosen larger
+than the whole fill: everything lives in segment 0 and the slave has to copy every byte
+from offset 0. The fill cycles through bodies of 128 B, 1 KiB and 4,000 B (``FILL_BODIES``).
 
-Baselines from the same run, moving the same number of bytes: loopback TCP (a blocking
-socket sender thread writing 32 KiB at a time to a receiver thread over 127.0.0.1) and
-the disk's raw sequential write rate (``os.write`` of 1 MiB chunks to a file in the same
-temporary directory, ``fsync`` at the end). The figure of merit is
-replication / min(tcp, disk).
+Timing uses the master's own record of the slave's reports (``lastAckTimestamp`` in
+GET_BROKER_HA_STATUS, wall-clock milliseconds): from the slave's first report (offset 0)
+to the report of the master's max offset. The bench polls every 1 ms until the slave
+shows up and every 20 ms afterwards; polling only finds the timestamps, it does not
+round them. The slave's process start-up (interpreter, store, registration) and the time
+its consume queues take to catch up afterwards are reported separately, not counted.
 
-SYNC vs ASYNC: a master and a slave as processes, run twice (ASYNC_MASTER, then
-SYNC_MASTER with the default syncFlushTimeout); our asyncio Producer sends ``count``
-messages from ``concurrency`` tasks; msgs/s and per-send latency of both.
+Baselines from the same run, moving the same number of bytes, measured after the
+brokers have exited and ``os.sync()`` has written their dirty pages back, each the best
+of ``BASELINE_TRIES``: loopback TCP with the chunking of the HA path itself (a sender
+thread writing ``WRITE_SPAN`` = 1 MiB at a time, a receiver thread reading up to
+``READ_MAX`` = 1 MiB) and the disk's raw sequential write rate (``os.write`` of 1 MiB
+chunks to a file in the same temporary directory, ``fsync`` at the end). The figure of
+merit is replication / min(tcp, disk).
+
+SYNC vs ASYNC: two broker groups as processes, up at the same time: a name server, an
+ASYNC_MASTER and its slave, and a name server, a SYNC_MASTER (default syncFlushTimeout)
+and its slave. Our asyncio Producer sends ``count`` messages to each from ``concurrency``
+tasks, in rounds ordered ASYNC, SYNC, SYNC, ASYNC (half of the messages per round), each
+round starting once both slaves have caught up and nothing is left to dispatch; msgs/s
+and per-send latency of both roles over their two rounds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -31,18 +42,32 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ledgermq.admin.client import AdminClient
+from ledgermq.admin.model import HAConnectionInfo
 from ledgermq.bench.broker_bench import ClientRun, _spawn, _wait_port, _wait_route, free_port, spawn_namesrv
 from ledgermq.ha.config import HAConfig
+from ledgermq.ha.master import WRITE_SPAN
+from ledgermq.ha.slave import READ_MAX
+
+if TYPE_CHECKING:
+    from ledgermq.client import Producer
 
 MIB = 1024 * 1024
 TOPIC = "BenchReplTopic"
-FILL_BODY = 4000  # below the client's compress_over (4096): bodies go to the store as they are
-FILL_BATCH = 64  # messages per SEND_BATCH_MESSAGE (about 256 KB)
+# A mix, as brokers replicate in practice: small events (128 B, the default of RocketMQ's
+# own benchmark producer), typical JSON payloads (1 KiB) and larger records just under
+# the client's compress_over (4,096: bodies reach the store as they are). One of each in
+# turn: 1,717 B on average, so the slave's dispatch sees about 2.3x the records of a
+# 4,000-byte-only fill.
+FILL_BODIES = (128, 1024, 4000)
+FILL_BATCH = 64  # messages per SEND_BATCH_MESSAGE (about 110 KB)
 FILL_SENDERS = 4
+BASELINE_TRIES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +76,13 @@ class ReplicationResult:
     segment_size: int
     transfer_batch: int
     fill_seconds: float
-    slave_start_seconds: float  # spawn -> first answer to GET_BROKER_RUNTIME_INFO
-    catch_up_seconds: float  # first answer -> offset equal to the master's
-    first_offset: int  # the slave's offset at its first answer (not counted in the rate)
-    tcp_seconds: float
-    disk_seconds: float
+    slave_start_seconds: float  # spawn -> the slave's first report (as the master saw it)
+    catch_up_seconds: float  # first report -> the report of the master's max offset
+    first_offset: int  # the slave's first report (0 for a fresh slave; not counted in the rate)
+    tcp_seconds: float  # best of BASELINE_TRIES
+    disk_seconds: float  # best of BASELINE_TRIES
+    dispatch_seconds: float = -1.0  # caught up -> the slave's consume queues complete (-1: not seen)
+    start_exact: bool = True  # False: the first report was missed, start is the last poll before it
 
     @staticmethod
     def _mb_s(n: int, seconds: float) -> float:
@@ -162,12 +189,18 @@ async def _max_offset(admin: AdminClient, addr: str) -> int:
 
 
 # -- replication catch-up ----------------------------------------------------------------
+def fill_bodies() -> list[bytes]:
+    pattern = os.urandom(256)
+    return [(pattern * (size // 256 + 1))[:size] for size in FILL_BODIES]
+
+
 async def _fill(namesrv: str, total: int) -> None:
     """``total`` bytes of bodies in batches from a few concurrent senders."""
     from ledgermq.client import Message, Producer
 
-    body = (os.urandom(256) * (FILL_BODY // 256 + 1))[:FILL_BODY]
-    batches = -(-total // (FILL_BODY * FILL_BATCH))
+    bodies = fill_bodies()
+    per_batch = sum(len(bodies[i % len(bodies)]) for i in range(FILL_BATCH))
+    batches = -(-total // per_batch)
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(batches):
         queue.put_nowait(i)
@@ -176,49 +209,88 @@ async def _fill(namesrv: str, total: int) -> None:
         async def sender() -> None:
             while not queue.empty():
                 queue.get_nowait()
-                await producer.send_batch([Message(TOPIC, body) for _ in range(FILL_BATCH)])
+                await producer.send_batch([Message(TOPIC, bodies[i % len(bodies)]) for i in range(FILL_BATCH)])
 
         await asyncio.gather(*(sender() for _ in range(FILL_SENDERS)))
 
 
-async def _slave_acked(admin: AdminClient, master_addr: str) -> int:
-    """The best live slave's acknowledged offset, from the master (the slave is not disturbed)."""
-    info = await admin.ha_status(master_addr)
-    live = [c.slave_ack_offset for c in info.connections if c.connected and c.slave_ack_offset >= 0]
-    if not live:
-        raise LookupError("no slave has reported yet")
-    return max(live)
+async def _settle_master(pair: HAPair, timeout: float) -> int:
+    """The master's max offset once it has dispatched the whole fill (it is idle then)."""
+    deadline = time.monotonic() + timeout
+    async with AdminClient(pair.namesrv, timeout=5.0) as admin:
+        while True:
+            info = await admin.broker_runtime_info(pair.master_addr)
+            if int(info["dispatchBehindBytes"]) == 0 or time.monotonic() > deadline:
+                return int(info["commitLogMaxOffset"])
+            await asyncio.sleep(0.05)
 
 
-async def _catch_up(pair: HAPair, target: int, timeout: float) -> tuple[float, float, int]:
-    """Spawn the slave; (start-up seconds, catch-up seconds, offset at the first answer).
+async def _slave_connection(admin: AdminClient, master_addr: str) -> HAConnectionInfo | None:
+    """The live slave connection that has reported, from the master (the slave is not disturbed)."""
+    try:
+        info = await admin.ha_status(master_addr)
+    except Exception:
+        return None
+    live = [c for c in info.connections if c.connected and c.slave_ack_offset >= 0]
+    return max(live, key=lambda c: c.slave_ack_offset) if live else None
 
-    Progress is read from the master's view of the slave's acknowledgements, so polling
-    does not take CPU from the slave being measured."""
-    spawned = time.monotonic()
+
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    start_seconds: float
+    catch_up_seconds: float
+    first_offset: int
+    dispatch_seconds: float
+    start_exact: bool
+
+
+async def _catch_up(pair: HAPair, target: int, timeout: float) -> CatchUp:
+    """Spawn the slave and time its catch-up with the master's ack timestamps (wall ms)."""
+    spawned = time.time()
     proc = pair.spawn_slave()
+    deadline = time.monotonic() + timeout
+
+    def check() -> None:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the slave exited with {proc.returncode}; see {pair.work / 'slave' / 'broker.log'}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the slave did not reach {target} within {timeout}s")
+
     async with AdminClient(pair.namesrv, timeout=2.0, connect_timeout=0.5) as admin:
-        first_t, first_off = 0.0, -1
-        deadline = spawned + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the slave exited with {proc.returncode}; see {pair.work / 'slave' / 'broker.log'}")
+        unseen = time.time()  # the last poll that found no report
+        while (conn := await _slave_connection(admin, pair.master_addr)) is None:
+            check()
+            unseen = time.time()
+            await asyncio.sleep(0.001)
+        # A fresh slave's first report is 0 and its next one is larger: if the master still
+        # shows 0, its timestamp is the first report's; otherwise start at the last empty poll.
+        first_off = 0
+        exact = conn.slave_ack_offset == 0 and conn.last_ack_timestamp > 0
+        start_ms = conn.last_ack_timestamp if exact else int(unseen * 1000)
+        while conn is None or conn.slave_ack_offset < target:
+            check()
+            await asyncio.sleep(0.02)
+            conn = await _slave_connection(admin, pair.master_addr)
+        end_ms = conn.last_ack_timestamp
+        caught = time.monotonic()
+        dispatch_s = -1.0
+        while time.monotonic() < caught + timeout:  # the slave's consume queues, for the record
             try:
-                off = await _slave_acked(admin, pair.master_addr)
+                info = await admin.broker_runtime_info(pair.slave_addr)
+                if int(info["dispatchBehindBytes"]) == 0:
+                    dispatch_s = time.monotonic() - caught
+                    break
             except Exception:
-                await asyncio.sleep(0.01)
-                continue
-            now = time.monotonic()
-            if first_off < 0:
-                first_t, first_off = now, off
-            if off >= target:
-                return first_t - spawned, now - first_t, first_off
-            await asyncio.sleep(0.01)
-    raise RuntimeError(f"the slave did not reach {target} within {timeout}s")
+                pass
+            await asyncio.sleep(0.02)
+    # Millisecond timestamps: an interval under 1 ms counts as 1 ms (the rate errs low, never high).
+    catch_up_s = max(1, end_ms - start_ms) / 1000
+    return CatchUp(start_ms / 1000 - spawned, catch_up_s, first_off, dispatch_s, exact)
 
 
-def loopback_tcp_seconds(nbytes: int, chunk: int = 32 * 1024) -> float:
-    """Seconds to move ``nbytes`` over 127.0.0.1 in ``chunk``-byte writes (sender and receiver threads)."""
+def loopback_tcp_seconds(nbytes: int, chunk: int = WRITE_SPAN, read_size: int = READ_MAX) -> float:
+    """Seconds to move ``nbytes`` over 127.0.0.1 in ``chunk``-byte writes and reads of up to
+    ``read_size`` (a sender and a receiver thread): the HA path's own chunking."""
     payload = os.urandom(chunk)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
@@ -228,7 +300,7 @@ def loopback_tcp_seconds(nbytes: int, chunk: int = 32 * 1024) -> float:
         def receive() -> None:
             nonlocal received
             conn, _ = listener.accept()
-            buf = bytearray(256 * 1024)
+            buf = bytearray(read_size)
             with conn:
                 while received < nbytes:
                     n = conn.recv_into(buf)
@@ -269,6 +341,11 @@ def disk_write_seconds(directory: Path, nbytes: int, chunk: int = MIB) -> float:
         path.unlink(missing_ok=True)
 
 
+def best_seconds(measure: Callable[[], float], tries: int = BASELINE_TRIES) -> float:
+    """The fastest of ``tries`` runs: a baseline stands for what the machine can do."""
+    return min(measure() for _ in range(tries))
+
+
 def segment_size_for(mb: int) -> int:
     """A commit-log segment that holds the whole fill (bodies + record overhead), at least 16 MiB."""
     return max(16, -(-mb * 5 // 4)) * MIB
@@ -288,26 +365,26 @@ def bench_replication(
             asyncio.run(_fill(pair.namesrv, mb * MIB))
             fill_seconds = time.monotonic() - started
 
-            async def master_offset() -> int:
-                async with AdminClient(pair.namesrv, timeout=5.0) as admin:
-                    return await _max_offset(admin, pair.master_addr)
-
-            target = asyncio.run(master_offset())
+            target = asyncio.run(_settle_master(pair, timeout))
+            os.sync()  # the fill's dirty pages go to disk before the slave starts
             if target > segment:
                 raise RuntimeError(f"the fill ({target} bytes) outgrew the {segment}-byte segment")
-            start_s, catch_s, first = asyncio.run(_catch_up(pair, target, timeout))
-        tcp_s = loopback_tcp_seconds(target)
-        disk_s = disk_write_seconds(base, target)
+            caught = asyncio.run(_catch_up(pair, target, timeout))
+        os.sync()  # the brokers' dirty pages go to disk before the baselines run
+        tcp_s = best_seconds(lambda: loopback_tcp_seconds(target))
+        disk_s = best_seconds(lambda: disk_write_seconds(base, target))
         return ReplicationResult(
             target,
             segment,
             transfer_batch or HAConfig().transfer_batch_size,
             fill_seconds,
-            start_s,
-            catch_s,
-            first,
+            caught.start_seconds,
+            caught.catch_up_seconds,
+            caught.first_offset,
             tcp_s,
             disk_s,
+            caught.dispatch_seconds,
+            caught.start_exact,
         )
     finally:
         if workdir is None:
@@ -330,50 +407,89 @@ async def _wait_slave_in_sync(pair: HAPair, timeout: float) -> None:
     raise RuntimeError(f"the slave did not catch up with the master within {timeout}s")
 
 
-async def _drive(namesrv: str, pair: HAPair, count: int, size: int, concurrency: int) -> ProducerRun:
-    from ledgermq.client import Message, Producer
+async def _wait_quiet(pair: HAPair, timeout: float) -> None:
+    """Until the slave has caught up and both brokers have dispatched everything."""
+    await _wait_slave_in_sync(pair, timeout)
+    deadline = time.monotonic() + timeout
+    async with AdminClient(pair.namesrv, timeout=2.0, connect_timeout=0.5) as admin:
+        while time.monotonic() < deadline:
+            try:
+                behind = [int((await admin.broker_runtime_info(a))["dispatchBehindBytes"]) for a in
+                          (pair.master_addr, pair.slave_addr)]  # fmt: skip
+                if not any(behind):
+                    return
+            except Exception:
+                pass
+            await asyncio.sleep(0.05)
+
+
+async def _send_round(producer: Producer, count: int, size: int, concurrency: int, run: ProducerRun) -> None:
+    from ledgermq.client import Message
 
     body = b"x" * size
-    async with Producer("bench-sync-async", namesrv, send_timeout=10.0) as producer:
-        for _ in range(10):  # warm-up: route, topic auto-creation, connections
-            await producer.send(Message(TOPIC, body))
-        await _wait_slave_in_sync(pair, 30.0)
-        latencies: list[float] = []
-        statuses: Counter[str] = Counter()
-        remaining = count
+    remaining = count
+    latencies = run.run.latencies_ms
 
-        async def sender() -> None:
-            nonlocal remaining
-            while remaining > 0:
-                remaining -= 1
-                t0 = time.perf_counter()
-                result = await producer.send(Message(TOPIC, body))
-                latencies.append((time.perf_counter() - t0) * 1000)
-                statuses[result.status.name] += 1
+    async def sender() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            t0 = time.perf_counter()
+            result = await producer.send(Message(TOPIC, body))
+            latencies.append((time.perf_counter() - t0) * 1000)
+            run.statuses[result.status.name] += 1
 
-        started = time.perf_counter()
-        await asyncio.gather(*(sender() for _ in range(concurrency)))
-        seconds = time.perf_counter() - started
-    return ProducerRun(ClientRun(count, seconds, latencies), statuses)
+    started = time.perf_counter()
+    await asyncio.gather(*(sender() for _ in range(concurrency)))
+    run.run = ClientRun(run.run.count + count, run.run.seconds + time.perf_counter() - started, latencies)
 
 
-def _run_role(work: Path, role: str, count: int, size: int, concurrency: int) -> ProducerRun:
-    with HAPair(work, role, 64 * MIB) as pair:
-        pair.start_master()
-        slave = pair.spawn_slave()
-        _wait_port(pair.slave_port, slave)
-        return asyncio.run(_drive(pair.namesrv, pair, count, size, concurrency))
+# ASYNC, SYNC, SYNC, ASYNC: each role gets half of the messages twice, and a load that drifts
+# during the run (other processes on the host) weighs on both roles alike.
+ROUND_ORDER = ("ASYNC_MASTER", "SYNC_MASTER", "SYNC_MASTER", "ASYNC_MASTER")
+
+
+async def _drive(pairs: dict[str, HAPair], count: int, size: int, concurrency: int) -> dict[str, ProducerRun]:
+    from ledgermq.client import Message, Producer
+
+    runs = {role: ProducerRun(ClientRun(0, 0.0, [])) for role in pairs}
+    async with contextlib.AsyncExitStack() as stack:
+        producers = {}
+        for role, pair in pairs.items():
+            producer = await stack.enter_async_context(Producer(f"bench-{role}", pair.namesrv, send_timeout=10.0))
+            for _ in range(10):  # warm-up: route, topic auto-creation, connections
+                await producer.send(Message(TOPIC, b"x" * size))
+            producers[role] = producer
+        rounds = Counter(ROUND_ORDER)
+        done: Counter[str] = Counter()
+        for role in ROUND_ORDER:
+            for pair in pairs.values():  # every slave caught up, nothing left to dispatch
+                await _wait_quiet(pair, 30.0)
+            done[role] += 1
+            share = count // rounds[role] if done[role] < rounds[role] else count - runs[role].run.count
+            await _send_round(producers[role], share, size, concurrency, runs[role])
+    return runs
 
 
 def bench_sync_vs_async(
     count: int, size: int, concurrency: int, workdir: Path | None = None
 ) -> tuple[ProducerRun, ProducerRun]:
-    """(SYNC_MASTER, ASYNC_MASTER), each a master + slave driven by our asyncio Producer."""
+    """(SYNC_MASTER, ASYNC_MASTER), each a name server, master and slave as processes, all
+    up at once; our asyncio Producer sends ``count`` messages to each role in the rounds of
+    ``ROUND_ORDER``, each round starting once every slave has caught up."""
     base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-bench-sync-"))
     try:
-        async_run = _run_role(base / "async", "ASYNC_MASTER", count, size, concurrency)
-        sync_run = _run_role(base / "sync", "SYNC_MASTER", count, size, concurrency)
-        return sync_run, async_run
+        with (
+            HAPair(base / "async", "ASYNC_MASTER", 64 * MIB) as async_pair,
+            HAPair(base / "sync", "SYNC_MASTER", 64 * MIB) as sync_pair,
+        ):
+            pairs = {"ASYNC_MASTER": async_pair, "SYNC_MASTER": sync_pair}
+            for pair in pairs.values():
+                pair.start_master()
+                slave = pair.spawn_slave()
+                _wait_port(pair.slave_port, slave)
+            runs = asyncio.run(_drive(pairs, count, size, concurrency))
+        return runs["SYNC_MASTER"], runs["ASYNC_MASTER"]
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -47,6 +47,57 @@ def encode_frame(offset: int, body: bytes | memoryview = b"") -> bytes:
     return encode_header(offset, len(body)) + bytes(body)
 
 
+def frame_buffers(offset: int, data: bytes | memoryview, batch: int) -> list[bytes | memoryview]:
+    """``data`` (commit-log bytes from ``offset``) as frames of at most ``batch`` body bytes.
+
+    Returns header, body, header, body, ...: bodies are views of ``data`` (no copy), ready
+    for one ``sendmsg``. Empty ``data`` gives no frames (a heartbeat is ``encode_header``).
+    """
+    if not 0 < batch <= MAX_FRAME_BODY:
+        raise LocalProtocolError(f"HA frame batch of {batch} bytes (max {MAX_FRAME_BODY})")
+    if not 0 <= offset <= _INT64_MAX - len(data):
+        raise LocalProtocolError(f"HA frame offset {offset} is not a non-negative int64")
+    view = memoryview(data)
+    total = len(view)
+    pack = HEADER.pack
+    out: list[bytes | memoryview] = []
+    for start in range(0, total, batch):
+        size = min(batch, total - start)
+        out.append(pack(offset + start, size))
+        out.append(view[start : start + size])
+    return out
+
+
+FrameSpan = tuple[int, int, int]  # (commit-log offset, body start in the buffer, body size)
+
+
+def scan_frames(
+    buf: bytes | bytearray | memoryview, pos: int, end: int, max_body: int
+) -> tuple[list[FrameSpan], int, str]:
+    """Find every complete frame in ``buf[pos:end]`` in one pass, without copying.
+
+    Returns the frames as (offset, body start, body size), the position after the last
+    complete one (a partial frame starts there) and an error: "" while the stream is
+    sound, else why it is not (negative offset, body over ``max_body``). Scanning stops
+    at a bad header, which is refused as soon as its 12 bytes are in; the frames before
+    it are still returned, so the caller can keep them before dropping the connection.
+    """
+    frames: list[FrameSpan] = []
+    unpack = HEADER.unpack_from
+    while end - pos >= HEADER_SIZE:
+        offset, size = unpack(buf, pos)
+        if offset < 0:
+            return frames, pos, f"master frame with negative offset {offset}"
+        if size < 0 or size > max_body:
+            return frames, pos, f"master frame body of {size} bytes (max {max_body})"
+        start = pos + HEADER_SIZE
+        if end - start < size:
+            break
+        frames.append((offset, start, size))
+        pos = start + size
+    return frames, pos, ""
+
+
 class ReportDecoder:
     """Master side: turns the slave's byte stream into offsets, in arrival order."""
 
@@ -85,7 +136,10 @@ class TransferFrame:
 
 
 class FrameDecoder:
-    """Slave side: incremental decoder of the master's frames with a body-size cap."""
+    """Incremental decoder of the master's frames with a body-size cap (copies each body).
+
+    The slave's receive loop uses ``scan_frames`` over its own buffer instead; this is the
+    convenient form for tests and tools."""
 
     __slots__ = ("_buf", "_pos", "max_body")
 
@@ -100,19 +154,11 @@ class FrameDecoder:
         """Add bytes; return every frame now complete (raises ``HAProtocolError``)."""
         buf = self._buf
         buf += data
-        frames: list[TransferFrame] = []
-        pos, end = self._pos, len(buf)
-        while end - pos >= HEADER_SIZE:
-            offset, size = HEADER.unpack_from(buf, pos)
-            if offset < 0:
-                raise HAProtocolError(f"master frame with negative offset {offset}")
-            if size < 0 or size > self.max_body:
-                raise HAProtocolError(f"master frame body of {size} bytes (max {self.max_body})")
-            if end - pos < HEADER_SIZE + size:
-                break
-            start = pos + HEADER_SIZE
-            frames.append(TransferFrame(offset, bytes(buf[start : start + size])))
-            pos = start + size
+        end = len(buf)
+        spans, pos, error = scan_frames(buf, self._pos, end, self.max_body)
+        if error:
+            raise HAProtocolError(error)
+        frames = [TransferFrame(offset, bytes(buf[start : start + size])) for offset, start, size in spans]
         if pos > (1 << 20) or pos == end:
             del buf[:pos]
             pos = 0

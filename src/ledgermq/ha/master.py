@@ -1,26 +1,34 @@
 """The master end of HA: accept slaves, stream the commit log, track acknowledgements.
 
-One ``_SlaveLink`` per connection runs a read task (reports -> acks, housekeeping) and
-a write task (transfers and heartbeats planned by ``MasterSession``). Writers sleep on
-a shared "new data" event, set by the store's arrival listener (from the reput thread),
-by ``notify_append`` and by ``wait_for_ack``; a 100 ms fallback (RocketMQ's too)
-bounds the latency when nobody tells us.
+Each slave connection is a non-blocking socket of our own (``_SlaveLink``): a reader
+callback turns reports into acks (and keeps housekeeping), a write task streams the
+commit log as ``MasterSession`` plans it, like RocketMQ's WriteSocketService: it never
+waits for an ack before sending more. Each wake-up reads one window of up to
+``WRITE_SPAN`` bytes (one segment at most), cuts it into haTransferBatchSize frames
+(12-byte header + body, the RocketMQ wire format) and writes all of them with one
+``sendmsg``; what the socket does not take is sent when it is writable again, before
+anything new is read. Idle writers wait for ``wake_writers`` (the store's arrival
+listener from the reput thread, ``notify_append`` after a put, ``wait_for_ack``) with a
+100 ms fallback (RocketMQ's too) when nobody tells them.
 
 ``wait_for_ack`` does not poll: waiters sit in a heap by offset, and each accepted ack
-resolves exactly the waiters at or below it.
+resolves exactly the waiters at or below it, from the reader callback that decoded it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import logging
+import os
+import socket
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
-from ledgermq.ha.codec import HAProtocolError, ReportDecoder, encode_header
+from ledgermq.ha.codec import HAProtocolError, ReportDecoder, encode_header, frame_buffers
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.session import Close, Heartbeat, Idle, MasterSession, Send
 from ledgermq.store.message_store import MessageStore
@@ -30,6 +38,11 @@ log = logging.getLogger(__name__)
 _FALLBACK_WAKE_S = 0.1
 _READ_CHUNK = 64 * 1024
 _MAX_DISCONNECTED_KEPT = 16
+# One write hands the socket up to 1 MiB (32 frames of the default 32 KiB): few syscalls
+# and wake-ups per megabyte, short enough to keep the loop responsive.
+WRITE_SPAN = 1024 * 1024
+_MAX_FRAMES_PER_WRITE = 256  # a small haTransferBatchSize makes smaller windows
+_IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +59,18 @@ class SlaveStatus:
 
 
 class _SlaveLink:
-    def __init__(
-        self, service: HAService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str
-    ) -> None:
+    """One slave connection on a non-blocking socket of our own.
+
+    Reports are read by a reader callback (no task wake-up between an ack arriving and
+    the waiters it releases); transfers are written by a task that reads a window of up
+    to ``WRITE_SPAN`` bytes, cuts it into frames of at most haTransferBatchSize, and
+    hands all of them to one ``sendmsg``. Whatever the socket does not take stays queued
+    and goes out when it is writable again, before the next window is read.
+    """
+
+    def __init__(self, service: HAService, sock: socket.socket, address: str) -> None:
         self.service = service
-        self.reader = reader
-        self.writer = writer
+        self.sock = sock
         self.address = address
         cfg = service.config
         self.session = MasterSession(
@@ -64,110 +83,169 @@ class _SlaveLink:
         self.last_ack_time_ms = 0
         self.closed_reason = ""
         self.reported = asyncio.Event()  # the first report arrived
-        self._tasks: tuple[asyncio.Task[None], ...] = ()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ended: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._out: list[bytes | memoryview] = []  # header, body, header, ... handed over, not yet sent
+        self._out_at = 0  # index of the first buffer in ``_out`` not fully sent
+        self._decoder = ReportDecoder()
 
     async def run(self) -> None:
         if self.closed_reason:
             return
-        read = asyncio.create_task(self._read_loop(), name=f"ha-read-{self.address}")
+        loop = self._loop = asyncio.get_running_loop()
+        ended = self._ended = loop.create_future()
+        fd = self.sock.fileno()
+        loop.add_reader(fd, self._on_readable)
+        self._arm_housekeeping(self.session.housekeeping_interval)
         write = asyncio.create_task(self._write_loop(), name=f"ha-write-{self.address}")
-        self._tasks = (read, write)
         try:
-            done, _ = await asyncio.wait({read, write}, return_when=asyncio.FIRST_COMPLETED)
-            for t in done:
-                if t.cancelled():
-                    continue
-                exc = t.exception()
-                if exc is not None:
-                    self._set_reason(f"{type(exc).__name__}: {exc}")
+            await asyncio.wait({write, ended}, return_when=asyncio.FIRST_COMPLETED)
+            if write.done() and not write.cancelled() and write.exception() is not None:
+                exc = write.exception()
+                self._set_reason(f"{type(exc).__name__}: {exc}")
         finally:
-            for t in (read, write):
-                t.cancel()
-            await asyncio.gather(read, write, return_exceptions=True)
-            self.writer.close()
-            with contextlib.suppress(Exception):
-                await self.writer.wait_closed()
+            loop.remove_reader(fd)
+            if self._timer is not None:
+                self._timer.cancel()
+            write.cancel()
+            await asyncio.gather(write, return_exceptions=True)
+            self._out = []
+            self.sock.close()
 
     def stop(self, reason: str) -> None:
         """End the connection from outside (service shutdown); ``run`` then returns."""
-        self._set_reason(reason)
-        for t in self._tasks:
-            t.cancel()
+        self._close(reason)
 
     def _set_reason(self, reason: str) -> None:
         if not self.closed_reason:
             self.closed_reason = reason
 
-    async def _read_loop(self) -> None:
-        decoder = ReportDecoder()
-        clock = self.service.clock
-        store = self.service.store
-        while True:
-            remaining = self.session.last_read + self.session.housekeeping_interval - clock.monotonic()
-            if remaining <= 0:
-                self._set_reason(f"silent for more than {self.session.housekeeping_interval:.1f}s (housekeeping)")
-                return
-            try:
-                data = await asyncio.wait_for(self.reader.read(_READ_CHUNK), remaining)
-            except TimeoutError:
-                continue
-            if not data:
-                self._set_reason("slave closed the connection")
-                return
-            now = clock.monotonic()
-            self.session.on_bytes(now)
-            try:
-                offsets = decoder.feed(data)
-            except HAProtocolError as exc:
-                self._set_reason(str(exc))
-                return
-            for off in offsets:
-                decision = self.session.on_report(off, store.max_phy_offset, now)
-                if isinstance(decision, Close):
-                    self._set_reason(decision.reason)
-                    return
-                if decision.first:
-                    log.info(
-                        "HA slave %s reported %d; transfer starts at %d",
-                        self.address,
-                        off,
-                        self.session.next_offset,
-                    )
-                    self.reported.set()
-                    self.service.wake_writers()
-                self.last_ack_time_ms = clock.wall_ms()
-                self.service._on_ack(off)
+    def _close(self, reason: str) -> None:
+        self._set_reason(reason)
+        if self._ended is not None and not self._ended.done():
+            self._ended.set_result(None)
 
+    # -- reports (reader callback) ----------------------------------------------------
+    def _arm_housekeeping(self, delay: float) -> None:
+        assert self._loop is not None
+        self._timer = self._loop.call_later(max(0.001, delay), self._housekeep)
+
+    def _housekeep(self) -> None:
+        session = self.session
+        now = self.service.clock.monotonic()
+        if session.expired(now):
+            self._close(f"silent for more than {session.housekeeping_interval:.1f}s (housekeeping)")
+        else:
+            self._arm_housekeeping(session.last_read + session.housekeeping_interval - now + 0.001)
+
+    def _on_readable(self) -> None:
+        if self._ended is None or self._ended.done():
+            return
+        try:
+            data = self.sock.recv(_READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(f"{type(exc).__name__}: {exc}")
+            return
+        if not data:
+            self._close("slave closed the connection")
+            return
+        svc = self.service
+        now = svc.clock.monotonic()
+        self.session.on_bytes(now)
+        try:
+            offsets = self._decoder.feed(data)
+        except HAProtocolError as exc:
+            self._close(str(exc))
+            return
+        for off in offsets:
+            decision = self.session.on_report(off, svc.store.max_phy_offset, now)
+            if isinstance(decision, Close):
+                self._close(decision.reason)
+                return
+            if decision.first:
+                log.info("HA slave %s reported %d; transfer starts at %d", self.address, off, self.session.next_offset)
+                self.reported.set()
+                svc.wake_writers()
+            self.last_ack_time_ms = svc.clock.wall_ms()
+            svc._on_ack(off)
+
+    # -- transfers (task) ---------------------------------------------------------------
     async def _write_loop(self) -> None:
         svc = self.service
         store = svc.store
         clock = svc.clock
         session = self.session
+        loop = asyncio.get_running_loop()
+        batch = session.batch_size
+        span = max(batch, min(WRITE_SPAN, batch * _MAX_FRAMES_PER_WRITE))
         await self.reported.wait()
         while True:
-            event = svc._data_event  # taken before looking at the store: no lost wake-up
-            action = session.plan(store.min_phy_offset, store.max_phy_offset, clock.monotonic())
+            if self._out:  # the socket did not take all of the last window
+                await self._writable(loop)
+                self._send_out()
+                continue
+            now = clock.monotonic()
+            action = session.plan(store.min_phy_offset, store.max_phy_offset, now, span)
             if isinstance(action, Send):
                 data = store.read_commitlog(action.offset, action.size)
                 if not data:
                     self._set_reason(f"commit log has nothing at {action.offset} (segment deleted?)")
                     return
-                self.writer.write(encode_header(action.offset, len(data)))
-                self.writer.write(data)
-                await self.writer.drain()
-                session.on_sent(action.offset, len(data), clock.monotonic())
+                self._out = frame_buffers(action.offset, data, batch)
+                session.on_sent(action.offset, len(data), now)
+                self._send_out()
+                await asyncio.sleep(0)  # reports, other slaves and requests run between windows
             elif isinstance(action, Heartbeat):
-                self.writer.write(encode_header(action.offset, 0))
-                await self.writer.drain()
-                session.on_sent(action.offset, 0, clock.monotonic())
+                self._out = [encode_header(action.offset, 0)]
+                session.on_sent(action.offset, 0, now)
+                self._send_out()
             elif isinstance(action, Idle):
+                # Planned and registered with no await in between: a wake-up cannot be lost.
                 wait = _FALLBACK_WAKE_S if action.wait is None else min(action.wait, _FALLBACK_WAKE_S)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), wait)
+                await svc._wait_for_data(loop, wait)
             else:
                 assert isinstance(action, Close)
                 self._set_reason(action.reason)
                 return
+
+    def _send_out(self) -> None:
+        """Write as much of ``_out`` as the socket takes now (one sendmsg per IOV_MAX buffers)."""
+        out = self._out
+        at = self._out_at
+        end = len(out)
+        sock = self.sock
+        while at < end:
+            try:
+                sent = sock.sendmsg(out[at : at + _IOV_MAX])
+            except (BlockingIOError, InterruptedError):
+                break
+            if sent <= 0:
+                break
+            while sent:
+                size = len(out[at])
+                if sent >= size:
+                    sent -= size
+                    at += 1
+                else:
+                    out[at] = memoryview(out[at])[sent:]
+                    sent = 0
+        if at >= end:
+            self._out = []
+            self._out_at = 0
+        else:
+            self._out_at = at
+
+    async def _writable(self, loop: asyncio.AbstractEventLoop) -> None:
+        fut: asyncio.Future[None] = loop.create_future()
+        fd = self.sock.fileno()
+        loop.add_writer(fd, _resolve, fut)
+        try:
+            await fut
+        finally:
+            loop.remove_writer(fd)
 
     def status(self, master_max: int, connected: bool) -> SlaveStatus:
         ack = self.session.ack_offset
@@ -181,6 +259,16 @@ class _SlaveLink:
             transfer_offset=-1 if nxt is None else nxt,
             closed_reason=self.closed_reason,
         )
+
+
+def _resolve(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)
 
 
 class HAService:
@@ -200,18 +288,25 @@ class HAService:
         self._disconnected: dict[str, SlaveStatus] = {}
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._seq = itertools.count()
-        self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None
+        self._accept_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._data_event = asyncio.Event()
+        self._data_waiters: list[asyncio.Future[None]] = []  # idle transfer loops
         self._wake_pending = False
+        self._loop_thread = 0
         self._guard_added = False
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        loop = self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        listener = socket.create_server((self.host, self.port), family=family, backlog=128)
+        listener.setblocking(False)
+        self._listener = listener
+        self.port = listener.getsockname()[1]
+        self._accept_task = loop.create_task(self._accept_loop(listener), name=f"ha-accept-{self.port}")
         if not self._guard_added:
             self.store.add_retention_guard(self._retention_floor)
             self.store.add_arrival_listener(self._on_arrival)
@@ -219,9 +314,13 @@ class HAService:
         log.info("HA service listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        listener, self._listener = self._listener, None
+        accept, self._accept_task = self._accept_task, None
+        if accept is not None:
+            accept.cancel()
+            await asyncio.gather(accept, return_exceptions=True)
+        if listener is not None:
+            listener.close()
         for link in list(self.links.values()):
             link.stop("HA service stopping")
         tasks = list(self._tasks)
@@ -234,24 +333,36 @@ class HAService:
             if not fut.done():
                 fut.set_result(False)
         self._waiters.clear()
+        self.wake_writers()
         self._loop = None
         log.info("HA service on port %d stopped", self.port)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        link = _SlaveLink(self, reader, writer, address)
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, peer = await loop.sock_accept(listener)
+            except OSError as exc:  # EMFILE and friends: keep the service, try again shortly
+                log.error("HA service: accept failed: %s", exc)
+                await asyncio.sleep(0.1)
+                continue
+            conn.setblocking(False)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+            task = loop.create_task(self._serve(conn, address), name=f"ha-slave-{address}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, conn: socket.socket, address: str) -> None:
+        link = _SlaveLink(self, conn, address)
         self.links[address] = link
         log.info("HA slave %s connected", address)
-        if self._server is None:  # accepted while stopping
+        if self._listener is None:  # accepted while stopping
             link.stop("HA service stopping")
         try:
             await link.run()
         finally:
-            self._tasks.discard(task)
+            conn.close()
             self.links.pop(address, None)
             status = link.status(self.store.max_phy_offset, connected=False)
             self._disconnected[address] = status
@@ -265,8 +376,20 @@ class HAService:
     def wake_writers(self) -> None:
         """Tell every transfer loop there may be new data (event-loop thread only)."""
         self._wake_pending = False
-        event, self._data_event = self._data_event, asyncio.Event()
-        event.set()
+        waiters, self._data_waiters = self._data_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _wait_for_data(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+        """Until ``wake_writers`` or ``timeout`` seconds (the caller just saw nothing to send)."""
+        fut: asyncio.Future[None] = loop.create_future()
+        self._data_waiters.append(fut)
+        timer = loop.call_later(timeout, _resolve, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
 
     def notify_append(self) -> None:
         """Thread-safe: the commit log grew (the broker may call this after a put)."""
@@ -275,7 +398,10 @@ class HAService:
             return
         self._wake_pending = True
         try:
-            loop.call_soon_threadsafe(self.wake_writers)
+            if threading.get_ident() == self._loop_thread:
+                loop.call_soon(self.wake_writers)  # a put on the loop: no self-pipe write needed
+            else:
+                loop.call_soon_threadsafe(self.wake_writers)
         except RuntimeError:  # loop closed
             self._wake_pending = False
 
@@ -296,14 +422,18 @@ class HAService:
         """True once some slave acknowledged ``offset`` (or beyond); False after ``timeout``."""
         if self.max_acked_offset >= offset:
             return True
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
         heapq.heappush(self._waiters, (offset, next(self._seq), fut))
         self.wake_writers()
+        timer = loop.call_later(max(0.0, timeout), _expire, fut)
         try:
-            return await asyncio.wait_for(fut, timeout)  # a timeout cancels fut
-        except TimeoutError:
+            acked = await fut
+        finally:
+            timer.cancel()
+        if not acked:
             self._prune_waiters()
-            return False
+        return acked
 
     def _prune_waiters(self) -> None:
         live = [w for w in self._waiters if not w[2].done()]

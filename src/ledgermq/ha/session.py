@@ -1,8 +1,9 @@
 """Pure decisions of both HA ends; the asyncio drivers do the I/O, time is passed in.
 
 ``MasterSession`` follows one slave: its first report fixes where the transfer starts,
-later reports are acknowledgements; it plans the next window (at most the batch size,
-never across a segment end) or a header-only heartbeat when idle. ``SlaveSession``
+later reports are acknowledgements; it plans the next window (never across a segment
+end; the driver cuts it into frames of at most the batch size, and may ask for several
+frames' worth at once) or a header-only heartbeat when idle. ``SlaveSession``
 checks each frame against the local commit log and says when to report.
 
 Times are seconds on a monotonic clock. Offsets are commit-log (physical) offsets.
@@ -32,7 +33,10 @@ class Close:
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Read up to ``size`` commit-log bytes at ``offset`` (one segment) and send them."""
+    """Read up to ``size`` commit-log bytes at ``offset`` (one segment) and send them.
+
+    ``size`` is at most the ``max_bytes`` given to ``plan``; the bytes go out as frames
+    of at most the batch size each (``codec.frame_buffers``)."""
 
     offset: int
     size: int
@@ -101,7 +105,8 @@ class MasterSession:
         """Bytes (maybe a partial report) arrived: the peer is alive."""
         self.last_read = now
 
-    def plan(self, master_min: int, master_max: int, now: float) -> MasterAction:
+    def plan(self, master_min: int, master_max: int, now: float, max_bytes: int | None = None) -> MasterAction:
+        """What to do next; a ``Send`` covers at most ``max_bytes`` (default: one batch)."""
         nxt = self.next_offset
         if nxt is None:
             return Idle(None)  # no transfer before the slave's first report
@@ -111,7 +116,8 @@ class MasterSession:
             if nxt < master_min:
                 return Close(f"slave needs offset {nxt} but the master's commit log now starts at {master_min}")
             segment_end = nxt - nxt % self.segment_size + self.segment_size
-            return Send(nxt, min(self.batch_size, master_max - nxt, segment_end - nxt))
+            window = self.batch_size if max_bytes is None else max_bytes
+            return Send(nxt, min(window, master_max - nxt, segment_end - nxt))
         idle_for = now - self.last_write
         if idle_for >= self.heartbeat_interval:
             return Heartbeat(nxt)

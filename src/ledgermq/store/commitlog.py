@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,12 +127,16 @@ class CommitLog:
             mf = self.queue.last_for_write()
         return mf
 
-    def append_raw(self, offset: int, data: bytes | memoryview) -> None:
+    def append_raw(self, offset: int, data: bytes | memoryview | Sequence[bytes | memoryview]) -> None:
         """Append bytes copied from a master at exactly our end (HA slaves, Raft followers).
 
-        The bytes are the master's commit log, blanks included, so segment boundaries
-        line up by construction; data that would cross a boundary is split.
+        ``data`` is one buffer or several that follow each other in the log (the bodies of
+        consecutive HA frames). The bytes are the master's commit log, blanks included, so
+        segment boundaries line up by construction; data that would cross one is split.
         """
+        parts = (
+            [memoryview(data)] if isinstance(data, (bytes, bytearray, memoryview)) else [memoryview(p) for p in data]
+        )
         with self.put_lock:
             if self.closed:
                 raise StoreClosedError("the commit log is shut down")
@@ -140,12 +145,19 @@ class CommitLog:
                 raise StoreError(f"an empty commit log starts at a segment boundary, not at {offset}")
             if not empty and offset != self.max_offset:
                 raise StoreError(f"append at {offset} but the commit log ends at {self.max_offset}")
-            view = memoryview(data)
-            while view:
+            parts.reverse()  # consumed from the end
+            while parts:
                 mf = self.queue.last_for_write(start_if_empty=offset)
-                chunk = view[: mf.remaining()]
-                mf.append(chunk)
-                view = view[len(chunk) :]
+                room = mf.remaining()
+                take: list[memoryview] = []
+                while parts and room:
+                    part = parts.pop()
+                    if len(part) > room:
+                        parts.append(part[room:])
+                        part = part[:room]
+                    take.append(part)
+                    room -= len(part)
+                mf.append_through_fd(take)
 
     def truncate_after(self, offset: int) -> None:
         """Online truncation (slave realignment); the caller also holds the dispatch lock."""

@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import re
+from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
@@ -335,8 +336,10 @@ class MessageStore:
         return self.wait_for_flush(self.put_messages(batch))
 
     # == HA / replication ============================================================
-    def append_raw(self, offset: int, data: bytes | memoryview) -> None:
-        """Append a master's commit-log bytes at ``offset`` (= our max offset)."""
+    def append_raw(self, offset: int, data: bytes | memoryview | Sequence[bytes | memoryview]) -> None:
+        """Append a master's commit-log bytes at ``offset`` (= our max offset).
+
+        ``data`` may be several buffers that follow each other in the log."""
         try:
             self.commitlog.append_raw(offset, data)
         except OSError as exc:
@@ -344,6 +347,12 @@ class MessageStore:
             raise
         if self.reput is not None:
             self.reput.wakeup()
+
+    def hold_dispatch_while(self, hold: Callable[[], bool] | None) -> None:
+        """A replica's HA client: pause background dispatch while ``hold()`` is True (bounded;
+        see ``ReputService``), so a bulk copy does not share the interpreter with it."""
+        if self.reput is not None:
+            self.reput.hold_off = hold
 
     def read_commitlog(self, offset: int, max_bytes: int) -> bytes:
         """Commit-log bytes from ``offset`` within one segment (HA transfer)."""

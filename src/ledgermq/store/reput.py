@@ -4,12 +4,21 @@ It runs the same way on a master (after puts) and on a slave or follower (after 
 appends): it follows ``reput_from`` through the commit log, dispatches each record, and
 then tells arrival listeners (the broker's long-polling pulls) which queues grew. Appenders
 call ``wakeup`` so a new message is dispatched at once rather than at the next poll.
+
+A replica may set ``hold_off``: while it returns True (its HA client is receiving a
+backlog) the background loop pauses between slices of records. Both share one
+interpreter lock, so running them side by side only slows the copy down without making
+dispatch finish sooner; the hold lasts at most ``MAX_HOLD_S`` in a row, after which
+dispatch runs at least ``MIN_RUN_S`` before it yields again. ``dispatch_available``
+and the final pass at shutdown never hold off (``wait_for`` waits for the background
+loop, so it may wait up to ``MAX_HOLD_S`` longer while a copy is under way).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from ledgermq.protocol import sysflag as SF
@@ -23,6 +32,12 @@ from ledgermq.util.service import ServiceThread
 log = logging.getLogger(__name__)
 
 ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max offset
+HoldOff = Callable[[], bool]
+
+MAX_HOLD_S = 0.5
+MIN_RUN_S = 0.05
+_HOLD_POLL_S = 0.01
+_HOLD_CHECK_EVERY = 64  # records between two looks at ``hold_off``
 
 
 def dispatch(req: DispatchRequest, queues: ConsumeQueueTable, index: IndexService | None) -> None:
@@ -54,12 +69,33 @@ class ReputService(ServiceThread):
         self.dispatched_ts = 0
         self.listeners: list[ArrivalListener] = []
         self.stuck_reason: str | None = None
+        self.hold_off: HoldOff | None = None
+        self._run_until = 0.0  # no holding off before this (monotonic seconds)
+        self._held = False  # the last pass stopped early because of ``hold_off``
         self._progress = threading.Condition()
         # Held while dispatching; online truncation takes it so no unit for cut data is written.
         self.lock = threading.Lock()
 
     def step(self) -> None:
-        self.dispatch_available()
+        hold = self.hold_off
+        while True:
+            if hold is not None:
+                self._wait_while_held(hold)
+            with self.lock:
+                self._dispatch_available(hold)
+            if not self._held:
+                return
+
+    def _wait_while_held(self, hold: HoldOff) -> None:
+        now = time.monotonic()
+        if now < self._run_until:
+            return
+        deadline = now + MAX_HOLD_S
+        while hold() and not self.stopping:
+            if time.monotonic() >= deadline:
+                self._run_until = time.monotonic() + MIN_RUN_S
+                return
+            time.sleep(_HOLD_POLL_S)
 
     def on_stop(self) -> None:
         self.dispatch_available()  # a clean shutdown leaves nothing undispatched
@@ -67,11 +103,12 @@ class ReputService(ServiceThread):
     def dispatch_available(self) -> int:
         """Dispatch everything appended so far; return how many records were dispatched."""
         with self.lock:
-            return self._dispatch_available()
+            return self._dispatch_available(None)
 
-    def _dispatch_available(self) -> int:
+    def _dispatch_available(self, hold: HoldOff | None) -> int:
         arrivals: dict[tuple[str, int], int] = {}
         count = 0
+        self._held = False
         while self.reput_from < self.commitlog.max_offset:
             mf = self.commitlog.queue.find(self.reput_from)
             if mf is None:
@@ -88,18 +125,19 @@ class ReputService(ServiceThread):
                     self.reput_from = low
                     continue
                 break
+            before = self.reput_from
             try:
-                count += self._dispatch_segment(mf, arrivals)
+                count += self._dispatch_segment(mf, arrivals, hold)
             finally:
                 mf.unpin()
-            if self.stuck_reason is not None:
-                break
+            if self.stuck_reason is not None or self._held or self.reput_from == before:
+                break  # stuck, held off, or the tail record is still arriving (a slave)
         with self._progress:
             self._progress.notify_all()
         self._notify(arrivals)
         return count
 
-    def _dispatch_segment(self, mf: MappedFile, arrivals: dict[tuple[str, int], int]) -> int:
+    def _dispatch_segment(self, mf: MappedFile, arrivals: dict[tuple[str, int], int], hold: HoldOff | None) -> int:
         count = 0
         start = mf.start_offset
         limit = mf.wrote
@@ -123,6 +161,14 @@ class ReputService(ServiceThread):
                 self.dispatched_ts = v.store_timestamp
                 pos += v.size
                 count += 1
+                if (
+                    hold is not None
+                    and count % _HOLD_CHECK_EVERY == 0
+                    and hold()
+                    and time.monotonic() >= self._run_until
+                ):
+                    self._held = True
+                    break
             elif isinstance(v, Verdict) and v.reason == BLANK:
                 pos = mf.size
                 break

@@ -5,8 +5,9 @@
 
 1. A producer thread sends click events (JSON ``{"user", "page"}``) to the topic ``ClickEvents``.
 2. A Structured Streaming query reads them with ``format("ledgermq")``, counts clicks per page in
-   5-second windows of the broker's store time, and writes every updated count as JSON to the topic
-   ``PageCounts`` with the ``ledgermq`` sink (progress committed to the group ``page-counts-job``).
+   5-second windows of the broker's store time, and writes each window's final counts as JSON to the
+   topic ``PageCounts`` with the ``ledgermq`` sink (append mode: a window is written once the
+   2-second watermark has passed it; progress committed to the group ``page-counts-job``).
 3. After ``--seconds`` the query stops and a batch query reads ``PageCounts`` back and prints it.
 
 Needs ``pip install 'ledgermq[spark]'`` and Java 17 or 21.
@@ -82,7 +83,7 @@ async def create_topics(namesrv: str, broker_addr: str | None) -> None:
         while True:  # until the broker has registered
             try:
                 info = await admin.cluster_info()
-                masters = [a for c in info.clusters for a in info.master_addrs(c)]
+                masters = [a for c in info.cluster_addr_table for a in info.master_addrs(c)]
                 if masters:
                     break
             except Exception:
@@ -145,6 +146,7 @@ def main() -> None:
             SparkSession.builder.master("local[2]")
             .appName("ledgermq-example")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
             .getOrCreate()
         )
@@ -168,7 +170,7 @@ def main() -> None:
             F.get_json_object(F.col("value").cast("string"), "$.page").alias("page"), "storeTimestamp"
         )
         counts = (
-            clicks.withWatermark("storeTimestamp", "10 seconds")
+            clicks.withWatermark("storeTimestamp", "2 seconds")
             .groupBy(F.window("storeTimestamp", "5 seconds"), "page")
             .count()
         )
@@ -181,7 +183,7 @@ def main() -> None:
             .option("namesrvAddr", namesrv)
             .option("topic", COUNTS)
             .option("checkpointLocation", str(work / "checkpoint"))
-            .outputMode("update")
+            .outputMode("append")  # a window is written once the watermark has passed it
             .trigger(processingTime="2 seconds")
             .start()
         )
@@ -197,7 +199,7 @@ def main() -> None:
             .select(F.col("value").cast("string").alias("count"), "storeTimestamp")
             .orderBy("storeTimestamp")
         )  # fmt: skip
-        print(f"{results.count()} updated counts in {COUNTS}; the last ones:")
+        print(f"{results.count()} window counts in {COUNTS}; the last ones:")
         for row in results.tail(10):
             print("  ", row["count"])
         spark.stop()

@@ -261,3 +261,8 @@ def replication_bench(mb: int, ha_transfer_batch: int | None, as_json: bool) -> 
     click.echo(f"replication / min(tcp, disk) = {r.ratio:.4f} (goal >= 0.7: {verdict}); "
                f"not counted: slave start-up {r.slave_start_seconds:.3f}s, "
                f"its consume queues complete {dispatch} after catch-up")  # fmt: skip
+
+
+from ledgermq.cli.bench_spark_cmd import spark_bench  # noqa: E402 - the Spark bench lives in its own module
+
+bench.add_command(spark_bench)

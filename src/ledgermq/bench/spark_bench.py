@@ -260,12 +260,14 @@ def produce_batches(namesrv: str, topic: str, count: int, body_size: int, batch:
 
 
 # -- Spark ------------------------------------------------------------------------------------------
-def _session(master: str) -> Any:
+def _session(master: str) -> tuple[Any, bool]:
+    """The SparkSession (an active one is reused, and then not stopped); whether it is ours."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     import ledgermq.spark
 
+    active = SparkSession.getActiveSession()
     spark = (
         SparkSession.builder.master(master)
         .appName("ledgermq-bench-spark")
@@ -275,10 +277,11 @@ def _session(master: str) -> Any:
         .config("spark.driver.memory", "2g")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    if active is None:
+        spark.sparkContext.setLogLevel("ERROR")
     ledgermq.spark.register(spark)
     spark.dataSource.register(MemoryBatches)
-    return spark
+    return spark, active is None
 
 
 def _timed(action: Any) -> float:
@@ -369,7 +372,7 @@ def bench_spark(
             ns = servers.namesrv
             asyncio.run(_create_topic(ns, servers.broker_addr, TOPIC, queues))
             asyncio.run(_create_topic(ns, servers.broker_addr, TOPIC + "Producer", queues))
-            spark = _session(master)
+            spark, ours = _session(master)
             try:
                 from pyspark.sql import functions as F
 
@@ -414,7 +417,8 @@ def bench_spark(
                         _timed(lambda: memory.load().write.format("noop").mode("overwrite").save())
                     )
             finally:
-                spark.stop()
+                if ours:
+                    spark.stop()
         return SparkBenchResult(
             messages, body_size, queues, pull_cap, master, sink, producer, read, raw, decode, arrow_yield
         )

@@ -1,0 +1,24 @@
+"""``ledgermq bench spark`` end to end on a small count (the figures themselves are in docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ledgermq.cli.main import cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_spark_reports_every_case(spark: Any, tmp_path: Path) -> None:
+    args = ["bench", "spark", "--messages", "3000", "--repeats", "1", "--json", "--data", str(tmp_path / "b")]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output[result.output.index("{") :])
+    assert [r["case"] for r in doc["rows"]] == ["spark read -> noop"] * 3 + ["spark write (sink)"]
+    assert all(r["rows"] in (3000, 750) and r["per_s"] > 0 and r["baseline_per_s"] > 0 for r in doc["rows"])
+    assert spark.range(3).count() == 3  # the shared session is still alive

@@ -45,7 +45,8 @@ class ClientStateError(MQClientError):
 
 
 class NoRouteError(MQClientError):
-    """Neither the topic nor the auto-create topic (TBW102) has a writable route."""
+    """The name servers know no route of the topic (for a send: nor of the auto-create
+    topic TBW102); not a connection problem."""
 
 
 class MQConnectError(MQClientError):

@@ -15,7 +15,7 @@ import logging
 import random
 from collections.abc import Sequence
 
-from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
+from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, NoRouteError
 from ledgermq.client.publish_info import (
     AUTO_CREATE_TOPIC,
     DEFAULT_TOPIC_QUEUE_NUMS,
@@ -240,13 +240,14 @@ class RouteCache:
 
     async def find_subscribe_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]:
         """``fetchSubscribeMessageQueues``: the topic's readable queues; the topic is then kept
-        fresh by the refresh timer. Raises NoRouteError-like MQClientError when no route exists."""
+        fresh by the refresh timer. Raises ``NoRouteError`` when the name servers know no
+        such topic, ``MQConnectError`` when none can be reached."""
         queues = self.subscribe.get(topic)
         if queues is not None and queues and not refresh:
             return queues
         self.subscribe.setdefault(topic, [])
         if not await self.update(topic):
-            raise MQClientError(f"the name servers know no route of topic {topic}")
+            raise NoRouteError(f"the name servers know no route of topic {topic}")
         return self.subscribe[topic]
 
     def watch(self, topic: str) -> None:

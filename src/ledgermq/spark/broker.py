@@ -20,13 +20,13 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ledgermq.client.errors import MQBrokerError, MQClientError
+from ledgermq.client.errors import MQBrokerError, MQClientError, NoRouteError
 from ledgermq.client.instance import ClientInstance
 from ledgermq.client.message import MessageQueue
 from ledgermq.client.pull_api import PullStatus
 from ledgermq.errors import ProtocolError
 from ledgermq.protocol import fastjson
-from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.codes import RequestCode
 from ledgermq.spark.offsets import QueueId
 
 log = logging.getLogger(__name__)
@@ -159,16 +159,11 @@ class BrokerSession:
         client = await self.client()
         try:
             mqs = await client.routes.find_subscribe_queues(topic, refresh=True)
+        except NoRouteError:
+            return []
         except MQClientError as exc:
-            if await self._topic_missing(topic):
-                return []
             raise BrokerUnavailableError(f"no route of topic {topic}: {exc}") from exc
         return sorted(QueueId(m.topic, m.broker_name, m.queue_id) for m in mqs)
-
-    async def _topic_missing(self, topic: str) -> bool:
-        client = await self.client()
-        resp = await client.namesrv.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-        return resp.code == ResponseCode.TOPIC_NOT_EXIST
 
     async def topics(self) -> list[str]:
         """Every user topic the name servers know (system, retry, DLQ, cluster and broker

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The Spark tests need a Java runtime (17 or 21); installed with apt-get when missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install java test run lint bench clean
+.PHONY: install java test run lint bench example-spark clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,9 @@ test: $(STAMP) java
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+example-spark: $(STAMP) java
+	$(BIN)/python examples/spark_pipeline.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

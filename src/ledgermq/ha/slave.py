@@ -44,7 +44,7 @@ _INLINE_APPEND_MAX = 2 * READ_MAX
 # until no such burst came for _BULK_HOLD_S.
 _BULK_BYTES = 1024 * 1024
 _BULK_WINDOW_S = 0.004
-_BULK_HOLD_S = 0.005
+_BULK_HOLD_S = 0.05
 _CONNECT_TIMEOUT_S = 3.0
 
 MasterAddressProvider = Callable[[], str | None]

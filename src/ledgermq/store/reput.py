@@ -36,8 +36,8 @@ HoldOff = Callable[[], bool]
 
 MAX_HOLD_S = 0.5
 MIN_RUN_S = 0.05
-_HOLD_POLL_S = 0.01
-_HOLD_CHECK_EVERY = 64  # records between two looks at ``hold_off``
+_HOLD_POLL_S = 0.02
+_HOLD_CHECK_EVERY = 16  # records between two looks at ``hold_off``
 
 
 def dispatch(req: DispatchRequest, queues: ConsumeQueueTable, index: IndexService | None) -> None:

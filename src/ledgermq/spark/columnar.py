@@ -1,19 +1,31 @@
 """Stored records (a PULL_MESSAGE answer's body) straight into Arrow columns.
 
-The reader's hot path. ``protocol.message.decode_records`` builds a ``MessageRecord`` per
-message (a dict of properties, host tuples, a CRC check); here one Python loop walks the
-records and keeps only what the rows need (one ``struct.unpack_from`` per record, two
-slices), and everything per-value after that happens inside Arrow's compute kernels:
-UTF-8 validation of the property strings, their split into the ``properties`` map, the
-TAGS / KEYS / UNIQ_KEY lookups, the timestamp conversion and the tag re-check.
+The reader's hot path, with one short Python loop per pull and everything else in Arrow's
+compute kernels:
 
-Records with an IPv6 host or a compressed body take the general decoder (rare: the
-producer compresses bodies of 4 KiB or more).
+1. The loop walks the records' TOTALSIZE fields and collects where each record starts
+   (one ``unpack_from`` and one ``append`` per record; nothing is sliced or copied).
+2. One ``take`` copies the records' fixed 88-byte headers (IPv4 hosts) side by side, a
+   second gathers the header fields from them byte-reversed, so that slices of its buffer
+   are the little-endian int32/int64 columns (queue offset, commit-log offset, born and
+   store times, reconsume times, sysflag, magic, body length, store host).
+3. The bodies and property strings are cut out of the pull's buffer with one ``take`` each
+   over a binary array whose offsets are the records' section boundaries
+   (``[body | topic | properties | next header]`` per record), so no Python ``bytes`` is
+   made per message.
+4. When a batch is taken, the property strings are UTF-8 validated and split into the
+   ``properties`` map (``Properties``), and TAGS / KEYS / UNIQ_KEY are looked up in it.
+
+A pull with anything unusual (an IPv6 host, a compressed body, a malformed record) takes
+the per-record loop (``_add_records``) instead, which uses the general decoder for IPv6
+and compressed records and raises the precise error for a malformed one.
 """
 
 from __future__ import annotations
 
+import array
 import struct
+import sys
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.errors import RemoteProtocolError
@@ -26,14 +38,66 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 # IPv4 born and store hosts: total, magic, [crc queueId flag], queueOffset, physicalOffset,
-# sysflag, bornTimestamp, [bornHost], storeTimestamp, [storeHost], reconsumeTimes,
+# sysflag, bornTimestamp, [bornHost], storeTimestamp, storeHost ip, port, reconsumeTimes,
 # [preparedTransactionOffset], bodyLength; the body starts at byte 88.
-_V4: Final = struct.Struct(">ii12xqqiq8xq8xi8xi")
+_V4: Final = struct.Struct(">ii12xqqiq8xq4sii8xi")
 _V4_BODY: Final = _V4.size
+_MIN_TOTAL: Final = _V4_BODY + 3  # an empty body, a topic length byte, a properties length
+_TOTAL: Final = struct.Struct(">i")
 _SLOW_FLAGS: Final = SF.BORNHOST_V6 | SF.STOREHOST_V6 | SF.COMPRESSED
 _MAGIC: Final = MESSAGE_MAGIC_CODE
+_LITTLE: Final = sys.byteorder == "little"
+_MAX_RAW: Final = (1 << 31) - (1 << 16)  # int32 offsets into one pull answer
 
+# The header fields the vectorised path gathers: (name, offset in the record, width), in the
+# order their bytes are laid out (8-byte fields first so every slice stays aligned). Numbers
+# are gathered byte-reversed (little-endian); the store host is kept as stored (ip, port).
+_FIELDS: Final = (
+    ("qoff", 20, 8),
+    ("phys", 28, 8),
+    ("born", 40, 8),
+    ("store", 56, 8),
+    ("host", 64, 8),
+    ("magic", 4, 4),
+    ("sysflag", 36, 4),
+    ("recon", 72, 4),
+    ("blen", 84, 4),
+)
 _PROP_SEP: Final = "\x02"
+
+
+class _Chunk:
+    """The kept rows of one pull answer, column by column (Arrow arrays)."""
+
+    __slots__ = ("bodies", "born", "hosts", "n", "phys", "props", "qoff", "recon", "store")
+
+    def __init__(
+        self,
+        qoff: pa.Array,
+        phys: pa.Array,
+        born: pa.Array,
+        store: pa.Array,
+        recon: pa.Array,
+        bodies: pa.Array,
+        props: pa.Array,
+        hosts: pa.Array | dict[int, tuple[str, int]],
+    ) -> None:
+        self.n = len(qoff)
+        self.qoff = qoff
+        self.phys = phys
+        self.born = born
+        self.store = store
+        self.recon = recon
+        self.bodies = bodies
+        self.props = props
+        # fixed_size_binary(8) ip+port per row, or {row: host} of the rows not at 127.0.0.1:0
+        self.hosts = hosts
+
+    def host(self, i: int) -> tuple[str, int]:
+        if isinstance(self.hosts, dict):
+            return self.hosts.get(i, ("127.0.0.1", 0))
+        raw: bytes = self.hosts[i].as_py()
+        return ".".join(str(b) for b in raw[:4]), int.from_bytes(raw[4:], "big", signed=True)
 
 
 class RowBuffer:
@@ -44,21 +108,7 @@ class RowBuffer:
     is the first (from, to) hole in the offsets it saw (records a tag filter left out, or
     messages deleted while being read), None when they were contiguous."""
 
-    __slots__ = (
-        "_bodies",
-        "_born",
-        "_offsets",
-        "_phys",
-        "_props",
-        "_reconsume",
-        "_store",
-        "_store_hosts",
-        "broker",
-        "gap",
-        "queue_id",
-        "tags",
-        "topic",
-    )
+    __slots__ = ("_chunks", "_rows", "broker", "gap", "queue_id", "tags", "topic")
 
     def __init__(self, topic: str, broker: str, queue_id: int, tags: frozenset[str] | None = None) -> None:
         self.topic = topic
@@ -66,45 +116,155 @@ class RowBuffer:
         self.queue_id = queue_id
         self.tags = tags or None
         self.gap: tuple[int, int] | None = None
-        self._reset()
-
-    def _reset(self) -> None:
-        self._offsets: list[int] = []
-        self._phys: list[int] = []
-        self._born: list[int] = []
-        self._store: list[int] = []
-        self._reconsume: list[int] = []
-        self._bodies: list[bytes] = []
-        self._props: list[bytes] = []
-        self._store_hosts: dict[int, tuple[str, int]] = {}
+        self._chunks: list[_Chunk] = []
+        self._rows = 0
 
     def __len__(self) -> int:
-        return len(self._offsets)
+        return self._rows
+
+    def _keep(self, chunk: _Chunk) -> None:
+        if chunk.n:
+            self._chunks.append(chunk)
+            self._rows += chunk.n
 
     def add(self, raw: bytes, start: int, end: int) -> int:
         """Append the records of one pull answer (offsets below ``end``); the next offset."""
+        size = len(raw)
+        if not _LITTLE or size > _MAX_RAW:
+            return self._add_records(raw, start, end)
+        starts: list[int] = []
+        append = starts.append
+        total = _TOTAL.unpack_from
+        pos = 0
+        last = size - _V4_BODY
+        while pos <= last:
+            t = total(raw, pos)[0]
+            if t < _MIN_TOTAL:
+                break
+            append(pos)
+            pos += t
+        if pos != size or not starts:
+            # a malformed record (maybe past ``end``, where it is not an error), or nothing
+            return self._add_records(raw, start, end)
+        starts.append(size)
+        return self._add_vectorised(raw, starts, start, end)
+
+    def _add_vectorised(self, raw: bytes, starts: list[int], start: int, end: int) -> int:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = len(starts) - 1
+        pat = _heads(n)
+        buf = pa.py_buffer(raw)
+        edges = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(array.array("i", starts))])
+        pos = edges.slice(0, n)
+        # headers side by side: offsets [pos0, pos0+88, pos1, pos1+88, ...], every other element
+        head_offsets = pc.add(pc.take(pos, pat.half), pat.head_step)
+        heads = pc.take(_binary(head_offsets, buf), pat.even)
+        head_bytes = pa.Array.from_buffers(pa.uint8(), n * _V4_BODY, [None, _values(heads)])
+        fields = pc.take(head_bytes, pat.gather, boundscheck=False).buffers()[1]
+        assert fields is not None
+        col = _columns(fields, n)
+        magic, sysflag, blen, qoff = col["magic"], col["sysflag"], col["blen"], col["qoff"]
+        totals = pc.subtract(edges.slice(1), pos)
+        if (
+            _bounds(magic) != (_MAGIC, _MAGIC)
+            or _bounds(pc.bit_wise_and(sysflag, _i32(_SLOW_FLAGS)))[1] != 0
+            or _bounds(blen)[0] < 0
+            or _bounds(pc.subtract(totals, blen))[0] < _MIN_TOTAL
+        ):
+            return self._add_records(raw, start, end)  # IPv6, compressed or malformed somewhere
+        if _bounds(qoff)[1] >= end:
+            cut = pc.index(pc.greater_equal(qoff, pa.scalar(end, pa.int64())), _true()).as_py()
+            if cut == 0:
+                return start
+            n = cut
+            pos = pos.slice(0, n)
+            edges = edges.slice(0, n + 1)
+            col = {name: a.slice(0, n) for name, a in col.items()}
+            qoff, blen = col["qoff"], col["blen"]
+        if self.gap is None and _bounds(pc.subtract(qoff, pat.ramp.slice(0, n))) != (start, start):
+            self._note_gap(qoff, start)  # not start, start + 1, ...: find the first hole
+        # sections: [body | topic | properties | next header] per record
+        quads = _quads(n)
+        body = pc.add(pos, _i32(_V4_BODY))
+        body_end = pc.add(body, blen)
+        topic_len = pc.take(pa.Array.from_buffers(pa.uint8(), len(raw), [None, buf]), body_end)
+        props = pc.add(pc.add(body_end, _i32(3)), topic_len.cast(pa.int32()))
+        bounds = pc.take(pa.concat_arrays([body, body_end, props, edges.slice(1)]), quads.quad, boundscheck=False)
+        sections = _binary(bounds, buf)
+        self._keep(
+            _Chunk(
+                qoff,
+                col["phys"],
+                col["born"],
+                col["store"],
+                col["recon"],
+                pc.take(sections, quads.first),
+                pc.take(sections, quads.third),
+                col["host"],
+            )
+        )
+        return int(qoff[n - 1].as_py()) + 1
+
+    def _note_gap(self, qoff: pa.Array, start: int) -> None:
+        """Set ``gap`` to the first hole in ``start, qoff...`` (if none was seen before)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self.gap is not None:
+            return
+        n = len(qoff)
+        first = qoff[0].as_py()
+        if first != start:
+            self.gap = (start, first)
+            return
+        if n > 1:
+            steps = pc.subtract(qoff.slice(1), qoff.slice(0, n - 1))
+            i = pc.index(pc.not_equal(steps, pa.scalar(1, pa.int64())), _true()).as_py()
+            if i >= 0:
+                self.gap = (qoff[i].as_py() + 1, qoff[i + 1].as_py())
+
+    def _add_records(self, raw: bytes, start: int, end: int) -> int:
+        """The per-record path: IPv6 hosts, compressed bodies, malformed records (the error)."""
+        import pyarrow as pa
+
         unpack = _V4.unpack_from
-        offsets, phys, born, store, reconsume = self._offsets, self._phys, self._born, self._store, self._reconsume
-        bodies, props = self._bodies, self._props
+        offsets: list[int] = []
+        phys: list[int] = []
+        born: list[int] = []
+        store: list[int] = []
+        reconsume: list[int] = []
+        bodies: list[bytes] = []
+        props: list[bytes] = []
+        hosts: dict[int, tuple[str, int]] = {}
         pos = 0
         size = len(raw)
         expect = start
         while pos < size:
             if size - pos < _V4_BODY:
                 raise RemoteProtocolError(f"record at {pos}: {size - pos} bytes, too short for a header")
-            total, magic, qoff, phy, sysflag, born_ts, store_ts, recon, blen = unpack(raw, pos)
-            if magic != _MAGIC or total < _V4_BODY + 3 or pos + total > size:
+            total, magic, qoff, phy, sysflag, born_ts, store_ts, ip, port, recon, blen = unpack(raw, pos)
+            if magic != _MAGIC or total < _MIN_TOTAL or pos + total > size:
                 raise RemoteProtocolError(f"record at {pos}: bad magic or size {total}")
             if qoff >= end:
                 break
             if qoff != expect and self.gap is None:
                 self.gap = (expect, qoff)
             if sysflag & _SLOW_FLAGS:
-                self._add_slow(raw, pos)
+                rec = decode_record(raw, pos, check_crc=False, inflate=True)
+                offsets.append(rec.queue_offset)
+                phys.append(rec.physical_offset)
+                born.append(rec.born_timestamp)
+                store.append(rec.store_timestamp)
+                reconsume.append(rec.reconsume_times)
+                bodies.append(rec.body)
+                props.append(_props_bytes(raw, pos, rec.store_size))
+                host = rec.store_host
             else:
                 b = pos + _V4_BODY
                 be = b + blen
-                if be + 3 > pos + total:
+                if blen < 0 or be + 3 > pos + total:
                     raise RemoteProtocolError(f"record at {pos}: body length {blen} overruns the record")
                 offsets.append(qoff)
                 phys.append(phy)
@@ -113,66 +273,211 @@ class RowBuffer:
                 reconsume.append(recon)
                 bodies.append(raw[b:be])
                 props.append(raw[be + 3 + raw[be] : pos + total])
+                host = (".".join(str(x) for x in ip), port)
+            if host != ("127.0.0.1", 0):
+                hosts[len(offsets) - 1] = host
             expect = qoff + 1
             pos += total
+        self._keep(
+            _Chunk(
+                pa.array(offsets, pa.int64()),
+                pa.array(phys, pa.int64()),
+                pa.array(born, pa.int64()),
+                pa.array(store, pa.int64()),
+                pa.array(reconsume, pa.int32()),
+                pa.array(bodies, pa.binary()),
+                pa.array(props, pa.binary()),
+                hosts,
+            )
+        )
         return expect
-
-    def _add_slow(self, raw: bytes, pos: int) -> None:
-        rec = decode_record(raw, pos, check_crc=False, inflate=True)
-        self._offsets.append(rec.queue_offset)
-        self._phys.append(rec.physical_offset)
-        self._born.append(rec.born_timestamp)
-        self._store.append(rec.store_timestamp)
-        self._reconsume.append(rec.reconsume_times)
-        self._bodies.append(rec.body)
-        self._props.append(_props_bytes(raw, pos, rec.store_size))
-        if rec.store_host[0] != "127.0.0.1" or ":" in rec.store_host[0]:
-            self._store_hosts[len(self._offsets) - 1] = rec.store_host
 
     def take(self) -> pa.RecordBatch:
         """The rows so far as one RecordBatch (the schema of ``schema.arrow_schema``); then empty."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        n = len(self._offsets)
-        props = Properties(_utf8(self._props))
+        chunks, n = self._chunks, self._rows
+        self._chunks, self._rows = [], 0
+
+        props = Properties(_utf8(_concat([c.props for c in chunks], pa.binary())))
         tags = props.lookup("TAGS")
         uniq = props.lookup("UNIQ_KEY")
         if uniq.null_count:
-            uniq = self._fill_msg_ids(uniq)
+            uniq = _fill_msg_ids(uniq, chunks)
         ts_type = pa.timestamp("us", tz="UTC")
         batch = pa.RecordBatch.from_arrays(
             [
                 props.lookup("KEYS"),
-                pa.array(self._bodies, pa.binary()),
+                _concat([c.bodies for c in chunks], pa.binary()),
                 pa.repeat(pa.scalar(self.topic, pa.string()), n),
                 pa.repeat(pa.scalar(self.broker, pa.string()), n),
                 pa.repeat(pa.scalar(self.queue_id, pa.int32()), n),
-                pa.array(self._offsets, pa.int64()),
+                _concat([c.qoff for c in chunks], pa.int64()),
                 uniq,
                 tags,
                 props.map,
-                pc.multiply(pa.array(self._born, pa.int64()), 1000).cast(ts_type),
-                pc.multiply(pa.array(self._store, pa.int64()), 1000).cast(ts_type),
-                pa.array(self._reconsume, pa.int32()),
+                pc.multiply(_concat([c.born for c in chunks], pa.int64()), pa.scalar(1000, pa.int64())).cast(ts_type),
+                pc.multiply(_concat([c.store for c in chunks], pa.int64()), pa.scalar(1000, pa.int64())).cast(ts_type),
+                _concat([c.recon for c in chunks], pa.int32()),
             ],
             schema=arrow_schema(),
         )
         if self.tags is not None:
-            batch = batch.filter(pc.fill_null(pc.is_in(tags, pa.array(sorted(self.tags), pa.string())), False))
-        self._reset()
+            wanted = pc.is_in(tags, pa.array(sorted(self.tags), pa.string()))
+            batch = batch.filter(pc.fill_null(wanted, pa.scalar(False, pa.bool_())))
         return batch
 
-    def _fill_msg_ids(self, uniq: pa.Array) -> pa.Array:
-        """The offset message id (store host + commit-log offset) where a record has no UNIQ_KEY."""
-        import pyarrow as pa
 
-        values = uniq.to_pylist()
-        for i, v in enumerate(values):
-            if v is None:
-                host = self._store_hosts.get(i, ("127.0.0.1", 0))
-                values[i] = offset_msg_id(host, self._phys[i])
-        return pa.array(values, pa.string())
+def _concat(arrays: list[pa.Array], kind: pa.DataType) -> pa.Array:
+    import pyarrow as pa
+
+    if len(arrays) == 1:
+        return arrays[0]
+    return pa.concat_arrays(arrays) if arrays else pa.array([], kind)
+
+
+def _fill_msg_ids(uniq: pa.Array, chunks: list[_Chunk]) -> pa.Array:
+    """The offset message id (store host + commit-log offset) where a record has no UNIQ_KEY."""
+    import pyarrow as pa
+
+    values = uniq.to_pylist()
+    row = 0
+    for chunk in chunks:
+        for i in range(chunk.n):
+            if values[row + i] is None:
+                values[row + i] = offset_msg_id(chunk.host(i), chunk.phys[i].as_py())
+        row += chunk.n
+    return pa.array(values, pa.string())
+
+
+class _Heads:
+    """Index arrays for the header gather of a pull of ``n`` records."""
+
+    __slots__ = ("even", "gather", "half", "head_step", "ramp")
+
+    def __init__(self, n: int) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        two = _ramp(2 * n)
+        self.half = pc.shift_right(two, _i32(1))  # 0 0 1 1 2 2 ...
+        self.head_step = pc.multiply(pc.bit_wise_and(two, _i32(1)), _i32(_V4_BODY))  # 0 88 0 88 ...
+        self.even = pc.shift_left(_ramp(n), _i32(1))
+        self.ramp = _ramp(n).cast(pa.int64())
+        parts = []
+        for name, at, width in _FIELDS:
+            k = _ramp(width * n)
+            shift = _i32(width.bit_length() - 1)
+            row = pc.multiply(pc.shift_right(k, shift), _i32(_V4_BODY))
+            byte = pc.bit_wise_and(k, _i32(width - 1))
+            # numbers byte-reversed (little-endian), the host as stored
+            at_byte = pc.add(byte, _i32(at)) if name == "host" else pc.subtract(_i32(at + width - 1), byte)
+            parts.append(pc.add(row, at_byte))
+        self.gather = pa.concat_arrays(parts)
+
+
+class _Quads:
+    """``quad`` turns ``[a0 a1 ... b0 b1 ... c0 ... d0 ...]`` into ``[a0 b0 c0 d0 a1 ...]``;
+    ``first`` and ``third`` pick elements 0 and 2 of every four."""
+
+    __slots__ = ("first", "quad", "third")
+
+    def __init__(self, n: int) -> None:
+        import pyarrow.compute as pc
+
+        four = _ramp(4 * n)
+        self.quad = pc.add(pc.multiply(pc.bit_wise_and(four, _i32(3)), _i32(n)), pc.shift_right(four, _i32(2)))
+        self.first = pc.shift_left(_ramp(n), _i32(2))
+        self.third = pc.add(self.first, _i32(2))
+
+
+_HEADS: dict[int, _Heads] = {}
+_QUADS: dict[int, _Quads] = {}
+_RAMP: list[pa.Array] = []
+
+
+def _heads(n: int) -> _Heads:
+    found = _HEADS.pop(n, None) or _Heads(n)
+    _HEADS[n] = found  # most recently used last
+    if len(_HEADS) > 8:
+        del _HEADS[next(iter(_HEADS))]
+    return found
+
+
+def _quads(n: int) -> _Quads:
+    found = _QUADS.pop(n, None) or _Quads(n)
+    _QUADS[n] = found
+    if len(_QUADS) > 8:
+        del _QUADS[next(iter(_QUADS))]
+    return found
+
+
+def _ramp(n: int) -> pa.Array:
+    """0, 1, ..., n - 1 as int32 (a slice of one cached array)."""
+    import pyarrow as pa
+
+    if not _RAMP or len(_RAMP[0]) < n:
+        size = max(n, 2 * len(_RAMP[0]) if _RAMP else 1 << 16)
+        _RAMP[:] = [pa.Array.from_buffers(pa.int32(), size, [None, pa.py_buffer(array.array("i", range(size)))])]
+    return _RAMP[0].slice(0, n)
+
+
+# Scalars handed to compute functions are typed: a bare Python int, str or bool is converted
+# through type inference, which tries to import dateutil every time (when it is not installed,
+# tens of microseconds per call).
+def _i32(value: int) -> pa.Scalar:
+    import pyarrow as pa
+
+    return pa.scalar(value, pa.int32())
+
+
+def _bounds(values: pa.Array) -> tuple[int, int]:
+    """(min, max) of a non-empty integer array."""
+    import pyarrow.compute as pc
+
+    both = pc.min_max(values)
+    return both["min"].as_py(), both["max"].as_py()
+
+
+def _true() -> pa.Scalar:
+    import pyarrow as pa
+
+    return pa.scalar(True, pa.bool_())
+
+
+def _columns(fields: pa.Buffer, n: int) -> dict[str, pa.Array]:
+    """The gathered header bytes as one array per field (zero-copy slices of ``fields``)."""
+    import pyarrow as pa
+
+    kinds = {8: pa.int64(), 4: pa.int32()}
+    out = {}
+    at = 0
+    for name, _, width in _FIELDS:
+        kind = pa.binary(8) if name == "host" else kinds[width]
+        out[name] = pa.Array.from_buffers(kind, n, [None, fields.slice(at, width * n)])
+        at += width * n
+    return out
+
+
+def _binary(offsets: pa.Array, data: pa.Buffer) -> pa.Array:
+    """A binary array over ``data`` whose elements lie between consecutive ``offsets``."""
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(pa.binary(), len(offsets) - 1, [None, _offsets_buffer(offsets), data])
+
+
+def _offsets_buffer(offsets: pa.Array) -> pa.Buffer:
+    buf = offsets.buffers()[1]
+    assert buf is not None
+    return buf.slice(offsets.offset * 4, len(offsets) * 4)
+
+
+def _values(arr: pa.Array) -> pa.Buffer:
+    """The value bytes of a binary array that ``take`` made (offsets from 0)."""
+    buf = arr.buffers()[2]
+    assert buf is not None
+    return buf
 
 
 def _props_bytes(raw: bytes, pos: int, total: int) -> bytes:
@@ -185,14 +490,13 @@ def _props_bytes(raw: bytes, pos: int, total: int) -> bytes:
     return raw[start : pos + total]
 
 
-def _utf8(chunks: list[bytes]) -> pa.Array:
+def _utf8(chunks: pa.Array) -> pa.Array:
     import pyarrow as pa
 
-    arr = pa.array(chunks, pa.binary())
     try:
-        return arr.cast(pa.string())
+        return chunks.cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8: replace bad bytes as decode_records does
-        return pa.array([c.decode("utf-8", "replace") for c in chunks], pa.string())
+        return pa.array([c.decode("utf-8", "replace") for c in chunks.to_pylist()], pa.string())
 
 
 class Properties:
@@ -205,21 +509,30 @@ class Properties:
         import pyarrow.compute as pc
 
         self.rows = len(text)
-        lists = pc.split_pattern(pc.ascii_rtrim(text, _PROP_SEP), _PROP_SEP)
-        parent = pc.list_parent_indices(lists)
-        pairs = pc.split_pattern(lists.flatten(), "\x01", max_splits=1)
+        lists = pc.split_pattern(text, _PROP_SEP)
+        segments = lists.flatten()
         offsets = lists.offsets
-        keep = pc.equal(pc.list_value_length(pairs), 2)
+        parent = pc.list_parent_indices(lists)
+        # key = segment[:sep], value = segment[sep + 1:]; a segment needs both, non-empty
+        sep = pc.find_substring(segments, "\x01")
+        keep = pc.and_(pc.greater(sep, _i32(0)), pc.less(sep, pc.subtract(pc.binary_length(segments), _i32(1))))
+        starts = _segment_offsets(segments)
+        ends = starts.slice(1)
+        starts = starts.slice(0, len(segments))
         if keep.false_count:
-            pairs = pairs.filter(keep)
-            parent = parent.filter(keep)
+            starts, ends, sep, parent = starts.filter(keep), ends.filter(keep), sep.filter(keep), parent.filter(keep)
             offsets = _kept_offsets(keep, offsets)
-        keys = pc.list_element(pairs, 0)
-        values = pc.list_element(pairs, 1)
-        if len(keys) and (pc.min(pc.binary_length(keys)).as_py() == 0 or pc.min(pc.binary_length(values)).as_py() == 0):
-            keep = pc.and_(pc.greater(pc.binary_length(keys), 0), pc.greater(pc.binary_length(values), 0))
-            keys, values, parent = keys.filter(keep), values.filter(keep), parent.filter(keep)
-            offsets = _kept_offsets(keep, offsets)
+        m = len(starts)
+        quads = _quads(m)
+        key_end = pc.add(starts, sep.cast(pa.int32()))
+        bounds = pc.take(
+            pa.concat_arrays([starts, key_end, pc.add(key_end, _i32(1)), ends]), quads.quad, boundscheck=False
+        )
+        bounds = pa.concat_arrays([bounds, ends.slice(m - 1)]) if m else pa.array([0], pa.int32())
+        data = segments.buffers()[2]
+        pieces = pa.Array.from_buffers(pa.string(), len(bounds) - 1, [None, _offsets_buffer(bounds), data])
+        keys = pc.take(pieces, quads.first)
+        values = pc.take(pieces, quads.third)
         self.keys: pa.Array = keys
         self.values: pa.Array = values
         self.parent: pa.Array = parent
@@ -230,7 +543,7 @@ class Properties:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        mask = pc.equal(self.keys, name)
+        mask = pc.equal(self.keys, pa.scalar(name, pa.string()))
         rows = self.parent.filter(mask)
         values = self.values.filter(mask)
         n = self.rows
@@ -238,8 +551,21 @@ class Properties:
             return pa.nulls(n, pa.string())
         if len(rows) == n and (n == 1 or pc.all(pc.greater(rows[1:], rows[:-1])).as_py()):
             return values  # every row has it once: already in row order
-        every_row = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, rows.type), n)), 1)
-        return pc.take(values, pc.index_in(every_row, value_set=rows))
+        return pc.take(values, pc.index_in(_ramp(n).cast(rows.type), value_set=rows))
+
+
+def _segment_offsets(segments: pa.Array) -> pa.Array:
+    """The offsets of a string array (``len + 1`` of them) as an int32 array."""
+    import pyarrow as pa
+
+    buf = _offsets_buffer_of(segments)
+    return pa.Array.from_buffers(pa.int32(), len(segments) + 1, [None, buf])
+
+
+def _offsets_buffer_of(arr: pa.Array) -> pa.Buffer:
+    buf = arr.buffers()[1]
+    assert buf is not None
+    return buf.slice(arr.offset * 4, (len(arr) + 1) * 4)
 
 
 def _kept_offsets(keep: pa.Array, offsets: pa.Array) -> pa.Array:

@@ -119,7 +119,7 @@ def run_store_bench(workdir: Path | None, messages: int, body_size: int, infligh
                 off = 0
                 while True:
                     res = store.get_message("BenchTopic", q, off, 32)
-                    if not res.messages:
+                    if not res.message_count:
                         break
                     off = res.next_begin_offset
 

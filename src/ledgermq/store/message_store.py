@@ -41,7 +41,7 @@ from ledgermq.store.dispatch import SCHEDULE_TOPIC
 from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
-from ledgermq.store.message_filter import MessageFilter
+from ledgermq.store.message_filter import MessageFilter, TagFilter
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.recovery import RecoveryResult, recover
 from ledgermq.store.reput import ArrivalListener, ReputService
@@ -53,6 +53,11 @@ log = logging.getLogger(__name__)
 _PRE_BLANK_SIZE = 0x7FFFFFFF
 # Topics become directory names under consumequeue/: the same rule as RocketMQ's validator.
 _VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
+
+
+def _filters_records(message_filter: MessageFilter) -> bool:
+    """Whether the filter looks at records, not only at consume-queue tag codes."""
+    return getattr(type(message_filter), "matches_record", None) is not TagFilter.matches_record
 
 
 def _total_memory() -> int:
@@ -415,6 +420,65 @@ class MessageStore:
         if not units:
             nxt = (offset * UNIT_SIZE // cq.segment_size + 1) * cq.segment_size // UNIT_SIZE
             return GetResult(GetStatus.OFFSET_FOUND_NULL, self._correct(offset, nxt), low, high)
+        if message_filter is None or not _filters_records(message_filter):
+            found = self._get_runs(units, offset, max_msgs, message_filter, low, high)
+            if found is not None:
+                return found
+        return self._get_each(units, offset, max_msgs, message_filter, low, high)
+
+    def _get_runs(
+        self, units: bytes, offset: int, max_msgs: int, message_filter: MessageFilter | None, low: int, high: int
+    ) -> GetResult | None:
+        """``get_message`` reading each run of adjacent records with one commit-log read.
+
+        The batch is chosen from the consume-queue units alone (the filter by tag code and
+        the caps, exactly as ``_get_each`` does), then read run by run. None when a read
+        fails (a segment going away, or a run crossing a segment end): the caller then
+        falls back to ``_get_each``, whose statuses and counts such failures affect."""
+        cfg = self.config
+        max_phy = self.commitlog.max_offset
+        disk_below = max_phy - self.memory_budget  # records below it count as on disk
+        accept = message_filter.matches_tags_code if message_filter is not None else None
+        runs: list[list[int]] = []  # [start, end) of adjacent records
+        run_end = -1
+        count = total = scanned = last_phy = 0
+        for phy, size, tags in UNIT.iter_unpack(units):
+            if size == _PRE_BLANK_SIZE:
+                scanned += 1
+                continue
+            if count and total:  # _batch_full, inlined
+                if count >= max_msgs:
+                    break
+                if phy < disk_below:
+                    if total + size > cfg.max_transfer_bytes_on_disk or count >= cfg.max_transfer_count_on_disk:
+                        break
+                elif total + size > cfg.max_transfer_bytes_in_memory or count >= cfg.max_transfer_count_in_memory:
+                    break
+            scanned += 1
+            if accept is not None and not accept(tags):
+                continue
+            if phy == run_end:
+                runs[-1][1] = run_end = phy + size
+            else:
+                run_end = phy + size
+                runs.append([phy, run_end])
+            count += 1
+            total += size
+            last_phy = phy
+        chunks: list[bytes] = []
+        for start, end in runs:
+            data = self.commitlog.read(start, end - start)
+            if data is None:
+                return None
+            chunks.append(data)
+        status = GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE
+        suggest = count > 0 and max_phy - last_phy > self.memory_budget
+        return GetResult(status, offset + scanned, low, high, chunks, count, total, suggest)
+
+    def _get_each(
+        self, units: bytes, offset: int, max_msgs: int, message_filter: MessageFilter | None, low: int, high: int
+    ) -> GetResult:
+        """``get_message`` reading record by record (filters that look at records, failed reads)."""
         status = GetStatus.NO_MATCHED_MESSAGE
         messages: list[bytes] = []
         total = 0
@@ -445,7 +509,7 @@ class MessageStore:
             status = GetStatus.FOUND
         next_offset = offset + i // UNIT_SIZE
         suggest = bool(messages) and max_phy - last_phy > self.memory_budget
-        return GetResult(status, next_offset, low, high, messages, suggest)
+        return GetResult(status, next_offset, low, high, messages, len(messages), total, suggest)
 
     def _batch_full(self, size: int, max_msgs: int, total: int, count: int, in_disk: bool) -> bool:
         if total == 0 or count == 0:

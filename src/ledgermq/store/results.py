@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import enum
+import struct
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+
+_TOTALSIZE = struct.Struct(">i")  # a stored record's first field
 
 
 class PutStatus(enum.Enum):
@@ -68,24 +71,36 @@ class GetStatus(enum.Enum):
 
 @dataclass(slots=True)
 class GetResult:
+    """A pull's outcome. ``chunks`` hold the found records as stored, back to back: each
+    chunk is one read of the commit log covering a run of adjacent records (several
+    messages when the consume queue points to consecutive records of one segment)."""
+
     status: GetStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    messages: list[bytes] = field(default_factory=list)  # stored records, as on disk
+    chunks: list[bytes] = field(default_factory=list)
+    message_count: int = 0
+    buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
 
     @property
-    def message_count(self) -> int:
-        return len(self.messages)
-
-    @property
-    def buffer_total_size(self) -> int:
-        return sum(len(m) for m in self.messages)
+    def messages(self) -> list[bytes]:
+        """The stored records one by one (split out of ``chunks``)."""
+        if self.message_count == len(self.chunks):
+            return list(self.chunks)
+        out: list[bytes] = []
+        for chunk in self.chunks:
+            pos, end = 0, len(chunk)
+            while pos < end:
+                size = _TOTALSIZE.unpack_from(chunk, pos)[0]
+                out.append(chunk[pos : pos + size])
+                pos += size
+        return out
 
     def body(self) -> bytes:
         """The records back to back: a PULL_MESSAGE response body."""
-        return b"".join(self.messages)
+        return b"".join(self.chunks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from ledgermq.client.consumer_common import ConsumeFromWhere, MessageModel
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, SendFailedError
 from ledgermq.client.lite_pull_consumer import LitePullConsumer
 from ledgermq.client.message import Message, MessageQueue, SendResult, SendStatus
-from ledgermq.client.producer import Producer
+from ledgermq.client.producer import AsyncBackPressureError, Producer, SendCallback
 from ledgermq.client.push_consumer import PushConsumer
 from ledgermq.protocol.message import MessageRecord as MessageExt
 
@@ -28,6 +28,7 @@ __all__ = [
     "AllocateMessageQueueAveragelyByCircle",
     "AllocateMessageQueueByConfig",
     "AllocateMessageQueueConsistentHash",
+    "AsyncBackPressureError",
     "ConsumeConcurrentlyContext",
     "ConsumeConcurrentlyStatus",
     "ConsumeFromWhere",
@@ -43,6 +44,7 @@ __all__ = [
     "MessageQueue",
     "Producer",
     "PushConsumer",
+    "SendCallback",
     "SendFailedError",
     "SendResult",
     "SendStatus",

@@ -296,8 +296,11 @@ class ClientInstance:
 
     async def _rebalance_loop(self) -> None:
         while True:
+            # asyncio.timeout, not wait_for: in 3.11 a wake-up that coincides with shutdown's
+            # cancel makes wait_for swallow the cancel, and shutdown then waits forever.
             try:
-                await asyncio.wait_for(self._rebalance_wakeup.wait(), self.rebalance_interval)
+                async with asyncio.timeout(self.rebalance_interval):
+                    await self._rebalance_wakeup.wait()
             except TimeoutError:
                 pass
             self._rebalance_wakeup.clear()

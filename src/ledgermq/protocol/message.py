@@ -103,8 +103,15 @@ def pack_host(host: Host) -> tuple[bytes, int, bool]:
     return ip.packed, int(host[1]), ip.version == 6
 
 
+@lru_cache(maxsize=1024)
+def _ip_text(packed: bytes) -> str:
+    return str(ipaddress.ip_address(packed))
+
+
 def unpack_host(packed: bytes, port: int) -> Host:
-    return str(ipaddress.ip_address(packed)), port
+    """Cached by address: a pull answer repeats the same few hosts, and ``ipaddress`` costs
+    several microseconds a call."""
+    return _ip_text(packed), port
 
 
 @dataclass(slots=True)

@@ -157,8 +157,10 @@ def test_orderly_sends_go_to_the_chosen_queue(tmp_path: Path) -> None:
             with pytest.raises(MQBrokerError) as info:  # queue id past the topic's queues: SYSTEM_ERROR, no retry
                 await p.send_to_queue(Message("Ordered", b"x"), MessageQueue("Ordered", "broker-a", 99))
             assert info.value.code == 1
-        stored = await cluster.pull_until("broker-a", "Ordered", chosen.queue_id, 2)
-        assert [r.body for r in stored[:2]] == [b"q2-a", b"q2-b"]
+            batch = await p.send_batch_to_queue([Message("Ordered", b"q2-c"), Message("Ordered", b"q2-d")], chosen)
+            assert batch.queue == chosen and batch.queue_offset == r2.queue_offset + 1
+        stored = await cluster.pull_until("broker-a", "Ordered", chosen.queue_id, 4)
+        assert [r.body for r in stored[:4]] == [b"q2-a", b"q2-b", b"q2-c", b"q2-d"]
         ordered = await cluster.pull_until("broker-a", "Ordered", expected.queue_id, 3)
         assert [r.body for r in ordered if r.body.startswith(b"o")] == [b"o0", b"o1", b"o2"]
 

@@ -624,6 +624,13 @@ class Producer:
         self._check_running()
         return await self._send_selected(self._prepare(msg), queue, timeout)
 
+    async def send_batch_to_queue(
+        self, msgs: Sequence[Message], queue: MessageQueue, *, timeout: float | None = None
+    ) -> SendResult:
+        """``send(Collection<Message>, mq)``: one batch, one attempt on ``queue``."""
+        self._check_running()
+        return await self._send_selected(self._prepare_batch(msgs), queue, timeout)
+
     async def send_orderly(
         self, msg: Message, selector: QueueSelector, arg: Any, *, timeout: float | None = None
     ) -> SendResult:

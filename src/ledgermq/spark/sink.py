@@ -262,7 +262,7 @@ class _Sender:
         else:
             mq = await self._queue(topic, qid)
             # one attempt on the chosen queue, as send_to_queue, but a whole batch
-            await self.producer._send_selected(self.producer._prepare_batch(msgs), mq, None)
+            await self.producer.send_batch_to_queue(msgs, mq)
         self.sent += len(msgs)
         self.batches += 1
 

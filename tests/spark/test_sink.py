@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,11 @@ def test_sink_topic_and_queue_columns_and_string_values(spark: Any, cluster: Clu
     rows = [(t1 if i % 2 else t2, f"s{i}", 1, None) for i in range(10)]
     df = spark.createDataFrame(rows, "topic string, value string, queueId int, key binary")
     write(df, cluster)
+    deadline = time.monotonic() + 15
     got = rows_of(read(spark, cluster, f"{t1},{t2}"))
+    while len(got) < len(rows) and time.monotonic() < deadline:  # acknowledged, perhaps not yet dispatched
+        time.sleep(0.2)
+        got = rows_of(read(spark, cluster, f"{t1},{t2}"))
     assert sorted((r[0], r[2], r[4]) for r in got) == sorted((t, 1, v.encode()) for t, v, _, _ in rows)
 
 

@@ -21,7 +21,16 @@ import click
 from ledgermq.util.proc import die_with_parent
 
 SNIPPET = """\
-Send and receive with the Apache C++ client (pip install rocketmq):
+Send and receive with our client (.venv/bin/python):
+
+  from ledgermq.client import ConsumeFromWhere, Message
+  from ledgermq.client.sync import SyncLitePullConsumer, SyncProducer
+  with SyncProducer("demo-producer", "{ns}") as p: print(p.send(Message("DemoTopic", b"hi", tags="hello")))
+  first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+  with SyncLitePullConsumer("demo-consumer", "{ns}", consume_from_where=first) as c:
+      c.subscribe("DemoTopic"); print([m.body for m in c.poll(timeout=3)])
+
+or with the Apache C++ client (pip install rocketmq):
 
   from rocketmq.client import Producer, PushConsumer, Message
   p = Producer("demo-producer"); p.set_namesrv_addr("{ns}"); p.start()

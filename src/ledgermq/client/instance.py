@@ -295,7 +295,7 @@ class ClientInstance:
                 log.exception("persisting the offsets of group %s failed", consumer.group)
 
     async def _rebalance_loop(self) -> None:
-        while True:
+        while self._state == "running":  # also ends a round whose cancel something swallowed
             # asyncio.timeout, not wait_for: in 3.11 a wake-up that coincides with shutdown's
             # cancel makes wait_for swallow the cancel, and shutdown then waits forever.
             try:
@@ -310,7 +310,7 @@ class ClientInstance:
                 log.exception("rebalance round failed")
 
     async def _every(self, interval: float, action: Any, what: str) -> None:
-        while True:
+        while self._state == "running":
             await asyncio.sleep(interval)
             try:
                 await action()

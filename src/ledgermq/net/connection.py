@@ -140,7 +140,10 @@ class Connection(asyncio.Protocol):
         self.pending[cmd.opaque] = fut
         try:
             self.send(cmd)
-            return await asyncio.wait_for(fut, timeout)
+            # asyncio.timeout, not wait_for: in 3.11 wait_for returns an answer that arrives
+            # with the caller's cancel and drops the cancel (a shutdown then waits forever)
+            async with asyncio.timeout(timeout):
+                return await fut
         except TimeoutError:
             raise RequestTimeoutError(f"no answer from {self.peer} within {timeout:.1f}s") from None
         finally:

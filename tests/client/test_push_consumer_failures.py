@@ -153,3 +153,25 @@ async def test_an_illegal_offset_is_fixed_and_the_queue_readded(tmp_path: Path) 
             assert not set(col.ids()) & before  # restarted at the end, as the broker corrected
         finally:
             await c.shutdown()
+
+
+@aio(60)
+async def test_concurrent_first_send_backs_share_one_inner_producer_and_shutdown_releases_it(tmp_path: Path) -> None:
+    # Several batches failing at once all ask for the inner producer before the first one
+    # has started it; each call used to take a reference, shutdown gave back one, and the
+    # producer (and with it the client instance and its loops) stayed up for good.
+    async with running(tmp_path) as cl, Producer("pg", cl.ns_addr) as producer:
+        await producer.send(Message("InnerTopic", b"create"))
+        c = consumer("cg-inner", cl.ns_addr)
+        c.subscribe("InnerTopic")
+        c.register_listener(Collector().listener("c"))
+        await c.start()
+        instance = c.instance
+        try:
+            first, second, third = await asyncio.gather(c.inner_producer(), c.inner_producer(), c.inner_producer())
+            assert first is second is third
+        finally:
+            async with asyncio.timeout(10):  # a rebalance round is still in flight: its cancel must not be lost
+                await c.shutdown()
+        assert not instance.running  # the last user left: the instance and its loops stopped
+        assert first._state == "shut down"

@@ -302,6 +302,7 @@ class PushConsumer:
         self._rebalance: RebalanceImpl | None = None
         self._service: ConsumeMessageService | None = None
         self._inner_producer: Producer | None = None
+        self._inner_producer_lock = asyncio.Lock()  # one reference per consumer, however many ask at once
         self._pull_tasks: dict[ProcessQueue, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._flow_control_times = 0
@@ -385,7 +386,9 @@ class PushConsumer:
 
     async def inner_producer(self) -> Producer:
         if self._inner_producer is None:
-            self._inner_producer = await _INNER_PRODUCERS.acquire(self.instance, self.instance.namesrv_addrs)
+            async with self._inner_producer_lock:
+                if self._inner_producer is None:
+                    self._inner_producer = await _INNER_PRODUCERS.acquire(self.instance, self.instance.namesrv_addrs)
         return self._inner_producer
 
     # -- lifecycle -----------------------------------------------------------------------

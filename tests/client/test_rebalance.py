@@ -402,6 +402,25 @@ async def test_orderly_removal_waits_for_a_running_batch() -> None:
 
 
 @aio
+async def test_orderly_removal_cancelled_as_the_batch_ends_is_cancelled() -> None:
+    # The running batch releases the queue's consume lock in the iteration where shutdown
+    # cancels the rebalance: the cancel must reach the rebalance (3.11's wait_for kept the
+    # lock instead and went on, and the instance's shutdown waited for its loop forever).
+    s = make()
+    await s.reb.do_rebalance(True)
+    q0 = MessageQueue(T, "broker-a", 0)
+    pq = s.reb.process_queue_table[q0]
+    await pq.consume_lock.acquire()
+    task = asyncio.create_task(s.reb.remove_unnecessary_message_queue(q0, pq, True))
+    await asyncio.sleep(0)  # waiting for the lock
+    pq.consume_lock.release()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not pq.consume_lock.locked()
+
+
+@aio
 async def test_close_releases_pending_delayed_unlocks_and_remove_process_queue() -> None:
     s = make()
     s.reb.unlock_delay = 60

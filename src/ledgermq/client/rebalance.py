@@ -327,7 +327,10 @@ class RebalanceImpl:
         if not (is_order and self.message_model is MessageModel.CLUSTERING):
             return True
         try:
-            await asyncio.wait_for(pq.consume_lock.acquire(), self.consume_lock_wait)
+            # asyncio.timeout, not wait_for: in 3.11 wait_for keeps a lock granted as a
+            # shutdown cancels the rebalance, drops the cancel, and the shutdown hangs
+            async with asyncio.timeout(self.consume_lock_wait):
+                await pq.consume_lock.acquire()
         except TimeoutError:
             pq.try_unlock_times += 1
             log.warning("group %s: queue %s is consuming, not unlocked (%d tries)", self.group, mq, pq.try_unlock_times)

@@ -477,3 +477,31 @@ def test_process_queue_basics_used_by_rebalance(n_msgs: int) -> None:
     pq = ProcessQueue()
     pq.put_message([msg(i) for i in range(n_msgs)])
     assert pq.has_temp_message() == bool(n_msgs)
+
+
+@aio
+async def test_an_illegal_offset_is_not_fixed_for_a_queue_rebalanced_away() -> None:
+    from ledgermq.client.push_consumer import PushConsumer
+
+    s = make()
+    await s.reb.do_rebalance(False)
+    q0 = MessageQueue(T, "broker-a", 0)
+    pq = s.reb.process_queue_table[q0]
+    pq.dropped = True  # the pull answered OFFSET_ILLEGAL; the fix is due in 10 s
+    s.store.update_offset(q0, 3, increase_only=False)
+    c = PushConsumer(GROUP, "127.0.0.1:9876", offset_illegal_fix_delay=0)
+    c._offset_store, c._rebalance = s.store, s.reb
+    s.api.cids = ["10.0.0.0@a", ME]  # meanwhile q0 went to another member
+    await s.reb.do_rebalance(False)
+    s.broker.commits.clear()
+    s.broker.committed[q0] = 40  # the new owner's progress
+    await c._fix_offset_later(q0, pq, 90)
+    assert s.broker.committed[q0] == 40 and s.broker.commits == []
+    assert q0 not in s.store.clone_offset_table()
+
+    s.api.cids = [ME]  # and then back to us, pulled afresh
+    await s.reb.do_rebalance(False)
+    fresh = s.reb.process_queue_table[q0]
+    await c._fix_offset_later(q0, pq, 90)
+    assert s.reb.process_queue_table.get(q0) is fresh and not fresh.dropped
+    assert s.broker.committed[q0] == 40

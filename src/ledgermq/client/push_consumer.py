@@ -799,11 +799,16 @@ class PushConsumer:
         )
         req.next_offset = result.next_begin_offset
         pq.dropped = True
-        self._spawn(self._fix_offset_later(mq, req.next_offset), f"fixing the offset of {mq}")
+        self._spawn(self._fix_offset_later(mq, pq, req.next_offset), f"fixing the offset of {mq}")
         return None
 
-    async def _fix_offset_later(self, mq: MessageQueue, offset: int) -> None:
+    async def _fix_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         await asyncio.sleep(self.offset_illegal_fix_delay)
+        if self.rebalance_impl.process_queue_table.get(mq) is not pq:
+            # Rebalanced away meanwhile (unlike Java, which commits anyway): the new owner's
+            # progress must not be overwritten, nor a queue taken back since dropped again.
+            log.info("group %s: %s is no longer ours; its illegal offset is left to its owner", self.group, mq)
+            return
         self.offset_store.update_offset(mq, offset, increase_only=False)
         await self.offset_store.persist(mq)
         await self.rebalance_impl.remove_process_queue(mq, self.orderly)

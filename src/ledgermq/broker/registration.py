@@ -76,7 +76,8 @@ class Registrar:
 
         async def one(addr: str) -> None:
             try:
-                await asyncio.wait_for(self.client.invoke_oneway(addr, self._command(body)), timeout)
+                async with asyncio.timeout(timeout):
+                    await self.client.invoke_oneway(addr, self._command(body))
             except Exception as exc:
                 log.warning("oneway registration with %s failed: %s", addr, exc)
 
@@ -154,6 +155,7 @@ class Registrar:
                 log.exception("registration round failed; retrying in %.0fs", period)
             self._kick.clear()
             try:
-                await asyncio.wait_for(self._kick.wait(), period)
+                async with asyncio.timeout(period):  # not wait_for: it can swallow stop's cancel on 3.11
+                    await self._kick.wait()
             except TimeoutError:
                 pass

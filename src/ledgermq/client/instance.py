@@ -175,7 +175,8 @@ class ClientInstance:
                 raise ClientStateError(f"the client instance is {self._state}")
             self._state = "running"
             try:  # learn the brokers so the first heartbeat reaches them; never fatal
-                await asyncio.wait_for(self.routes.refresh_all(), self.api_timeout * 2)
+                async with asyncio.timeout(self.api_timeout * 2):
+                    await self.routes.refresh_all()
             except TimeoutError:
                 log.warning("client %s: no route refresh at start within %.1fs", self.client_id, self.api_timeout * 2)
             self.routes.start(first_delay=self.routes.poll_interval)

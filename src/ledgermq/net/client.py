@@ -72,12 +72,12 @@ class RemotingClient:
         host, port = split_address(addr)
         loop = asyncio.get_running_loop()
         try:
-            _transport, conn = await asyncio.wait_for(
-                loop.create_connection(
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
+            # coincides with the connection completing (and leave that connection open).
+            async with asyncio.timeout(self.connect_timeout):
+                _transport, conn = await loop.create_connection(
                     lambda: Connection(self.on_request, max_frame_size=self.max_frame_size), host, port
-                ),
-                self.connect_timeout,
-            )
+                )
         except (OSError, TimeoutError, OverflowError) as exc:
             raise ConnectError(f"cannot connect to {addr}: {exc or 'timeout'}") from exc
         return conn
@@ -106,6 +106,7 @@ class RemotingClient:
             conn.close()
         for conn in conns:
             try:
-                await asyncio.wait_for(conn.closed.wait(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await conn.closed.wait()
             except TimeoutError:
                 log.debug("connection to %s did not close in time", conn.peer)

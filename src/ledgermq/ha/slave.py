@@ -215,6 +215,9 @@ class HAClient:
             now=clock.monotonic(),
         )
         self.session = session
+        # A slave that (re)connects usually has a backlog to fetch: hold dispatch off from the
+        # start rather than after the first megabyte (which it would otherwise slow down).
+        self._bulk_until = time.monotonic() + _BULK_HOLD_S
         buf = bytearray(_BUFFER_SIZE)
         view = memoryview(buf)
         have = 0  # bytes in buf (a partial frame at most, between reads)

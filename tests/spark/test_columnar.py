@@ -16,10 +16,17 @@ from ledgermq.errors import RemoteProtocolError  # noqa: E402
 from ledgermq.protocol import sysflag as SF  # noqa: E402
 from ledgermq.protocol.message import encode_record  # noqa: E402
 from ledgermq.protocol.msgid import offset_msg_id  # noqa: E402
+from ledgermq.spark import columnar  # noqa: E402
 from ledgermq.spark.columnar import RowBuffer  # noqa: E402
 
 KEYS = ["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "x", ""]
 VALUES = ["", "v", "a b", "é", "1\x012"]
+
+
+@pytest.fixture(autouse=True)
+def vectorise_small_pulls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pulls of a few records take the per-record loop; here every pull is vectorised."""
+    monkeypatch.setattr(columnar, "_MIN_VECTOR_ROWS", 0)
 
 
 def props(rnd: random.Random) -> str:
@@ -96,6 +103,33 @@ def test_pulls_of_every_kind_in_one_batch() -> None:
     assert rows[50]["value"] == b"z" * 5000
     assert rows[50]["msgId"] == offset_msg_id(("10.0.0.9", 10911), 5000 + 300 * 50)
     assert rows[51]["msgId"] == offset_msg_id(("::1", 10911), 5000 + 300 * 51)
+
+
+def test_small_pulls_take_the_loop_and_large_ones_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columnar, "_MIN_VECTOR_ROWS", 8)
+    rnd = random.Random(6)
+    small = b"".join(record(rnd, i, body=b"x" * 10) for i in range(7))
+    large = b"".join(record(rnd, i, body=b"x" * 10) for i in range(7, 30))
+    calls: list[str] = []
+    vectorised, per_record = RowBuffer._add_vectorised, RowBuffer._add_records
+
+    def spy_vectorised(self: RowBuffer, *args: Any) -> int:
+        calls.append("kernels")
+        return vectorised(self, *args)
+
+    def spy_records(self: RowBuffer, *args: Any) -> int:
+        calls.append("loop")
+        return per_record(self, *args)
+
+    monkeypatch.setattr(RowBuffer, "_add_vectorised", spy_vectorised)
+    monkeypatch.setattr(RowBuffer, "_add_records", spy_records)
+    buf = RowBuffer("T", "broker-a", 3)
+    assert buf.add(small, 0, 100) == 7 and buf.add(large, 7, 100) == 30 and buf.add(small, 30, 100) == 7
+    assert calls == ["loop", "kernels", "loop"]
+    rows = buf.take().to_pylist()
+    pulls = [(small, 0, 100), (large, 7, 100), (small, 30, 100)]
+    assert rows == decode(pulls, None, slow=True)[1]
+    assert [r["queueOffset"] for r in rows] == [*range(30), *range(7)]
 
 
 def test_msg_id_without_uniq_key_names_the_store_host() -> None:

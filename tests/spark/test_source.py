@@ -104,9 +104,9 @@ def test_bad_options_are_rejected_naming_the_option(spark: Any, cluster: Cluster
 
 
 def run_available_now(
-    spark: Any, cluster: Cluster, topic: str, out: Path, checkpoint: Path, **options: str
+    spark: Any, cluster: Cluster, topic: str, out: Path, checkpoint: Path, *, once: bool = False, **options: str
 ) -> list[dict[str, Any]]:
-    """A streaming query (trigger availableNow) from ``topic`` into parquet files; its progress reports."""
+    """A streaming query (trigger availableNow, or once) from ``topic`` into parquet files; its progress reports."""
     r = (
         spark.readStream.format("ledgermq")
         .option("namesrvAddr", cluster.namesrv_addr)
@@ -121,11 +121,11 @@ def run_available_now(
         .writeStream.format("parquet")
         .option("path", str(out))
         .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
+        .trigger(**({"once": True} if once else {"availableNow": True}))
         .start()
     )
     try:
-        assert query.awaitTermination(120), "the availableNow query did not finish in 120 s"
+        assert query.awaitTermination(120), "the query did not finish in 120 s"
         assert query.exception() is None, query.exception()
         return [p for p in query.recentProgress if p["numInputRows"]]
     finally:
@@ -154,6 +154,22 @@ def test_stream_restarted_from_its_checkpoint_reads_every_message_once(
     # once more with nothing new: no batch, nothing read twice
     assert run_available_now(spark, cluster, topic, out, ckpt) == []
     assert len(spark.read.parquet(str(out)).collect()) == len(first) + len(second)
+
+
+def test_once_trigger_reads_everything_present_in_one_batch(spark: Any, cluster: Cluster, tmp_path: Path) -> None:
+    """Trigger.Once is one batch that takes all there is (Spark ignores read limits for it); a rerun from the
+    checkpoint takes only what came since."""
+    topic = "SparkOnce"
+    create_topic(cluster.namesrv_addr, [cluster.broker_addr], topic, queues=2)
+    first = send(cluster.namesrv_addr, topic, BROKER, {0: 9, 1: 4})
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    progress = run_available_now(spark, cluster, topic, out, ckpt, once=True, maxOffsetsPerTrigger="5")
+    assert [p["numInputRows"] for p in progress] == [13]
+    second = send(cluster.namesrv_addr, topic, BROKER, {0: 1, 1: 2}, first={0: 9, 1: 4})
+    progress = run_available_now(spark, cluster, topic, out, ckpt, once=True)
+    assert [p["numInputRows"] for p in progress] == [3]
+    got = rows_of(spark.read.parquet(str(out)))
+    assert got == sorted((topic, BROKER, q, off, b) for q, off, b in first + second)
 
 
 def test_stream_group_progress_is_committed(spark: Any, cluster: Cluster, tmp_path: Path) -> None:

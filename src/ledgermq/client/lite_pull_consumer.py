@@ -64,10 +64,10 @@ from ledgermq.client.errors import ClientStateError, MQBrokerError, MQClientErro
 from ledgermq.client.instance import ClientInstance, local_ip
 from ledgermq.client.offset_store import (
     OFFSET_UNREADABLE,
-    LocalFileOffsetStore,
     OffsetStore,
     ReadOffsetType,
     RemoteOffsetStore,
+    offset_store_for,
 )
 from ledgermq.client.process_queue import ProcessQueue
 from ledgermq.client.pull_api import PullResult, PullStatus
@@ -284,7 +284,15 @@ class LitePullConsumer:
             self.namesrv_addrs, client_ip=self.client_ip, instance_name=self.instance_name, **self._instance_options
         )
         try:
-            store = self._user_offset_store or self._make_offset_store(instance)
+            store = self._user_offset_store or offset_store_for(
+                broadcasting=self.message_model is MessageModel.BROADCASTING,
+                broker=instance.pull_api,
+                group=self.group,
+                client_ip=instance.client_ip,
+                client_id=instance.client_id,
+                instance_name=self.instance_name,
+                store_dir=self._local_offset_store_dir,
+            )
             await store.load()
             instance.register_consumer(self)
         except BaseException:
@@ -328,15 +336,6 @@ class LitePullConsumer:
             await self._announce_subscriptions(list(self._subscriptions))
         else:
             await instance.heartbeat()
-
-    def _make_offset_store(self, instance: ClientInstance) -> OffsetStore:
-        if self.message_model is MessageModel.BROADCASTING:
-            # Java keeps the instance name DEFAULT for broadcasting consumers, so the file of
-            # ip@DEFAULT survives a restart; the instance itself may have a per-process name.
-            return LocalFileOffsetStore(
-                f"{instance.client_ip}@{self.instance_name}", self.group, store_dir=self._local_offset_store_dir
-            )
-        return RemoteOffsetStore(instance.pull_api, self.group, client_id=instance.client_id)
 
     async def shutdown(self) -> None:
         """Stop the readers, commit (when auto-committing) and persist the offsets, leave

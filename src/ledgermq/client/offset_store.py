@@ -411,3 +411,22 @@ class LocalFileOffsetStore(_MemoryOffsets):
         except RemoteProtocolError:
             return False
         return True
+
+
+def offset_store_for(
+    *,
+    broadcasting: bool,
+    broker: OffsetBroker,
+    group: str,
+    client_ip: str,
+    client_id: str,
+    instance_name: str,
+    store_dir: str | None = None,
+) -> OffsetStore:
+    """The store a consumer of this message model uses: a local file when broadcasting, the
+    broker otherwise. The file is named by the user's instance name, not the instance's
+    per-process one: Java keeps DEFAULT for broadcasting consumers, so ``ip@DEFAULT``'s file
+    survives a restart."""
+    if broadcasting:
+        return LocalFileOffsetStore(f"{client_ip}@{instance_name}", group, store_dir=store_dir)
+    return RemoteOffsetStore(broker, group, client_id=client_id)

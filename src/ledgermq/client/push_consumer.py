@@ -56,7 +56,7 @@ from ledgermq.client.consumer_common import (
 )
 from ledgermq.client.errors import ClientStateError, MQBrokerError, MQClientError
 from ledgermq.client.instance import ClientInstance, local_ip
-from ledgermq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteOffsetStore
+from ledgermq.client.offset_store import OffsetStore, ReadOffsetType, offset_store_for
 from ledgermq.client.process_queue import ProcessQueue
 from ledgermq.client.producer import Producer
 from ledgermq.client.pull_api import PullAPI, PullStatus
@@ -425,16 +425,15 @@ class PushConsumer:
             clock=self.clock,
         )
         self._instance = instance
-        if self._given_offset_store is not None:
-            store: OffsetStore = self._given_offset_store
-        elif self.message_model is MessageModel.BROADCASTING:
-            # Java's broadcasting consumers keep their instance name (DEFAULT), so the file
-            # survives restarts: <dir>/<ip>@<instance name>/<group>/offsets.json
-            store = LocalFileOffsetStore(
-                f"{self.client_ip}@{self.instance_name}", self.group, store_dir=self.offset_store_dir
-            )
-        else:
-            store = RemoteOffsetStore(instance.pull_api, self.group, client_id=instance.client_id)
+        store = self._given_offset_store or offset_store_for(
+            broadcasting=self.message_model is MessageModel.BROADCASTING,
+            broker=instance.pull_api,
+            group=self.group,
+            client_ip=instance.client_ip,
+            client_id=instance.client_id,
+            instance_name=self.instance_name,
+            store_dir=self.offset_store_dir,
+        )
         await store.load()
         self._offset_store = store
         self._rebalance = RebalanceImpl(

@@ -69,6 +69,31 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_pair() -> int:
+    """A port p with p + 1 free too (a broker's HA port is listenPort + 1)."""
+    for _ in range(50):
+        port = free_port()
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free pair of ports")
+
+
+def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM in reverse start order (brokers before their name server), SIGKILL after 15 s."""
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -161,14 +186,7 @@ class Cluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+        stop_processes(self.procs)
 
 
 def _run_worker(argv: list[str], what: str, timeout: float) -> dict[str, Any]:

@@ -49,7 +49,15 @@ from typing import TYPE_CHECKING
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import HAConnectionInfo
-from ledgermq.bench.broker_bench import ClientRun, _spawn, _wait_port, _wait_route, free_port, spawn_namesrv
+from ledgermq.bench.broker_bench import (
+    ClientRun,
+    _spawn,
+    _wait_port,
+    _wait_route,
+    free_port,
+    spawn_namesrv,
+    stop_processes,
+)
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.master import WRITE_SPAN
 from ledgermq.ha.slave import READ_MAX
@@ -174,14 +182,7 @@ class HAPair:
         return proc
 
     def __exit__(self, *exc: object) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+        stop_processes(self.procs)
 
 
 async def _max_offset(admin: AdminClient, addr: str) -> int:

@@ -38,8 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledgermq.bench.broker_bench import free_port, spawn_namesrv
-from ledgermq.util.proc import die_with_parent
+from ledgermq.bench.broker_bench import (
+    _spawn,
+    _wait_port,
+    _wait_route,
+    free_port,
+    free_port_pair,
+    spawn_namesrv,
+    stop_processes,
+)
 
 TOPIC = "SparkBench"
 BROKER = "spark-bench"
@@ -85,27 +92,12 @@ class SparkBenchResult:
 
 
 # -- the servers -------------------------------------------------------------------------------
-def _free_pair() -> int:
-    """A port p with p + 1 free too (the broker's HA port is listenPort + 1)."""
-    import socket
-
-    for _ in range(50):
-        port = free_port()
-        try:
-            with socket.socket() as s:
-                s.bind(("0.0.0.0", port + 1))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free pair of ports")
-
-
 class _Servers:
     def __init__(self, work: Path, pull_cap: int) -> None:
         self.work = work
         self.pull_cap = pull_cap
         self.ns_port = free_port()
-        self.broker_port = _free_pair()
+        self.broker_port = free_port_pair()
         self.procs: list[subprocess.Popen[bytes]] = []
 
     @property
@@ -117,8 +109,6 @@ class _Servers:
         return f"127.0.0.1:{self.broker_port}"
 
     def __enter__(self) -> _Servers:
-        from ledgermq.bench.broker_bench import _wait_port, _wait_route
-
         self.procs.append(spawn_namesrv(self.work, self.ns_port))
         cap_bytes = max(256 * 1024, self.pull_cap * 1024)
         conf = self.work / "broker.properties"
@@ -140,28 +130,14 @@ class _Servers:
                 ]
             )
         )
-        log = open(self.work / "broker.log", "ab")
-        broker = subprocess.Popen(
-            [sys.executable, "-m", "ledgermq.cli.main", "broker", "-c", str(conf)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
-        log.close()
+        broker = _spawn(["ledgermq.cli.main", "broker", "-c", str(conf)], self.work / "broker.log")
         self.procs.append(broker)
         _wait_port(self.broker_port, broker)
         _wait_route(self.namesrv, "TBW102", broker)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+        stop_processes(self.procs)
 
 
 async def _create_topic(namesrv: str, broker_addr: str, topic: str, queues: int) -> None:

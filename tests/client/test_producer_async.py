@@ -15,8 +15,8 @@ import pytest
 
 from ledgermq.broker.app import BrokerApp
 from ledgermq.client import Message, MessageQueue, MQBrokerError, Producer, SendResult, SendStatus
+from ledgermq.client.async_send import AsyncBackPressureError, AsyncSendBudget
 from ledgermq.client.errors import ClientStateError, MessageInvalidError, MQConnectError, SendFailedError
-from ledgermq.client.producer import AsyncBackPressureError, AsyncSendBudget
 from ledgermq.client.selector import select_by_hash
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode

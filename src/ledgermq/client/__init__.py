@@ -9,6 +9,7 @@ from ledgermq.client.allocate import (
     AllocateMessageQueueByConfig,
     AllocateMessageQueueConsistentHash,
 )
+from ledgermq.client.async_send import AsyncBackPressureError, SendCallback
 from ledgermq.client.consume_service import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -19,7 +20,7 @@ from ledgermq.client.consumer_common import ConsumeFromWhere, MessageModel
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, SendFailedError
 from ledgermq.client.lite_pull_consumer import LitePullConsumer
 from ledgermq.client.message import Message, MessageQueue, SendResult, SendStatus
-from ledgermq.client.producer import AsyncBackPressureError, Producer, SendCallback
+from ledgermq.client.producer import Producer
 from ledgermq.client.push_consumer import PushConsumer
 from ledgermq.protocol.message import MessageRecord as MessageExt
 

@@ -29,14 +29,10 @@ import threading
 import time
 from pathlib import Path
 
+from ledgermq.testing.ports import free_port
+
 EVENTS, COUNTS, GROUP = "ClickEvents", "PageCounts", "page-counts-job"
 PAGES = ["/", "/cart", "/checkout", "/search", "/help"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, timeout: float = 30.0) -> None:
@@ -52,14 +48,7 @@ def wait_port(port: int, timeout: float = 30.0) -> None:
 
 def start_servers(work: Path) -> tuple[str, str, list[subprocess.Popen[bytes]]]:
     """A name server and a broker (``ledgermq namesrv`` / ``ledgermq broker``) under ``work``."""
-    ns_port, broker_port = free_port(), free_port()
-    while True:  # the broker's HA port is listenPort + 1
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", broker_port + 1))
-            break
-        except OSError:
-            broker_port = free_port()
+    ns_port, broker_port = free_port(), free_port(span=2)  # the broker's HA port is listenPort + 1
     ledgermq = [sys.executable, "-m", "ledgermq.cli.main"]
     log = open(work / "servers.log", "ab")  # noqa: SIM115 - kept by the children
     ns = subprocess.Popen([*ledgermq, "namesrv", "-p", str(ns_port)], stdout=log, stderr=subprocess.STDOUT)

@@ -32,6 +32,7 @@ from ledgermq.protocol import properties as P
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import TopicRouteData
+from ledgermq.testing.ports import free_port
 
 T = TypeVar("T")
 HOST = "127.0.0.1"
@@ -49,17 +50,6 @@ SMALL_STORE: dict[str, Any] = dict(
     flush_interval_commitlog_ms=50,
     flush_interval_consume_queue_ms=50,
 )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def closed_port() -> int:
-    """A port nothing listens on (bound and released at once)."""
-    return free_port()
 
 
 @dataclass
@@ -104,7 +94,7 @@ async def running_cluster(root: Path, **broker_overrides: Any) -> AsyncIterator[
                     "broker_name": BROKER,
                     "broker_ip1": HOST,
                     "listen_host": HOST,
-                    "listen_port": free_port(),
+                    "listen_port": free_port(span=2),
                     "namesrv_addr": f"{HOST}:{ns.port}",
                     "flush_consumer_offset_interval_ms": 60_000,
                     **broker_overrides,
@@ -278,7 +268,7 @@ class ProcessCluster:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.ns_port = free_port()
-        self.broker_port = free_port()
+        self.broker_port = free_port(span=2)
         self.procs: list[subprocess.Popen[bytes]] = []
 
     @property

@@ -13,13 +13,13 @@ from click.testing import CliRunner, Result
 
 from ledgermq.admin import AdminClient
 from ledgermq.cli.main import cli
+from ledgermq.testing.ports import closed_port
 from tests.admin.servers import (
     BROKER,
     CLUSTER,
     HOST,
     BackgroundCluster,
     Cluster,
-    closed_port,
     commit_offset,
     ns_route,
     send_message,

@@ -14,11 +14,11 @@ from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import TopicRouteData
+from ledgermq.testing.ports import closed_port
 from tests.admin.servers import (
     BROKER,
     CLUSTER,
     HOST,
-    closed_port,
     commit_offset,
     heartbeat_body,
     poll,

@@ -8,7 +8,6 @@ new port. No name server: the broker registers nowhere.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ from ledgermq.protocol import properties as P
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import MessageRecord, decode_records
+from ledgermq.testing.ports import free_port
 
 CALL_TIMEOUT = 5.0
 
@@ -34,12 +34,6 @@ SMALL_STORE = dict(
     flush_interval_commitlog_ms=50,
     flush_interval_consume_queue_ms=50,
 )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def broker_config(port: int, **overrides: Any) -> BrokerConfig:
@@ -166,7 +160,7 @@ async def running_broker(
     """Start a broker (store under ``root``), yield a Harness, always stop both."""
     app: BrokerApp | None = None
     for attempt in range(3):
-        cfg = broker_config(port or free_port(), **broker_overrides)
+        cfg = broker_config(port or free_port(span=2), **broker_overrides)
         app = BrokerApp(cfg, store_config(root, **(store or {})))
         if before_start is not None:
             before_start(app)

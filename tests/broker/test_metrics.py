@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import struct
 import time
 from pathlib import Path
@@ -18,14 +17,9 @@ from ledgermq.namesrv.app import NamesrvApp, NamesrvConfig
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.testing.ports import free_port
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _broker(root: Path, namesrv: str, broker_id: int, role: BrokerRole, metrics_port: int | None) -> BrokerApp:

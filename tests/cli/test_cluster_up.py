@@ -14,12 +14,7 @@ from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import TopicRouteData
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from ledgermq.testing.ports import free_port
 
 
 def _route(ns_port: int, topic: str) -> TopicRouteData | None:
@@ -39,7 +34,7 @@ def _route(ns_port: int, topic: str) -> TopicRouteData | None:
 
 
 def test_cluster_up_serves_routes_and_stops_cleanly(tmp_path: Path) -> None:
-    ns_port, broker_port, slave_port = free_port(), free_port(), free_port()
+    ns_port, broker_port, slave_port = free_port(), free_port(span=2), free_port(span=2)
     proc = subprocess.Popen(
         [sys.executable, "-m", "ledgermq.cli.main", "cluster", "up", "--data", str(tmp_path),
          "--namesrv-port", str(ns_port), "--broker-port", str(broker_port), "--slave-port", str(slave_port)],

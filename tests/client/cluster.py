@@ -86,7 +86,7 @@ async def _start_broker(root: Path, ns_port: int, name: str, store: dict[str, An
             broker_name=name,
             broker_ip1=HOST,
             listen_host=HOST,
-            listen_port=free_port(),
+            listen_port=free_port(span=2),
             namesrv_addr=f"{HOST}:{ns_port}",
             flush_consumer_offset_interval_ms=60_000,
         )

@@ -17,7 +17,8 @@ from ledgermq.client.selector import select_by_hash
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.msgid import decode_offset_msg_id
-from tests.admin.servers import closed_port, poll
+from ledgermq.testing.ports import closed_port
+from tests.admin.servers import poll
 from tests.client.cluster import Cluster, running
 
 pytestmark = pytest.mark.timeout(60)

@@ -27,30 +27,13 @@ from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import TopicRouteData
+from ledgermq.testing.ports import free_port
 
 HOST = "127.0.0.1"
 HAVE_CPP_CLIENT = importlib.util.find_spec("rocketmq") is not None  # checked without loading librocketmq.so here
 CLIENT_SCRIPT = Path(__file__).with_name("cpp_client.py")
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
-
-
-def free_port(span: int = 1) -> int:
-    """A port p such that p .. p+span-1 are free on 127.0.0.1 right now (the broker's HA port is listenPort+1)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((HOST, 0))
-            port = int(s.getsockname()[1])
-        if port + span > 65535:
-            continue
-        try:
-            for extra in range(1, span):
-                with socket.socket() as s:
-                    s.bind((HOST, port + extra))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port range found")
 
 
 def wait_until(

@@ -4,7 +4,6 @@ SYNC_MASTER sends wait for a slave's acknowledgement or say why they could not."
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,12 +17,7 @@ from ledgermq.namesrv.app import NamesrvApp, NamesrvConfig
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from ledgermq.testing.ports import free_port
 
 
 def _broker(root: Path, namesrv: str, broker_id: int, role: BrokerRole, **store: object) -> BrokerApp:

@@ -9,7 +9,6 @@ HAClient in ``broker.extras``) itself. Every wait is bounded; everything is stop
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -34,18 +33,13 @@ from ledgermq.namesrv.app import NamesrvApp, NamesrvConfig
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.testing.ports import free_port
 
 T = TypeVar("T")
 HOST = "127.0.0.1"
 CLUSTER = "HaStatusCluster"
 TOPIC = "HaStatusTopic"
 TIMEOUT = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

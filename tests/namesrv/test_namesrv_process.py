@@ -28,15 +28,10 @@ from ledgermq.net.server import RemotingServer, RequestContext
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import DataVersion, RegisterBrokerBody, TopicConfig, TopicRouteData
+from ledgermq.testing.ports import free_port
 
 HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for_port(proc: subprocess.Popen[bytes], port: int, timeout: float = 15.0) -> None:

@@ -35,6 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ledgermq.testing.ports import free_port
 from ledgermq.util.proc import die_with_parent
 
 WORKER = "ledgermq.bench.cpp_client_worker"
@@ -63,25 +64,6 @@ class ClientRun:
         return statistics.median(self.latencies_ms) if self.latencies_ms else 0.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def free_port_pair() -> int:
-    """A port p with p + 1 free too (a broker's HA port is listenPort + 1)."""
-    for _ in range(50):
-        port = free_port()
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port + 1))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free pair of ports")
-
-
 def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
     """SIGTERM in reverse start order (brokers before their name server), SIGKILL after 15 s."""
     for proc in reversed(procs):
@@ -94,11 +76,25 @@ def stop_processes(procs: list[subprocess.Popen[bytes]]) -> None:
                 proc.wait(5)
 
 
+_LOGS: dict[int, Path] = {}  # pid -> the log a bench child writes, quoted when it dies at start-up
+
+
+def _log_tail(proc: subprocess.Popen[bytes], limit: int = 1500) -> str:
+    log = _LOGS.get(proc.pid)
+    if log is None:
+        return ""
+    try:
+        text = log.read_bytes()[-limit:].decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return f"; the end of {log}:\n{text}"
+
+
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"a bench process exited with {proc.returncode} during start-up")
+            raise RuntimeError(f"a bench process exited with {proc.returncode} during start-up{_log_tail(proc)}")
         try:
             with socket.create_connection(("127.0.0.1", port), 0.5):
                 return
@@ -139,10 +135,12 @@ def spawn_namesrv(work: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    out = open(log, "ab")  # noqa: SIM115 - owned by the child
-    return subprocess.Popen(
-        [sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
-    )
+    with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+        )
+    _LOGS[proc.pid] = log
+    return proc
 
 
 class Cluster:
@@ -152,7 +150,7 @@ class Cluster:
         self.work = work
         self.stub = stub
         self.ns_port = free_port()
-        self.broker_port = free_port()
+        self.broker_port = free_port(span=2)  # and its HA port, listenPort + 1
         self.procs: list[subprocess.Popen[bytes]] = []
 
     @property

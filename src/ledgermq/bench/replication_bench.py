@@ -54,13 +54,13 @@ from ledgermq.bench.broker_bench import (
     _spawn,
     _wait_port,
     _wait_route,
-    free_port,
     spawn_namesrv,
     stop_processes,
 )
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.master import WRITE_SPAN
 from ledgermq.ha.slave import READ_MAX
+from ledgermq.testing.ports import free_port
 
 if TYPE_CHECKING:
     from ledgermq.client import Producer

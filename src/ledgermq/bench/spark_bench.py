@@ -42,11 +42,10 @@ from ledgermq.bench.broker_bench import (
     _spawn,
     _wait_port,
     _wait_route,
-    free_port,
-    free_port_pair,
     spawn_namesrv,
     stop_processes,
 )
+from ledgermq.testing.ports import free_port
 
 TOPIC = "SparkBench"
 BROKER = "spark-bench"
@@ -97,7 +96,7 @@ class _Servers:
         self.work = work
         self.pull_cap = pull_cap
         self.ns_port = free_port()
-        self.broker_port = free_port_pair()
+        self.broker_port = free_port(span=2)
         self.procs: list[subprocess.Popen[bytes]] = []
 
     @property

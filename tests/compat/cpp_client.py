@@ -4,7 +4,8 @@ Usage: ``python cpp_client.py SPEC.json``. The spec is ``{"namesrv": "host:port"
 in order and each appends one entry to the result. Steps:
 
 * ``{"op": "send", "mode": "sync"|"oneway"|"orderly"|"batch", "group": G, "messages": [MSG, ...],
-  "max_message_size"?: N}`` (the client's own limit defaults to 128 KiB); for "batch",
+  "max_message_size"?: N, "retry_failed_sends"?: N}`` (the client's own limit defaults to 128 KiB; a sync send
+  that raises is sent again up to N times, each retry listed under ``"retried"``); for "batch",
   ``"batches": [[MSG, ...], ...]`` instead. MSG = ``{"topic", "body", "tags"?, "keys"?, "props"?: {k: v}, "arg"?}``;
   orderly sends use ``arg`` with the queue selector named by ``"selector"`` (see SELECTORS).
 * ``{"op": "push", "group", "topic", "expression"?, "uid_prop", "expect_uids": [...], "props": [names], "timeout",
@@ -30,6 +31,7 @@ import traceback
 from typing import Any
 
 from rocketmq.client import Message, MessageModel, Producer, PullConsumer, PushConsumer, RecvMessage
+from rocketmq.exceptions import ProducerSendSyncFailed
 
 # Properties every record reports besides the ones the spec names.
 SYSTEM_PROPS = ("UNIQ_KEY", "CLUSTER", "TAGS", "KEYS")
@@ -92,16 +94,17 @@ def run_send(namesrv: str, step: dict[str, Any]) -> dict[str, Any]:
     producer.set_namesrv_addr(namesrv)
     producer.start()
     results: list[dict[str, Any]] = []
+    retried: list[dict[str, Any]] = []
     try:
         mode = step["mode"]
         if mode == "batch":
             for batch in step["batches"]:
                 results.append(_send_result(producer.send_batch([make_message(m) for m in batch])))
         else:
-            for m in step["messages"]:
+            for index, m in enumerate(step["messages"]):
                 msg = make_message(m)
                 if mode == "sync":
-                    results.append(_send_result(producer.send_sync(msg)))
+                    results.append(_send_result(_send_sync(producer, msg, index, step, retried)))
                 elif mode == "oneway":
                     producer.send_oneway(msg)
                 elif mode == "orderly":
@@ -111,7 +114,27 @@ def run_send(namesrv: str, step: dict[str, Any]) -> dict[str, Any]:
                     raise ValueError(f"unknown send mode {mode!r}")
     finally:
         producer.shutdown()
-    return {"op": "send", "results": results}
+    return {"op": "send", "results": results, "retried": retried}
+
+
+def _send_sync(
+    producer: Producer, msg: Message, index: int, step: dict[str, Any], retried: list[dict[str, Any]]
+) -> Any:
+    """``send_sync``, sent again up to ``step["retry_failed_sends"]`` times (default 0) when it
+    raises, as an application would. The wheel's client fails a send at once when another of
+    its threads holds its connection table ("GetTransport ... get timed_mutex timeout", then
+    "No route info of this topic"), which a loaded machine makes likely right after start;
+    since a failed send may still have been stored, every retry is reported and the test
+    allows that many extra copies."""
+    for attempt in range(int(step.get("retry_failed_sends", 0)) + 1):
+        try:
+            return producer.send_sync(msg)
+        except ProducerSendSyncFailed as exc:
+            if attempt == int(step.get("retry_failed_sends", 0)):
+                raise
+            retried.append({"index": index, "attempt": attempt, "error": str(exc)[:300]})
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
 
 
 def run_push(namesrv: str, step: dict[str, Any]) -> dict[str, Any]:

@@ -149,11 +149,14 @@ class Registrar:
     async def _loop(self) -> None:
         period = min(max(self.config.register_name_server_period_ms, 10_000), 60_000) / 1000
         while True:
+            # Cleared before the round reads the topics, never after: a topic created while a
+            # round is in flight kicks again and gets its own round at once. (Clearing after the
+            # round lost that kick, and the topic stayed unrouted for a whole period.)
+            self._kick.clear()
             try:
                 await self.register_all()
             except Exception:
                 log.exception("registration round failed; retrying in %.0fs", period)
-            self._kick.clear()
             try:
                 async with asyncio.timeout(period):  # not wait_for: it can swallow stop's cancel on 3.11
                     await self._kick.wait()

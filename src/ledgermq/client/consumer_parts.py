@@ -3,8 +3,8 @@
 between (a heartbeat after a subscription, a route refresh, an offset fix-up).
 
 The two consumers differ in what they do with a rebalance and how they pull, not in how
-these parts are wired; keeping one copy of the wiring keeps them from drifting apart (the
-choice of offset store by message model once did, see ``offset_store_for``).
+these parts are wired; one copy of the wiring keeps them from drifting apart (two copies
+of the offset store's choice had drifted before ``offset_store_for`` replaced them).
 """
 
 from __future__ import annotations

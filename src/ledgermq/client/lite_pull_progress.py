@@ -137,8 +137,12 @@ class ConsumeProgress:
             elif not self._plan.subscribing and persist:
                 direct[mq] = offset
             else:
-                why = "the queue is not assigned here"
-                log.warning("group %s: offset %d of %s not committed: %s", consumer.group, offset, mq, why)
+                log.warning(
+                    "group %s: offset %d of %s not committed: the queue is not assigned here",
+                    consumer.group,
+                    offset,
+                    mq,
+                )
         if not persist:
             return
         if consumer.message_model is MessageModel.BROADCASTING:

@@ -355,6 +355,7 @@ class LitePullConsumer:
 
     # -- rebalance listener (subscribe mode) ---------------------------------------------
     def dispatch_pull_requests(self, requests: Sequence[PullRequest]) -> None:
+        """Only noted: readers start when ``message_queue_changed`` assigns the queues."""
         self._plan.record_start_offsets(requests)
 
     async def message_queue_changed(

@@ -34,6 +34,9 @@ MessageQueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], Awa
 
 
 class ReadMode(enum.Enum):
+    """How the application said what to read; NONE until it used either way, which then
+    excludes the other."""
+
     NONE = "NONE"
     SUBSCRIBE = "SUBSCRIBE"
     ASSIGN = "ASSIGN"

@@ -115,7 +115,7 @@ class ConsumeProgress:
         then the application has processed what the previous polls returned."""
         now = self._consumer.clock.monotonic()
         if now >= self._next_auto_commit:
-            self.commit_sync()
+            self._consumer.commit_sync()  # the consumer's: a subclass's override counts too
             self._next_auto_commit = now + self._consumer.auto_commit_interval
 
     async def commit(self, offsets: Mapping[MessageQueue, int] | None, persist: bool) -> None:

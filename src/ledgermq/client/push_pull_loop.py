@@ -98,13 +98,15 @@ class PullLoops:
         return tasks
 
     def clear(self) -> None:
+        """After shutdown awaited the cancelled loops: forget them, finished or not."""
         self._tasks.clear()
 
     async def _loop(self, req: PullRequest) -> None:
         """One queue's pulls until its process queue is dropped or the consumer stops."""
         while self._active():
             try:
-                delay = await self.pull_once(req)
+                # through the consumer, whose pull_once is public: what is there is what runs
+                delay = await self._consumer.pull_once(req)
             except asyncio.CancelledError:
                 raise
             except Exception:

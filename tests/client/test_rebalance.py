@@ -495,13 +495,13 @@ async def test_an_illegal_offset_is_not_fixed_for_a_queue_rebalanced_away() -> N
     await s.reb.do_rebalance(False)
     s.broker.commits.clear()
     s.broker.committed[q0] = 40  # the new owner's progress
-    await c._fix_offset_later(q0, pq, 90)
+    await c._pulls.fix_offset_later(q0, pq, 90)
     assert s.broker.committed[q0] == 40 and s.broker.commits == []
     assert q0 not in s.store.clone_offset_table()
 
     s.api.cids = [ME]  # and then back to us, pulled afresh
     await s.reb.do_rebalance(False)
     fresh = s.reb.process_queue_table[q0]
-    await c._fix_offset_later(q0, pq, 90)
+    await c._pulls.fix_offset_later(q0, pq, 90)
     assert s.reb.process_queue_table.get(q0) is fresh and not fresh.dropped
     assert s.broker.committed[q0] == 40

@@ -18,7 +18,9 @@ from typing import Any
 from ledgermq.util.javahash import tag_hash
 
 __all__ = [
+    "DEFAULT_CONSUMER_GROUP",
     "DLQ_GROUP_TOPIC_PREFIX",
+    "PULL_DELAY_WHEN_BROKER_FLOW_CONTROL",
     "RETRY_GROUP_TOPIC_PREFIX",
     "SUB_ALL",
     "ConsumeFromWhere",
@@ -37,6 +39,12 @@ __all__ = [
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SUB_ALL = "*"
+DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
+"""``MixAll.DEFAULT_CONSUMER_GROUP``: the group Java gives a consumer nobody named. Consumers
+refuse it, since unrelated applications left on it would share one group's offsets."""
+PULL_DELAY_WHEN_BROKER_FLOW_CONTROL = 0.02
+"""Seconds a consumer waits after a broker answered a pull with FLOW_CONTROL (both Java
+consumers' ``PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL``)."""
 _TIMESTAMP_FORMAT = "%Y%m%d%H%M%S"
 
 

@@ -1,0 +1,249 @@
+"""The push consumer's pull loops (RocketMQ 4.9.7 ``DefaultMQPushConsumerImpl.pullMessage``):
+one asyncio task per assigned queue, long-polling (the broker holds an empty pull for up
+to ``broker_suspend_max_time`` seconds) and handing what it gets to the consume service.
+
+A loop stops pulling while its queue's cache holds more than ``pull_threshold_for_queue``
+messages or ``pull_threshold_size_for_queue`` MiB, or (concurrently) spans more than
+``consume_concurrently_max_span`` offsets, checking again every ``flow_control_delay``;
+an orderly consumer pulls a queue only while it holds the queue's broker lock, and starts
+at the broker's committed offset the first time it does. Every pull to the master carries
+the queue's offset in memory (the commit-offset flag). An OFFSET_ILLEGAL answer stops the
+loop; the offset is fixed and the queue handed back to the rebalance later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ledgermq.client.consumer_common import PULL_DELAY_WHEN_BROKER_FLOW_CONTROL, MessageModel
+from ledgermq.client.consumer_parts import BackgroundTasks
+from ledgermq.client.errors import MQBrokerError
+from ledgermq.client.offset_store import ReadOffsetType
+from ledgermq.client.process_queue import ProcessQueue
+from ledgermq.client.pull_api import PullStatus
+from ledgermq.client.rebalance import PullRequest
+from ledgermq.errors import LedgerError
+from ledgermq.protocol.admin_body import MessageQueue
+from ledgermq.protocol.codes import ResponseCode
+
+if TYPE_CHECKING:
+    from ledgermq.client.push_consumer import PushConsumer
+
+__all__ = ["MIB", "PULL_DELAY_WHEN_SUSPENDED", "PullLoops"]
+
+# the consumer's logger: what its pulls report belongs to it
+log = logging.getLogger("ledgermq.client.push_consumer")
+
+MIB = 1024 * 1024
+PULL_DELAY_WHEN_SUSPENDED = 1.0
+
+
+class PullLoops:
+    """The pull tasks of one consumer, by process queue. The consumer's settings are read at
+    every pull: the per-queue thresholds change with the number of queues when topic-wide
+    thresholds are set."""
+
+    def __init__(self, consumer: PushConsumer, background: BackgroundTasks, active: Callable[[], bool]) -> None:
+        """``active()`` says whether loops may go on: the consumer is running, or starting
+        (its first rebalance may dispatch before ``start`` returns)."""
+        self._consumer = consumer
+        self._background = background
+        self._active = active
+        self._tasks: dict[ProcessQueue, asyncio.Task[None]] = {}
+        self._flow_control_times = 0
+
+    def dispatch(self, requests: Sequence[PullRequest]) -> None:
+        """A loop for each new queue, replacing an old loop of the same process queue."""
+        for req in requests:
+            old = self._tasks.pop(req.process_queue, None)
+            if old is not None:
+                old.cancel()
+            task = asyncio.get_running_loop().create_task(
+                self._loop(req), name=f"pull-{req.message_queue.topic}-{req.message_queue.queue_id}"
+            )
+            self._tasks[req.process_queue] = task
+            task.add_done_callback(functools.partial(self._forget, req.process_queue))
+            log.info("group %s: pulling %s from offset %d", self._consumer.group, req.message_queue, req.next_offset)
+
+    def _forget(self, pq: ProcessQueue, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(pq) is task:
+            del self._tasks[pq]
+
+    def share_topic_thresholds(self, queues: int) -> None:
+        """Topic-wide thresholds, when set, are split among the queues read now (Java's
+        ``RebalancePushImpl.messageQueueChanged``): the per-queue ones are what loops check."""
+        consumer = self._consumer
+        if queues:
+            if consumer.pull_threshold_for_topic != -1:
+                consumer.pull_threshold_for_queue = max(1, consumer.pull_threshold_for_topic // queues)
+            if consumer.pull_threshold_size_for_topic != -1:
+                consumer.pull_threshold_size_for_queue = max(1, consumer.pull_threshold_size_for_topic // queues)
+
+    def cancel_dropped(self) -> None:
+        """After a rebalance: a dropped queue's loop need not wait out its long poll."""
+        for pq, task in list(self._tasks.items()):
+            if pq.dropped:
+                task.cancel()
+
+    def cancel(self) -> list[asyncio.Task[None]]:
+        """At shutdown: cancel every loop; the caller awaits them."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        return tasks
+
+    def clear(self) -> None:
+        """After shutdown awaited the cancelled loops: forget them, finished or not."""
+        self._tasks.clear()
+
+    async def _loop(self, req: PullRequest) -> None:
+        """One queue's pulls until its process queue is dropped or the consumer stops."""
+        while self._active():
+            try:
+                # through the consumer, whose pull_once is public: what is there is what runs
+                delay = await self._consumer.pull_once(req)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("group %s: pulling %s failed", self._consumer.group, req.message_queue)
+                delay = self._consumer.pull_delay_when_exception
+            if delay is None:
+                return
+            if delay > 0:
+                await asyncio.sleep(delay)
+
+    async def pull_once(self, req: PullRequest) -> float | None:
+        """One ``pullMessage`` round: the delay before the next one, None to stop."""
+        consumer = self._consumer
+        group = consumer.group
+        pq, mq = req.process_queue, req.message_queue
+        if pq.dropped:
+            log.info("group %s: %s is dropped; its pulls stop", group, mq)
+            return None
+        pq.mark_pulled()
+        if consumer.paused:
+            return PULL_DELAY_WHEN_SUSPENDED
+        if (
+            pq.msg_count > consumer.pull_threshold_for_queue
+            or pq.msg_size // MIB > consumer.pull_threshold_size_for_queue
+        ):
+            self._flow_controlled(mq, pq, "cache")
+            return consumer.flow_control_delay
+        if not consumer.orderly:
+            if pq.max_span > consumer.consume_concurrently_max_span:
+                self._flow_controlled(mq, pq, "span")
+                return consumer.flow_control_delay
+        elif pq.locked:
+            if not req.previously_locked:
+                try:
+                    offset = await consumer.rebalance_impl.compute_pull_from_where(mq)
+                except Exception as exc:
+                    log.error("group %s: the start offset of %s could not be computed: %s", group, mq, exc)
+                    return consumer.pull_delay_when_exception
+                if offset < 0:
+                    return consumer.pull_delay_when_exception
+                if offset < req.next_offset:
+                    log.info("group %s: %s locked; starting at the broker's offset %d", group, mq, offset)
+                req.previously_locked = True
+                req.next_offset = offset
+        else:
+            log.debug("group %s: %s is not locked yet; pulling later", group, mq)
+            return consumer.pull_delay_when_exception
+        sub = consumer.subscriptions.get(mq.topic)
+        if sub is None:
+            log.warning("group %s: no subscription for %s", group, mq)
+            return consumer.pull_delay_when_exception
+
+        commit_offset = 0
+        if consumer.message_model is MessageModel.CLUSTERING:
+            memory = await consumer.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
+            commit_offset = max(memory, 0)
+        begin = time.monotonic()
+        try:
+            result = await consumer.pull_api.pull(
+                mq,
+                group,
+                req.next_offset,
+                consumer.pull_batch_size,
+                expression=sub.sub_string,
+                expression_type=sub.expression_type,
+                sub_version=sub.sub_version,
+                commit_offset=commit_offset,
+                suspend_ms=int(consumer.broker_suspend_max_time * 1000),
+                timeout=consumer.consumer_timeout_when_suspend,
+            )
+        except LedgerError as exc:
+            if not mq.topic.startswith("%RETRY%"):
+                log.warning("group %s: pull of %s failed: %s", group, mq, exc)
+            if isinstance(exc, MQBrokerError) and exc.code == ResponseCode.FLOW_CONTROL:
+                return PULL_DELAY_WHEN_BROKER_FLOW_CONTROL
+            return consumer.pull_delay_when_exception
+        if pq.dropped:
+            return None
+
+        if result.status is PullStatus.FOUND:
+            prev = req.next_offset
+            req.next_offset = result.next_begin_offset
+            msgs = result.messages
+            consumer.stats.pulled(mq.topic, (time.monotonic() - begin) * 1000, len(msgs))
+            if result.next_begin_offset < prev or (msgs and msgs[0].queue_offset < prev):
+                log.warning(
+                    "group %s: %s answered data before offset %d (next %d)", group, mq, prev, result.next_begin_offset
+                )
+            if not msgs:
+                return 0.0
+            dispatch = pq.put_message(msgs)
+            consumer.consume_service.submit(msgs, pq, mq, dispatch)
+            return consumer.pull_interval
+        if result.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+            req.next_offset = result.next_begin_offset
+            if pq.msg_count == 0:  # correctTagsOffset: nothing in flight, the offset may move on
+                consumer.offset_store.update_offset(mq, req.next_offset, increase_only=True)
+            return 0.0
+        # OFFSET_ILLEGAL: stop here, record where to restart, let the rebalance re-add the queue
+        log.warning(
+            "group %s: offset %d of %s is illegal; restarting at %d",
+            group,
+            req.next_offset,
+            mq,
+            result.next_begin_offset,
+        )
+        req.next_offset = result.next_begin_offset
+        pq.dropped = True
+        offset = req.next_offset
+        self._background.spawn(functools.partial(self.fix_offset_later, mq, pq, offset), f"fixing the offset of {mq}")
+        return None
+
+    async def fix_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        """After an illegal offset: commit where the broker said to restart, then let the
+        rebalance take the queue up afresh from there."""
+        consumer = self._consumer
+        await asyncio.sleep(consumer.offset_illegal_fix_delay)
+        if consumer.rebalance_impl.process_queue_table.get(mq) is not pq:
+            # Rebalanced away meanwhile (unlike Java, which commits anyway): the new owner's
+            # progress must not be overwritten, nor a queue taken back since dropped again.
+            log.info("group %s: %s is no longer ours; its illegal offset is left to its owner", consumer.group, mq)
+            return
+        consumer.offset_store.update_offset(mq, offset, increase_only=False)
+        await consumer.offset_store.persist(mq)
+        await consumer.rebalance_impl.remove_process_queue(mq, consumer.orderly)
+        log.warning("group %s: offset of %s fixed to %d", consumer.group, mq, offset)
+
+    def _flow_controlled(self, mq: MessageQueue, pq: ProcessQueue, why: str) -> None:
+        if self._flow_control_times % 1000 == 0:
+            log.warning(
+                "group %s: flow control (%s) on %s: %d messages, %d MiB cached, span %d (%d times)",
+                self._consumer.group,
+                why,
+                mq,
+                pq.msg_count,
+                pq.msg_size // MIB,
+                pq.max_span,
+                self._flow_control_times,
+            )
+        self._flow_control_times += 1

@@ -14,13 +14,17 @@ compute kernels:
    (``[body | topic | properties | next header]`` per record), so no Python ``bytes`` is
    made per message.
 4. When a batch is taken, the property strings are UTF-8 validated and split into the
-   ``properties`` map (``Properties``), and TAGS / KEYS / UNIQ_KEY are looked up in it.
+   ``properties`` map (``Properties``, in ``properties_map``), and TAGS / KEYS / UNIQ_KEY
+   are looked up in it.
 
 A pull of a few hundred records or fewer (the kernels cost ~0.3 ms per pull whatever its
 size; the default broker caps answer 32 messages) and a pull with anything unusual (an
 IPv6 host, a compressed body, a malformed record) take the per-record loop
 (``_add_records``) instead, which gathers rows in lists across pulls, uses the general
 decoder for IPv6 and compressed records and raises the precise error for a malformed one.
+
+The header layout both paths read is in ``layout``; the cached index arrays and buffer
+helpers of the vectorised path are in ``arrow_kernels``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ from __future__ import annotations
 import array
 import bisect
 import socket
-import struct
 import sys
 from typing import TYPE_CHECKING, Final
 
@@ -36,39 +39,28 @@ from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.message import MESSAGE_MAGIC_CODE, decode_record
 from ledgermq.protocol.msgid import offset_msg_id
+from ledgermq.spark.arrow_kernels import (
+    binary_over,
+    head_pattern,
+    header_columns,
+    i32,
+    min_max,
+    quad_pattern,
+    true_scalar,
+    values_buffer,
+)
+from ledgermq.spark.layout import MIN_TOTAL, TOTAL, V4, V4_BODY
+from ledgermq.spark.properties_map import Properties, utf8_text
 from ledgermq.spark.schema import arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-# IPv4 born and store hosts: total, magic, [crc queueId flag], queueOffset, physicalOffset,
-# sysflag, bornTimestamp, [bornHost], storeTimestamp, storeHost ip, port, reconsumeTimes,
-# [preparedTransactionOffset], bodyLength; the body starts at byte 88.
-_V4: Final = struct.Struct(">ii12xqqiq8xq4sii8xi")
-_V4_BODY: Final = _V4.size
-_MIN_TOTAL: Final = _V4_BODY + 3  # an empty body, a topic length byte, a properties length
-_TOTAL: Final = struct.Struct(">i")
 _SLOW_FLAGS: Final = SF.BORNHOST_V6 | SF.STOREHOST_V6 | SF.COMPRESSED
 _MAGIC: Final = MESSAGE_MAGIC_CODE
 _LITTLE: Final = sys.byteorder == "little"
 _MAX_RAW: Final = (1 << 31) - (1 << 16)  # int32 offsets into one pull answer
 _MIN_VECTOR_ROWS: Final = 384  # fewer records in a pull: the per-record loop is cheaper
-
-# The header fields the vectorised path gathers: (name, offset in the record, width), in the
-# order their bytes are laid out (8-byte fields first so every slice stays aligned). Numbers
-# are gathered byte-reversed (little-endian); the store host is kept as stored (ip, port).
-_FIELDS: Final = (
-    ("qoff", 20, 8),
-    ("phys", 28, 8),
-    ("born", 40, 8),
-    ("store", 56, 8),
-    ("host", 64, 8),
-    ("magic", 4, 4),
-    ("sysflag", 36, 4),
-    ("recon", 72, 4),
-    ("blen", 84, 4),
-)
-_PROP_SEP: Final = "\x02"
 
 
 class _Chunk:
@@ -178,20 +170,20 @@ class RowBuffer:
     def add(self, raw: bytes, start: int, end: int) -> int:
         """Append the records of one pull answer (offsets below ``end``); the next offset."""
         size = len(raw)
-        if not _LITTLE or size > _MAX_RAW or size < _MIN_TOTAL:
+        if not _LITTLE or size > _MAX_RAW or size < MIN_TOTAL:
             return self._add_records(raw, start, end)
-        first = _TOTAL.unpack_from(raw, 0)[0]
+        first = TOTAL.unpack_from(raw, 0)[0]
         if first > 0 and size < first * _MIN_VECTOR_ROWS:
             # few records: the kernels' fixed cost per pull (~0.3 ms) outweighs the loop's
             return self._add_records(raw, start, end)
         starts: list[int] = []
         append = starts.append
-        total = _TOTAL.unpack_from
+        total = TOTAL.unpack_from
         pos = 0
-        last = size - _V4_BODY
+        last = size - V4_BODY
         while pos <= last:
             t = total(raw, pos)[0]
-            if t < _MIN_TOTAL:
+            if t < MIN_TOTAL:
                 break
             append(pos)
             pos += t
@@ -206,28 +198,28 @@ class RowBuffer:
         import pyarrow.compute as pc
 
         n = len(starts) - 1
-        pat = _heads(n)
+        pat = head_pattern(n)
         buf = pa.py_buffer(raw)
         edges = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(array.array("i", starts))])
         pos = edges.slice(0, n)
         # headers side by side: offsets [pos0, pos0+88, pos1, pos1+88, ...], every other element
         head_offsets = pc.add(pc.take(pos, pat.half), pat.head_step)
-        heads = pc.take(_binary(head_offsets, buf), pat.even)
-        head_bytes = pa.Array.from_buffers(pa.uint8(), n * _V4_BODY, [None, _values(heads)])
+        heads = pc.take(binary_over(head_offsets, buf), pat.even)
+        head_bytes = pa.Array.from_buffers(pa.uint8(), n * V4_BODY, [None, values_buffer(heads)])
         fields = pc.take(head_bytes, pat.gather, boundscheck=False).buffers()[1]
         assert fields is not None
-        col = _columns(fields, n)
+        col = header_columns(fields, n)
         magic, sysflag, blen, qoff = col["magic"], col["sysflag"], col["blen"], col["qoff"]
         totals = pc.subtract(edges.slice(1), pos)
         if (
-            _bounds(magic) != (_MAGIC, _MAGIC)
-            or _bounds(pc.bit_wise_and(sysflag, _i32(_SLOW_FLAGS)))[1] != 0
-            or _bounds(blen)[0] < 0
-            or _bounds(pc.subtract(totals, blen))[0] < _MIN_TOTAL
+            min_max(magic) != (_MAGIC, _MAGIC)
+            or min_max(pc.bit_wise_and(sysflag, i32(_SLOW_FLAGS)))[1] != 0
+            or min_max(blen)[0] < 0
+            or min_max(pc.subtract(totals, blen))[0] < MIN_TOTAL
         ):
             return self._add_records(raw, start, end)  # IPv6, compressed or malformed somewhere
-        if _bounds(qoff)[1] >= end:
-            cut = pc.index(pc.greater_equal(qoff, pa.scalar(end, pa.int64())), _true()).as_py()
+        if min_max(qoff)[1] >= end:
+            cut = pc.index(pc.greater_equal(qoff, pa.scalar(end, pa.int64())), true_scalar()).as_py()
             if cut == 0:
                 return start
             n = cut
@@ -235,16 +227,16 @@ class RowBuffer:
             edges = edges.slice(0, n + 1)
             col = {name: a.slice(0, n) for name, a in col.items()}
             qoff, blen = col["qoff"], col["blen"]
-        if self.gap is None and _bounds(pc.subtract(qoff, pat.ramp.slice(0, n))) != (start, start):
+        if self.gap is None and min_max(pc.subtract(qoff, pat.ramp.slice(0, n))) != (start, start):
             self._note_gap(qoff, start)  # not start, start + 1, ...: find the first hole
         # sections: [body | topic | properties | next header] per record
-        quads = _quads(n)
-        body = pc.add(pos, _i32(_V4_BODY))
+        quads = quad_pattern(n)
+        body = pc.add(pos, i32(V4_BODY))
         body_end = pc.add(body, blen)
         topic_len = pc.take(pa.Array.from_buffers(pa.uint8(), len(raw), [None, buf]), body_end)
-        props = pc.add(pc.add(body_end, _i32(3)), topic_len.cast(pa.int32()))
+        props = pc.add(pc.add(body_end, i32(3)), topic_len.cast(pa.int32()))
         bounds = pc.take(pa.concat_arrays([body, body_end, props, edges.slice(1)]), quads.quad, boundscheck=False)
-        sections = _binary(bounds, buf)
+        sections = binary_over(bounds, buf)
         self._keep(
             _Chunk(
                 qoff,
@@ -273,14 +265,14 @@ class RowBuffer:
             return
         if n > 1:
             steps = pc.subtract(qoff.slice(1), qoff.slice(0, n - 1))
-            i = pc.index(pc.not_equal(steps, pa.scalar(1, pa.int64())), _true()).as_py()
+            i = pc.index(pc.not_equal(steps, pa.scalar(1, pa.int64())), true_scalar()).as_py()
             if i >= 0:
                 self.gap = (qoff[i].as_py() + 1, qoff[i + 1].as_py())
 
     def _add_records(self, raw: bytes, start: int, end: int) -> int:
         """The per-record path: small pulls, IPv6 hosts, compressed bodies, malformed records
         (the error)."""
-        unpack = _V4.unpack_from
+        unpack = V4.unpack_from
         rows = self._lists
         offsets, phys, born, store, reconsume = rows.offsets, rows.phys, rows.born, rows.store, rows.recon
         bodies, props = rows.bodies, rows.props
@@ -289,10 +281,10 @@ class RowBuffer:
         size = len(raw)
         expect = start
         while pos < size:
-            if size - pos < _V4_BODY:
+            if size - pos < V4_BODY:
                 raise RemoteProtocolError(f"record at {pos}: {size - pos} bytes, too short for a header")
             total, magic, qoff, phy, sysflag, born_ts, store_ts, ip, port, recon, blen = unpack(raw, pos)
-            if magic != _MAGIC or total < _MIN_TOTAL or pos + total > size:
+            if magic != _MAGIC or total < MIN_TOTAL or pos + total > size:
                 raise RemoteProtocolError(f"record at {pos}: bad magic or size {total}")
             if qoff >= end:
                 break
@@ -311,7 +303,7 @@ class RowBuffer:
                 bodies.append(rec.body)
                 props.append(_props_bytes(raw, pos, rec.store_size))
             else:
-                b = pos + _V4_BODY
+                b = pos + V4_BODY
                 be = b + blen
                 if blen < 0 or be + 3 > pos + total:
                     raise RemoteProtocolError(f"record at {pos}: body length {blen} overruns the record")
@@ -340,7 +332,7 @@ class RowBuffer:
         chunks, n = self._chunks, self._rows
         self._chunks, self._rows = [], 0
 
-        props = Properties(_utf8(_concat([c.props for c in chunks], pa.binary())))
+        props = Properties(utf8_text(_concat([c.props for c in chunks], pa.binary())))
         tags = props.lookup("TAGS")
         uniq = props.lookup("UNIQ_KEY")
         if uniq.null_count:
@@ -391,135 +383,6 @@ def _fill_msg_ids(uniq: pa.Array, chunks: list[_Chunk]) -> pa.Array:
     return pa.array(values, pa.string())
 
 
-class _Heads:
-    """Index arrays for the header gather of a pull of ``n`` records."""
-
-    __slots__ = ("even", "gather", "half", "head_step", "ramp")
-
-    def __init__(self, n: int) -> None:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        two = _ramp(2 * n)
-        self.half = pc.shift_right(two, _i32(1))  # 0 0 1 1 2 2 ...
-        self.head_step = pc.multiply(pc.bit_wise_and(two, _i32(1)), _i32(_V4_BODY))  # 0 88 0 88 ...
-        self.even = pc.shift_left(_ramp(n), _i32(1))
-        self.ramp = _ramp(n).cast(pa.int64())
-        parts = []
-        for name, at, width in _FIELDS:
-            k = _ramp(width * n)
-            shift = _i32(width.bit_length() - 1)
-            row = pc.multiply(pc.shift_right(k, shift), _i32(_V4_BODY))
-            byte = pc.bit_wise_and(k, _i32(width - 1))
-            # numbers byte-reversed (little-endian), the host as stored
-            at_byte = pc.add(byte, _i32(at)) if name == "host" else pc.subtract(_i32(at + width - 1), byte)
-            parts.append(pc.add(row, at_byte))
-        self.gather = pa.concat_arrays(parts)
-
-
-class _Quads:
-    """``quad`` turns ``[a0 a1 ... b0 b1 ... c0 ... d0 ...]`` into ``[a0 b0 c0 d0 a1 ...]``;
-    ``first`` and ``third`` pick elements 0 and 2 of every four."""
-
-    __slots__ = ("first", "quad", "third")
-
-    def __init__(self, n: int) -> None:
-        import pyarrow.compute as pc
-
-        four = _ramp(4 * n)
-        self.quad = pc.add(pc.multiply(pc.bit_wise_and(four, _i32(3)), _i32(n)), pc.shift_right(four, _i32(2)))
-        self.first = pc.shift_left(_ramp(n), _i32(2))
-        self.third = pc.add(self.first, _i32(2))
-
-
-_HEADS: dict[int, _Heads] = {}
-_QUADS: dict[int, _Quads] = {}
-_RAMP: list[pa.Array] = []
-
-
-def _heads(n: int) -> _Heads:
-    found = _HEADS.pop(n, None) or _Heads(n)
-    _HEADS[n] = found  # most recently used last
-    if len(_HEADS) > 8:
-        del _HEADS[next(iter(_HEADS))]
-    return found
-
-
-def _quads(n: int) -> _Quads:
-    found = _QUADS.pop(n, None) or _Quads(n)
-    _QUADS[n] = found
-    if len(_QUADS) > 8:
-        del _QUADS[next(iter(_QUADS))]
-    return found
-
-
-def _ramp(n: int) -> pa.Array:
-    """0, 1, ..., n - 1 as int32 (a slice of one cached array)."""
-    import pyarrow as pa
-
-    if not _RAMP or len(_RAMP[0]) < n:
-        size = max(n, 2 * len(_RAMP[0]) if _RAMP else 1 << 16)
-        _RAMP[:] = [pa.Array.from_buffers(pa.int32(), size, [None, pa.py_buffer(array.array("i", range(size)))])]
-    return _RAMP[0].slice(0, n)
-
-
-# Scalars handed to compute functions are typed: a bare Python int, str or bool is converted
-# through type inference, which tries to import dateutil every time (when it is not installed,
-# tens of microseconds per call).
-def _i32(value: int) -> pa.Scalar:
-    import pyarrow as pa
-
-    return pa.scalar(value, pa.int32())
-
-
-def _bounds(values: pa.Array) -> tuple[int, int]:
-    """(min, max) of a non-empty integer array."""
-    import pyarrow.compute as pc
-
-    both = pc.min_max(values)
-    return both["min"].as_py(), both["max"].as_py()
-
-
-def _true() -> pa.Scalar:
-    import pyarrow as pa
-
-    return pa.scalar(True, pa.bool_())
-
-
-def _columns(fields: pa.Buffer, n: int) -> dict[str, pa.Array]:
-    """The gathered header bytes as one array per field (zero-copy slices of ``fields``)."""
-    import pyarrow as pa
-
-    kinds = {8: pa.int64(), 4: pa.int32()}
-    out = {}
-    at = 0
-    for name, _, width in _FIELDS:
-        kind = pa.binary(8) if name == "host" else kinds[width]
-        out[name] = pa.Array.from_buffers(kind, n, [None, fields.slice(at, width * n)])
-        at += width * n
-    return out
-
-
-def _binary(offsets: pa.Array, data: pa.Buffer) -> pa.Array:
-    """A binary array over ``data`` whose elements lie between consecutive ``offsets``."""
-    import pyarrow as pa
-
-    return pa.Array.from_buffers(pa.binary(), len(offsets) - 1, [None, _offsets_buffer(offsets), data])
-
-
-def _offsets_buffer(offsets: pa.Array) -> pa.Buffer:
-    buf = offsets.buffers()[1]
-    assert buf is not None
-    return buf.slice(offsets.offset * 4, len(offsets) * 4)
-
-
-def _values(arr: pa.Array) -> pa.Buffer:
-    """The value bytes of a binary array that ``take`` made (offsets from 0)."""
-    buf = arr.buffers()[2]
-    assert buf is not None
-    return buf
-
-
 def _props_bytes(raw: bytes, pos: int, total: int) -> bytes:
     """The stored properties text of the (already validated) record at ``pos``."""
     sysflag = int.from_bytes(raw[pos + 36 : pos + 40], "big", signed=True)
@@ -528,91 +391,3 @@ def _props_bytes(raw: bytes, pos: int, total: int) -> bytes:
     t = pos + head + blen
     start = t + 1 + raw[t] + 2
     return raw[start : pos + total]
-
-
-def _utf8(chunks: pa.Array) -> pa.Array:
-    import pyarrow as pa
-
-    try:
-        return chunks.cast(pa.string())
-    except pa.ArrowInvalid:  # not UTF-8: replace bad bytes as decode_records does
-        return pa.array([c.decode("utf-8", "replace") for c in chunks.to_pylist()], pa.string())
-
-
-class Properties:
-    """A column of property strings (``key\\x01value\\x02...``) split into a map column, with
-    lookups of single properties. Segments without a key or a value are skipped, as RocketMQ's
-    decoder skips them; of a repeated key the first is looked up."""
-
-    def __init__(self, text: pa.Array) -> None:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        self.rows = len(text)
-        lists = pc.split_pattern(text, _PROP_SEP)
-        segments = lists.flatten()
-        offsets = lists.offsets
-        parent = pc.list_parent_indices(lists)
-        # key = segment[:sep], value = segment[sep + 1:]; a segment needs both, non-empty
-        sep = pc.find_substring(segments, "\x01")
-        keep = pc.and_(pc.greater(sep, _i32(0)), pc.less(sep, pc.subtract(pc.binary_length(segments), _i32(1))))
-        starts = _segment_offsets(segments)
-        ends = starts.slice(1)
-        starts = starts.slice(0, len(segments))
-        if keep.false_count:
-            starts, ends, sep, parent = starts.filter(keep), ends.filter(keep), sep.filter(keep), parent.filter(keep)
-            offsets = _kept_offsets(keep, offsets)
-        m = len(starts)
-        quads = _quads(m)
-        key_end = pc.add(starts, sep.cast(pa.int32()))
-        bounds = pc.take(
-            pa.concat_arrays([starts, key_end, pc.add(key_end, _i32(1)), ends]), quads.quad, boundscheck=False
-        )
-        bounds = pa.concat_arrays([bounds, ends.slice(m - 1)]) if m else pa.array([0], pa.int32())
-        data = segments.buffers()[2]
-        pieces = pa.Array.from_buffers(pa.string(), len(bounds) - 1, [None, _offsets_buffer(bounds), data])
-        keys = pc.take(pieces, quads.first)
-        values = pc.take(pieces, quads.third)
-        self.keys: pa.Array = keys
-        self.values: pa.Array = values
-        self.parent: pa.Array = parent
-        self.map: pa.Array = pa.MapArray.from_arrays(offsets, keys, values)
-
-    def lookup(self, name: str) -> pa.Array:
-        """The value of property ``name`` per row, null where a row lacks it."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        mask = pc.equal(self.keys, pa.scalar(name, pa.string()))
-        rows = self.parent.filter(mask)
-        values = self.values.filter(mask)
-        n = self.rows
-        if len(rows) == 0:
-            return pa.nulls(n, pa.string())
-        if len(rows) == n and (n == 1 or pc.all(pc.greater(rows[1:], rows[:-1])).as_py()):
-            return values  # every row has it once: already in row order
-        return pc.take(values, pc.index_in(_ramp(n).cast(rows.type), value_set=rows))
-
-
-def _segment_offsets(segments: pa.Array) -> pa.Array:
-    """The offsets of a string array (``len + 1`` of them) as an int32 array."""
-    import pyarrow as pa
-
-    buf = _offsets_buffer_of(segments)
-    return pa.Array.from_buffers(pa.int32(), len(segments) + 1, [None, buf])
-
-
-def _offsets_buffer_of(arr: pa.Array) -> pa.Buffer:
-    buf = arr.buffers()[1]
-    assert buf is not None
-    return buf.slice(arr.offset * 4, (len(arr) + 1) * 4)
-
-
-def _kept_offsets(keep: pa.Array, offsets: pa.Array) -> pa.Array:
-    """List offsets after dropping the elements ``keep`` is false for."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    kept_before = pc.cumulative_sum(pc.cast(keep, pa.int32()))
-    kept_before = pa.concat_arrays([pa.array([0], pa.int32()), kept_before.cast(pa.int32())])
-    return pc.take(kept_before, offsets)

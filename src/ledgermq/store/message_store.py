@@ -7,7 +7,8 @@ releases the lock. After an I/O error on the write path the store is *failed*: i
 writes (SERVICE_NOT_AVAILABLE) until reopened, and says so once in the log.
 
 Thread-safety: puts may come from any thread (one commit-log lock orders them); reads
-are lock-free; background services are threads because the store never touches asyncio.
+(store/reads.py) are lock-free; background services are threads because the store never
+touches asyncio.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from pathlib import Path
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import FlushDiskType, StoreConfig
 from ledgermq.errors import (
-    LedgerError,
     LocalProtocolError,
     PropertiesTooLargeError,
     StoreClosedError,
@@ -33,31 +33,24 @@ from ledgermq.errors import (
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
-from ledgermq.protocol.msgid import decode_offset_msg_id
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
-from ledgermq.store.consumequeue import UNIT, UNIT_SIZE, ConsumeQueueTable
+from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import SCHEDULE_TOPIC
 from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
-from ledgermq.store.message_filter import MessageFilter, TagFilter
 from ledgermq.store.message_input import BatchInput, MessageInput
+from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult, recover
 from ledgermq.store.reput import ArrivalListener, ReputService
-from ledgermq.store.results import GetResult, GetStatus, PutResult, PutStatus, QueryResult
+from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
 
 log = logging.getLogger(__name__)
 
-_PRE_BLANK_SIZE = 0x7FFFFFFF
 # Topics become directory names under consumequeue/: the same rule as RocketMQ's validator.
 _VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
-
-
-def _filters_records(message_filter: MessageFilter) -> bool:
-    """Whether the filter looks at records, not only at consume-queue tag codes."""
-    return getattr(type(message_filter), "matches_record", None) is not TagFilter.matches_record
 
 
 def _total_memory() -> int:
@@ -67,7 +60,10 @@ def _total_memory() -> int:
         return 8 << 30
 
 
-class MessageStore:
+class MessageStore(StoreReads):
+    """The store: lifecycle, writes and HA hooks here; reads (pulls, offsets, lookups) are
+    inherited from ``StoreReads`` (store/reads.py)."""
+
     def __init__(
         self,
         config: StoreConfig,
@@ -394,192 +390,6 @@ class MessageStore:
             if self.index is not None:
                 self.index.forget_after(offset)
 
-    # == reads =======================================================================
-    def get_message(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msgs: int,
-        message_filter: MessageFilter | None = None,
-    ) -> GetResult:
-        """Messages of one queue from ``offset`` (RocketMQ ``getMessage`` semantics)."""
-        cq = self.queues.get(topic, queue_id)
-        if cq is None or cq.max_offset == 0:
-            status = GetStatus.NO_MATCHED_LOGIC_QUEUE if cq is None else GetStatus.NO_MESSAGE_IN_QUEUE
-            return GetResult(status, self._correct(offset, 0), 0, 0)
-        low, high = cq.min_offset, cq.max_offset
-        if offset < low:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, self._correct(offset, low), low, high)
-        if offset == high:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, low, high)
-        if offset > high:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, self._correct(offset, high), low, high)
-        max_filter_bytes = max(16000, max_msgs * UNIT_SIZE)
-        units = cq.read_units(offset, max_filter_bytes // UNIT_SIZE)
-        if not units:
-            nxt = (offset * UNIT_SIZE // cq.segment_size + 1) * cq.segment_size // UNIT_SIZE
-            return GetResult(GetStatus.OFFSET_FOUND_NULL, self._correct(offset, nxt), low, high)
-        if message_filter is None or not _filters_records(message_filter):
-            found = self._get_runs(units, offset, max_msgs, message_filter, low, high)
-            if found is not None:
-                return found
-        return self._get_each(units, offset, max_msgs, message_filter, low, high)
-
-    def _get_runs(
-        self, units: bytes, offset: int, max_msgs: int, message_filter: MessageFilter | None, low: int, high: int
-    ) -> GetResult | None:
-        """``get_message`` reading each run of adjacent records with one commit-log read.
-
-        The batch is chosen from the consume-queue units alone (the filter by tag code and
-        the caps, exactly as ``_get_each`` does), then read run by run. None when a read
-        fails (a segment going away, or a run crossing a segment end): the caller then
-        falls back to ``_get_each``, whose statuses and counts such failures affect."""
-        cfg = self.config
-        max_phy = self.commitlog.max_offset
-        disk_below = max_phy - self.memory_budget  # records below it count as on disk
-        accept = message_filter.matches_tags_code if message_filter is not None else None
-        runs: list[list[int]] = []  # [start, end) of adjacent records
-        run_end = -1
-        count = total = scanned = last_phy = 0
-        for phy, size, tags in UNIT.iter_unpack(units):
-            if size == _PRE_BLANK_SIZE:
-                scanned += 1
-                continue
-            if count and total:  # _batch_full, inlined
-                if count >= max_msgs:
-                    break
-                if phy < disk_below:
-                    if total + size > cfg.max_transfer_bytes_on_disk or count >= cfg.max_transfer_count_on_disk:
-                        break
-                elif total + size > cfg.max_transfer_bytes_in_memory or count >= cfg.max_transfer_count_in_memory:
-                    break
-            scanned += 1
-            if accept is not None and not accept(tags):
-                continue
-            if phy == run_end:
-                runs[-1][1] = run_end = phy + size
-            else:
-                run_end = phy + size
-                runs.append([phy, run_end])
-            count += 1
-            total += size
-            last_phy = phy
-        chunks: list[bytes] = []
-        for start, end in runs:
-            data = self.commitlog.read(start, end - start)
-            if data is None:
-                return None
-            chunks.append(data)
-        status = GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE
-        suggest = count > 0 and max_phy - last_phy > self.memory_budget
-        return GetResult(status, offset + scanned, low, high, chunks, count, total, suggest)
-
-    def _get_each(
-        self, units: bytes, offset: int, max_msgs: int, message_filter: MessageFilter | None, low: int, high: int
-    ) -> GetResult:
-        """``get_message`` reading record by record (filters that look at records, failed reads)."""
-        status = GetStatus.NO_MATCHED_MESSAGE
-        messages: list[bytes] = []
-        total = 0
-        max_phy = self.commitlog.max_offset
-        last_phy = 0
-        i = 0
-        while i < len(units):
-            phy, size, tags = UNIT.unpack_from(units, i)
-            if size == _PRE_BLANK_SIZE:
-                i += UNIT_SIZE
-                continue
-            in_disk = max_phy - phy > self.memory_budget
-            if self._batch_full(size, max_msgs, total, len(messages), in_disk):
-                break
-            i += UNIT_SIZE
-            if message_filter is not None and not message_filter.matches_tags_code(tags):
-                continue
-            data = self.commitlog.read(phy, size)
-            if data is None:
-                if not messages:
-                    status = GetStatus.MESSAGE_WAS_REMOVING
-                continue
-            if message_filter is not None and not message_filter.matches_record(data):
-                continue
-            messages.append(data)
-            total += size
-            last_phy = phy
-            status = GetStatus.FOUND
-        next_offset = offset + i // UNIT_SIZE
-        suggest = bool(messages) and max_phy - last_phy > self.memory_budget
-        return GetResult(status, next_offset, low, high, messages, len(messages), total, suggest)
-
-    def _batch_full(self, size: int, max_msgs: int, total: int, count: int, in_disk: bool) -> bool:
-        if total == 0 or count == 0:
-            return False
-        if count >= max_msgs:
-            return True
-        cfg = self.config
-        if in_disk:
-            return total + size > cfg.max_transfer_bytes_on_disk or count >= cfg.max_transfer_count_on_disk
-        return total + size > cfg.max_transfer_bytes_in_memory or count >= cfg.max_transfer_count_in_memory
-
-    def _correct(self, old: int, new: int) -> int:
-        """RocketMQ's nextOffsetCorrection: a slave keeps the client's offset."""
-        return old if self.config.is_slave else new
-
-    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get(topic, queue_id)
-        return cq.max_offset if cq else 0
-
-    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get(topic, queue_id)
-        return cq.min_offset if cq else 0
-
-    def commitlog_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
-        cq = self.queues.get(topic, queue_id)
-        unit = cq.unit(offset) if cq else None
-        return unit[0] if unit else 0
-
-    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        cq = self.queues.get(topic, queue_id)
-        if cq is None:
-            return 0
-        return cq.offset_by_time(timestamp, self.commitlog.store_timestamp_at)
-
-    def earliest_message_time(self, topic: str, queue_id: int) -> int:
-        """Store time of the oldest message still in the queue, or -1."""
-        cq = self.queues.get(topic, queue_id)
-        if cq is None:
-            return -1
-        unit = cq.unit(cq.min_offset)
-        if unit is None:
-            return -1
-        return self.commitlog.store_timestamp_at(unit[0], unit[1])
-
-    def message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
-        cq = self.queues.get(topic, queue_id)
-        unit = cq.unit(offset) if cq else None
-        return self.commitlog.store_timestamp_at(unit[0], unit[1]) if unit else -1
-
-    def look_message_by_offset(self, phy_offset: int) -> bytes | None:
-        """The stored record at a commit-log offset (VIEW_MESSAGE_BY_ID)."""
-        return self.commitlog.record_at(phy_offset)
-
-    def look_message_by_id(self, msg_id: str) -> bytes | None:
-        """The record an offset message id points at (any store host)."""
-        _host, offset = decode_offset_msg_id(msg_id)
-        return self.look_message_by_offset(offset)
-
-    def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryResult:
-        """Messages whose KEYS or UNIQ_KEY equal ``key`` within [begin_ts, end_ts]."""
-        if self.index is None:
-            return QueryResult([], 0, 0)
-        found: list[bytes] = []
-        for phy in self.index.query(topic, key, max_num, begin_ts, end_ts):
-            rec = self.commitlog.record_at(phy)
-            if rec is not None and rec not in found and _has_key(rec, topic, key):
-                found.append(rec)
-        ts, phy = self.index.last_update
-        return QueryResult(found, ts, phy)
-
     # == services ====================================================================
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called from the reput thread with (topic, queue id, new max offset)."""
@@ -614,12 +424,3 @@ class MessageStore:
             "consumeQueues": str(len(self.queues.all())),
             "storeFailed": self.failed_reason or "",
         }
-
-
-def _has_key(record: bytes, topic: str, key: str) -> bool:
-    """Does the record really carry ``key`` (hash collisions, entries left by a truncation)?"""
-    try:
-        rec = M.decode_record(record, check_crc=False)
-    except LedgerError:
-        return False
-    return rec.topic == topic and (rec.properties.get(P.UNIQ_KEY) == key or key in rec.keys)

@@ -1,5 +1,6 @@
-"""What async sends need besides the send itself: the callbacks they report to, and the
-in-flight budget that keeps a fast producing loop from queueing without bound.
+"""What async sends need besides the send itself: the callbacks they report to, the
+in-flight budget that keeps a fast producing loop from queueing without bound, and the
+tasks that carry them (``AsyncSends``: started at once, reported once, drained at shutdown).
 
 The budget (256 sends, 64 MiB of bodies) matches the broker's per-connection in-flight
 limit, past which it answers SYSTEM_BUSY; later sends wait in order, and the wait counts
@@ -12,12 +13,14 @@ import asyncio
 import inspect
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ledgermq.client.errors import MQClientError
+from ledgermq.client.errors import ClientStateError, MQClientError
 from ledgermq.client.message import SendResult
+from ledgermq.client.outgoing import Outgoing
+from ledgermq.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -176,3 +179,107 @@ class AsyncSendBudget:
             return False
         self.release(0)
         return True
+
+
+# What an async send does once admitted: (prepared message, start time, timeout) -> result.
+AsyncRun = Callable[[Outgoing, float, float], Awaitable[SendResult]]
+
+
+class AsyncSends:
+    """The async sends of one producer: each one a task, admitted against the budget,
+    reported once to its callbacks, and drained (then failed) when the producer shuts down.
+
+    The producer keeps the sending itself (``run``); this keeps the bookkeeping that every
+    kind of async send shares, so the four ``send_*_async`` methods stay one call each."""
+
+    def __init__(self, budget: AsyncSendBudget, clock: Clock, check_running: Callable[[], None]) -> None:
+        self.budget = budget
+        self.clock = clock
+        self.check_running = check_running
+        self.tasks: set[asyncio.Task[SendResult]] = set()
+        # True while shutdown drains the tasks: a send cancelled then failed because of the
+        # shutdown (ClientStateError), not because its caller cancelled it.
+        self.draining = False
+
+    def start(
+        self,
+        prepare: Callable[[], Outgoing],
+        run: AsyncRun,
+        handler: Callbacks | None,
+        timeout: float,
+    ) -> asyncio.Future[SendResult]:
+        """Prepare now (so later changes to the message do not leak into the send), take a
+        budget slot if one is free, and return the task that sends, waiting for a slot
+        first if none was. A producer not running or a bad message ends the task with
+        that error (and reaches ``on_exception``) instead of raising here."""
+        loop = asyncio.get_running_loop()
+        started = self.clock.monotonic()
+        out: Outgoing | None = None
+        error: Exception | None = None
+        try:
+            self.check_running()
+            out = prepare()
+        except MQClientError as exc:
+            error = exc
+        size = len(out.body) if out is not None else 0
+        admitted = out is not None and self.budget.try_acquire(size)
+        task = loop.create_task(self._run(out, error, run, handler, size, admitted, started, timeout))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        if handler is not None and handler.on_exception is not None:
+            task.add_done_callback(_mark_retrieved)  # the callback has seen the error
+        return task
+
+    async def _run(
+        self,
+        out: Outgoing | None,
+        error: Exception | None,
+        run: AsyncRun,
+        handler: Callbacks | None,
+        size: int,
+        acquired: bool,
+        started: float,
+        timeout: float,
+    ) -> SendResult:
+        result: SendResult | None = None
+        if out is not None:
+            try:
+                if not acquired:
+                    await self.budget.acquire(size, timeout - (self.clock.monotonic() - started))
+                    acquired = True
+                result = await run(out, started, timeout)
+            except asyncio.CancelledError:
+                if not self.draining:
+                    raise
+                error = ClientStateError("the producer shut down before the async send completed")
+            except Exception as exc:
+                error = exc
+            finally:
+                if acquired:
+                    self.budget.release(size)
+        if result is not None:
+            if handler is not None:
+                await handler.call(handler.on_success, result)
+            return result
+        assert error is not None
+        if handler is not None:
+            await handler.call(handler.on_exception, error)
+        raise error
+
+    async def drain(self, timeout: float) -> None:
+        """Let the sends in flight finish for up to ``timeout`` seconds, then cancel the rest,
+        which end with ClientStateError. Called once, by the producer's shutdown."""
+        self.draining = True
+        if self.tasks:
+            _done, left = await asyncio.wait(set(self.tasks), timeout=timeout)
+            for task in left:
+                task.cancel()
+            if left:
+                await asyncio.wait(left)
+        self.draining = False
+
+
+def _mark_retrieved(task: asyncio.Future[SendResult]) -> None:
+    """Retrieve a failed task's exception so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()

@@ -42,6 +42,12 @@ when it runs out), as Java 5.x's ``semaphoreAsyncSendNum``/``Size``. A producing
 that must not run ahead can ``await wait_for_async_capacity()`` between sends. Shutdown
 waits for async sends in flight (up to the send timeout), then fails what is left with
 ``ClientStateError``.
+
+This module is the façade and the glue (lifecycle, routes, the transport of one attempt);
+the rest lives beside it: ``outgoing`` prepares a message once per send, ``send_codec``
+builds the request and reads the answer, ``send_retry`` is the retry policy,
+``selector``/``fault`` pick queues (with ``send_latency_fault_enable``), and
+``async_send`` keeps the async sends' callbacks, budget and tasks.
 """
 
 from __future__ import annotations
@@ -49,9 +55,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import zlib
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
@@ -59,6 +63,7 @@ from ledgermq.client.async_send import (
     ASYNC_SEND_MAX_BYTES,
     ASYNC_SEND_MAX_INFLIGHT,
     AsyncSendBudget,
+    AsyncSends,
     Callbacks,
     OnException,
     OnSuccess,
@@ -67,60 +72,45 @@ from ledgermq.client.async_send import (
 from ledgermq.client.errors import (
     ClientStateError,
     MessageInvalidError,
-    MQBrokerError,
     MQClientError,
     MQConnectError,
     NoRouteError,
-    SendFailedError,
 )
 from ledgermq.client.fault import FaultStrategy
 from ledgermq.client.instance import ClientInstance, local_ip
-from ledgermq.client.message import (
-    DEFAULT_REGION,
-    STATUS_BY_CODE,
-    Message,
-    SendResult,
-    SendStatus,
-    validate_message,
-    validate_topic,
+from ledgermq.client.message import Message, SendResult
+from ledgermq.client.outgoing import (
+    COMPRESS_LEVEL,
+    COMPRESS_OVER,
+    MAX_MESSAGE_SIZE,
+    MAX_RECONSUME_TIMES,
+    RECONSUME_TIME,
+    RETRY_PREFIX,
+    Outgoing,
+    prepare_batch,
+    prepare_message,
 )
 from ledgermq.client.route_cache import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
-from ledgermq.client.selector import QueueSelector, select_queue
+from ledgermq.client.selector import QueueSelector
+from ledgermq.client.send_codec import read_send_response, send_request
+from ledgermq.client.send_retry import send_to_queue_with_retries, send_with_retries
 from ledgermq.clock import SYSTEM_CLOCK, Clock
-from ledgermq.errors import LocalProtocolError
 from ledgermq.net.client import ConnectError
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
-from ledgermq.protocol import properties as P
-from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.admin_body import MessageQueue
-from ledgermq.protocol.batch import BatchEntry, encode_batch
-from ledgermq.protocol.codes import RequestCode
-from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.msgid import UniqueIdGenerator
 
+__all__ = [
+    "COMPRESS_LEVEL",
+    "COMPRESS_OVER",
+    "MAX_MESSAGE_SIZE",
+    "MAX_RECONSUME_TIMES",
+    "RECONSUME_TIME",
+    "RETRY_PREFIX",
+    "Producer",
+]
+
 log = logging.getLogger(__name__)
-
-MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-COMPRESS_OVER = 4096
-COMPRESS_LEVEL = 5
-RETRY_PREFIX = "%RETRY%"
-RECONSUME_TIME = "RECONSUME_TIME"
-MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-
-
-@dataclass(slots=True)
-class _Outgoing:
-    """One message (or batch) ready for the wire; built once, the same on every attempt."""
-
-    topic: str
-    body: bytes
-    sysflag: int
-    flag: int
-    properties: str
-    msg_id: str
-    batch: bool = False
-    reconsume_times: int | None = None
-    max_reconsume_times: int | None = None
 
 
 class Producer:
@@ -160,7 +150,7 @@ class Producer:
         self.retry_times = retry_times
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
         self.async_budget = AsyncSendBudget(async_send_max_inflight, async_send_max_bytes)
-        self._async_tasks: set[asyncio.Task[SendResult]] = set()
+        self._async = AsyncSends(self.async_budget, clock, self._check_running)
         self.compress_over = compress_over
         self.compress_level = compress_level
         self.max_message_size = max_message_size
@@ -207,12 +197,7 @@ class Producer:
         if self._state in ("shutting down", "shut down"):
             return
         self._state = "shutting down"
-        if self._async_tasks:
-            _done, left = await asyncio.wait(set(self._async_tasks), timeout=self.send_timeout + 1.0)
-            for task in left:
-                task.cancel()
-            if left:
-                await asyncio.wait(left)
+        await self._async.drain(self.send_timeout + 1.0)
         self._state = "shut down"
         if was_running:
             await self.instance.unregister_producer(self.group)
@@ -236,78 +221,15 @@ class Producer:
         await self.instance.heartbeat()
 
     # -- message preparation ---------------------------------------------------------------
-    def _prepare(self, msg: Message) -> _Outgoing:
-        validate_message(msg, self.max_message_size)
-        props = msg.wire_properties()
-        if P.UNIQ_KEY not in props:
-            props[P.UNIQ_KEY] = self.ids.next_id(self.clock.wall_ms())
-        reconsume = max_reconsume = None
-        if msg.topic.startswith(RETRY_PREFIX):  # as sendKernelImpl: these go to the header
-            if RECONSUME_TIME in props:
-                reconsume = int(props.pop(RECONSUME_TIME))
-            if MAX_RECONSUME_TIMES in props:
-                max_reconsume = int(props.pop(MAX_RECONSUME_TIMES))
-        body = bytes(msg.body)
-        sysflag = 0
-        if len(body) >= self.compress_over:
-            body = zlib.compress(body, self.compress_level)
-            sysflag |= SF.COMPRESSED | SF.COMPRESSION_ZLIB
-        text = P.encode_properties(props)
-        if len(text.encode()) > 32767:
-            raise MessageInvalidError("the message properties are longer than 32767 bytes")
-        return _Outgoing(msg.topic, body, sysflag, msg.flag, text, props[P.UNIQ_KEY], False, reconsume, max_reconsume)
+    def _prepare(self, msg: Message) -> Outgoing:
+        return prepare_message(
+            msg, self.ids, self.clock, self.max_message_size, self.compress_over, self.compress_level
+        )
 
-    def _prepare_batch(self, msgs: Sequence[Message]) -> _Outgoing:
-        """``DefaultMQProducer.batch``: one topic, no delay, no retry topic; each message its own UNIQ_KEY."""
-        if not msgs:
-            raise MessageInvalidError("a batch needs at least one message")
-        topic = msgs[0].topic
-        validate_topic(topic)
-        if topic.startswith(RETRY_PREFIX):
-            raise MessageInvalidError("retry-group messages are not supported in a batch")
-        entries: list[BatchEntry] = []
-        ids: list[str] = []
-        for msg in msgs:
-            if msg.topic != topic:
-                raise MessageInvalidError(f"a batch must have one topic; {msg.topic!r} differs from {topic!r}")
-            if msg.delay_level > 0:
-                raise MessageInvalidError("delayed messages are not supported in a batch")
-            validate_message(msg, self.max_message_size)
-            props = msg.wire_properties()
-            if P.UNIQ_KEY not in props:
-                props[P.UNIQ_KEY] = self.ids.next_id(self.clock.wall_ms())
-            ids.append(props[P.UNIQ_KEY])
-            entries.append(BatchEntry(msg.flag, bytes(msg.body), P.encode_properties(props)))
-        try:
-            body = encode_batch(entries)
-        except LocalProtocolError as exc:
-            raise MessageInvalidError(str(exc)) from None
-        if len(body) > self.max_message_size:
-            raise MessageInvalidError(f"the batch is {len(body)} bytes, over the maximum {self.max_message_size}")
-        wait = "true" if msgs[0].wait_store_msg_ok else "false"
-        return _Outgoing(topic, body, 0, 0, P.encode_properties({P.WAIT: wait}), ",".join(ids), True)
+    def _prepare_batch(self, msgs: Sequence[Message]) -> Outgoing:
+        return prepare_batch(msgs, self.ids, self.clock, self.max_message_size)
 
     # -- one attempt -----------------------------------------------------------------------
-    def _request(self, out: _Outgoing, mq: MessageQueue) -> RemotingCommand:
-        header: dict[str, Any] = {
-            "a": self.group,
-            "b": out.topic,
-            "c": self.create_topic_key,
-            "d": self.default_topic_queue_nums,
-            "e": mq.queue_id,
-            "f": out.sysflag,
-            "g": self.clock.wall_ms(),
-            "h": out.flag,
-            "i": out.properties,
-            "j": out.reconsume_times or 0,
-            "k": False,
-            "l": out.max_reconsume_times,
-            "m": out.batch,
-            "n": mq.broker_name,
-        }
-        code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand.request(code, header, out.body)
-
     async def _broker_addr(self, mq: MessageQueue) -> str:
         addr = self.routes.master_addr(mq.broker_name)
         if addr is None:
@@ -317,9 +239,11 @@ class Producer:
             raise MQClientError(f"the broker {mq.broker_name} does not exist (no master address)")
         return addr
 
-    async def _send_kernel(self, out: _Outgoing, mq: MessageQueue, timeout: float, oneway: bool) -> SendResult | None:
+    async def _send_kernel(self, out: Outgoing, mq: MessageQueue, timeout: float, oneway: bool) -> SendResult | None:
         addr = await self._broker_addr(mq)
-        cmd = self._request(out, mq)
+        cmd = send_request(
+            out, mq, self.group, self.create_topic_key, self.default_topic_queue_nums, self.clock.wall_ms()
+        )
         try:
             if oneway:
                 await self.remoting.invoke_oneway(addr, cmd)
@@ -331,31 +255,7 @@ class Producer:
             raise MQConnectError(f"{addr} closed the connection: {exc}", addr) from None
         except RequestTimeoutError as exc:
             raise MQConnectError(str(exc), addr, timeout=True) from None
-        return self._result(resp, out, mq, addr)
-
-    @staticmethod
-    def _result(resp: RemotingCommand, out: _Outgoing, mq: MessageQueue, addr: str) -> SendResult:
-        """``processSendResponse``."""
-        status = STATUS_BY_CODE.get(resp.code)
-        if status is None:
-            raise MQBrokerError(resp.code, resp.remark, addr)
-        ext = resp.ext_fields
-        try:
-            queue = MessageQueue(out.topic, mq.broker_name, int(ext["queueId"]))
-            queue_offset = int(ext["queueOffset"])
-            offset_msg_id = ext["msgId"]
-        except (KeyError, ValueError) as exc:
-            raise MQClientError(f"the send answer from {addr} lacks a header field: {exc!r}") from None
-        return SendResult(
-            status,
-            out.msg_id,
-            offset_msg_id,
-            queue,
-            queue_offset,
-            ext.get("MSG_REGION") or DEFAULT_REGION,
-            ext.get("TRACE_ON") != "false",
-            ext.get("transactionId"),
-        )
+        return read_send_response(resp, out, mq, addr)
 
     # -- the retry loop --------------------------------------------------------------------
     async def _publish_info(self, topic: str) -> TopicPublishInfo:
@@ -369,7 +269,7 @@ class Producer:
 
     async def _send_default(
         self,
-        out: _Outgoing,
+        out: Outgoing,
         timeout: float | None,
         oneway: bool,
         *,
@@ -388,69 +288,18 @@ class Producer:
             retry_not_ok = self.retry_another_broker_when_not_store_ok
         info = await self._publish_info(out.topic)
         times_total = 1 if oneway else 1 + (self.retry_times if retries is None else retries)
-        last_broker: str | None = None
-        brokers: list[str] = []
-        last_exc: MQClientError | None = None
-        result: SendResult | None = None
-        call_timeout = False
-        for _ in range(times_total):
-            mq = select_queue(info, last_broker, self.fault)
-            if mq is None:
-                break
-            last_broker = mq.broker_name
-            brokers.append(mq.broker_name)
-            begin = self.clock.monotonic()
-            remaining = timeout - (begin - begin_first)
-            if remaining <= 0:
-                call_timeout = True
-                break
-            try:
-                result = await self._send_kernel(out, mq, remaining, oneway)
-            except MQBrokerError as exc:
-                self.fault.update_fault_item(mq.broker_name, self._elapsed_ms(begin), True)
-                log.warning("send to %s failed: %s", mq, exc)
-                last_exc = exc
-                if exc.retriable:
-                    continue
-                raise
-            except MQClientError as exc:  # connection errors, timeouts, a broker without master
-                self.fault.update_fault_item(mq.broker_name, self._elapsed_ms(begin), True)
-                log.warning("send to %s failed, trying again at once: %s", mq, exc)
-                last_exc = exc
-                continue
-            self.fault.update_fault_item(mq.broker_name, self._elapsed_ms(begin), False)
-            if oneway or result is None:
-                return None
-            if result.status is not SendStatus.SEND_OK and retry_not_ok:
-                continue
-            return result
-        if result is not None:
-            return result
-        if call_timeout:
-            brokers.pop()  # that attempt was never made
-        raise self._gave_up(out, begin_first, brokers, last_exc, call_timeout)
-
-    def _gave_up(
-        self, out: _Outgoing, begin_first: float, brokers: list[str], last_exc: MQClientError | None, timed_out: bool
-    ) -> MQClientError:
-        """The error a send raises when its attempts are spent (or its time is)."""
-        spent = (self.clock.monotonic() - begin_first) * 1000
-        if timed_out:
-            exc: MQClientError = MQConnectError(
-                f"send to {out.topic} timed out after {spent:.0f}ms and {len(brokers)} attempts", timeout=True
-            )
-        else:
-            exc = SendFailedError(
-                f"send to {out.topic} failed {len(brokers)} times in {spent:.0f}ms (brokers {brokers}): {last_exc}",
-                attempts=len(brokers),
-                brokers=brokers,
-                last=last_exc,
-            )
-        exc.__cause__ = last_exc
-        return exc
-
-    def _elapsed_ms(self, begin: float) -> int:
-        return int((self.clock.monotonic() - begin) * 1000)
+        return await send_with_retries(
+            out,
+            info,
+            self._send_kernel,
+            self.fault,
+            self.clock,
+            times_total,
+            timeout,
+            begin_first,
+            retry_not_ok,
+            oneway,
+        )
 
     # -- public sends ----------------------------------------------------------------------
     async def send(self, msg: Message, *, timeout: float | None = None) -> SendResult:
@@ -497,7 +346,7 @@ class Producer:
             raise MQClientError(f"the queue selector returned {queue!r}, not a MessageQueue")
         return await self._send_selected(out, queue, timeout)
 
-    async def _send_selected(self, out: _Outgoing, queue: MessageQueue, timeout: float | None) -> SendResult:
+    async def _send_selected(self, out: Outgoing, queue: MessageQueue, timeout: float | None) -> SendResult:
         if queue.topic != out.topic:
             raise MessageInvalidError(f"the selected queue's topic {queue.topic!r} is not the message's {out.topic!r}")
         result = await self._send_kernel(out, queue, self.send_timeout if timeout is None else timeout, False)
@@ -525,8 +374,11 @@ class Producer:
         ones included (a bad message, a producer not running), end the future and go to
         ``on_exception``; only a malformed callback argument raises here (TypeError).
         Cancelling the future cancels the send, and no callback runs then."""
-        return self._start_async(
-            lambda: self._prepare(msg), self._send_default_async, callback, on_success, on_exception, timeout
+        return self._async.start(
+            lambda: self._prepare(msg),
+            self._send_default_async,
+            Callbacks.of(callback, on_success, on_exception),
+            self.send_timeout if timeout is None else timeout,
         )
 
     def send_batch_async(
@@ -539,8 +391,11 @@ class Producer:
         timeout: float | None = None,
     ) -> asyncio.Future[SendResult]:
         """``send_batch`` as an async send (retries as ``send_async``)."""
-        return self._start_async(
-            lambda: self._prepare_batch(msgs), self._send_default_async, callback, on_success, on_exception, timeout
+        return self._async.start(
+            lambda: self._prepare_batch(msgs),
+            self._send_default_async,
+            Callbacks.of(callback, on_success, on_exception),
+            self.send_timeout if timeout is None else timeout,
         )
 
     def send_to_queue_async(
@@ -556,10 +411,15 @@ class Producer:
         """``send(msg, mq, SendCallback)``: failed attempts are retried on the same queue, as
         Java's async sends without publish info are (``onExceptionImpl`` keeps the broker)."""
 
-        async def run(out: _Outgoing, started: float, timeout: float) -> SendResult:
+        async def run(out: Outgoing, started: float, timeout: float) -> SendResult:
             return await self._send_selected_async(out, queue, started, timeout)
 
-        return self._start_async(lambda: self._prepare(msg), run, callback, on_success, on_exception, timeout)
+        return self._async.start(
+            lambda: self._prepare(msg),
+            run,
+            Callbacks.of(callback, on_success, on_exception),
+            self.send_timeout if timeout is None else timeout,
+        )
 
     def send_orderly_async(
         self,
@@ -575,14 +435,19 @@ class Producer:
         """``send(msg, selector, arg, SendCallback)``: the selector picks the queue once; failed
         attempts are retried on that queue."""
 
-        async def run(out: _Outgoing, started: float, timeout: float) -> SendResult:
+        async def run(out: Outgoing, started: float, timeout: float) -> SendResult:
             info = await self._publish_info(out.topic)
             queue = selector(list(info.queues), msg, arg)
             if not isinstance(queue, MessageQueue):
                 raise MQClientError(f"the queue selector returned {queue!r}, not a MessageQueue")
             return await self._send_selected_async(out, queue, started, timeout)
 
-        return self._start_async(lambda: self._prepare(msg), run, callback, on_success, on_exception, timeout)
+        return self._async.start(
+            lambda: self._prepare(msg),
+            run,
+            Callbacks.of(callback, on_success, on_exception),
+            self.send_timeout if timeout is None else timeout,
+        )
 
     async def wait_for_async_capacity(self, timeout: float | None = None) -> bool:
         """Wait until an async send started now would go out at once (False after ``timeout``):
@@ -594,72 +459,7 @@ class Producer:
         """Async sends holding an in-flight slot."""
         return self.async_budget.count
 
-    def _start_async(
-        self,
-        prepare: Callable[[], _Outgoing],
-        run: Callable[[_Outgoing, float, float], Awaitable[SendResult]],
-        callback: SendCallback | None,
-        on_success: OnSuccess | None,
-        on_exception: OnException | None,
-        timeout: float | None,
-    ) -> asyncio.Future[SendResult]:
-        handler = Callbacks.of(callback, on_success, on_exception)
-        loop = asyncio.get_running_loop()
-        started = self.clock.monotonic()
-        timeout = self.send_timeout if timeout is None else timeout
-        out: _Outgoing | None = None
-        error: Exception | None = None
-        try:
-            self._check_running()
-            out = prepare()  # now, so later changes to the message do not leak into the send
-        except MQClientError as exc:
-            error = exc
-        size = len(out.body) if out is not None else 0
-        admitted = out is not None and self.async_budget.try_acquire(size)
-        task = loop.create_task(self._run_async(out, error, run, handler, size, admitted, started, timeout))
-        self._async_tasks.add(task)
-        task.add_done_callback(self._async_tasks.discard)
-        if handler is not None and handler.on_exception is not None:
-            task.add_done_callback(_mark_retrieved)  # the callback has seen the error
-        return task
-
-    async def _run_async(
-        self,
-        out: _Outgoing | None,
-        error: Exception | None,
-        run: Callable[[_Outgoing, float, float], Awaitable[SendResult]],
-        handler: Callbacks | None,
-        size: int,
-        acquired: bool,
-        started: float,
-        timeout: float,
-    ) -> SendResult:
-        result: SendResult | None = None
-        if out is not None:
-            try:
-                if not acquired:
-                    await self.async_budget.acquire(size, timeout - (self.clock.monotonic() - started))
-                    acquired = True
-                result = await run(out, started, timeout)
-            except asyncio.CancelledError:
-                if self._state != "shutting down":
-                    raise
-                error = ClientStateError("the producer shut down before the async send completed")
-            except Exception as exc:
-                error = exc
-            finally:
-                if acquired:
-                    self.async_budget.release(size)
-        if result is not None:
-            if handler is not None:
-                await handler.call(handler.on_success, result)
-            return result
-        assert error is not None
-        if handler is not None:
-            await handler.call(handler.on_exception, error)
-        raise error
-
-    async def _send_default_async(self, out: _Outgoing, started: float, timeout: float) -> SendResult:
+    async def _send_default_async(self, out: Outgoing, started: float, timeout: float) -> SendResult:
         result = await self._send_default(
             out, timeout, False, retries=self.retry_times_when_send_async_failed, retry_not_ok=False, started=started
         )
@@ -667,34 +467,18 @@ class Producer:
         return result
 
     async def _send_selected_async(
-        self, out: _Outgoing, queue: MessageQueue, started: float, timeout: float
+        self, out: Outgoing, queue: MessageQueue, started: float, timeout: float
     ) -> SendResult:
         """One queue, up to ``retry_times_when_send_async_failed`` retries on it, fault items updated."""
         if queue.topic != out.topic:
             raise MessageInvalidError(f"the selected queue's topic {queue.topic!r} is not the message's {out.topic!r}")
-        brokers: list[str] = []
-        last_exc: MQClientError | None = None
-        for _ in range(1 + self.retry_times_when_send_async_failed):
-            begin = self.clock.monotonic()
-            remaining = timeout - (begin - started)
-            if remaining <= 0:
-                raise self._gave_up(out, started, brokers, last_exc, True)
-            brokers.append(queue.broker_name)
-            try:
-                result = await self._send_kernel(out, queue, remaining, False)
-            except MQClientError as exc:
-                self.fault.update_fault_item(queue.broker_name, self._elapsed_ms(begin), True)
-                if isinstance(exc, MQBrokerError) and not exc.retriable:
-                    raise
-                log.warning("async send to %s failed: %s", queue, exc)
-                last_exc = exc
-                continue
-            self.fault.update_fault_item(queue.broker_name, self._elapsed_ms(begin), False)
-            assert result is not None
-            return result
-        raise self._gave_up(out, started, brokers, last_exc, False)
-
-
-def _mark_retrieved(task: asyncio.Future[SendResult]) -> None:
-    if not task.cancelled():
-        task.exception()
+        return await send_to_queue_with_retries(
+            out,
+            queue,
+            self._send_kernel,
+            self.fault,
+            self.clock,
+            self.retry_times_when_send_async_failed,
+            started,
+            timeout,
+        )

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.json_file import load_json, save_json
 from ledgermq.clock import Clock
+from ledgermq.protocol.names import TOPIC_MAX_LENGTH, TOPIC_NAME_PATTERN
 from ledgermq.protocol.route import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         OFFSET_MOVED_EVENT,
     }
 )
-_VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
-MAX_TOPIC_LENGTH = 127
+MAX_TOPIC_LENGTH = TOPIC_MAX_LENGTH
 
 
 def topic_error(topic: str) -> str | None:
@@ -43,7 +42,7 @@ def topic_error(topic: str) -> str | None:
         return "The specified topic is blank."
     if len(topic) > MAX_TOPIC_LENGTH:
         return f"The specified topic is longer than topic max length {MAX_TOPIC_LENGTH}."
-    if not _VALID_TOPIC.fullmatch(topic):
+    if not TOPIC_NAME_PATTERN.fullmatch(topic):
         return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if topic in NOT_ALLOWED_SEND_TOPICS:
         return f"Sending message to topic[{topic}] is forbidden."

@@ -9,18 +9,17 @@ DELAY and WAIT when the message is encoded, in the order the Java client writes 
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ledgermq.client.errors import MessageInvalidError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.admin_body import MessageQueue
+from ledgermq.protocol.names import TOPIC_MAX_LENGTH as TOPIC_MAX_LENGTH
+from ledgermq.protocol.names import TOPIC_NAME_PATTERN
 
 __all__ = ["Message", "MessageQueue", "SendResult", "SendStatus", "validate_message", "validate_topic"]
 
-TOPIC_MAX_LENGTH = 127
-_VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
 # TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (4.9.7)
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
@@ -108,7 +107,7 @@ def validate_topic(topic: str) -> None:
         raise MessageInvalidError("the topic is blank")
     if len(topic) > TOPIC_MAX_LENGTH:
         raise MessageInvalidError(f"the topic is longer than {TOPIC_MAX_LENGTH} characters")
-    if not _VALID_TOPIC.fullmatch(topic):
+    if not TOPIC_NAME_PATTERN.fullmatch(topic):
         raise MessageInvalidError(f"the topic {topic!r} has illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
     if topic in NOT_ALLOWED_SEND_TOPICS:
         raise MessageInvalidError(f"sending to the system topic {topic} is forbidden")

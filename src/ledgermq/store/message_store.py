@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -33,6 +32,7 @@ from ledgermq.errors import (
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
+from ledgermq.protocol.names import TOPIC_NAME_PATTERN
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
@@ -48,9 +48,6 @@ from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
 
 log = logging.getLogger(__name__)
-
-# Topics become directory names under consumequeue/: the same rule as RocketMQ's validator.
-_VALID_TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 
 def _total_memory() -> int:
@@ -277,7 +274,8 @@ class MessageStore(StoreReads):
                 PutStatus.MESSAGE_ILLEGAL,
                 remark=f"body is {body_size} bytes, maxMessageSize is {self.config.max_message_size}",
             )
-        if not topic or len(topic.encode()) > M.MAX_TOPIC_BYTES or not _VALID_TOPIC.fullmatch(topic):
+        # Topics become directory names under consumequeue/: RocketMQ's topic rule (protocol.names).
+        if not topic or len(topic.encode()) > M.MAX_TOPIC_BYTES or not TOPIC_NAME_PATTERN.fullmatch(topic):
             return PutResult(
                 PutStatus.MESSAGE_ILLEGAL, remark=f"topic {topic!r} must be 1..127 characters of [%|a-zA-Z0-9_-]"
             )

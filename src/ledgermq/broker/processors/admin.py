@@ -15,7 +15,6 @@ import dataclasses
 import enum
 import logging
 import math
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from ledgermq.protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers import bool_field, field, int_field, opt_field
 from ledgermq.protocol.message import decode_record
+from ledgermq.protocol.names import TOPIC_MAX_LENGTH, TOPIC_NAME_PATTERN
 from ledgermq.protocol.route import DataVersion, TopicConfig
 
 log = logging.getLogger(__name__)
@@ -60,8 +60,7 @@ SYSTEM_TOPICS = frozenset(
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
-MAX_TOPIC_LENGTH = 127
-_VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
+MAX_TOPIC_LENGTH = TOPIC_MAX_LENGTH
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 CONFIG_VERSION_KEY = "broker_config_data_version"
 UNMEASURED_TPS = "0.00 0.00 0.00"  # 10 s / 1 min / 10 min rates; no sampling service yet
@@ -78,7 +77,7 @@ def _topic_problem(broker: Broker, topic: str) -> str | None:
     """TopicValidator.validateTopic + isSystemTopic, with RocketMQ's remarks."""
     if not topic.strip():
         return "The specified topic is blank."
-    if not _VALID_NAME.fullmatch(topic):
+    if not TOPIC_NAME_PATTERN.fullmatch(topic):
         return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if len(topic) > MAX_TOPIC_LENGTH:
         return "The specified topic is longer than topic max length."

@@ -116,6 +116,9 @@ class QueueReaders:
     async def _read(self, state: QueueState) -> None:
         """Pull one queue until it leaves the assignment (or the reader is replaced)."""
         while True:
+            # Cleared before the pull, not after: a resume() that lands while the pull is in
+            # flight (which then reports the pause's delay) must still end the wait at once.
+            state.wakeup.clear()
             try:
                 delay = await self.pull_once(state)
             except asyncio.CancelledError:
@@ -126,7 +129,6 @@ class QueueReaders:
             if delay is None:
                 return
             if delay > 0:
-                state.wakeup.clear()
                 try:
                     async with asyncio.timeout(delay):
                         await state.wakeup.wait()

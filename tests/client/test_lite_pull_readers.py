@@ -1,0 +1,68 @@
+"""The lite pull consumer's per-queue reader loop, driven by a scripted ``pull_once``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+from ledgermq.client.assigned_queues import QueueState
+from ledgermq.client.lite_pull_readers import PULL_DELAY_WHEN_PAUSE, QueueReaders
+from ledgermq.client.process_queue import ProcessQueue
+from ledgermq.protocol.admin_body import MessageQueue
+
+MQ = MessageQueue("T", "broker-a", 0)
+
+
+def _readers() -> QueueReaders:
+    consumer = SimpleNamespace(pull_threads_nums=4, pull_time_delay_when_exception=1.0, group="g", running=True)
+    plan = SimpleNamespace(assigned={})
+    return QueueReaders(consumer, plan, buffer=None, background=None)  # type: ignore[arg-type]
+
+
+def test_a_resume_during_a_pull_ends_the_pause_wait_at_once() -> None:
+    async def main() -> float:
+        readers = _readers()
+        state = QueueState(MQ, ProcessQueue(), paused=True)
+        calls: list[float] = []
+
+        async def pull_once(st: QueueState) -> float | None:
+            calls.append(time.monotonic())
+            if len(calls) == 1:  # the pull saw the pause; the user resumes before it returns
+                st.paused = False
+                st.wakeup.set()
+                return PULL_DELAY_WHEN_PAUSE
+            return None  # the reader ends
+
+        readers.pull_once = pull_once  # type: ignore[method-assign]
+        readers.start([state])
+        async with asyncio.timeout(5):
+            while len(calls) < 2:
+                await asyncio.sleep(0.005)
+        readers.cancel()
+        return calls[1] - calls[0]
+
+    waited = asyncio.run(main())
+    assert waited < PULL_DELAY_WHEN_PAUSE / 2, f"the reader sat out the pause delay ({waited:.3f}s) after a resume"
+
+
+def test_without_a_resume_the_reader_waits_out_its_delay() -> None:
+    async def main() -> float:
+        readers = _readers()
+        state = QueueState(MQ, ProcessQueue())
+        calls: list[float] = []
+
+        async def pull_once(st: QueueState) -> float | None:
+            calls.append(time.monotonic())
+            return 0.2 if len(calls) == 1 else None
+
+        readers.pull_once = pull_once  # type: ignore[method-assign]
+        readers.start([state])
+        async with asyncio.timeout(5):
+            while len(calls) < 2:
+                await asyncio.sleep(0.005)
+        readers.cancel()
+        return calls[1] - calls[0]
+
+    waited = asyncio.run(main())
+    assert waited >= 0.19

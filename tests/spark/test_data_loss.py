@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,20 @@ def stream(spark: Any, cluster: Cluster, ckpt: Path, out: Path, **options: str) 
     )
 
 
+def _settled_low(c: Cluster, quiet: float = 5.0, timeout: float = 30.0) -> int:
+    """The queue's earliest offset once it has not moved for ``quiet`` seconds (longer than the
+    20 rounds x 200 ms a deletion request buys)."""
+    deadline = time.monotonic() + timeout
+    low, since = queue_bounds(c.namesrv_addr, c.broker_addr, TOPIC)[0][0], time.monotonic()
+    while time.monotonic() - since < quiet:
+        assert time.monotonic() < deadline, f"retention kept moving the earliest offset (now {low}){c.explain()}"
+        time.sleep(0.25)
+        now = queue_bounds(c.namesrv_addr, c.broker_addr, TOPIC)[0][0]
+        if now != low:
+            low, since = now, time.monotonic()
+    return low
+
+
 def test_fail_on_data_loss_both_ways(spark: Any, small_cluster: Cluster, tmp_path: Path) -> None:
     c = small_cluster
     create_topic(c.namesrv_addr, [c.broker_addr], TOPIC, queues=1)
@@ -77,9 +92,13 @@ def test_fail_on_data_loss_both_ways(spark: Any, small_cluster: Cluster, tmp_pat
         low, _high = queue_bounds(c.namesrv_addr, c.broker_addr, TOPIC)[0]
         return low if low > 10 else 0
 
-    low = wait_until("retention to delete the oldest messages", deleted, 30, 0.3, c.explain)
+    wait_until("retention to delete the oldest messages", deleted, 30, 0.3, c.explain)
+    # One request buys the broker 20 cleaning rounds (every cleanResourceInterval, 200 ms): wait
+    # them out, so that nothing more goes while the reads below run and each can expect exactly
+    # what is left.
+    low = _settled_low(c)
     high = 155
-    assert low < high
+    assert 10 < low < high
 
     # batch: asking for offsets that are gone fails by default, and reads what is left with failOnDataLoss=false
     def batch(**options: str) -> Any:
@@ -92,7 +111,10 @@ def test_fail_on_data_loss_both_ways(spark: Any, small_cluster: Cluster, tmp_pat
     with pytest.raises(Exception, match="failOnDataLoss"):
         batch(startingOffsets=exact).collect()
     kept = rows_of(batch(startingOffsets=exact, failOnDataLoss="false"))
-    assert [r[3] for r in kept] == list(range(low, high))
+    assert [r[3] for r in kept] == list(range(low, high)), (
+        f"read {[r[3] for r in kept][:5]}... ({len(kept)} rows); the broker's bounds now "
+        f"{queue_bounds(c.namesrv_addr, c.broker_addr, TOPIC)[0]}{c.explain()}"
+    )
     assert rows_of(batch()) == kept  # "earliest" is the earliest still stored: no loss
 
     # streaming: the checkpoint at offset 5 is behind the earliest offset now

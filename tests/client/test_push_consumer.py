@@ -340,6 +340,11 @@ def test_configuration_is_checked() -> None:
         PushConsumer("", "127.0.0.1:9876")
     with pytest.raises(MQClientError):
         PushConsumer("DEFAULT_CONSUMER", "127.0.0.1:9876")
+    # Validators.checkGroup: the topic character set and at most 255 characters, as the lite consumer
+    for bad in ("bad group", "group/1", "g" * 256, "组"):
+        with pytest.raises(MQClientError, match=r"illegal characters|longer than 255"):
+            PushConsumer(bad, "127.0.0.1:9876")
+    assert PushConsumer(" %RETRY%ok-group_1| ", "127.0.0.1:9876").group == "%RETRY%ok-group_1|"  # blanks trimmed
     with pytest.raises(MQClientError):
         PushConsumer("g", "127.0.0.1:9876", consume_thread_min=30, consume_thread_max=20)
     with pytest.raises(MQClientError):

@@ -9,6 +9,7 @@ from pathlib import Path
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.json_file import load_json, save_json
 from ledgermq.clock import Clock
+from ledgermq.protocol.names import NOT_ALLOWED_SEND_TOPICS as NOT_ALLOWED_SEND_TOPICS
 from ledgermq.protocol.names import TOPIC_MAX_LENGTH, TOPIC_NAME_PATTERN
 from ledgermq.protocol.route import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
 
@@ -23,16 +24,6 @@ RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-    }
-)
 MAX_TOPIC_LENGTH = TOPIC_MAX_LENGTH
 
 

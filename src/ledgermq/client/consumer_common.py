@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ledgermq.client.errors import MQClientError
+from ledgermq.protocol.names import GROUP_MAX_LENGTH, GROUP_NAME_PATTERN
 from ledgermq.util.javahash import tag_hash
 
 __all__ = [
@@ -40,6 +42,21 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SUB_ALL = "*"
 DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
+
+
+def check_group(group: str) -> None:
+    """``Validators.checkGroup`` plus the DEFAULT_CONSUMER refusal of ``checkConfig``: both
+    consumers refuse the same names, as Java's do."""
+    if not group or not group.strip():
+        raise MQClientError("the consumer group is blank")
+    if len(group) > GROUP_MAX_LENGTH:
+        raise MQClientError(f"the consumer group is longer than {GROUP_MAX_LENGTH} characters")
+    if not GROUP_NAME_PATTERN.fullmatch(group):
+        raise MQClientError(f"the consumer group {group!r} has illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
+    if group == DEFAULT_CONSUMER_GROUP:
+        raise MQClientError(f"the consumer group can not be {DEFAULT_CONSUMER_GROUP}; name another one")
+
+
 """``MixAll.DEFAULT_CONSUMER_GROUP``: the group Java gives a consumer nobody named. Consumers
 refuse it, since unrelated applications left on it would share one group's offsets."""
 PULL_DELAY_WHEN_BROKER_FLOW_CONTROL = 0.02

@@ -7,13 +7,14 @@ the brokers in every heartbeat (``ConsumerData``) and to admin tools
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ledgermq.client import consumer_common
-from ledgermq.client.consumer_common import DEFAULT_CONSUMER_GROUP, ConsumeType, SubscriptionData
+from ledgermq.client.consumer_common import ConsumeType, SubscriptionData
+from ledgermq.client.consumer_common import check_group as check_group
 from ledgermq.client.errors import MQClientError
+from ledgermq.protocol.names import GROUP_MAX_LENGTH as GROUP_MAX_LENGTH
 
 if TYPE_CHECKING:
     from ledgermq.client.lite_pull_consumer import LitePullConsumer
@@ -27,21 +28,7 @@ __all__ = [
     "running_info",
 ]
 
-GROUP_MAX_LENGTH = 255
-_VALID_GROUP = re.compile(r"[%|a-zA-Z0-9_-]+")
 MIN_AUTO_COMMIT_INTERVAL = 1.0
-
-
-def check_group(group: str) -> None:
-    """``Validators.checkGroup`` plus the DEFAULT_CONSUMER refusal of ``checkConfig``."""
-    if not group or not group.strip():
-        raise MQClientError("the consumer group is blank")
-    if len(group) > GROUP_MAX_LENGTH:
-        raise MQClientError(f"the consumer group is longer than {GROUP_MAX_LENGTH} characters")
-    if not _VALID_GROUP.fullmatch(group):
-        raise MQClientError(f"the consumer group {group!r} has illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
-    if group == DEFAULT_CONSUMER_GROUP:
-        raise MQClientError(f"the consumer group can not be {DEFAULT_CONSUMER_GROUP}; name another one")
 
 
 def check_settings(

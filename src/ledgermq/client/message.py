@@ -15,22 +15,12 @@ from dataclasses import dataclass, field
 from ledgermq.client.errors import MessageInvalidError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.admin_body import MessageQueue
+from ledgermq.protocol.names import NOT_ALLOWED_SEND_TOPICS as NOT_ALLOWED_SEND_TOPICS
 from ledgermq.protocol.names import TOPIC_MAX_LENGTH as TOPIC_MAX_LENGTH
 from ledgermq.protocol.names import TOPIC_NAME_PATTERN
 
 __all__ = ["Message", "MessageQueue", "SendResult", "SendStatus", "validate_message", "validate_topic"]
 
-# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (4.9.7)
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
 DEFAULT_REGION = "DefaultRegion"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ledgermq.client import consumer_common
-from ledgermq.client.consumer_common import DEFAULT_CONSUMER_GROUP, ConsumeType, parse_consume_timestamp
+from ledgermq.client.consumer_common import ConsumeType, check_group, parse_consume_timestamp
 from ledgermq.client.errors import MQClientError
 
 if TYPE_CHECKING:
@@ -21,12 +21,10 @@ __all__ = ["check_settings", "checked_group", "heartbeat_data"]
 
 
 def checked_group(group: str) -> str:
-    """The group name without surrounding blanks; refused when blank or the default."""
+    """The group name without surrounding blanks, checked as Java's ``checkGroup`` checks it
+    (blank, over 255 characters, characters outside ``[%|a-zA-Z0-9_-]``, or the default)."""
     group = (group or "").strip()
-    if not group:
-        raise MQClientError("the consumer group is blank")
-    if group == DEFAULT_CONSUMER_GROUP:
-        raise MQClientError(f"the consumer group can not be {DEFAULT_CONSUMER_GROUP}; give it a name")
+    check_group(group)
     return group
 
 

@@ -7,6 +7,8 @@ and held exactly where the test wants it; no sleeps, every wait bounded.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from ledgermq.broker.registration import Registrar
@@ -40,11 +42,10 @@ class HeldNameServer:
             await self.arrived.wait_for(lambda: len(self.rounds) >= n)
 
 
-def test_a_topic_created_during_a_registration_round_gets_its_own_round(tmp_path: Path) -> None:
-    asyncio.run(_created_mid_round(tmp_path))
-
-
-async def _created_mid_round(tmp_path: Path) -> None:
+@asynccontextmanager
+async def registering(tmp_path: Path) -> AsyncIterator[tuple[TopicConfigManager, HeldNameServer]]:
+    """A registrar wired as the broker wires it (topic changes kick it), with a 60 s period so
+    that only a kick can bring a second round within a test's timeouts."""
     config = broker_config(10911, namesrv_addr=NAMESRV, register_name_server_period_ms=60_000)
     topics = TopicConfigManager(tmp_path / "topics.json", config, SYSTEM_CLOCK)
     topics.load()
@@ -53,37 +54,33 @@ async def _created_mid_round(tmp_path: Path) -> None:
     topics.on_change.append(lambda _tc: registrar.kick())
     registrar.start()
     try:
-        await namesrv.wait_rounds(1)  # the start-up round is in flight, answer held
-        topics.update(TopicConfig("CreatedMidRound", 2, 2))
-        assert "CreatedMidRound" not in namesrv.rounds[0]
-        namesrv.release.set()
-        # the period is 60 s: only the kick can bring a second round within the timeout
-        await namesrv.wait_rounds(2)
-        assert "CreatedMidRound" in namesrv.rounds[1]
+        await namesrv.wait_rounds(1)  # the start-up round is in flight, its answer held
+        yield topics, namesrv
     finally:
         await registrar.stop()
+
+
+def test_a_topic_created_during_a_registration_round_gets_its_own_round(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with registering(tmp_path) as (topics, namesrv):
+            topics.update(TopicConfig("CreatedMidRound", 2, 2))
+            assert "CreatedMidRound" not in namesrv.rounds[0]
+            namesrv.release.set()
+            await namesrv.wait_rounds(2)
+            assert "CreatedMidRound" in namesrv.rounds[1]
+
+    asyncio.run(main())
 
 
 def test_kicks_during_a_round_collapse_into_one_more_round(tmp_path: Path) -> None:
-    asyncio.run(_burst_mid_round(tmp_path))
+    async def main() -> None:
+        async with registering(tmp_path) as (topics, namesrv):
+            for i in range(5):
+                topics.update(TopicConfig(f"Burst{i}", 1, 1))
+            namesrv.release.set()
+            await namesrv.wait_rounds(2)
+            assert {f"Burst{i}" for i in range(5)} <= namesrv.rounds[1]
+            await asyncio.sleep(0.2)  # a bounded look for an unwanted third round
+            assert len(namesrv.rounds) == 2
 
-
-async def _burst_mid_round(tmp_path: Path) -> None:
-    config = broker_config(10911, namesrv_addr=NAMESRV, register_name_server_period_ms=60_000)
-    topics = TopicConfigManager(tmp_path / "topics.json", config, SYSTEM_CLOCK)
-    topics.load()
-    namesrv = HeldNameServer()
-    registrar = Registrar(config, topics, namesrv)  # type: ignore[arg-type]
-    topics.on_change.append(lambda _tc: registrar.kick())
-    registrar.start()
-    try:
-        await namesrv.wait_rounds(1)
-        for i in range(5):
-            topics.update(TopicConfig(f"Burst{i}", 1, 1))
-        namesrv.release.set()
-        await namesrv.wait_rounds(2)
-        assert {f"Burst{i}" for i in range(5)} <= namesrv.rounds[1]
-        await asyncio.sleep(0.2)  # a bounded look for an unwanted third round
-        assert len(namesrv.rounds) == 2
-    finally:
-        await registrar.stop()
+    asyncio.run(main())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
 
 from ledgermq.client.assigned_queues import QueueState
@@ -20,19 +21,17 @@ def _readers() -> QueueReaders:
     return QueueReaders(consumer, plan, buffer=None, background=None)  # type: ignore[arg-type]
 
 
-def test_a_resume_during_a_pull_ends_the_pause_wait_at_once() -> None:
+def _gap_between_pulls(state: QueueState, first_pull: Callable[[QueueState], float]) -> float:
+    """Seconds between a reader's first pull (answered by ``first_pull``, which returns the
+    delay the reader should wait) and its second, which ends the reader."""
+
     async def main() -> float:
         readers = _readers()
-        state = QueueState(MQ, ProcessQueue(), paused=True)
         calls: list[float] = []
 
         async def pull_once(st: QueueState) -> float | None:
             calls.append(time.monotonic())
-            if len(calls) == 1:  # the pull saw the pause; the user resumes before it returns
-                st.paused = False
-                st.wakeup.set()
-                return PULL_DELAY_WHEN_PAUSE
-            return None  # the reader ends
+            return first_pull(st) if len(calls) == 1 else None
 
         readers.pull_once = pull_once  # type: ignore[method-assign]
         readers.start([state])
@@ -42,27 +41,18 @@ def test_a_resume_during_a_pull_ends_the_pause_wait_at_once() -> None:
         readers.cancel()
         return calls[1] - calls[0]
 
-    waited = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_a_resume_during_a_pull_ends_the_pause_wait_at_once() -> None:
+    def saw_pause_then_resumed(st: QueueState) -> float:  # the user resumes before the pull returns
+        st.paused = False
+        st.wakeup.set()
+        return PULL_DELAY_WHEN_PAUSE
+
+    waited = _gap_between_pulls(QueueState(MQ, ProcessQueue(), paused=True), saw_pause_then_resumed)
     assert waited < PULL_DELAY_WHEN_PAUSE / 2, f"the reader sat out the pause delay ({waited:.3f}s) after a resume"
 
 
 def test_without_a_resume_the_reader_waits_out_its_delay() -> None:
-    async def main() -> float:
-        readers = _readers()
-        state = QueueState(MQ, ProcessQueue())
-        calls: list[float] = []
-
-        async def pull_once(st: QueueState) -> float | None:
-            calls.append(time.monotonic())
-            return 0.2 if len(calls) == 1 else None
-
-        readers.pull_once = pull_once  # type: ignore[method-assign]
-        readers.start([state])
-        async with asyncio.timeout(5):
-            while len(calls) < 2:
-                await asyncio.sleep(0.005)
-        readers.cancel()
-        return calls[1] - calls[0]
-
-    waited = asyncio.run(main())
-    assert waited >= 0.19
+    assert _gap_between_pulls(QueueState(MQ, ProcessQueue()), lambda _st: 0.2) >= 0.19

@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ledgermq.admin.client import AdminClient
-from ledgermq.client.async_send import SendCallback
+from ledgermq.client.async_send import Callbacks, SendCallback
 from ledgermq.client.consume_service import Listener
 from ledgermq.client.errors import ClientStateError
 from ledgermq.client.lite_pull_consumer import LitePullConsumer
@@ -352,14 +352,9 @@ class SyncProducer(_Closable[Producer]):
         Callbacks run on the facade's callback threads. While the producer's in-flight
         budget is full this call blocks (back-pressure, as Java's semaphore does), for at
         most the send timeout, which the wait counts against."""
-        if callback is not None:
-            if on_success is not None or on_exception is not None:
-                raise TypeError("give a callback object or on_success=/on_exception=, not both")
-            if not callable(getattr(callback, "on_success", None)) or not callable(
-                getattr(callback, "on_exception", None)
-            ):
-                raise TypeError(f"{callback!r} has no on_success and on_exception methods")
-            on_success, on_exception = callback.on_success, callback.on_exception
+        callbacks = Callbacks.of(callback, on_success, on_exception)  # the async producer's own checks
+        if callbacks is not None:
+            on_success, on_exception = callbacks.on_success, callbacks.on_exception
         producer = self._target
         pool = self._loop.callbacks
         limit = producer.send_timeout if timeout is None else timeout

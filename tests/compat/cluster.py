@@ -36,6 +36,24 @@ START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
 
 
+def broker_writable(addr: str) -> bool:
+    """Whether the broker's store takes writes (runtime info ``writeFence`` is empty)."""
+
+    async def ask() -> bool:
+        client = RemotingClient()
+        try:
+            resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=2.0)
+            table = json.loads(resp.body or b"{}").get("table") or {}
+            return resp.code == ResponseCode.SUCCESS and not table.get("writeFence")
+        finally:
+            await client.close()
+
+    try:
+        return asyncio.run(ask())
+    except Exception:
+        return False
+
+
 def wait_until(
     what: str,
     check: Callable[[], Any],
@@ -204,6 +222,8 @@ class Cluster:
         self.broker.start()
         wait_until("the broker's port", lambda: self.broker.check_alive() and tcp_open(self.broker_port), START_TIMEOUT)
         wait_until("the broker's registration (TBW102 route)", self.broker_registered, START_TIMEOUT, 0.2)
+        # A master that restarted after a crash fences writes until its slave reconciles with it.
+        wait_until("the broker to take writes", lambda: broker_writable(self.broker_addr), START_TIMEOUT, 0.1)
 
     def broker_registered(self, require_alive: bool = True) -> bool:
         """Does the name server's TBW102 route list this broker as master?"""

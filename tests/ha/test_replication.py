@@ -271,7 +271,10 @@ def test_garbage_on_the_ha_port_is_closed_without_harm(tmp_path: Path) -> None:
             service = await pair.start_service()
             with socket.create_connection(("127.0.0.1", service.port), timeout=5) as sock:
                 sock.sendall(b"\xff" * 16)  # negative offsets
-                assert await asyncio.to_thread(sock.recv, 100) == b""
+                try:  # closed with the rest unread: EOF or a reset, never an answer
+                    assert await asyncio.to_thread(sock.recv, 100) == b""
+                except ConnectionResetError:
+                    pass
             await until(lambda: not service.links, what="link to go")
             assert service.max_acked_offset == 0
             assert "negative" in service.status()[0].closed_reason
@@ -303,9 +306,11 @@ def test_slave_ahead_of_its_master_is_refused_loudly_and_keeps_retrying(tmp_path
             service = await pair.start_service()
             await until(lambda: len(service.status()) >= 2, what="two refused connections")
             assert service.acked_offsets == {} and service.max_acked_offset == 0
-            assert all("beyond the master's max offset" in st.closed_reason for st in service.status())
-            assert "master closed the connection" in client.last_error
-            assert pair.s.max_phy_offset == ahead  # nothing appended from the wrong master
+            # The epochs agree on paper (both are epoch 1) but the bytes below the agreed
+            # offset differ: the slave refuses before truncating anything, every time.
+            assert "not the master this log was copied from" in client.last_error
+            assert client.status().refused and client.truncations == 0
+            assert pair.s.max_phy_offset == ahead  # nothing truncated, nothing appended
         finally:
             await pair.close()
 

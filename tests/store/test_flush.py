@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ledgermq.clock import ManualClock
 from ledgermq.config import FlushDiskType
 from ledgermq.failpoints import armed
@@ -224,7 +226,9 @@ def test_wait_false_under_sync_flush_returns_put_ok_without_waiting(store_factor
     assert r3.status is PutStatus.PUT_OK and r3.flush_future is not None
 
 
-def test_a_failed_fsync_fails_the_put_and_the_flush_loop_keeps_running(store_factory, tmp_path: Path) -> None:
+def test_a_failed_fsync_is_sticky_the_loop_lives_and_nothing_is_claimed_durable_after_it(
+    store_factory, tmp_path: Path
+) -> None:
     store = store_factory(flush_disk_type=SYNC, sync_flush_timeout_ms=5000)
     ok = store.put_message_sync(msg(1))
     assert ok.status is PutStatus.PUT_OK
@@ -244,9 +248,17 @@ def test_a_failed_fsync_fails_the_put_and_the_flush_loop_keeps_running(store_fac
         assert flusher.alive
     assert r.append is not None
 
-    # The loop survived: with the disk healthy again it flushes what was left.
-    wait_until(lambda: store.flushed_phy_offset >= r.append.next_offset, what="a later flush")
+    # The loop survived, but it never flushes again: after a failed fsync the kernel may
+    # have dropped the dirty pages, and a retry that "succeeds" would claim data that is
+    # gone (fsyncgate). Every later request fails at once with the same error.
     assert flusher.alive and store.commitlog_flusher is flusher
+    assert flusher.failed is not None
+    flushed = store.flushed_phy_offset
+    assert flushed < r.append.next_offset
+    later = flusher.submit(r.append.next_offset)
+    with pytest.raises(OSError, match="injected"):
+        later.result(timeout=5)
+    assert store.flushed_phy_offset == flushed
     # The store knows it lost an fsync and refuses writes until reopened.
     assert store.failed_reason is not None and "flush" in store.failed_reason
     refused = store.put_message_sync(msg(3))

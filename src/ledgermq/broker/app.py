@@ -24,7 +24,7 @@ from ledgermq.broker.slave_sync import MasterOffsetReconciler, SlaveSynchronizer
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import SYSTEM_CLOCK, Clock
-from ledgermq.config import StoreConfig
+from ledgermq.config import BrokerRole, StoreConfig
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.master import HAService
 from ledgermq.ha.slave import HAClient
@@ -87,7 +87,14 @@ class BrokerApp:
         self.slave_sync: SlaveSynchronizer | None = None
         self.offset_reconciler: MasterOffsetReconciler | None = None
         if config.is_master:
-            self.broker.ha = HAService(store, config.listen_host, config.ha_port, self.ha_config, clock=clock)
+            self.broker.ha = HAService(
+                store,
+                config.listen_host,
+                config.ha_port,
+                self.ha_config,
+                clock=clock,
+                sync_master=store_config.broker_role is BrokerRole.SYNC_MASTER,
+            )
             self.offset_reconciler = MasterOffsetReconciler(
                 self.broker, self.client, config.namesrv_addrs, config.slave_sync_interval_ms / 1000
             )
@@ -178,6 +185,8 @@ class BrokerApp:
             self.master_ha_addr = answer.ha_server_addr
         if answer.master_addr:
             self.master_addr = answer.master_addr
+        if answer.ha_server_addr and self.ha_client is not None:
+            self.ha_client.kick()  # the master is (back) in the name server: reconnect now, not after back-off
 
     def _persist_offsets(self) -> None:
         if self.broker.offsets.dirty:

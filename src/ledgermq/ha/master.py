@@ -23,14 +23,28 @@ import itertools
 import logging
 import os
 import socket
+import struct
 import threading
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
-from ledgermq.ha.codec import HAProtocolError, ReportDecoder, encode_header, frame_buffers
+from ledgermq.ha.codec import HEADER, HEADER_SIZE, REPORT, HAProtocolError, ReportDecoder, encode_header, frame_buffers
 from ledgermq.ha.config import HAConfig
+from ledgermq.ha.epoch_file import EpochFile, EpochState
+from ledgermq.ha.epochs import Agree, Decision, EpochLog, Fetch, Refuse, describe_truncation, reconcile
+from ledgermq.ha.handshake import (
+    HELLO_MAGIC,
+    LENGTH,
+    HandshakeError,
+    check_length,
+    decode_hello,
+    encode_answer,
+)
 from ledgermq.ha.session import Close, Heartbeat, Idle, MasterSession, Send
+from ledgermq.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from ledgermq.store.dispatch import whole_records_end
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -43,6 +57,7 @@ _MAX_DISCONNECTED_KEPT = 16
 WRITE_SPAN = 1024 * 1024
 _MAX_FRAMES_PER_WRITE = 256  # a small haTransferBatchSize makes smaller windows
 _IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 1024
+_RECORD_HEAD = struct.Struct(">ii20xq")  # TOTALSIZE, MAGICCODE, ..., PHYSICALOFFSET (bytes 28-35)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +104,33 @@ class _SlaveLink:
         self._out: list[bytes | memoryview] = []  # header, body, header, ... handed over, not yet sent
         self._out_at = 0  # index of the first buffer in ``_out`` not fully sent
         self._decoder = ReportDecoder()
+        self.legacy = False  # a RocketMQ 4.x slave: no handshake, reports only
+        # The slave's log starts here: its acks say nothing of bytes below (a slave that
+        # started from our last segment does not hold what came before it).
+        self.held_from = 0
 
     async def run(self) -> None:
         if self.closed_reason:
             return
         loop = self._loop = asyncio.get_running_loop()
         ended = self._ended = loop.create_future()
+        try:
+            async with asyncio.timeout(self.session.housekeeping_interval):
+                first = await self._handshake(loop)
+        except (TimeoutError, OSError, HAProtocolError, HandshakeError, ConnectionError) as err:
+            self._set_reason(f"handshake failed: {type(err).__name__}: {err}")
+            self.sock.close()
+            return
+        except Exception as err:  # never die silently
+            log.exception("HA slave %s: handshake failed unexpectedly", self.address)
+            self._set_reason(f"handshake failed: {type(err).__name__}: {err}")
+            self.sock.close()
+            return
+        if first is None:  # refused
+            self.sock.close()
+            return
+        if self.legacy:
+            self._take_reports([first])
         fd = self.sock.fileno()
         loop.add_reader(fd, self._on_readable)
         self._arm_housekeeping(self.session.housekeeping_interval)
@@ -125,6 +161,94 @@ class _SlaveLink:
         self._set_reason(reason)
         if self._ended is not None and not self._ended.done():
             self._ended.set_result(None)
+
+    # -- handshake (before the 4.x stream) ---------------------------------------------
+    async def _handshake(self, loop: asyncio.AbstractEventLoop) -> int | None:
+        """Agree with the slave where both logs match (``epochs.reconcile``).
+
+        Returns the first report of a 4.x slave (``legacy``), -1 after an agreement with a
+        ledgermq slave, or None if the slave was refused."""
+        value: int = REPORT.unpack(await self._recv_exact(loop, REPORT.size))[0]
+        if value != HELLO_MAGIC:
+            if value < 0:
+                raise HAProtocolError(f"slave reported a negative offset {value}")
+            self.legacy = True
+            return value
+        (size,) = LENGTH.unpack(await self._recv_exact(loop, LENGTH.size))
+        slave_epoch, slave_end, slave_start = decode_hello(await self._recv_exact(loop, check_length(size)))
+        self.held_from = slave_start
+        svc = self.service
+        async with svc.reconciling:
+            decision: Decision = svc.decide(slave_epoch, slave_end, slave_start)
+            if isinstance(decision, Fetch):
+                await loop.sock_sendall(self.sock, encode_answer(decision, svc.epochs))
+                await self._take_back(loop, decision)
+                svc.recovery_note = f"took back {svc.took_back_bytes} bytes from a slave"
+                await svc.slave_reconciled()  # what the slave had is ours again: begin the epoch
+                decision = svc.decide(slave_epoch, slave_end, slave_start)
+            if isinstance(decision, Agree):
+                await svc.slave_reconciled()
+                if decision.offset < slave_end:
+                    svc.truncated_slaves += 1
+                    log.error("HA slave %s: %s", self.address, describe_truncation(slave_end, decision.offset))
+            check = svc.fingerprint(decision.offset, slave_start) if isinstance(decision, Agree) else None
+            await loop.sock_sendall(self.sock, encode_answer(decision, svc.epochs, check))
+        if isinstance(decision, Refuse):
+            svc.refused_connections += 1
+            log.error("HA slave %s refused: %s", self.address, decision.reason)
+            self._set_reason(f"refused: {decision.reason}")
+            return None
+        assert isinstance(decision, Agree)
+        self.session.agreed_offset = decision.offset
+        log.info("HA slave %s (epoch %d, end %d) agreed at %d", self.address, slave_epoch, slave_end, decision.offset)
+        return -1
+
+    async def _take_back(self, loop: asyncio.AbstractEventLoop, fetch: Fetch) -> None:
+        """A recovering master takes ``[start, end)`` from the slave: whole records only,
+        appended at our end as they arrive; the stream ends with a header-only frame."""
+        store = self.service.store
+        segment = store.config.mapped_file_size_commitlog
+        log.warning(
+            "HA: taking [%d, %d) back from slave %s (our log lost its tail)", fetch.start, fetch.end, self.address
+        )
+        pending = bytearray()
+        expect = fetch.start
+        while True:
+            offset, size = HEADER.unpack(await self._recv_exact(loop, HEADER_SIZE))
+            if offset != expect or size < 0 or expect + size > fetch.end:
+                raise HAProtocolError(f"slave sent {size} bytes at {offset} during a fetch expecting {expect}")
+            if size == 0:
+                break
+            pending += await self._recv_exact(loop, size)
+            expect += size
+            base = store.max_phy_offset
+            took = whole_records_end(pending, base, segment)
+            if took:
+                await asyncio.to_thread(store.append_raw, base, bytes(pending[:took]))
+                del pending[:took]
+                self.service.took_back_bytes += took
+            if len(pending) > store.config.max_message_size + (1 << 20):
+                break  # no record is that long: the rest is not a record we can take
+        if pending:
+            log.error(
+                "HA: %d bytes from slave %s at %d are no whole record; not taken",
+                len(pending),
+                self.address,
+                store.max_phy_offset,
+            )
+        await asyncio.to_thread(store.adopt_raw_tail)
+        log.warning(
+            "HA: took back %d bytes; our log now ends at %d", self.service.took_back_bytes, store.max_phy_offset
+        )
+
+    async def _recv_exact(self, loop: asyncio.AbstractEventLoop, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = await loop.sock_recv(self.sock, n - len(buf))
+            if not chunk:
+                raise ConnectionError("slave closed the connection during the handshake")
+            buf += chunk
+        return bytes(buf)
 
     # -- reports (reader callback) ----------------------------------------------------
     def _arm_housekeeping(self, delay: float) -> None:
@@ -160,17 +284,30 @@ class _SlaveLink:
         except HAProtocolError as exc:
             self._close(str(exc))
             return
+        self._take_reports(offsets)
+
+    def _take_reports(self, offsets: list[int]) -> None:
+        svc = self.service
+        now = svc.clock.monotonic()
         for off in offsets:
             decision = self.session.on_report(off, svc.store.max_phy_offset, now)
             if isinstance(decision, Close):
                 self._close(decision.reason)
                 return
             if decision.first:
+                if off == 0:  # an empty slave: it holds what we send from here on
+                    self.held_from = self.session.next_offset or 0
+                if not svc.starts_record(self.session.next_offset or 0):
+                    self._close(
+                        f"reported offset {off} is not a record boundary of ours: the slave's log diverges "
+                        "from the master's (a 4.x slave cannot be reconciled; truncate it by hand)"
+                    )
+                    return
                 log.info("HA slave %s reported %d; transfer starts at %d", self.address, off, self.session.next_offset)
                 self.reported.set()
                 svc.wake_writers()
             self.last_ack_time_ms = svc.clock.wall_ms()
-            svc._on_ack(off)
+            svc._on_ack(off, self.held_from)
 
     # -- transfers (task) ---------------------------------------------------------------
     async def _write_loop(self) -> None:
@@ -275,9 +412,17 @@ class HAService:
     """Accepts slaves on ``host:port`` (0 picks a free port; see ``port`` after start)."""
 
     def __init__(
-        self, store: MessageStore, host: str, port: int, config: HAConfig | None = None, *, clock: Clock = SYSTEM_CLOCK
+        self,
+        store: MessageStore,
+        host: str,
+        port: int,
+        config: HAConfig | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        sync_master: bool = False,
     ) -> None:
         self.store = store
+        self.sync_master = sync_master
         self.host = host
         self.port = port
         self.config = config or HAConfig()
@@ -296,11 +441,124 @@ class HAService:
         self._wake_pending = False
         self._loop_thread = 0
         self._guard_added = False
+        # Epochs and recovery (epochs.py): loaded and decided in ``start``.
+        self.epoch_file = EpochFile(store.root)
+        self.epoch_state = EpochState(EpochLog())
+        self.recovering = False  # restarted after a crash, waiting for a slave before writes
+        self.recovery_note = ""  # how the last recovery ended (haStatus)
+        self.truncated_slaves = 0  # slaves told to cut a tail that diverged or that we lack
+        self.took_back_bytes = 0  # bytes a recovering master took back from a slave
+        self.reconciling = asyncio.Lock()
+        self._recovery_timer: asyncio.TimerHandle | None = None
+
+    # -- epochs and recovery ----------------------------------------------------------
+    @property
+    def epochs(self) -> EpochLog:
+        return self.epoch_state.epochs
+
+    async def _prepare_epoch(self) -> None:
+        """Begin a new epoch now, or first wait for a slave if we may have lost a tail.
+
+        Only a master that crashed (no clean stop) while a slave was attached can have lost
+        bytes its slave holds: it fences writes until a slave reconciles with it (taking
+        those bytes back) or haRecoveryWaitMillis runs out (-1, the SYNC_MASTER default:
+        never; an operator decides by restarting with another value)."""
+        self.epoch_state = await asyncio.to_thread(self.epoch_file.load)
+        recovery = self.store.recovery
+        crashed = recovery is not None and recovery.abnormal
+        wait_ms = self.config.recovery_wait_ms(self.sync_master)
+        if not (crashed and self.epoch_state.slave_attached and wait_ms != 0):
+            await self._begin_epoch()
+            return
+        self.recovering = True
+        reason = (
+            "master restarted after a crash and waits for its slave to return what it may have lost "
+            f"(epoch {self.epochs.last_epoch}, log end {self.store.max_phy_offset})"
+        )
+        self.store.fence_writes(reason)
+        log.warning("HA: %s", reason)
+        if wait_ms > 0 and self._loop is not None:
+            self._recovery_timer = self._loop.call_later(wait_ms / 1000, self._recovery_timed_out)
+
+    def _recovery_timed_out(self) -> None:
+        if self.recovering:
+            task = asyncio.ensure_future(self._give_up_recovery())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _give_up_recovery(self) -> None:
+        async with self.reconciling:
+            if self.recovering:
+                log.error(
+                    "HA: no slave reconciled within haRecoveryWaitMillis; taking writes with log end %d "
+                    "(anything a slave held beyond it will be truncated there)",
+                    self.store.max_phy_offset,
+                )
+                self.recovery_note = "gave up waiting for a slave (haRecoveryWaitMillis)"
+                await self._begin_epoch()
+
+    async def _begin_epoch(self) -> None:
+        state = EpochState(self.epochs.begin(self.store.max_phy_offset), slave_attached=False)
+        await asyncio.to_thread(self.epoch_file.save, state)
+        self.epoch_state = state
+        if self._recovery_timer is not None:
+            self._recovery_timer.cancel()
+            self._recovery_timer = None
+        if self.recovering:
+            self.recovering = False
+            self.store.fence_writes(None)
+        log.info("HA: epoch %d begins at %d", state.epochs.last_epoch, self.store.max_phy_offset)
+
+    def decide(self, slave_epoch: int, slave_end: int, slave_start: int = 0) -> Decision:
+        return reconcile(
+            self.epochs,
+            self.store.max_phy_offset,
+            slave_epoch,
+            slave_end,
+            recovering=self.recovering,
+            slave_start=slave_start,
+        )
+
+    async def slave_reconciled(self) -> None:
+        """A slave agreed with us: a recovering master may take writes now; remember that a
+        slave holds this epoch (so a crash in it waits for one)."""
+        if self.recovering:
+            self.recovery_note = self.recovery_note or "reconciled with a slave that had nothing more"
+            await self._begin_epoch()
+        if not self.epoch_state.slave_attached:
+            state = EpochState(self.epochs, slave_attached=True)
+            await asyncio.to_thread(self.epoch_file.save, state)
+            self.epoch_state = state
+
+    def fingerprint(self, offset: int, slave_start: int) -> tuple[int, int] | None:
+        """(a, CRC32 of our bytes [a, offset)) for the slave to compare before it truncates:
+        up to 64 bytes just below ``offset``, within one segment and within both logs."""
+        segment = self.store.config.mapped_file_size_commitlog
+        low = max(offset - 64, self.store.min_phy_offset, slave_start)
+        if offset % segment:
+            low = max(low, offset - offset % segment)
+        if low >= offset:
+            return None
+        data = self.store.read_commitlog(low, offset - low)
+        return (low, zlib.crc32(data)) if len(data) == offset - low else None
+
+    def starts_record(self, offset: int) -> bool:
+        """Whether a transfer may start at ``offset``: our end, a segment start, or a record
+        that names ``offset`` as its own position (or a segment's blank end)."""
+        store = self.store
+        if offset >= store.max_phy_offset or offset % store.config.mapped_file_size_commitlog == 0:
+            return True
+        head = store.read_commitlog(offset, _RECORD_HEAD.size)
+        if len(head) < _RECORD_HEAD.size:
+            return False
+        _size, magic, physical = _RECORD_HEAD.unpack(head)
+        return bool(magic == BLANK_MAGIC_CODE or (magic == MESSAGE_MAGIC_CODE and physical == offset))
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
+        await self._prepare_epoch()
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         listener = socket.create_server((self.host, self.port), family=family, backlog=128)
         listener.setblocking(False)
@@ -314,6 +572,9 @@ class HAService:
         log.info("HA service listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
+        if self._recovery_timer is not None:
+            self._recovery_timer.cancel()
+            self._recovery_timer = None
         listener, self._listener = self._listener, None
         accept, self._accept_task = self._accept_task, None
         if accept is not None:
@@ -409,18 +670,31 @@ class HAService:
         self.notify_append()
 
     # -- acknowledgements -----------------------------------------------------------
-    def _on_ack(self, offset: int) -> None:
+    def _on_ack(self, offset: int, held_from: int = 0) -> None:
+        """A slave holding ``[held_from, offset)`` acknowledged: release the waiters for
+        messages ending in that range. One ending at or below ``held_from`` the slave never
+        held (it started after it): that waiter is left to time out (FLUSH_SLAVE_TIMEOUT)
+        unless another slave covers it."""
         if offset > self.max_acked_offset:
             self.max_acked_offset = offset
         waiters = self._waiters
         while waiters and waiters[0][0] <= offset:
-            _, _, fut = heapq.heappop(waiters)
-            if not fut.done():
+            end, _, fut = heapq.heappop(waiters)
+            if not fut.done() and (end > held_from or self._covered(end)):
                 fut.set_result(True)
 
+    def _covered(self, end: int) -> bool:
+        """Whether some connected slave verifiably holds the message ending at ``end``."""
+        for link in self.links.values():
+            ack = link.session.ack_offset
+            if ack is not None and link.held_from < end <= ack:
+                return True
+        return False
+
     async def wait_for_ack(self, offset: int, timeout: float) -> bool:
-        """True once some slave acknowledged ``offset`` (or beyond); False after ``timeout``."""
-        if self.max_acked_offset >= offset:
+        """True once a slave that holds the message ending at ``offset`` acknowledged it (or
+        beyond); False after ``timeout``."""
+        if self.max_acked_offset >= offset and self._covered(offset):
             return True
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()

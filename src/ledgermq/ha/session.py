@@ -81,6 +81,9 @@ class MasterSession:
         self.heartbeat_interval = heartbeat_interval
         self.housekeeping_interval = housekeeping_interval
         self.request_offset: int | None = None  # the first report
+        # Set by a handshake: the offset both logs were agreed to match below; the first
+        # report must be exactly this (it is the only report not backed by bytes we sent).
+        self.agreed_offset: int | None = None
         self.ack_offset: int | None = None  # the latest accepted report
         self.next_offset: int | None = None  # where the next transfer starts
         self.last_read = now
@@ -95,6 +98,13 @@ class MasterSession:
                 "its commit log is ahead of or diverged from ours (or it is no slave)"
             )
         first = self.request_offset is None
+        if first and self.agreed_offset is not None and offset != self.agreed_offset:
+            return Close(f"first report {offset} differs from the agreed offset {self.agreed_offset}")
+        if not first and self.next_offset is not None and offset > self.next_offset:
+            return Close(
+                f"reported offset {offset} is beyond what this connection carried ({self.next_offset}): "
+                "an acknowledgement counts only for bytes the slave verifiably holds"
+            )
         if first:
             self.request_offset = offset
             self.next_offset = first_transfer_offset(offset, master_max, self.segment_size)

@@ -8,10 +8,20 @@ HAClient does), and at least every haSendHeartbeatInterval. Frames are checked b
 the master's offsets; in a worker thread when a segment file must be created, so a
 segment roll never blocks the event loop.
 
+Before the 4.x stream starts, the client and the master agree where their logs match
+(handshake.py, epochs.py): the client first trims a record it only partly received, says
+the epoch of its last byte and its end, and then truncates whatever the master says lies
+beyond the agreed offset (a tail that diverged, or that the master lost and took back
+from us), or serves the master's request for our tail (a master recovering from a lost
+tail), or stops, loudly, if the master refuses it. Every truncation is logged as an error
+and counted in ``status()``; the first frame after an agreement must start a record.
+
 Any failure (no address, refused connection, protocol error, offset mismatch, silent
 master, store error) is logged with its reason, the connection is dropped, and the
-client reconnects after a backoff that grows from ``reconnect_min`` to ``reconnect_max``
-and resets once a connection has carried data.
+client reconnects after a jittered backoff that grows from ``reconnect_min`` to
+``reconnect_max`` (one second: a returning master is found again within about a second)
+and resets once a connection has carried data; ``kick`` (the name server shows a master)
+cuts the wait short.
 """
 
 from __future__ import annotations
@@ -19,16 +29,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import socket
+import struct
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import LedgerError
-from ledgermq.ha.codec import HEADER_SIZE, MAX_FRAME_BODY, FrameSpan, encode_report, scan_frames
+from ledgermq.ha.codec import (
+    HEADER,
+    HEADER_SIZE,
+    MAX_FRAME_BODY,
+    FrameSpan,
+    encode_header,
+    encode_report,
+    frame_buffers,
+    scan_frames,
+)
 from ledgermq.ha.config import HAConfig
+from ledgermq.ha.epoch_file import EpochFile, EpochState
+from ledgermq.ha.epochs import Agree, EpochLog, Fetch, describe_truncation
+from ledgermq.ha.handshake import ANSWER_MAGIC, check_length, decode_answer, encode_hello
 from ledgermq.ha.session import Reject, SlaveSession
+from ledgermq.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -46,6 +72,9 @@ _BULK_BYTES = 1024 * 1024
 _BULK_WINDOW_S = 0.004
 _BULK_HOLD_S = 0.05
 _CONNECT_TIMEOUT_S = 3.0
+_HANDSHAKE_TIMEOUT_S = 30.0  # a fetch may move many megabytes
+_FETCH_WINDOW = 1024 * 1024
+_RECORD_HEAD = struct.Struct(">ii20xq")  # TOTALSIZE, MAGICCODE, ..., PHYSICALOFFSET
 
 MasterAddressProvider = Callable[[], str | None]
 
@@ -62,6 +91,11 @@ class SlaveClientStatus:
     reported_offset: int  # -1 if nothing reported on this connection
     connects: int
     last_error: str
+    epoch: int = 0  # the epoch of our last byte
+    truncations: int = 0  # times the master told us to cut a tail
+    truncated_bytes: int = 0
+    refused: str = ""  # why the master refused us (our log diverged and nobody may decide), "" if not
+    served_bytes: int = 0  # bytes a recovering master took back from us
 
 
 def parse_address(addr: str) -> tuple[str, int]:
@@ -79,8 +113,9 @@ class HAClient:
         config: HAConfig | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
-        reconnect_min: float = 0.2,
-        reconnect_max: float = 5.0,
+        reconnect_min: float = 0.1,
+        reconnect_max: float = 1.0,
+        rng: random.Random | None = None,
     ) -> None:
         self.store = store
         self.master_address = master_address
@@ -98,6 +133,15 @@ class HAClient:
         self._burst_start = 0.0
         self._burst_bytes = 0
         self._stopping = False
+        self._rng = rng or random.Random()  # back-off jitter only: it paces, it decides nothing
+        self._kick = asyncio.Event()
+        self.epoch_file = EpochFile(store.root)
+        self.epochs: EpochLog | None = None  # loaded by the first connection
+        self.truncations = 0
+        self.truncated_bytes = 0
+        self.served_bytes = 0
+        self.refused = ""
+        self._verify_at: int | None = None  # the agreed offset: the first frame there must start a record
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
@@ -139,7 +183,16 @@ class HAClient:
             reported_offset=-1 if s is None or s.reported is None else s.reported,
             connects=self.connects,
             last_error=self.last_error,
+            epoch=self.epochs.epoch_at(self.store.max_phy_offset) if self.epochs is not None else 0,
+            truncations=self.truncations,
+            truncated_bytes=self.truncated_bytes,
+            refused=self.refused,
+            served_bytes=self.served_bytes,
         )
+
+    def kick(self) -> None:
+        """Reconnect now if waiting to (a name server shows the master again)."""
+        self._kick.set()
 
     def _failed(self, reason: str) -> None:
         self.last_error = reason
@@ -165,7 +218,10 @@ class HAClient:
                 self.connected = False
             if self.session is not None and self.session.frames > 0:
                 backoff = self.reconnect_min
-            await asyncio.sleep(backoff)
+            self._kick.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(backoff * self._rng.uniform(0.8, 1.2)):
+                    await self._kick.wait()
             backoff = min(self.reconnect_max, backoff * 2)
 
     async def _connect(self, addr: str) -> socket.socket:
@@ -201,13 +257,22 @@ class HAClient:
             raise _Drop("no master HA address known yet")
         self.current_address = addr
         sock = await self._connect(addr)
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(_HANDSHAKE_TIMEOUT_S):
+                self._verify_at = await self._handshake(loop, sock)
+        except TimeoutError:
+            sock.close()
+            raise _Drop(f"no handshake with {addr} within {_HANDSHAKE_TIMEOUT_S:.0f}s") from None
+        except BaseException:
+            sock.close()
+            raise
         self.connects += 1
         self.connected = True
         self.last_error = ""  # healthy again: do not keep showing the last failure
         cfg = self.config
         clock = self.clock
         store = self.store
-        loop = asyncio.get_running_loop()
         session = SlaveSession(
             heartbeat_interval=cfg.heartbeat_interval_s,
             housekeeping_interval=cfg.housekeeping_interval_s,
@@ -262,6 +327,72 @@ class HAClient:
             sock.close()
             self.connected = False
 
+    async def _handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> int:
+        """Agree with the master where our logs match; returns that offset (our end now)."""
+        store = self.store
+        if self.epochs is None:
+            self.epochs = (await asyncio.to_thread(self.epoch_file.load)).epochs
+        end = await asyncio.to_thread(store.whole_records_end)
+        if end < store.max_phy_offset:
+            log.info("HA client: trimming a partly received record at %d (log end %d)", end, store.max_phy_offset)
+            await asyncio.to_thread(store.truncate_commitlog, end)
+        end = store.max_phy_offset
+        start = store.min_phy_offset if end else 0
+        await loop.sock_sendall(sock, encode_hello(self.epochs.epoch_at(end), end, start))
+        while True:
+            offset, size = HEADER.unpack(await _recv_exact(loop, sock, HEADER_SIZE))
+            if offset != ANSWER_MAGIC:
+                raise _Drop(
+                    f"the master answered our handshake with a transfer at {offset}: it does not speak "
+                    "ledgermq's HA handshake (a RocketMQ 4.x master?), which a ledgermq slave needs"
+                )
+            decision, epochs, check = decode_answer(await _recv_exact(loop, sock, check_length(size)))
+            if isinstance(decision, Fetch):
+                await self._serve_fetch(loop, sock, decision)
+                continue
+            if not isinstance(decision, Agree):
+                self.refused = decision.reason
+                log.error("HA client: master %s refused us: %s", self.current_address, decision.reason)
+                raise _Drop(f"refused by the master: {decision.reason}")
+            if decision.offset > end:
+                raise _Drop(f"master agreed on {decision.offset}, beyond our log end {end}")
+            if check is not None:
+                low, crc = check
+                ours = await asyncio.to_thread(store.read_commitlog, low, decision.offset - low)
+                if len(ours) != decision.offset - low or zlib.crc32(ours) != crc:
+                    self.refused = (
+                        f"the master's bytes below {decision.offset} differ from ours: it is not the master "
+                        "this log was copied from (another group's, or a wiped store); nothing truncated"
+                    )
+                    log.error("HA client: master %s: %s", self.current_address, self.refused)
+                    raise _Drop(self.refused)
+            self.refused = ""
+            if decision.offset < end:
+                self.truncations += 1
+                self.truncated_bytes += end - decision.offset
+                log.error("HA client: %s", describe_truncation(end, decision.offset))
+                await asyncio.to_thread(store.truncate_commitlog, decision.offset)
+            assert epochs is not None
+            if epochs != self.epochs:
+                await asyncio.to_thread(self.epoch_file.save, EpochState(epochs))
+                self.epochs = epochs
+            return decision.offset
+
+    async def _serve_fetch(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, fetch: Fetch) -> None:
+        """A recovering master takes ``[start, end)`` of our log back (it lost its tail)."""
+        log.warning("HA client: master %s takes [%d, %d) back from us", self.current_address, fetch.start, fetch.end)
+        store = self.store
+        pos = fetch.start
+        while pos < fetch.end:
+            data = await asyncio.to_thread(store.read_commitlog, pos, min(_FETCH_WINDOW, fetch.end - pos))
+            if not data:
+                break
+            for part in frame_buffers(pos, data, self.config.transfer_batch_size):
+                await loop.sock_sendall(sock, part)
+            pos += len(data)
+            self.served_bytes += len(data)
+        await loop.sock_sendall(sock, encode_header(pos, 0))
+
     async def _apply(self, session: SlaveSession, view: memoryview, frames: list[FrameSpan]) -> None:
         """Check every frame against our end, then append the bodies accepted before any
         rejected one (in a worker thread when a segment file has to be created)."""
@@ -278,6 +409,14 @@ class HAClient:
                 reject = decision.reason
                 break
             if size:
+                if self._verify_at is not None:
+                    if offset == self._verify_at and not _starts_record(view[start : start + size], offset):
+                        reject = (
+                            f"the master's bytes at the agreed offset {offset} do not start a record: "
+                            "its log diverges from ours"
+                        )
+                        break
+                    self._verify_at = None
                 if first < 0:
                     first = offset
                 bodies.append(view[start : start + size])
@@ -303,6 +442,25 @@ async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket, timeou
     finally:
         timer.cancel()
         loop.remove_reader(fd)
+
+
+async def _recv_exact(loop: asyncio.AbstractEventLoop, sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = await loop.sock_recv(sock, n - len(buf))
+        if not chunk:
+            raise _Drop("master closed the connection during the handshake")
+        buf += chunk
+    return bytes(buf)
+
+
+def _starts_record(body: memoryview, offset: int) -> bool:
+    """Whether commit-log bytes at ``offset`` begin a record that names ``offset`` (or a
+    segment's blank end); too short a body to tell passes."""
+    if len(body) < _RECORD_HEAD.size:
+        return True
+    _size, magic, physical = _RECORD_HEAD.unpack_from(body, 0)
+    return bool(magic == BLANK_MAGIC_CODE or (magic == MESSAGE_MAGIC_CODE and physical == offset))
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -161,3 +161,29 @@ def check_record(
         uniq_key=P.get_property(props, P.UNIQ_KEY),
         prepared_transaction_offset=prepared,
     )
+
+
+def whole_records_end(buf: RecordBuffer, base_offset: int, segment_size: int, *, check_crc: bool = True) -> int:
+    """How many leading bytes of ``buf`` (commit-log bytes from ``base_offset``) are whole,
+    valid records, a segment's blank end included.
+
+    Replication uses it wherever bytes must end on a record boundary: a slave trims a
+    partly received record before it tells its master where it stands, and a recovering
+    master takes back only whole records from a slave. It stops at the first record that
+    is incomplete, torn or claims another offset, so nothing after damage is ever taken.
+    """
+    pos = 0
+    limit = len(buf)
+    while pos < limit:
+        offset = base_offset + pos
+        to_segment_end = segment_size - offset % segment_size
+        verdict = check_record(
+            buf, pos, min(limit, pos + to_segment_end), offset, check_crc=check_crc, capacity=pos + to_segment_end
+        )
+        if isinstance(verdict, DispatchRequest):
+            pos += verdict.size
+        elif verdict.reason == BLANK and pos + to_segment_end <= limit:
+            pos += to_segment_end
+        else:
+            break
+    return pos

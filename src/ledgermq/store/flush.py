@@ -4,7 +4,13 @@
 * SYNC_FLUSH: ``GroupCommitService`` takes flush requests (the offset a writer needs to be
   durable), flushes once for everyone waiting and resolves each request's future, so a
   burst of writers shares one fdatasync (group commit). Writers wait on the future with
-  syncFlushTimeout; a late answer is FLUSH_DISK_TIMEOUT for them, not an error.
+  syncFlushTimeout; a late answer is FLUSH_DISK_TIMEOUT for them, not an error. A writer
+  that gave up may have cancelled its future: resolving it is then skipped, never allowed
+  to strand the rest of the batch.
+* A failed fsync is sticky in both services: the store is told once (``on_failure``) and
+  fails itself, nothing is flushed or reported durable afterwards, and every later flush
+  request fails at once with the same error. After a failed fsync the kernel may have
+  dropped the dirty pages, so a retry that "succeeds" would claim data that is gone.
 * ``ConsumeQueueFlushService`` flushes consume queues and the index every
   flushIntervalConsumeQueue and then writes the checkpoint, whose timestamps only ever
   name data flushed before it was written.
@@ -15,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog
@@ -25,18 +31,46 @@ from ledgermq.util.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
+FlushFailure = Callable[[OSError], None]
+
+
+def _ignore(exc: OSError) -> None:
+    pass
+
+
+def _resolve(fut: Future[bool], value: bool | BaseException) -> None:
+    """Set a request's outcome unless its writer already gave up on it (cancelled)."""
+    try:
+        if isinstance(value, BaseException):
+            fut.set_exception(value)
+        else:
+            fut.set_result(value)
+    except InvalidStateError:
+        pass
+
 
 class AsyncFlushService(ServiceThread):
     name = "flush-commitlog"
 
-    def __init__(self, commitlog: CommitLog, checkpoint: Checkpoint, interval_ms: int) -> None:
+    def __init__(
+        self, commitlog: CommitLog, checkpoint: Checkpoint, interval_ms: int, on_failure: FlushFailure = _ignore
+    ) -> None:
         super().__init__(interval_ms / 1000)
         self.commitlog = commitlog
         self.checkpoint = checkpoint
+        self.on_failure = on_failure
+        self.failed: OSError | None = None
 
     def step(self) -> None:
+        if self.failed is not None:
+            return
         ts = self.commitlog.last_store_timestamp
-        self.commitlog.queue.flush()
+        try:
+            self.commitlog.queue.flush()
+        except OSError as exc:
+            self.failed = exc
+            self.on_failure(exc)
+            raise
         if ts:
             self.checkpoint.physic_ts = ts
 
@@ -47,16 +81,24 @@ class AsyncFlushService(ServiceThread):
 class GroupCommitService(ServiceThread):
     name = "flush-commitlog-sync"
 
-    def __init__(self, commitlog: CommitLog, checkpoint: Checkpoint) -> None:
+    def __init__(self, commitlog: CommitLog, checkpoint: Checkpoint, on_failure: FlushFailure = _ignore) -> None:
         super().__init__(0.01)
         self.commitlog = commitlog
         self.checkpoint = checkpoint
+        self.on_failure = on_failure
+        self.failed: OSError | None = None
         self._lock = threading.Lock()
         self._requests: list[tuple[int, Future[bool]]] = []
 
     def submit(self, next_offset: int) -> Future[bool]:
-        """A future that becomes True once every byte below ``next_offset`` is durable."""
+        """A future that becomes True once every byte below ``next_offset`` is durable.
+
+        It raises the flush's OSError if an fsync failed, now or earlier."""
         fut: Future[bool] = Future()
+        failed = self.failed
+        if failed is not None:
+            fut.set_exception(failed)
+            return fut
         with self._lock:
             self._requests.append((next_offset, fut))
         self.wakeup()
@@ -65,17 +107,23 @@ class GroupCommitService(ServiceThread):
     def step(self) -> None:
         with self._lock:
             requests, self._requests = self._requests, []
+        if self.failed is not None:
+            for _, fut in requests:
+                _resolve(fut, self.failed)
+            return
         ts = self.commitlog.last_store_timestamp
         try:
             flushed = self.commitlog.queue.flush()
         except OSError as exc:
+            self.failed = exc
+            self.on_failure(exc)
             for _, fut in requests:
-                fut.set_exception(exc)
+                _resolve(fut, exc)
             raise
         if ts:
             self.checkpoint.physic_ts = ts
         for offset, fut in requests:
-            fut.set_result(flushed >= offset)
+            _resolve(fut, flushed >= offset)
 
     def on_stop(self) -> None:
         self.step()

@@ -36,7 +36,7 @@ from ledgermq.protocol.names import TOPIC_NAME_PATTERN
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
-from ledgermq.store.dispatch import SCHEDULE_TOPIC
+from ledgermq.store.dispatch import SCHEDULE_TOPIC, whole_records_end
 from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
@@ -92,6 +92,7 @@ class MessageStore(StoreReads):
         self.memory_budget = _total_memory() * config.access_message_in_memory_max_ratio // 100
         self.running = False
         self.failed_reason: str | None = None
+        self.write_fence: str | None = None  # why puts are refused for now (a recovering master)
         self.recovery: RecoveryResult | None = None
 
     # == lifecycle ===================================================================
@@ -132,9 +133,11 @@ class MessageStore(StoreReads):
         self.reput.listeners = self._listeners
         self.reput.dispatch_available()  # catch up before serving (normal-recovery rebuild)
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.commitlog_flusher = GroupCommitService(self.commitlog, self.checkpoint)
+            self.commitlog_flusher = GroupCommitService(self.commitlog, self.checkpoint, self._flush_failed)
         else:
-            self.commitlog_flusher = AsyncFlushService(self.commitlog, self.checkpoint, cfg.flush_interval_commitlog_ms)
+            self.commitlog_flusher = AsyncFlushService(
+                self.commitlog, self.checkpoint, cfg.flush_interval_commitlog_ms, self._flush_failed
+            )
         self.queue_flusher = ConsumeQueueFlushService(
             self.queues,
             self.index,
@@ -182,6 +185,21 @@ class MessageStore(StoreReads):
         if self.failed_reason is None:
             self.failed_reason = reason
             log.error("store failed, refusing writes until reopened: %s", reason)
+
+    def _flush_failed(self, exc: OSError) -> None:
+        """A commit-log fsync failed (from a flush thread). Sticky: after a failed fsync the
+        kernel may have dropped the dirty pages and a retry can report success for data that
+        is gone ("fsyncgate"), so the store refuses writes until it is reopened and recovered."""
+        self._fail(f"commit-log flush failed: {exc}")
+
+    def fence_writes(self, reason: str | None) -> None:
+        """Refuse puts with ``reason`` (SERVICE_NOT_AVAILABLE) until called with None.
+
+        A master that restarted after a crash fences itself until it has taken back from
+        its slave what it may have lost (ha/epochs.py)."""
+        if reason != self.write_fence:
+            log.info("store writes %s", f"fenced: {reason}" if reason else "open")
+        self.write_fence = reason
 
     # == writes ======================================================================
     def put_message(self, msg: MessageInput) -> PutResult:
@@ -267,6 +285,8 @@ class MessageStore(StoreReads):
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.failed_reason or "store is not running")
         if self.config.is_slave:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="a slave does not accept puts")
+        if self.write_fence is not None:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.write_fence)
         if self.cleaner is not None and self.cleaner.disk_full:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="disk is full")
         if body_size > self.config.max_message_size:
@@ -321,9 +341,8 @@ class MessageStore(StoreReads):
             durable = result.flush_future.result(self.config.sync_flush_timeout_ms / 1000)
         except FutureTimeout:
             durable = False
-        except OSError as exc:
-            self._fail(f"commit-log flush failed: {exc}")
-            durable = False
+        except OSError:
+            durable = False  # the flusher has already failed the store (_flush_failed)
         if not durable:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result
@@ -346,6 +365,16 @@ class MessageStore(StoreReads):
             raise
         if self.reput is not None:
             self.reput.wakeup()
+
+    def adopt_raw_tail(self, timeout: float = 60.0) -> None:
+        """After a master took records back with ``append_raw``: dispatch them and continue
+        each queue's offsets after them (puts assign queue offsets from that table)."""
+        if self.reput is not None and not self.reput.wait_for(self.commitlog.max_offset, timeout):
+            raise StoreError(f"records taken back were not dispatched within {timeout:.0f}s")
+        reput = self.reput
+        with reput.lock if reput is not None else contextlib.nullcontext():
+            for cq in self.queues.all():
+                self.commitlog.queue_offsets[queue_key(cq.topic, cq.queue_id)] = cq.max_offset
 
     def hold_dispatch_while(self, hold: Callable[[], bool] | None) -> None:
         """A replica's HA client: pause background dispatch while ``hold()`` is True (bounded;
@@ -383,10 +412,32 @@ class MessageStore(StoreReads):
             for cq in self.queues.all():
                 cq.truncate_dirty(offset)
                 self.commitlog.queue_offsets[queue_key(cq.topic, cq.queue_id)] = cq.max_offset
-            if reput is not None and reput.reput_from > offset:
+            if reput is not None and reput.reput_from >= offset:
                 reput.reput_from = offset
+                reput.stuck_reason = None  # what it could not read is gone; it reads anew
             if self.index is not None:
                 self.index.forget_after(offset)
+
+    def whole_records_end(self, start: int | None = None) -> int:
+        """The end of the last whole record in the commit log, walking from ``start`` (default:
+        where dispatch stands, below which every record is known whole).
+
+        A slave's log may end inside a record (HA frames are cut by size, not by record) or,
+        after a bad copy, in bytes that are no record at all; replication agrees on offsets
+        only at record boundaries."""
+        reput = self.reput
+        pos = (reput.reput_from if reput is not None else self.min_phy_offset) if start is None else start
+        end = self.max_phy_offset
+        segment = self.config.mapped_file_size_commitlog
+        while pos < end:
+            data = self.commitlog.read_from(pos, min(end - pos, 8 * 1024 * 1024))
+            if not data:
+                break
+            took = whole_records_end(data, pos, segment, check_crc=self.config.check_crc_on_recover)
+            if took == 0:
+                break
+            pos += took
+        return min(pos, end)
 
     # == services ====================================================================
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
@@ -421,4 +472,5 @@ class MessageStore(StoreReads):
             "dispatchBehindBytes": str(self.dispatch_behind_bytes),
             "consumeQueues": str(len(self.queues.all())),
             "storeFailed": self.failed_reason or "",
+            "writeFence": self.write_fence or "",
         }

@@ -152,14 +152,7 @@ async def _finish(
     if result.append is not None and broker.ha is not None:
         broker.ha.notify_append()  # stream it to slaves now rather than at the next poll
     if result.flush_future is not None:
-        try:
-            durable = await asyncio.wait_for(
-                asyncio.wrap_future(result.flush_future), broker.store_config.sync_flush_timeout_ms / 1000
-            )
-        except (TimeoutError, OSError):
-            durable = False
-        if not durable:
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        await _wait_for_flush(broker, result)
     if result.ok and wait and broker.store_config.broker_role is BrokerRole.SYNC_MASTER:
         await _wait_for_slave(broker, result)
     code = STATUS_CODES[result.status]
@@ -175,7 +168,29 @@ async def _finish(
         "MSG_REGION": broker.config.region_id,
         "TRACE_ON": broker.config.trace_on,
     }
-    return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, ext)
+    return cmd.response(code, None if code == ResponseCode.SUCCESS else (result.remark or result.status.value), ext)
+
+
+async def _wait_for_flush(broker: Broker, result: PutResult) -> None:
+    """SYNC_FLUSH: answer once an fsync covers the message, FLUSH_DISK_TIMEOUT after syncFlushTimeout.
+
+    The wait never cancels the flush request: the group-commit thread answers a whole batch
+    at once, and a request cancelled under it must not cost the others their answers. A
+    failed fsync has already failed the store (it refuses writes from now on); this sender
+    learns why in the remark.
+    """
+    assert result.flush_future is not None
+    waiter = asyncio.wrap_future(result.flush_future)
+    done, _ = await asyncio.wait({waiter}, timeout=broker.store_config.sync_flush_timeout_ms / 1000)
+    if not done:
+        result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        return
+    exc = waiter.exception()
+    if exc is not None:
+        result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        result.remark = f"flush failed: {exc}; the broker refuses writes until it is restarted"
+    elif not waiter.result():
+        result.status = PutStatus.FLUSH_DISK_TIMEOUT
 
 
 async def _wait_for_slave(broker: Broker, result: PutResult) -> None:

@@ -1,0 +1,110 @@
+"""SYNC_FLUSH and ASYNC_FLUSH trouble seen through the broker, as a producer sees it.
+
+* A slow fsync (a failpoint that holds the group-commit thread) makes some senders wait
+  past syncFlushTimeout: they get FLUSH_DISK_TIMEOUT, and every other sender still gets
+  its answer. Before, the timed-out wait cancelled its flush request, the group-commit
+  thread raised InvalidStateError resolving it, and the rest of the batch never heard back.
+* A failed fsync fails the store through the broker too (both flush services): the sender
+  learns why, and every later send is refused with the reason, never stored silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import threading
+from pathlib import Path
+
+from ledgermq.config import FlushDiskType
+from ledgermq.failpoints import armed
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.store.flush import AsyncFlushService, GroupCommitService
+from tests.broker.harness import Harness, running_broker
+
+FSYNC = "mapped_file.before_fsync"
+TOPIC = "FlushTopic"
+
+
+async def send_raw(h: Harness, seq: int, timeout: float = 10.0) -> tuple[int, str]:
+    header = {"a": "pg", "b": TOPIC, "c": "TBW102", "d": 4, "e": seq % 4, "f": 0, "g": 0, "h": 0, "i": ""}
+    resp = await h.call(RequestCode.SEND_MESSAGE_V2, header, f"m-{seq}".encode(), timeout=timeout)
+    return resp.code, resp.remark or ""
+
+
+def test_senders_past_sync_flush_timeout_do_not_strand_the_others(tmp_path: Path) -> None:
+    release = threading.Event()
+    held = threading.Event()
+
+    def slow_disk() -> None:
+        if threading.current_thread().name == GroupCommitService.name and not release.is_set():
+            held.set()
+            release.wait(10)
+
+    async def main() -> None:
+        store = {"flush_disk_type": FlushDiskType.SYNC_FLUSH, "sync_flush_timeout_ms": 2000}
+        async with running_broker(tmp_path, store=store) as h:
+            assert (await send_raw(h, 0))[0] == ResponseCode.SUCCESS  # topic exists, disk healthy
+            with armed(FSYNC, slow_disk):
+                stuck = asyncio.create_task(send_raw(h, 1))  # its fsync holds the group-commit thread
+                await asyncio.to_thread(held.wait, 5)
+                # A and B queue up for the same next group commit; A gives up first.
+                a = [asyncio.create_task(send_raw(h, i)) for i in range(2, 6)]
+                await asyncio.sleep(1.2)
+                b = [asyncio.create_task(send_raw(h, i)) for i in range(6, 10)]
+                timed_out = await asyncio.gather(stuck, *a)
+                assert all(code == ResponseCode.FLUSH_DISK_TIMEOUT for code, _ in timed_out), timed_out
+                release.set()  # the disk recovers while B still waits
+                answered = await asyncio.wait_for(asyncio.gather(*b), 10)
+            # B shared a batch with A's abandoned requests and still got its answers in time.
+            assert all(code == ResponseCode.SUCCESS for code, _ in answered), answered
+            assert (await send_raw(h, 99))[0] == ResponseCode.SUCCESS  # and the broker goes on
+            flusher = h.app.broker.store.commitlog_flusher
+            assert isinstance(flusher, GroupCommitService) and flusher.alive and flusher.failed is None
+
+    asyncio.run(main())
+
+
+def _broken_disk(thread_name: str):  # type: ignore[no-untyped-def]
+    def action() -> None:
+        if threading.current_thread().name == thread_name:
+            raise OSError(errno.EIO, "injected fdatasync failure")
+
+    return action
+
+
+def test_a_failed_fsync_under_sync_flush_stops_the_broker_taking_writes_and_says_why(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = {"flush_disk_type": FlushDiskType.SYNC_FLUSH, "sync_flush_timeout_ms": 3000}
+        async with running_broker(tmp_path, store=store) as h:
+            assert (await send_raw(h, 0))[0] == ResponseCode.SUCCESS
+            with armed(FSYNC, _broken_disk(GroupCommitService.name)):
+                code, remark = await send_raw(h, 1)
+            assert code == ResponseCode.FLUSH_DISK_TIMEOUT and "flush failed" in remark, (code, remark)
+            for i in range(2, 5):  # the disk "works" again: the store stays failed all the same
+                code, remark = await send_raw(h, i)
+                assert code == ResponseCode.SERVICE_NOT_AVAILABLE, (code, remark)
+                assert "commit-log flush failed" in remark
+            info = h.app.broker.store.runtime_info()
+            assert "injected" in info["storeFailed"]
+
+    asyncio.run(main())
+
+
+def test_a_failed_fsync_under_async_flush_stops_the_broker_taking_writes(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = {"flush_disk_type": FlushDiskType.ASYNC_FLUSH, "flush_interval_commitlog_ms": 20}
+        async with running_broker(tmp_path, store=store) as h:
+            assert (await send_raw(h, 0))[0] == ResponseCode.SUCCESS
+            flusher = h.app.broker.store.commitlog_flusher
+            assert isinstance(flusher, AsyncFlushService)
+            with armed(FSYNC, _broken_disk(AsyncFlushService.name)):
+                await send_raw(h, 1)  # dirty data for the flusher to fail on
+                for _ in range(200):
+                    if flusher.failed is not None:
+                        break
+                    await asyncio.sleep(0.02)
+            assert flusher.failed is not None and flusher.alive
+            code, remark = await send_raw(h, 2)
+            assert code == ResponseCode.SERVICE_NOT_AVAILABLE and "commit-log flush failed" in remark, (code, remark)
+
+    asyncio.run(main())

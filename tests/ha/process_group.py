@@ -22,7 +22,17 @@ from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import decode_record
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import GetStatus
-from tests.compat.cluster import HOST, START_TIMEOUT, ServerProcess, free_port, route, tail, tcp_open, wait_until
+from tests.compat.cluster import (
+    HOST,
+    START_TIMEOUT,
+    ServerProcess,
+    broker_writable,
+    free_port,
+    route,
+    tail,
+    tcp_open,
+    wait_until,
+)
 
 SEG = 1024 * 1024  # mappedFileSizeCommitLog: small, so a few MiB span several segments
 CQ_SEG = 20 * 10_000  # mappedFileSizeConsumeQueue
@@ -112,6 +122,10 @@ class HAGroup:
         wait_until(f"{b.name}'s port", lambda: b.server.check_alive() and tcp_open(b.port), timeout, 0.05)
         registered = lambda: b.server.check_alive() and self.registered(b)  # noqa: E731
         wait_until(f"{b.name}'s registration", registered, timeout, 0.1, self.explain)
+        if b.broker_id == 0 and any(s.broker_id != 0 and s.server.alive() for s in self.brokers.values()):
+            # A master that restarted after a crash fences writes until its slave reconciles.
+            writable = lambda: b.server.check_alive() and broker_writable(b.addr)  # noqa: E731
+            wait_until(f"{b.name} to take writes", writable, timeout, 0.1, self.explain)
 
     def registered(self, b: BrokerProc) -> bool:
         data = route(self.namesrv_addr, "TBW102")

@@ -306,9 +306,9 @@ def test_slave_ahead_of_its_master_is_refused_loudly_and_keeps_retrying(tmp_path
             service = await pair.start_service()
             await until(lambda: len(service.status()) >= 2, what="two refused connections")
             assert service.acked_offsets == {} and service.max_acked_offset == 0
-            # The epochs agree on paper (both are epoch 1) but the bytes below the agreed
-            # offset differ: the slave refuses before truncating anything, every time.
-            assert "not the master this log was copied from" in client.last_error
+            # Both logs are in "epoch 1", but not the same epoch 1: the master refuses the
+            # slave before anything is truncated, every time.
+            assert "copied from another master" in client.last_error
             assert client.status().refused and client.truncations == 0
             assert pair.s.max_phy_offset == ahead  # nothing truncated, nothing appended
         finally:

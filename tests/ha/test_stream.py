@@ -55,7 +55,7 @@ class ScriptedMaster:
         magic = REPORT.unpack(await reader.readexactly(REPORT.size))[0]
         assert magic == HELLO_MAGIC, magic
         size = LENGTH.unpack(await reader.readexactly(LENGTH.size))[0]
-        _epoch, end, _start = decode_hello(await reader.readexactly(size))
+        end = decode_hello(await reader.readexactly(size)).max_offset
         self.hellos.append(end)
         writer.write(encode_answer(Agree(end), EpochLog()))
         await writer.drain()

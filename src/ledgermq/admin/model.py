@@ -220,6 +220,10 @@ class HAClientInfo:
     reported_offset: int = -1
     connects: int = 0
     last_error: str = ""
+    epoch: int = 0  # ledgermq: the epoch of the slave's last byte
+    truncations: int = 0  # ledgermq: tails cut on the master's word
+    truncated_bytes: int = 0
+    refused: str = ""  # ledgermq: why the master refuses this slave
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +235,12 @@ class HARuntimeInfo:
     in_sync_slave_nums: int = 0
     connections: list[HAConnectionInfo] = field(default_factory=list)
     client: HAClientInfo = field(default_factory=HAClientInfo)
+    epoch: int = 0  # ledgermq: the master's replication epoch
+    recovering: bool = False  # ledgermq: refusing writes until a slave returns a lost tail
+    write_fence: str = ""
+    recovery_note: str = ""
+    truncated_slaves: int = 0
+    took_back_bytes: int = 0
 
 
 def _int(doc: dict[str, Any], key: str, default: int = 0) -> int:
@@ -276,6 +286,10 @@ def decode_ha_runtime_info(doc: dict[str, Any]) -> HARuntimeInfo:
         reported_offset=_int(ci, "reportedOffset", -1),
         connects=_int(ci, "connects"),
         last_error=str(ci.get("lastError") or ""),
+        epoch=_int(ci, "epoch"),
+        truncations=_int(ci, "truncations"),
+        truncated_bytes=_int(ci, "truncatedBytes"),
+        refused=str(ci.get("refused") or ""),
     )
     return HARuntimeInfo(
         master=_bool(doc, "master"),
@@ -283,6 +297,12 @@ def decode_ha_runtime_info(doc: dict[str, Any]) -> HARuntimeInfo:
         in_sync_slave_nums=_int(doc, "inSyncSlaveNums"),
         connections=connections,
         client=client,
+        epoch=_int(doc, "epoch"),
+        recovering=_bool(doc, "recovering"),
+        write_fence=str(doc.get("writeFence") or ""),
+        recovery_note=str(doc.get("recoveryNote") or ""),
+        truncated_slaves=_int(doc, "truncatedSlaves"),
+        took_back_bytes=_int(doc, "tookBackBytes"),
     )
 
 

@@ -125,6 +125,32 @@ class BrokerCollector:
         ha = self.broker.ha
         total.add_metric([name], ha.refused_connections if ha is not None else 0)
         yield total
+        if ha is None:
+            return
+        epoch = _gauge("ledgermq_ha_epoch", "The master's replication epoch (one per start as master).", ["broker"])
+        epoch.add_metric([name], ha.epochs.last_epoch)
+        yield epoch
+        recovering = _gauge(
+            "ledgermq_ha_recovering",
+            "1 while a master that restarted after a crash refuses writes until its slave returns its lost tail.",
+            ["broker"],
+        )
+        recovering.add_metric([name], 1 if ha.recovering else 0)
+        yield recovering
+        truncated = CounterMetricFamily(
+            "ledgermq_ha_truncated_slaves",
+            "Slaves told to truncate a tail that diverged from this master's log or that it lacks.",
+            labels=["broker"],
+        )
+        truncated.add_metric([name], ha.truncated_slaves)
+        yield truncated
+        took_back = CounterMetricFamily(
+            "ledgermq_ha_took_back_bytes",
+            "Bytes this master took back from a slave after losing the tail of its commit log.",
+            labels=["broker"],
+        )
+        took_back.add_metric([name], ha.took_back_bytes)
+        yield took_back
 
     def _slave(self, name: str, client: dict[str, Any]) -> Iterable[Metric]:
         master = client["masterAddr"]
@@ -153,11 +179,26 @@ class BrokerCollector:
         yield errors
         diverged = _gauge(
             "ledgermq_ha_client_diverged",
-            "1 while the last HA failure says our commit log is ahead of or diverged from the master's.",
+            "1 while the master refuses this slave (its log diverged and nobody may decide which to keep), "
+            "or the last HA failure says our log is ahead of or diverged from the master's.",
             ["broker"],
         )
-        diverged.add_metric([name], 1 if DIVERGED_MARKER in error else 0)
+        diverged.add_metric([name], 1 if client.get("refused") or DIVERGED_MARKER in error else 0)
         yield diverged
+        truncations = CounterMetricFamily(
+            "ledgermq_ha_client_truncations",
+            "Times the master told this slave to cut a tail that diverged or that the master lacked.",
+            labels=["broker"],
+        )
+        truncations.add_metric([name], client.get("truncations", 0))
+        yield truncations
+        truncated_bytes = CounterMetricFamily(
+            "ledgermq_ha_client_truncated_bytes",
+            "Commit-log bytes this slave truncated on its master's word.",
+            labels=["broker"],
+        )
+        truncated_bytes.add_metric([name], client.get("truncatedBytes", 0))
+        yield truncated_bytes
 
 
 class BrokerMetrics:

@@ -204,6 +204,13 @@ def ha_status_text(addr: str, info: HARuntimeInfo, now_ms: int) -> tuple[str, Ta
             f"#MasterAddr\t{addr}\n#MasterCommitLogMaxOffset\t{info.master_commit_log_max_offset}\n"
             f"#SlaveNum\t{sum(1 for c in info.connections if c.connected)}\n#InSyncSlaveNum\t{info.in_sync_slave_nums}"
         )
+        head += f"\n#Epoch\t{info.epoch}"
+        if info.recovering:
+            head += f"\n#Recovering\ttrue ({info.write_fence})"
+        if info.recovery_note:
+            head += f"\n#LastRecovery\t{info.recovery_note}"
+        if info.truncated_slaves:
+            head += f"\n#TruncatedSlaves\t{info.truncated_slaves}"
         table = _table(
             "#SlaveAddr",
             "#SlaveAckOffset",
@@ -241,6 +248,11 @@ def ha_status_text(addr: str, info: HARuntimeInfo, now_ms: int) -> tuple[str, Ta
         f"#SinceLastRead(ms)\t{max(0, now_ms - ci.last_read_timestamp) if ci.last_read_timestamp > 0 else '-'}",
         f"#Connects\t{ci.connects}",
     ]
+    lines.append(f"#Epoch\t{ci.epoch}")
+    if ci.truncations:
+        lines.append(f"#Truncations\t{ci.truncations} ({ci.truncated_bytes} bytes)")
+    if ci.refused:
+        lines.append(f"#Refused\t{ci.refused}")
     if ci.last_error:
         lines.append(f"#LastError\t{ci.last_error}")
     return "\n" + "\n".join(lines), None

@@ -43,6 +43,9 @@ from dataclasses import dataclass
 class Epoch:
     number: int
     start: int
+    # Random, drawn when the epoch begins: epoch numbers alone cannot tell this master's
+    # epoch 1 from an unrelated log's (another group's master, a wiped store). 0: unknown.
+    ident: int = 0
 
 
 class EpochLog:
@@ -53,8 +56,8 @@ class EpochLog:
 
     __slots__ = ("entries",)
 
-    def __init__(self, entries: Iterable[Epoch | tuple[int, int]] = ()) -> None:
-        items = [e if isinstance(e, Epoch) else Epoch(int(e[0]), int(e[1])) for e in entries]
+    def __init__(self, entries: Iterable[Epoch | tuple[int, int] | tuple[int, int, int]] = ()) -> None:
+        items = [e if isinstance(e, Epoch) else Epoch(*(int(v) for v in e)) for e in entries]
         for before, after in itertools.pairwise(items):
             if after.number <= before.number or after.start < before.start:
                 raise ValueError(f"epochs out of order: {before} then {after}")
@@ -66,10 +69,16 @@ class EpochLog:
         return isinstance(other, EpochLog) and other.entries == self.entries
 
     def __repr__(self) -> str:
-        return f"EpochLog({[(e.number, e.start) for e in self.entries]})"
+        return f"EpochLog({self.pairs()})"
 
-    def pairs(self) -> list[tuple[int, int]]:
-        return [(e.number, e.start) for e in self.entries]
+    def pairs(self) -> list[tuple[int, int, int]]:
+        return [(e.number, e.start, e.ident) for e in self.entries]
+
+    def ident_of(self, epoch: int) -> int:
+        for e in self.entries:
+            if e.number == epoch:
+                return e.ident
+        return 0
 
     @property
     def last_epoch(self) -> int:
@@ -95,11 +104,11 @@ class EpochLog:
                 return min(e.start, log_end)
         return log_end
 
-    def begin(self, log_end: int) -> EpochLog:
+    def begin(self, log_end: int, ident: int = 0) -> EpochLog:
         """A new epoch starting at ``log_end``; entries that start beyond it are dropped (their
         bytes were lost), but the new number is above every number ever used."""
         kept = [e for e in self.entries if e.start <= log_end]
-        return EpochLog([*kept, Epoch(self.last_epoch + 1, log_end)])
+        return EpochLog([*kept, Epoch(self.last_epoch + 1, log_end, ident)])
 
 
 # -- a slave's arrival ------------------------------------------------------------------
@@ -130,11 +139,25 @@ Decision = Agree | Fetch | Refuse
 
 
 def reconcile(
-    master: EpochLog, master_end: int, slave_epoch: int, slave_end: int, *, recovering: bool, slave_start: int = 0
+    master: EpochLog,
+    master_end: int,
+    slave_epoch: int,
+    slave_end: int,
+    *,
+    recovering: bool,
+    slave_start: int = 0,
+    slave_epoch_ident: int = 0,
 ) -> Decision:
     """What a master answers a slave that holds ``[slave_start, slave_end)`` ending in ``slave_epoch``."""
     if slave_end == 0:
         return Agree(0)
+    ours = master.ident_of(slave_epoch)
+    if slave_epoch and slave_epoch_ident and ours and ours != slave_epoch_ident:
+        return Refuse(
+            f"the slave's epoch {slave_epoch} is not this master's epoch {slave_epoch} (different identities): "
+            "its log was copied from another master (another group's, or this store before it was wiped). "
+            "Nothing is truncated: an operator must decide which log to keep"
+        )
     if not master.knows(slave_epoch) or slave_epoch > master.last_epoch:
         return Refuse(
             f"the slave's log ends in epoch {slave_epoch}, which this master never had (its epochs: "
@@ -165,12 +188,11 @@ def describe_truncation(slave_end: int, agreed: int) -> str:
 
 def validate_pairs(raw: Sequence[object]) -> EpochLog:
     """An epoch list from JSON (a peer's answer or a file), or ValueError."""
-    pairs: list[tuple[int, int]] = []
+    entries: list[Epoch] = []
     for item in raw:
-        if not isinstance(item, (list, tuple)) or len(item) != 2:
-            raise ValueError(f"epoch entry {item!r} is not [epoch, start]")
-        number, start = item
-        if not isinstance(number, int) or not isinstance(start, int):
-            raise ValueError(f"epoch entry {item!r} is not two integers")
-        pairs.append((number, start))
-    return EpochLog(pairs)
+        if not isinstance(item, (list, tuple)) or len(item) not in (2, 3):
+            raise ValueError(f"epoch entry {item!r} is not [epoch, start, identity]")
+        if not all(isinstance(v, int) for v in item):
+            raise ValueError(f"epoch entry {item!r} is not integers")
+        entries.append(Epoch(*item))
+    return EpochLog(entries)

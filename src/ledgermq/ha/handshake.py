@@ -4,8 +4,8 @@ A ledgermq slave opens with a *hello* instead of a bare offset report, and the m
 answers before anything else flows (``epochs.reconcile`` decides the answer):
 
 * hello, slave -> master: int64 ``HELLO_MAGIC`` (negative, so never a valid 4.x report),
-  int32 length, then that many bytes of JSON ``{"version": 1, "epoch": E, "maxOffset": X,
-  "minOffset": N}`` (the slave holds ``[N, X)``; X is always a record boundary);
+  int32 length, then that many bytes of JSON ``{"version": 1, "epoch": E, "epochId": I,
+  "maxOffset": X, "minOffset": N}`` (the slave holds ``[N, X)``; X is always a record boundary);
 * answer, master -> slave: a frame header whose offset is ``ANSWER_MAGIC`` (negative, so
   never a valid 4.x transfer), the int32 size, then JSON: ``{"decision": "agree",
   "offset": P, "epochs": [[e, start], ...]}``, ``{"decision": "fetch", "start": A, "end": B}``
@@ -22,6 +22,7 @@ way, checking the report against its own record boundaries.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -41,21 +42,29 @@ class HandshakeError(RemoteProtocolError):
     """The peer's handshake does not decode."""
 
 
-def encode_hello(epoch: int, max_offset: int, min_offset: int = 0) -> bytes:
-    body = orjson.dumps({"version": VERSION, "epoch": epoch, "maxOffset": max_offset, "minOffset": min_offset})
+def encode_hello(epoch: int, max_offset: int, min_offset: int = 0, epoch_ident: int = 0) -> bytes:
+    body = orjson.dumps(
+        {"version": VERSION, "epoch": epoch, "epochId": epoch_ident, "maxOffset": max_offset, "minOffset": min_offset}
+    )
     return REPORT.pack(HELLO_MAGIC) + LENGTH.pack(len(body)) + body
 
 
-def decode_hello(body: bytes) -> tuple[int, int, int]:
-    """(epoch, max offset, min offset) from a hello's JSON body."""
+@dataclass(frozen=True, slots=True)
+class Hello:
+    epoch: int  # of the slave's last byte
+    epoch_ident: int
+    max_offset: int  # the slave's log end, a record boundary
+    min_offset: int  # where the slave's log starts
+
+
+def decode_hello(body: bytes) -> Hello:
     doc = _load(body)
-    epoch, max_offset, min_offset = doc.get("epoch"), doc.get("maxOffset"), doc.get("minOffset", 0)
-    if (
-        not (isinstance(epoch, int) and isinstance(max_offset, int) and isinstance(min_offset, int))
-        or min(epoch, max_offset, min_offset) < 0
-    ):
-        raise HandshakeError(f"hello without a valid epoch, maxOffset and minOffset: {doc!r}")
-    return epoch, max_offset, min(min_offset, max_offset)
+    values = [doc.get("epoch"), doc.get("epochId", 0), doc.get("maxOffset"), doc.get("minOffset", 0)]
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if len(ints) != 4 or min(ints) < 0:
+        raise HandshakeError(f"hello without a valid epoch, epochId, maxOffset and minOffset: {doc!r}")
+    epoch, ident, max_offset, min_offset = ints
+    return Hello(epoch, ident, max_offset, min(min_offset, max_offset))
 
 
 Check = tuple[int, int]  # (offset a, CRC32 of the master's bytes [a, agreed offset))

@@ -22,6 +22,7 @@ import heapq
 import itertools
 import logging
 import os
+import secrets
 import socket
 import struct
 import threading
@@ -38,6 +39,7 @@ from ledgermq.ha.handshake import (
     HELLO_MAGIC,
     LENGTH,
     HandshakeError,
+    Hello,
     check_length,
     decode_hello,
     encode_answer,
@@ -175,17 +177,18 @@ class _SlaveLink:
             self.legacy = True
             return value
         (size,) = LENGTH.unpack(await self._recv_exact(loop, LENGTH.size))
-        slave_epoch, slave_end, slave_start = decode_hello(await self._recv_exact(loop, check_length(size)))
+        hello = decode_hello(await self._recv_exact(loop, check_length(size)))
+        slave_epoch, slave_end, slave_start = hello.epoch, hello.max_offset, hello.min_offset
         self.held_from = slave_start
         svc = self.service
         async with svc.reconciling:
-            decision: Decision = svc.decide(slave_epoch, slave_end, slave_start)
+            decision: Decision = svc.decide(hello)
             if isinstance(decision, Fetch):
                 await loop.sock_sendall(self.sock, encode_answer(decision, svc.epochs))
                 await self._take_back(loop, decision)
                 svc.recovery_note = f"took back {svc.took_back_bytes} bytes from a slave"
                 await svc.slave_reconciled()  # what the slave had is ours again: begin the epoch
-                decision = svc.decide(slave_epoch, slave_end, slave_start)
+                decision = svc.decide(hello)
             if isinstance(decision, Agree):
                 await svc.slave_reconciled()
                 if decision.offset < slave_end:
@@ -498,7 +501,8 @@ class HAService:
                 await self._begin_epoch()
 
     async def _begin_epoch(self) -> None:
-        state = EpochState(self.epochs.begin(self.store.max_phy_offset), slave_attached=False)
+        ident = secrets.randbits(62) + 1  # tells this epoch from any other log's epoch of the same number
+        state = EpochState(self.epochs.begin(self.store.max_phy_offset, ident), slave_attached=False)
         await asyncio.to_thread(self.epoch_file.save, state)
         self.epoch_state = state
         if self._recovery_timer is not None:
@@ -509,14 +513,15 @@ class HAService:
             self.store.fence_writes(None)
         log.info("HA: epoch %d begins at %d", state.epochs.last_epoch, self.store.max_phy_offset)
 
-    def decide(self, slave_epoch: int, slave_end: int, slave_start: int = 0) -> Decision:
+    def decide(self, hello: Hello) -> Decision:
         return reconcile(
             self.epochs,
             self.store.max_phy_offset,
-            slave_epoch,
-            slave_end,
+            hello.epoch,
+            hello.max_offset,
             recovering=self.recovering,
-            slave_start=slave_start,
+            slave_start=hello.min_offset,
+            slave_epoch_ident=hello.epoch_ident,
         )
 
     async def slave_reconciled(self) -> None:

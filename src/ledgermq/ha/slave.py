@@ -338,7 +338,8 @@ class HAClient:
             await asyncio.to_thread(store.truncate_commitlog, end)
         end = store.max_phy_offset
         start = store.min_phy_offset if end else 0
-        await loop.sock_sendall(sock, encode_hello(self.epochs.epoch_at(end), end, start))
+        epoch = self.epochs.epoch_at(end)
+        await loop.sock_sendall(sock, encode_hello(epoch, end, start, self.epochs.ident_of(epoch)))
         while True:
             offset, size = HEADER.unpack(await _recv_exact(loop, sock, HEADER_SIZE))
             if offset != ANSWER_MAGIC:

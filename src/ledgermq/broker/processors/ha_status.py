@@ -91,6 +91,11 @@ def _client_info(client: HAClient | None, local_max: int) -> dict[str, Any]:
         "reportedOffset": -1,
         "connects": 0,
         "lastError": "",
+        "epoch": 0,
+        "truncations": 0,
+        "truncatedBytes": 0,
+        "refused": "",
+        "servedBytes": 0,
     }
     if client is None:
         return info
@@ -102,6 +107,11 @@ def _client_info(client: HAClient | None, local_max: int) -> dict[str, Any]:
         reportedOffset=st.reported_offset,
         connects=st.connects,
         lastError=st.last_error,
+        epoch=st.epoch,
+        truncations=st.truncations,
+        truncatedBytes=st.truncated_bytes,
+        refused=st.refused,
+        servedBytes=st.served_bytes,
     )
     session = client.session
     if session is not None:  # the session keeps monotonic seconds; show wall-clock ms
@@ -129,6 +139,13 @@ def ha_runtime_info(broker: Broker) -> dict[str, Any]:
         "inSyncSlaveNums": sum(1 for c in connections if c["inSync"]),
         "haConnectionInfo": connections,
         "haClientRuntimeInfo": _client_info(None if is_master else ha_client, local_max),
+        # ledgermq's own: epochs and the recovery of a master that lost its tail (ha/epochs.py)
+        "epoch": ha.epochs.last_epoch if ha is not None else 0,
+        "recovering": ha.recovering if ha is not None else False,
+        "writeFence": broker.store.write_fence or "",
+        "recoveryNote": ha.recovery_note if ha is not None else "",
+        "truncatedSlaves": ha.truncated_slaves if ha is not None else 0,
+        "tookBackBytes": ha.took_back_bytes if ha is not None else 0,
     }
 
 

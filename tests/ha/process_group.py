@@ -122,7 +122,7 @@ class HAGroup:
         wait_until(f"{b.name}'s port", lambda: b.server.check_alive() and tcp_open(b.port), timeout, 0.05)
         registered = lambda: b.server.check_alive() and self.registered(b)  # noqa: E731
         wait_until(f"{b.name}'s registration", registered, timeout, 0.1, self.explain)
-        if b.broker_id == 0 and any(s.broker_id != 0 and s.server.alive() for s in self.brokers.values()):
+        if b.broker_id == 0 and any(s.broker_id != 0 and s.server.alive for s in self.brokers.values()):
             # A master that restarted after a crash fences writes until its slave reconciles.
             writable = lambda: b.server.check_alive() and broker_writable(b.addr)  # noqa: E731
             wait_until(f"{b.name} to take writes", writable, timeout, 0.1, self.explain)

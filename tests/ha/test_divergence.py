@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from pathlib import Path
 
 from ledgermq.config import BrokerRole
@@ -18,6 +19,7 @@ from ledgermq.ha.config import HAConfig
 from ledgermq.ha.epoch_file import EpochFile, EpochState
 from ledgermq.ha.epochs import EpochLog
 from ledgermq.ha.master import HAService
+from ledgermq.ha.slave import HAClient
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import PutStatus
@@ -243,6 +245,41 @@ def test_clean_restart_and_a_master_that_never_had_a_slave_take_writes_at_once(t
             pair.master = open_store(tmp_path / "master", BrokerRole.ASYNC_MASTER)
             service = await start_master(pair)
             assert not service.recovering and try_put(pair.m, 2) is PutStatus.PUT_OK
+        finally:
+            await pair.close()
+
+    asyncio.run(main())
+
+
+def test_slave_finds_a_returning_master_within_about_a_second_and_at_once_when_kicked(tmp_path: Path) -> None:
+    async def main() -> None:
+        pair = Pair(tmp_path)
+        try:
+            service = await start_master(pair)
+            pair.slave = open_store(tmp_path / "slave", BrokerRole.SLAVE)
+            client = HAClient(pair.s, lambda: f"127.0.0.1:{pair.port}", FAST)  # default back-off: capped at 1 s
+            pair.client = client
+            client.start()
+            await until(lambda: client.connected, what="first connection")
+            await service.stop()
+            await until(lambda: not client.connected, what="the disconnect")
+            await asyncio.sleep(4)  # long enough for an uncapped back-off to reach several seconds
+            service = await start_master(pair)
+            started = time.monotonic()
+            await until(lambda: client.connected, timeout=5, what="the reconnect")
+            assert time.monotonic() - started < 2.0  # the cap is 1 s plus 20 % jitter
+
+            await client.stop()  # a slow back-off, cut short by the name server's word
+            client = HAClient(pair.s, lambda: f"127.0.0.1:{pair.port}", FAST, reconnect_min=30, reconnect_max=30)
+            pair.client = client
+            await service.stop()
+            client.start()
+            await until(lambda: client.status().last_error != "", what="a failed connect")
+            service = await start_master(pair)
+            started = time.monotonic()
+            client.kick()
+            await until(lambda: client.connected, timeout=5, what="the kicked reconnect")
+            assert time.monotonic() - started < 2.0
         finally:
             await pair.close()
 

@@ -43,7 +43,7 @@ _HOLD_S = {  # (min, max) seconds the fault lasts
     "suspend": (1.0, 5.0),
     "partition": (1.0, 6.0),
     "tail-loss": (0.5, 2.0),
-    "disk-full": (2.0, 6.0),
+    "disk-full": (3.0, 8.0),  # long enough to span a segment roll (see layout.SEGMENT)
 }
 
 

@@ -12,7 +12,7 @@ master binds its HA port on 127.0.0.1 only and advertises ``brokerIP2=127.0.0.2`
 address RocketMQ registers), so the name server sends the slave to 127.0.0.2:<haPort>,
 where the proxy listens and forwards to 127.0.0.1:<haPort> (Linux routes all of 127/8 to
 loopback). The slave's haMasterAddress names the same proxy address. Segments are small
-(1 MiB commit log) so a full disk bites at the next roll.
+(256 KiB commit log) so a full disk bites at the next roll.
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ HOST = "127.0.0.1"
 PROXY_HOST = "127.0.0.2"  # the advertised HA host; the fault proxy listens here
 CLUSTER = "ChaosCluster"
 GROUP = "chaos-a"
-SEGMENT = 1024 * 1024
-CQ_SEGMENT = 20 * 4000
+# Small segments so a full disk bites within seconds: at the default 200 sends/s of ~250-byte
+# records a 256 KiB commit-log segment rolls every ~5 s, and each queue's consume-queue
+# segment (1000 units) every ~20 s.
+SEGMENT = 256 * 1024
+CQ_SEGMENT = 20 * 1000
 START_TIMEOUT_S = 30.0
 # Where a full disk bites: a new segment (commit log, consume queue, index) and every
 # atomically replaced metadata file (offsets, topics, checkpoint).

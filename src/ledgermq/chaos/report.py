@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from ledgermq.chaos.checker import Verdict
 
 
 def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or Console(width=None if sys.stdout.isatty() else 120)
     run = summary["run"]
     console.print(
         f"[bold]ledgermq chaos[/bold] layout={run['layout']} seed={run['seed']} cycles={run['cycles']} "

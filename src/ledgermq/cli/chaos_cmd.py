@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from pathlib import Path
@@ -84,6 +85,8 @@ def run_cmd(layout: str, cycles: int, seed: int | None, faults: str, data: Path,
                     recovery_timeout=recovery_timeout)  # fmt: skip
     click.echo(f"ledgermq chaos: seed {seed} (replay: ledgermq chaos run {cfg.replay_args()})", err=True)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    # Failed sends are the point of the run; the client's per-attempt warnings would bury the report.
+    logging.getLogger("ledgermq.client").setLevel(logging.ERROR)
     try:
         summary, verdict = asyncio.run(run(cfg))
     except Exception as exc:

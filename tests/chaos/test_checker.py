@@ -125,6 +125,10 @@ def test_no_failure_is_a_zero_window_and_no_success_is_not_recovered() -> None:
     attempts = [ok(0, 0, 0, 0, start=10.5), failed(1, 0, 20.5, 21.0), failed(2, 0, 21.0, 22.0)]
     ws = windows(attempts, [fault(0, 10.0), fault(1, 20.0, "suspend")], 30.0)
     assert [(w.label, w.seconds, w.failed_sends) for w in ws] == [("kill:master", 0.0, 0), ("suspend:master", None, 2)]
+    assert ws[1].at_least_s == pytest.approx(30.0 - 20.5)
+    summary = {s.label: s for s in summarise(ws)}
+    assert summary["suspend:master"].not_recovered == 1
+    assert summary["suspend:master"].open_at_least_s == pytest.approx(9.5)
 
 
 def test_failures_after_the_next_fault_belong_to_it() -> None:

@@ -85,6 +85,7 @@ class Window:
     label: str
     seconds: float | None  # None: no SEND_OK after the first failure before the next fault
     failed_sends: int
+    at_least_s: float = 0.0  # when not recovered: from the first failure to the next fault (or the run's end)
 
 
 @dataclass(slots=True)
@@ -96,6 +97,7 @@ class WindowSummary:
     min_s: float
     median_s: float
     max_s: float
+    open_at_least_s: float = 0.0  # the longest lower bound among the windows that never closed
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +105,7 @@ class WindowSummary:
             "faults": self.faults,
             "unavailable": self.unavailable,
             "not_recovered": self.not_recovered,
+            "open_at_least_s": round(self.open_at_least_s, 3),
             "min_s": round(self.min_s, 3),
             "median_s": round(self.median_s, 3),
             "max_s": round(self.max_s, 3),
@@ -148,7 +151,13 @@ class Verdict:
             "divergence": [d.to_json() for d in self.divergence],
             "windows": [w.to_json() for w in self.summaries],
             "fault_windows": [
-                {"index": w.index, "label": w.label, "seconds": w.seconds, "failed_sends": w.failed_sends}
+                {
+                    "index": w.index,
+                    "label": w.label,
+                    "seconds": w.seconds,
+                    "failed_sends": w.failed_sends,
+                    "at_least_s": w.at_least_s,
+                }
                 for w in self.windows
             ],
             "notes": self.notes,
@@ -232,7 +241,10 @@ def windows(attempts: Sequence[Attempt], faults: Sequence[FaultRecord], run_end:
             continue
         first = failures[0]
         ok = next((a for a in ordered if a.acked and a.start >= first.start and a.start < horizon), None)
-        out.append(Window(f.index, f.label, None if ok is None else ok.end - first.start, len(failures)))
+        if ok is None:
+            out.append(Window(f.index, f.label, None, len(failures), horizon - first.start))
+        else:
+            out.append(Window(f.index, f.label, ok.end - first.start, len(failures)))
     return out
 
 
@@ -253,6 +265,7 @@ def summarise(ws: Iterable[Window]) -> list[WindowSummary]:
                 min(secs) if secs else 0.0,
                 statistics.median(secs) if secs else 0.0,
                 max(secs) if secs else 0.0,
+                max((w.at_least_s for w in group if w.seconds is None), default=0.0),
             )
         )
     return out

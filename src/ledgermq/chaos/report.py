@@ -41,14 +41,15 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
             d.add_row(x.replica, _bad(len(x.differing)), _bad(x.replica_ahead), str(x.master_ahead))
         console.print(d)
 
-    w = Table(title="unavailability windows per fault (first failed send -> next SEND_OK)")
+    w = Table(title="unavailability windows per fault (first failed send -> next SEND_OK; >= : never closed)")
     for col in ("fault", "count", "unavailable", "not recovered", "min s", "median s", "max s"):
         w.add_column(col, justify="right" if col != "fault" else "left")
     for ws in verdict.summaries:
-        w.add_row(
-            ws.label, str(ws.faults), str(ws.unavailable), _bad(ws.not_recovered),
-            f"{ws.min_s:.2f}", f"{ws.median_s:.2f}", f"{ws.max_s:.2f}",
-        )  # fmt: skip
+        closed = ws.faults > ws.not_recovered
+        cells = [f"{x:.2f}" if closed else "-" for x in (ws.min_s, ws.median_s, ws.max_s)]
+        if ws.not_recovered:
+            cells[2] = f"[red]>={ws.open_at_least_s:.1f}[/red]"  # a window that never closed
+        w.add_row(ws.label, str(ws.faults), str(ws.unavailable), _bad(ws.not_recovered), *cells)
     console.print(w)
     for note in verdict.notes:
         console.print(f"note: {note}")

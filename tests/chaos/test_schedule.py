@@ -64,3 +64,18 @@ def test_zero_tail_skips_an_empty_newest_segment(tmp_path: Path) -> None:
     (log / f"{4096:020d}").write_bytes(b"\0" * 4096)
     info = zero_tail(tmp_path, nbytes=100)
     assert info == {"segment": f"{0:020d}", "zeroed_from": 900, "zeroed_to": 1000, "bytes": 100}
+
+
+def test_first_ok_after_looks_at_the_tail_only() -> None:
+    from ledgermq.chaos.workload import Attempt, Workload
+
+    w = Workload("127.0.0.1:1")
+    w.attempts = [
+        Attempt(0, 0, 0.0, 1.0, "SEND_OK"),
+        Attempt(1, 0, 4.0, 5.0, "error:X"),
+        Attempt(2, 1, 3.0, 5.5, "SEND_OK"),  # began before the moment
+        Attempt(3, 0, 5.1, 6.0, "SEND_OK"),
+        Attempt(4, 1, 5.6, 7.0, "SEND_OK"),
+    ]
+    assert w._first_ok_after(4.0) == 6.0
+    assert w._first_ok_after(8.0) == 0.0

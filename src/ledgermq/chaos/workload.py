@@ -102,12 +102,22 @@ class Workload:
         within ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:
-            found = next((a.end for a in self.attempts if a.acked and a.start >= moment), 0.0)
+            found = self._first_ok_after(moment)
             if found or time.monotonic() >= deadline:
                 return found
             self._ok.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._ok.wait(), max(0.01, min(1.0, deadline - time.monotonic())))
+
+    def _first_ok_after(self, moment: float) -> float:
+        """Attempts are appended as they end, so only the tail after ``moment`` is looked at."""
+        found = 0.0
+        for a in reversed(self.attempts):
+            if a.end < moment:
+                break
+            if a.acked and a.start >= moment:
+                found = a.end  # walking backwards: the last one kept ended first
+        return found
 
     async def _sender(self, sender: int) -> None:
         assert self._producer is not None

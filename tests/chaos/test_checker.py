@@ -113,6 +113,15 @@ def test_window_from_first_failure_to_next_success() -> None:
     ws = windows(attempts, [fault(0, 10.0)], 20.0)
     assert ws[0].seconds == pytest.approx(11.6 - 10.2)
     assert ws[0].failed_sends == 2
+    assert ws[0].slowest_send_s == pytest.approx(0.7)
+
+
+def test_a_stall_without_failures_shows_as_the_slowest_send() -> None:
+    attempts = [ok(0, 0, 0, 0, start=9.9, end=13.5), ok(1, 1, 0, 1, start=13.6, end=13.7)]
+    ws = windows(attempts, [fault(0, 10.0, "suspend")], 20.0)
+    assert (ws[0].seconds, ws[0].failed_sends) == (0.0, 0)
+    assert ws[0].slowest_send_s == pytest.approx(3.6)
+    assert summarise(ws)[0].slowest_send_s == pytest.approx(3.6)
 
 
 def test_a_success_that_began_before_the_failure_does_not_end_the_window() -> None:

@@ -86,6 +86,7 @@ class Window:
     seconds: float | None  # None: no SEND_OK after the first failure before the next fault
     failed_sends: int
     at_least_s: float = 0.0  # when not recovered: from the first failure to the next fault (or the run's end)
+    slowest_send_s: float = 0.0  # the longest attempt in the fault's span (a stall that failed nothing shows here)
 
 
 @dataclass(slots=True)
@@ -98,6 +99,7 @@ class WindowSummary:
     median_s: float
     max_s: float
     open_at_least_s: float = 0.0  # the longest lower bound among the windows that never closed
+    slowest_send_s: float = 0.0  # the longest send attempt during any of these faults
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,6 +108,7 @@ class WindowSummary:
             "unavailable": self.unavailable,
             "not_recovered": self.not_recovered,
             "open_at_least_s": round(self.open_at_least_s, 3),
+            "slowest_send_s": round(self.slowest_send_s, 3),
             "min_s": round(self.min_s, 3),
             "median_s": round(self.median_s, 3),
             "max_s": round(self.max_s, 3),
@@ -157,6 +160,7 @@ class Verdict:
                     "seconds": w.seconds,
                     "failed_sends": w.failed_sends,
                     "at_least_s": w.at_least_s,
+                    "slowest_send_s": round(w.slowest_send_s, 3),
                 }
                 for w in self.windows
             ],
@@ -235,16 +239,18 @@ def windows(attempts: Sequence[Attempt], faults: Sequence[FaultRecord], run_end:
     for f in sorted(faults, key=lambda f: f.injected_at):
         later = [s for s in starts if s > f.injected_at]
         horizon = later[0] if later else run_end
-        failures = [a for a in ordered if not a.acked and a.end >= f.injected_at and a.start < horizon]
+        span = [a for a in ordered if a.end >= f.injected_at and a.start < horizon]
+        slowest = max((a.end - a.start for a in span), default=0.0)
+        failures = [a for a in span if not a.acked]
         if not failures:
-            out.append(Window(f.index, f.label, 0.0, 0))
+            out.append(Window(f.index, f.label, 0.0, 0, slowest_send_s=slowest))
             continue
         first = failures[0]
         ok = next((a for a in ordered if a.acked and a.start >= first.start and a.start < horizon), None)
         if ok is None:
-            out.append(Window(f.index, f.label, None, len(failures), horizon - first.start))
+            out.append(Window(f.index, f.label, None, len(failures), horizon - first.start, slowest))
         else:
-            out.append(Window(f.index, f.label, ok.end - first.start, len(failures)))
+            out.append(Window(f.index, f.label, ok.end - first.start, len(failures), slowest_send_s=slowest))
     return out
 
 
@@ -266,6 +272,7 @@ def summarise(ws: Iterable[Window]) -> list[WindowSummary]:
                 statistics.median(secs) if secs else 0.0,
                 max(secs) if secs else 0.0,
                 max((w.at_least_s for w in group if w.seconds is None), default=0.0),
+                max(w.slowest_send_s for w in group),
             )
         )
     return out

@@ -42,14 +42,16 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
         console.print(d)
 
     w = Table(title="unavailability windows per fault (first failed send -> next SEND_OK; >= : never closed)")
-    for col in ("fault", "count", "unavailable", "not recovered", "min s", "median s", "max s"):
+    for col in ("fault", "count", "unavailable", "not recovered", "min s", "median s", "max s", "slowest send s"):
         w.add_column(col, justify="right" if col != "fault" else "left")
     for ws in verdict.summaries:
         closed = ws.faults > ws.not_recovered
         cells = [f"{x:.2f}" if closed else "-" for x in (ws.min_s, ws.median_s, ws.max_s)]
         if ws.not_recovered:
             cells[2] = f"[red]>={ws.open_at_least_s:.1f}[/red]"  # a window that never closed
-        w.add_row(ws.label, str(ws.faults), str(ws.unavailable), _bad(ws.not_recovered), *cells)
+        w.add_row(
+            ws.label, str(ws.faults), str(ws.unavailable), _bad(ws.not_recovered), *cells, f"{ws.slowest_send_s:.2f}"
+        )
     console.print(w)
     for note in verdict.notes:
         console.print(f"note: {note}")

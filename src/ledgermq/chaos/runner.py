@@ -129,10 +129,11 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
                 await asyncio.sleep(plan.hold_s)
                 await injector.end(rec)
                 rec.recovered_at = await workload.wait_ok_after(rec.healed_at, cfg.recovery_timeout)
+                which = f"fault {rec.index + 1}/{len(plans)} ({rec.detail})"
                 if rec.error:
-                    notes.append(f"fault {rec.index} ({rec.detail}): {rec.error}")
+                    notes.append(f"{which}: {rec.error}")
                 if not rec.recovered_at:
-                    notes.append(f"fault {rec.index} ({rec.detail}): no SEND_OK within {cfg.recovery_timeout:.0f}s")
+                    notes.append(f"{which}: no SEND_OK within {cfg.recovery_timeout:.0f}s")
             await asyncio.sleep(1.0)
         except Exception as exc:
             log.exception("chaos cycle failed")

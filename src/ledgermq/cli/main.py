@@ -10,6 +10,7 @@ from ledgermq import __version__
 from ledgermq.cli.admin_cmd import admin
 from ledgermq.cli.bench_cmds import bench
 from ledgermq.cli.broker_cmd import broker
+from ledgermq.cli.chaos_cmd import chaos
 from ledgermq.cli.cluster_cmd import cluster
 from ledgermq.cli.namesrv_cmd import namesrv
 from ledgermq.cli.store_cmds import store
@@ -32,6 +33,7 @@ cli.add_command(namesrv)
 cli.add_command(broker)
 cli.add_command(cluster)
 cli.add_command(admin)
+cli.add_command(chaos)
 
 
 def main() -> None:

@@ -1,0 +1,292 @@
+"""Broker layouts a chaos run drives: real processes on 127.0.0.1, one store and log each.
+
+A ``Layout`` names its broker processes ("nodes"), tells which node is the master now
+(``current_master``; a DLedger group's leader moves, a master-slave group's does not), and
+kills (SIGKILL), restarts (same port, same store), pauses (SIGSTOP) and resumes (SIGCONT)
+nodes by the pid it started. ``links`` are the TCP links the runner carries through a
+fault proxy so a partition can be injected between nodes.
+
+``MasterSlaveLayout``: a name server, a master (SYNC_MASTER or ASYNC_MASTER) and one slave.
+The slave's replication link goes through a proxy without root or network namespaces: the
+master binds its HA port on 127.0.0.1 only and advertises ``brokerIP2=127.0.0.2`` (the HA
+address RocketMQ registers), so the name server sends the slave to 127.0.0.2:<haPort>,
+where the proxy listens and forwards to 127.0.0.1:<haPort> (Linux routes all of 127/8 to
+loopback). The slave's haMasterAddress names the same proxy address. Segments are small
+(256 KiB commit log) so a full disk bites at the next roll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ledgermq.admin.client import AdminClient
+from ledgermq.chaos.process import ChildProcess
+from ledgermq.failpoints import ENOSPC_IF
+from ledgermq.testing.ports import free_port
+
+HOST = "127.0.0.1"
+PROXY_HOST = "127.0.0.2"  # the advertised HA host; the fault proxy listens here
+CLUSTER = "ChaosCluster"
+GROUP = "chaos-a"
+# Small segments so a full disk bites within seconds: at the default 200 sends/s of ~250-byte
+# records a 256 KiB commit-log segment rolls every ~5 s, and each queue's consume-queue
+# segment (1000 units) every ~20 s.
+SEGMENT = 256 * 1024
+CQ_SEGMENT = 20 * 1000
+START_TIMEOUT_S = 30.0
+# Where a full disk bites: a new segment (commit log, consume queue, index) and every
+# atomically replaced metadata file (offsets, topics, checkpoint).
+DISK_FULL_POINTS = ("mapped_file_queue.before_create", "atomic_file.before_fsync")
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A TCP link between nodes that the runner carries through a FaultProxy."""
+
+    name: str
+    listen: tuple[str, int]
+    target: tuple[str, int]
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    broker_id: int
+    role: str  # brokerRole
+    port: int
+    store_dir: Path
+    disk_full_flag: Path
+    process: ChildProcess
+
+    @property
+    def addr(self) -> str:
+        return f"{HOST}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class Stability:
+    stable: bool
+    detail: str
+    max_offsets: dict[str, int]
+
+
+class Layout(Protocol):
+    """What a chaos run needs from a broker layout (master-slave today, DLedger later)."""
+
+    name: str
+    namesrv_addr: str
+    root: Path
+
+    def targets(self) -> list[str]:
+        """The broker nodes faults may hit."""
+        ...
+
+    def current_master(self) -> str:
+        """The node that takes writes now."""
+        ...
+
+    def node(self, name: str) -> Node: ...
+
+    def links(self) -> list[Link]: ...
+
+    async def start(self) -> None: ...
+
+    def kill(self, name: str) -> None: ...
+
+    async def restart(self, name: str) -> None:
+        """Start a dead node again on its port and store; wait until it serves and registered."""
+        ...
+
+    def pause(self, name: str) -> None: ...
+
+    def resume(self, name: str) -> None: ...
+
+    async def wait_stable(self, timeout: float) -> Stability:
+        """Until every node runs and the replicas hold the master's commit log (bounded)."""
+        ...
+
+    def explain(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+async def tcp_open(host: str, port: int) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
+async def _poll(check_once: Callable[[], Awaitable[bool]], timeout: float, interval: float) -> bool:
+    """``await check_once()`` until true or ``timeout``; bounded by time and count."""
+    deadline = time.monotonic() + timeout
+    for _ in range(int(timeout / interval) + 2):
+        if await check_once():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(interval)
+    return False
+
+
+class MasterSlaveLayout:
+    """``MasterSlaveLayout(root, sync=True)``; ``await start()``; ... ; ``close()``."""
+
+    def __init__(self, root: Path, *, sync: bool, extra_props: dict[str, object] | None = None) -> None:
+        self.name = "sync" if sync else "async"
+        self.root = root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.namesrv_port = free_port()
+        self.namesrv_addr = f"{HOST}:{self.namesrv_port}"
+        self.namesrv = ChildProcess(
+            "namesrv",
+            ["namesrv", "-p", str(self.namesrv_port), "--host", HOST, "--kv-config", str(self.root / "kvConfig.json")],
+            self.root / "logs" / "namesrv.log",
+        )
+        master_role = "SYNC_MASTER" if sync else "ASYNC_MASTER"
+        self.master = self._node("master", 0, master_role, extra_props or {})
+        self.slave = self._node("slave", 1, "SLAVE", extra_props or {})
+        self.nodes = {n.name: n for n in (self.master, self.slave)}
+        self._closed = False
+
+    # -- configuration ----------------------------------------------------------------
+    def _node(self, name: str, broker_id: int, role: str, extra: dict[str, object]) -> Node:
+        port = free_port(span=2)  # listenPort and the HA port, listenPort + 1
+        home = self.root / name
+        store = home / "store"
+        store.mkdir(parents=True, exist_ok=True)
+        flag = home / "disk-full.flag"
+        flag.unlink(missing_ok=True)
+        props: dict[str, object] = {
+            "brokerClusterName": CLUSTER,
+            "brokerName": GROUP,
+            "brokerId": broker_id,
+            "brokerRole": role,
+            "brokerIP1": HOST,
+            "listenHost": HOST,
+            "listenPort": port,
+            "namesrvAddr": self.namesrv_addr,
+            "storePathRootDir": store,
+            "mappedFileSizeCommitLog": SEGMENT,
+            "mappedFileSizeConsumeQueue": CQ_SEGMENT,
+            "registerNameServerPeriod": 1000,
+            "haSendHeartbeatInterval": 1000,
+            "haHousekeepingInterval": 5000,
+            "slaveSyncInterval": 1000,
+            "flushConsumerOffsetInterval": 1000,
+            "syncFlushTimeout": 2000,
+            **extra,
+        }
+        if broker_id == 0:
+            props["brokerIP2"] = PROXY_HOST  # the HA address the name server hands the slave
+        else:
+            props["haMasterAddress"] = f"{PROXY_HOST}:{self.master.port + 1}"
+        conf = home / "broker.properties"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        env = {"LEDGERMQ_FAILPOINTS": ",".join(f"{p}={ENOSPC_IF}{flag}" for p in DISK_FULL_POINTS)}
+        proc = ChildProcess(name, ["broker", "-c", str(conf)], self.root / "logs" / f"{name}.log", env)
+        return Node(name, broker_id, role, port, store, flag, proc)
+
+    # -- the protocol -----------------------------------------------------------------
+    def targets(self) -> list[str]:
+        return list(self.nodes)
+
+    def current_master(self) -> str:
+        return self.master.name
+
+    def node(self, name: str) -> Node:
+        return self.nodes[name]
+
+    def links(self) -> list[Link]:
+        ha = self.master.port + 1
+        return [Link("ha:master-slave", (PROXY_HOST, ha), (HOST, ha))]
+
+    async def start(self) -> None:
+        self.namesrv.start()
+        if not await _poll(lambda: self._alive_and_open(self.namesrv, self.namesrv_port), START_TIMEOUT_S, 0.05):
+            raise RuntimeError(f"the name server did not start{self.explain()}")
+        for node in self.nodes.values():
+            await self.restart(node.name)
+
+    def kill(self, name: str) -> None:
+        self.nodes[name].process.kill()
+
+    async def restart(self, name: str) -> None:
+        node = self.nodes[name]
+        node.process.start()
+        if not await _poll(lambda: self._alive_and_open(node.process, node.port), START_TIMEOUT_S, 0.05):
+            raise RuntimeError(f"{name} did not open its port{self.explain()}")
+        if not await _poll(lambda: self._registered(node), START_TIMEOUT_S, 0.1):
+            raise RuntimeError(f"{name} did not register with the name server{self.explain()}")
+
+    def pause(self, name: str) -> None:
+        self.nodes[name].process.pause()
+
+    def resume(self, name: str) -> None:
+        self.nodes[name].process.resume()
+
+    async def wait_stable(self, timeout: float) -> Stability:
+        offsets: dict[str, int] = {}
+        why = ""
+
+        async def check() -> bool:
+            nonlocal why
+            for node in self.nodes.values():
+                if not node.process.alive or node.process.paused:
+                    why = f"{node.name} is not running"
+                    return False
+                offsets[node.name] = await self.max_offset(node.name)
+            target = offsets[self.master.name]
+            why = f"commit-log max offsets {offsets}"
+            return target >= 0 and all(o == target for o in offsets.values())
+
+        ok = await _poll(check, timeout, 0.2)
+        return Stability(ok, why, dict(offsets))
+
+    async def max_offset(self, name: str) -> int:
+        """The node's commitLogMaxOffset, -1 when it does not answer."""
+        try:
+            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+                info = await admin.broker_runtime_info(self.nodes[name].addr)
+            return int(info["commitLogMaxOffset"])
+        except Exception:
+            return -1
+
+    def explain(self) -> str:
+        parts = [f"\n--- {n.name} ({n.process.log_path}) ---\n{n.process.tail(20)}" for n in self.nodes.values()]
+        return "".join(parts) + f"\n--- namesrv ---\n{self.namesrv.tail(8)}"
+
+    def close(self) -> None:
+        """Kill every process this layout started (by pid) and clear the disk-full flags."""
+        for node in self.nodes.values():
+            node.process.kill()
+            node.disk_full_flag.unlink(missing_ok=True)
+        self.namesrv.kill()
+        self._closed = True
+
+    # -- helpers ----------------------------------------------------------------------
+    @staticmethod
+    async def _alive_and_open(proc: ChildProcess, port: int) -> bool:
+        if not proc.alive:
+            raise RuntimeError(f"{proc.name} exited with {proc.exit_code}:\n{proc.tail()}")
+        return await tcp_open(HOST, port)
+
+    async def _registered(self, node: Node) -> bool:
+        if not node.process.alive:
+            raise RuntimeError(f"{node.name} exited with {node.process.exit_code}:\n{node.process.tail()}")
+        try:
+            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+                route = await admin.route("TBW102")
+        except Exception:
+            return False
+        return any(d.broker_addrs.get(node.broker_id) == node.addr for d in route.broker_datas)

@@ -1,0 +1,192 @@
+"""A chaos run end to end: layout up, load on, N fault cycles, heal, read back, verdict.
+
+Each cycle: steady load for the plan's interval, inject the fault, hold it, heal it (a
+killed node is restarted and waited for), then wait (bounded) for the first SEND_OK after
+the heal. After the last cycle: stop the load, heal whatever is left, wait until the group
+is stable (every node up, the slave at the master's commit-log end; bounded), read every
+queue back from the master, the slave and the client path, and check.
+
+Every process is killed by pid in ``finally``; every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ledgermq.admin.client import AdminClient
+from ledgermq.chaos.checker import Verdict, check
+from ledgermq.chaos.faults import FaultRecord, Injector, schedule
+from ledgermq.chaos.layout import Layout, MasterSlaveLayout
+from ledgermq.chaos.proxy import FaultProxy
+from ledgermq.chaos.readback import ReadBack, read_broker, read_client
+from ledgermq.chaos.workload import QUEUES, TOPIC, Workload
+
+log = logging.getLogger(__name__)
+MARKER = ".ledgermq-chaos-run"
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    layout: str  # "sync" | "async"
+    cycles: int
+    seed: int
+    faults: tuple[str, ...]
+    data: Path
+    senders: int = 4
+    rate: float = 200.0
+    steady_s: tuple[float, float] = (1.0, 4.0)
+    hold_scale: float = 1.0
+    send_timeout: float = 3.0
+    recovery_timeout: float = 30.0
+    stable_timeout: float = 60.0
+    warmup_s: float = 2.0
+
+    def replay_args(self) -> str:
+        return (
+            f"--layout {self.layout} --cycles {self.cycles} --seed {self.seed} --faults {','.join(self.faults)} "
+            f"--senders {self.senders} --rate {self.rate:g} --steady {self.steady_s[0]:g},{self.steady_s[1]:g} "
+            f"--hold-scale {self.hold_scale:g}"
+        )
+
+
+def run_dir(cfg: RunConfig) -> Path:
+    """A fresh directory for this run under ``cfg.data`` (an earlier run's one is replaced;
+    a directory the harness did not make is refused)."""
+    d = (cfg.data / f"{cfg.layout}-seed{cfg.seed}").resolve()
+    if d.exists():
+        if not (d / MARKER).exists():
+            raise RuntimeError(f"{d} exists and was not made by ledgermq chaos; choose another --data")
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    (d / MARKER).write_text("made by ledgermq chaos run; replaced by the next run of the same layout and seed\n")
+    return d
+
+
+def make_layout(kind: str, root: Path) -> Layout:
+    if kind in ("sync", "async"):
+        return MasterSlaveLayout(root, sync=kind == "sync")
+    raise ValueError(f"unknown layout {kind!r} (sync, async)")
+
+
+async def create_topic(layout: Layout, timeout: float = 30.0) -> None:
+    addr = layout.node(layout.current_master()).addr
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            async with AdminClient(layout.namesrv_addr, timeout=3.0) as admin:
+                await admin.create_topic(addr, TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+                route = await admin.route(TOPIC)
+                if any(q.write_queue_nums == QUEUES for q in route.queue_datas):
+                    return
+        except Exception as exc:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cannot create {TOPIC} on {addr}: {exc}") from exc
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the name server never routed {TOPIC}")
+        await asyncio.sleep(0.2)
+
+
+async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
+    plans = schedule(cfg.seed, cfg.cycles, cfg.faults, cfg.steady_s, cfg.hold_scale)
+    root = run_dir(cfg)
+    layout = make_layout(cfg.layout, root)
+    proxies: dict[str, FaultProxy] = {}
+    workload: Workload | None = None
+    records: list[FaultRecord] = []
+    notes: list[str] = []
+    t0 = time.monotonic()
+    run_end = t0
+    reads: list[ReadBack] = []
+    stability: dict[str, Any] = {}
+    healed: list[str] = []
+    try:
+        for link in layout.links():
+            proxy = FaultProxy(link.listen, link.target, link.name)
+            await proxy.start()
+            proxies[link.name] = proxy
+        await layout.start()
+        await create_topic(layout)
+        first = await layout.wait_stable(cfg.stable_timeout)
+        if not first.stable:
+            notes.append(f"not stable before the first fault: {first.detail}")
+        workload = Workload(layout.namesrv_addr, senders=cfg.senders, rate=cfg.rate, send_timeout=cfg.send_timeout)
+        await workload.start()
+        await asyncio.sleep(cfg.warmup_s)
+        injector = Injector(layout, proxies)
+        try:
+            for plan in plans:
+                await asyncio.sleep(plan.steady_s)
+                rec = injector.begin(plan)
+                records.append(rec)
+                log.warning("chaos fault %d/%d: %s, hold %.2fs", plan.index + 1, len(plans), rec.detail, plan.hold_s)
+                await asyncio.sleep(plan.hold_s)
+                await injector.end(rec)
+                rec.recovered_at = await workload.wait_ok_after(rec.healed_at, cfg.recovery_timeout)
+                which = f"fault {rec.index + 1}/{len(plans)} ({rec.detail})"
+                if rec.error:
+                    notes.append(f"{which}: {rec.error}")
+                if not rec.recovered_at:
+                    notes.append(f"{which}: no SEND_OK within {cfg.recovery_timeout:.0f}s")
+            await asyncio.sleep(1.0)
+        except Exception as exc:
+            log.exception("chaos cycle failed")
+            notes.append(f"the fault cycles stopped early: {type(exc).__name__}: {exc}")
+        await workload.stop()
+        run_end = time.monotonic()
+        healed = await injector.heal_all()
+        stable = await layout.wait_stable(cfg.stable_timeout)
+        stability = {"stable": stable.stable, "detail": stable.detail, "max_offsets": stable.max_offsets}
+        if not stable.stable:
+            notes.append(f"the group did not become stable within {cfg.stable_timeout:.0f}s: {stable.detail}")
+        for name in layout.targets():
+            source = "master" if name == layout.current_master() else name
+            reads.append(await read_broker(source, layout.node(name).addr, TOPIC, QUEUES))
+        expected = max((r.count() for r in reads), default=0)
+        reads.append(await read_client(layout.namesrv_addr, TOPIC, expected))
+    finally:
+        if workload is not None:
+            await workload.stop()
+        for proxy in proxies.values():
+            await proxy.close()
+        layout.close()
+    attempts = workload.attempts if workload is not None else []
+    verdict = check(attempts, records, reads, run_end)
+    verdict.notes.extend(notes)
+    summary = {
+        "run": {
+            "layout": cfg.layout,
+            "seed": cfg.seed,
+            "cycles": cfg.cycles,
+            "faults": list(cfg.faults),
+            "senders": cfg.senders,
+            "rate": cfg.rate,
+            "duration_s": round(time.monotonic() - t0, 3),
+            "data": str(root),
+            "replay": cfg.replay_args(),
+        },
+        "verdict": verdict.to_json(),
+        "stability": stability,
+        "healed_at_end": healed,
+        "plans": [asdict(p) for p in plans],
+        "faults": [_relative(r.to_json(), t0) for r in records],
+        "proxies": {name: asdict(p.stats) for name, p in proxies.items()},
+    }
+    with open(root / "history.jsonl", "w") as f:
+        for a in attempts:
+            f.write(json.dumps(_relative(a.to_json(), t0)) + "\n")
+    return summary, verdict
+
+
+def _relative(doc: dict[str, Any], t0: float) -> dict[str, Any]:
+    """Times as seconds since the run began (0.0 stays 0.0: "never")."""
+    for k in ("start", "end", "injected_at", "healed_at", "ready_at", "recovered_at"):
+        if doc.get(k):
+            doc[k] = round(doc[k] - t0, 4)
+    return doc

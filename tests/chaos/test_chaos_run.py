@@ -1,0 +1,44 @@
+"""The short chaos profile of ``make test``: a SYNC_MASTER group as real processes, three
+fault cycles (kill-restart, suspend, partition of the HA link), no acknowledged message lost.
+
+tail-loss is left out on purpose until the master-slave divergence it exposes is fixed;
+``make chaos`` runs every fault kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SEED = 20240601
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_short_profile_loses_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "summary.json"
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH", "")]))}
+    args = [
+        sys.executable, "-m", "ledgermq.cli.main", "chaos", "run", "--layout", "sync", "--cycles", "3",
+        "--seed", str(SEED), "--faults", "kill,suspend,partition", "--steady", "1,2", "--hold-scale", "0.6",
+        "--data", str(tmp_path / "data"), "--json", str(out),
+    ]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, timeout=220, env=env, check=False)
+    logs = "\n".join(
+        f"--- {p.name} ---\n{p.read_text(errors='replace')[-3000:]}" for p in (tmp_path / "data").glob("*/logs/*.log")
+    )
+    report = f"exit {done.returncode}\nstdout:\n{done.stdout[-6000:]}\nstderr:\n{done.stderr[-3000:]}\n{logs}"
+    assert done.returncode == 0, report
+    summary = json.loads(out.read_text())
+    verdict = summary["verdict"]
+    assert verdict["lost"] == 0 and not verdict["diverged"], report
+    assert verdict["acked"] > 100, report
+    assert len(summary["faults"]) == 3, report
+    assert all(f["recovered_at"] > 0 for f in summary["faults"]), report
+    assert {s["source"] for s in verdict["sources"]} == {"master", "slave", "client"}

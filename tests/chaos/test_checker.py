@@ -1,0 +1,163 @@
+"""The checker on synthetic histories: loss, duplicates, misplacement, order, divergence, windows."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledgermq.chaos.checker import check, check_divergence, check_source, summarise, windows
+from ledgermq.chaos.faults import FaultRecord
+from ledgermq.chaos.readback import Entry, ReadBack
+from ledgermq.chaos.workload import Attempt
+
+
+def ok(seq: int, sender: int, q: int, off: int, start: float = 0.0, end: float | None = None) -> Attempt:
+    return Attempt(seq, sender, start, start + 0.01 if end is None else end, "SEND_OK", q, off)
+
+
+def failed(seq: int, sender: int, start: float, end: float, outcome: str = "error:MQConnectError") -> Attempt:
+    return Attempt(seq, sender, start, end, outcome)
+
+
+def read(source: str, queues: dict[int, dict[int, Entry]]) -> ReadBack:
+    return ReadBack(source, queues)
+
+
+def fault(index: int, at: float, kind: str = "kill", role: str = "master") -> FaultRecord:
+    return FaultRecord(index, kind, role, role, "", at, at + 1.0, at + 1.0)
+
+
+def test_a_clean_history_passes() -> None:
+    attempts = [ok(0, 0, 0, 0), ok(1, 1, 1, 0), ok(2, 0, 0, 1), failed(3, 1, 1.0, 1.1)]
+    master = read("master", {0: {0: (0, 0), 1: (2, 0)}, 1: {0: (1, 1)}})
+    v = check(attempts, [], [master, read("slave", master.queues), read("client", master.queues)], 2.0)
+    assert v.acked == 3 and v.lost == 0 and not v.diverged and not v.failed
+    assert all(not s.duplicates and not s.misplaced and not s.order_violations for s in v.sources)
+    assert v.outcomes == {"SEND_OK": 3, "error:MQConnectError": 1}
+
+
+def test_an_acked_message_missing_is_lost_and_fails_the_run() -> None:
+    attempts = [ok(0, 0, 0, 0), ok(1, 0, 0, 1)]
+    master = read("master", {0: {0: (0, 0)}})
+    v = check(attempts, [], [master], 1.0)
+    assert v.sources[0].lost == [1]
+    assert v.lost == 1 and v.failed
+
+
+def test_loss_on_one_replica_counts() -> None:
+    attempts = [ok(0, 0, 0, 0), ok(1, 0, 0, 1)]
+    full = {0: {0: (0, 0), 1: (1, 0)}}
+    v = check(attempts, [], [read("master", full), read("slave", {0: {0: (0, 0)}})], 1.0)
+    assert [s.lost for s in v.sources] == [[], [1]]
+    assert v.lost == 1 and v.failed
+    assert v.divergence[0].master_ahead == 1 and not v.divergence[0].diverged  # lag, not divergence
+
+
+def test_unacked_messages_may_be_missing_or_stored() -> None:
+    attempts = [
+        ok(0, 0, 0, 0),
+        failed(1, 0, 0.1, 3.1, "error:MQConnectError"),
+        failed(2, 0, 3.2, 3.3, "SLAVE_NOT_AVAILABLE"),
+    ]
+    v = check_source(read("master", {0: {0: (0, 0), 1: (2, 0)}}), attempts)
+    assert v.lost == [] and v.unacked_stored == 1
+
+
+def test_duplicates_are_reported_per_source_without_failing() -> None:
+    attempts = [ok(0, 0, 0, 0), ok(1, 0, 0, 2)]
+    master = read("master", {0: {0: (0, 0), 1: (0, 0), 2: (1, 0)}})
+    v = check(attempts, [], [master], 1.0)
+    assert v.sources[0].duplicates == [0]
+    assert v.sources[0].order_violations == []  # the later copy is not an order violation
+    assert not v.failed
+
+
+def test_misplaced_when_the_acked_offset_holds_something_else() -> None:
+    attempts = [ok(0, 0, 0, 0), ok(1, 0, 0, 1)]
+    v = check_source(read("master", {0: {0: (1, 0), 1: (0, 0)}}), attempts)
+    assert v.misplaced == [0, 1]
+    assert v.order_violations == ["q0@1: sender 0 seq 0 after 1"]
+
+
+def test_order_is_per_sender_within_a_queue() -> None:
+    # Senders interleave freely; only each sender's own numbers must increase.
+    attempts = [ok(0, 0, 0, 1), ok(1, 1, 0, 0), ok(2, 0, 0, 3), ok(3, 1, 0, 2), ok(4, 1, 1, 0), ok(5, 1, 1, 1)]
+    good = read("m", {0: {0: (1, 1), 1: (0, 0), 2: (3, 1), 3: (2, 0)}, 1: {0: (4, 1), 1: (5, 1)}})
+    assert check_source(good, attempts).order_violations == []
+    bad = read("m", {0: {0: (1, 1), 1: (0, 0), 2: (3, 1), 3: (2, 0)}, 1: {0: (5, 1), 1: (4, 1)}})
+    assert check_source(bad, attempts).order_violations == ["q1@1: sender 1 seq 4 after 5"]
+
+
+def test_divergence_same_offset_different_message_and_replica_ahead() -> None:
+    master = read("master", {0: {0: (0, 0), 1: (5, 0)}, 1: {0: (2, 1)}})
+    slave = read("slave", {0: {0: (0, 0), 1: (3, 0), 2: (4, 0)}, 1: {0: (2, 1)}})
+    d = check_divergence(master, slave)
+    assert d.differing == ["q0@1: master 5 / slave 3"]
+    assert d.replica_ahead == 1 and d.diverged
+    v = check([ok(0, 0, 0, 0), ok(5, 0, 0, 1), ok(2, 1, 1, 0)], [], [master, slave], 1.0)
+    assert v.diverged and v.failed
+
+
+def test_non_chaos_records_count_but_do_not_match() -> None:
+    d = check_divergence(read("master", {0: {0: None}}), read("slave", {0: {0: (1, 0)}}))
+    assert d.differing == ["q0@0: master non-chaos record / slave 1"]
+
+
+def test_window_from_first_failure_to_next_success() -> None:
+    attempts = [
+        ok(0, 0, 0, 0, start=9.0),
+        failed(1, 0, 10.2, 10.5),
+        failed(2, 1, 10.3, 11.0),
+        ok(3, 0, 0, 1, start=11.5, end=11.6),
+        ok(4, 1, 0, 2, start=12.0),
+    ]
+    ws = windows(attempts, [fault(0, 10.0)], 20.0)
+    assert ws[0].seconds == pytest.approx(11.6 - 10.2)
+    assert ws[0].failed_sends == 2
+    assert ws[0].slowest_send_s == pytest.approx(0.7)
+
+
+def test_a_stall_without_failures_shows_as_the_slowest_send() -> None:
+    attempts = [ok(0, 0, 0, 0, start=9.9, end=13.5), ok(1, 1, 0, 1, start=13.6, end=13.7)]
+    ws = windows(attempts, [fault(0, 10.0, "suspend")], 20.0)
+    assert (ws[0].seconds, ws[0].failed_sends) == (0.0, 0)
+    assert ws[0].slowest_send_s == pytest.approx(3.6)
+    assert summarise(ws)[0].slowest_send_s == pytest.approx(3.6)
+
+
+def test_a_success_that_began_before_the_failure_does_not_end_the_window() -> None:
+    attempts = [ok(0, 1, 0, 0, start=10.1, end=10.9), failed(1, 0, 10.2, 10.5), ok(2, 0, 0, 1, start=12.0, end=12.1)]
+    ws = windows(attempts, [fault(0, 10.0)], 20.0)
+    assert ws[0].seconds == pytest.approx(12.1 - 10.2)
+
+
+def test_no_failure_is_a_zero_window_and_no_success_is_not_recovered() -> None:
+    attempts = [ok(0, 0, 0, 0, start=10.5), failed(1, 0, 20.5, 21.0), failed(2, 0, 21.0, 22.0)]
+    ws = windows(attempts, [fault(0, 10.0), fault(1, 20.0, "suspend")], 30.0)
+    assert [(w.label, w.seconds, w.failed_sends) for w in ws] == [("kill:master", 0.0, 0), ("suspend:master", None, 2)]
+    assert ws[1].at_least_s == pytest.approx(30.0 - 20.5)
+    summary = {s.label: s for s in summarise(ws)}
+    assert summary["suspend:master"].not_recovered == 1
+    assert summary["suspend:master"].open_at_least_s == pytest.approx(9.5)
+
+
+def test_failures_after_the_next_fault_belong_to_it() -> None:
+    attempts = [failed(0, 0, 10.5, 10.6), ok(1, 0, 0, 0, start=10.7, end=10.8), failed(2, 0, 20.5, 20.6)]
+    ws = windows(attempts, [fault(0, 10.0), fault(1, 20.0)], 30.0)
+    assert ws[0].seconds == pytest.approx(0.3) and ws[0].failed_sends == 1
+    assert ws[1].seconds is None
+
+
+def test_summary_min_median_max_per_label() -> None:
+    attempts = [
+        failed(0, 0, 10.0, 10.0), ok(1, 0, 0, 0, start=11.0, end=11.0),
+        failed(2, 0, 20.0, 20.0), ok(3, 0, 0, 1, start=23.0, end=23.0),
+        failed(4, 0, 30.0, 30.0), ok(5, 0, 0, 2, start=32.0, end=32.0),
+        ok(6, 0, 0, 3, start=40.5, end=40.6),
+    ]  # fmt: skip
+    faults = [fault(0, 9.5), fault(1, 19.5), fault(2, 29.5), fault(3, 40.0, "partition", "link")]
+    summary = {s.label: s for s in summarise(windows(attempts, faults, 50.0))}
+    kill = summary["kill:master"]
+    assert (kill.faults, kill.unavailable, kill.not_recovered) == (3, 3, 0)
+    assert (kill.min_s, kill.median_s, kill.max_s) == (1.0, 2.0, 3.0)
+    part = summary["partition:link"]
+    assert (part.faults, part.unavailable, part.max_s) == (1, 0, 0.0)

@@ -115,8 +115,8 @@ class MappedFileQueue:
 
     def _create(self, start: int) -> MappedFile:
         self.directory.mkdir(parents=True, exist_ok=True)
-        failpoint("mapped_file_queue.before_create")
         try:
+            failpoint("mapped_file_queue.before_create")  # inside: an injected ENOSPC is what a real one is
             mf = MappedFile(self.directory / segment_name(start), self.file_size, create=True)
         except OSError as exc:
             raise StoreFullError(f"cannot create segment {start} in {self.directory}: {exc}") from exc

@@ -17,14 +17,18 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     tmp = target.with_name(target.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        failpoint("atomic_file.before_fsync")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            failpoint("atomic_file.before_fsync")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk must not also be left holding half a file
+        raise
     failpoint("atomic_file.before_rename")
     os.replace(tmp, target)
     fsync_dir(target.parent)

@@ -74,8 +74,9 @@ def schedule(
 ) -> list[FaultPlan]:
     rng = random.Random(seed)
     plans = []
+    first = rng.sample(kinds, len(kinds))  # every kind at least once when there are enough cycles
     for i in range(cycles):
-        kind = rng.choice(kinds)
+        kind = first[i] if i < len(first) else rng.choice(kinds)
         role = rng.choice(_TARGETS[kind])
         steady = round(rng.uniform(*steady_s), 3)
         lo, hi = _HOLD_S[kind]

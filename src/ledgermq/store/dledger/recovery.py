@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from ledgermq.errors import StoreError
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.entry import (
+    BLANK_HEAD,
+    BLANK_MAGIC,
     ENTRY_HEAD,
     ENTRY_MAGIC,
     INDEX_UNIT,
@@ -241,11 +243,11 @@ def _rebuild_index(data: MappedFileQueue, index: MappedFileQueue, from_index: in
         mf = data.find(pos)
         assert mf is not None
         at = pos - mf.start_offset
-        magic, size, idx, term, epos, *_rest = ENTRY_HEAD.unpack_from(mf.mm, at)
-        if magic != ENTRY_MAGIC:  # the blank closing this file: the next file goes on
+        if BLANK_HEAD.unpack_from(mf.mm, at)[0] == BLANK_MAGIC:  # closes this file: the next goes on
             pos = mf.end_offset
             continue
-        assert idx == i and epos == pos, (idx, i, epos, pos)
+        magic, size, idx, term, epos, *_rest = ENTRY_HEAD.unpack_from(mf.mm, at)
+        assert magic == ENTRY_MAGIC and idx == i and epos == pos, (magic, idx, i, epos, pos)
         INDEX_UNIT.pack_into(unit, 0, ENTRY_MAGIC, pos, size, idx, term)
         index_file_for(index, i * INDEX_UNIT_SIZE).append(unit)
         pos += size

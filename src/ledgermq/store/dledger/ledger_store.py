@@ -10,8 +10,9 @@ Indices start at 0 as in DLedger; an empty log has ``last_index == -1`` and
 ``last_term == -1``. A Raft core with 1-based indices maps ``raft = dledger + 1`` (its
 index 0 with term 0 is the position before the log).
 
-Concurrency: one lock serialises appends, truncation and the bookkeeping of flushes;
-readers take no lock and only read entries up to the published ``last_index``. A reader
+Concurrency: one lock serialises appends, truncation and the bookkeeping of flushes
+(fsyncs run outside it, so appends go on meanwhile; truncation waits for a running
+flush); readers take no lock and only read entries up to the published ``last_index``. A reader
 racing a truncation of the entries it reads gets an error, never other entries' bytes
 passed off as its own (every read checks the index and position the entry names).
 Nothing is kept per entry in Python: ``get`` reads the 32-byte index unit, then the entry.
@@ -98,14 +99,14 @@ class DLedgerStore:
         self.data = MappedFileQueue(config.data_dir, config.data_file_size)
         self.index = MappedFileQueue(config.index_dir, config.index_file_size)
         self._lock = threading.Lock()
-        self._flush_lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # one flush at a time; truncation waits for it
+        self._checkpoint_lock = threading.Lock()  # checkpoint writes land in the order decided
         self._head = bytearray(BODY_OFFSET)  # an entry head is packed here, then copied in
         self._unit = bytearray(INDEX_UNIT_SIZE)
         self._first_index = 0
         self._last_index = -1
         self._last_term = -1
         self._persisted_index = -1
-        self._flush_floor = -1  # lowest index a truncation cut back to during a flush
         self._committed_index = -1
         self._closed = False
         self.term_state = TermState()
@@ -301,7 +302,7 @@ class DLedgerStore:
         crash cannot bring the dropped entries back behind new ones. Cutting at or below
         the committed index in the checkpoint is refused.
         """
-        with self._lock:
+        with self._flush_lock, self._lock:
             if self._closed:
                 raise StoreClosedError("the DLedger store is closed")
             if index >= self._last_index:
@@ -320,40 +321,39 @@ class DLedgerStore:
                     sync_file(last)
             self._last_index, self._last_term = index, new_term
             self._persisted_index = min(self._persisted_index, index)
-            self._flush_floor = min(self._flush_floor, index)
 
     # -- durability ------------------------------------------------------------------
     def flush(self) -> int:
         """fdatasync the data, then the index; return the persisted index.
 
-        Only entries appended before the flush began count, and none past a truncation
-        that happened meanwhile.
+        Only entries appended before the flush began count (appends may go on meanwhile).
         """
         with self._flush_lock:
             with self._lock:
                 if self._closed:
                     return self._persisted_index
-                target = self._flush_floor = self._last_index
+                target = self._last_index
             failpoint("dledger.before_data_fsync")
             self.data.flush()
             failpoint("dledger.before_index_fsync")
             self.index.flush()
             with self._lock:
-                done = min(target, self._flush_floor)
-                if done > self._persisted_index:
-                    self._persisted_index = done
+                self._persisted_index = max(self._persisted_index, target)
                 return self._persisted_index
 
     def save_committed_index(self, committed_index: int) -> int:
         """Write the checkpoint (endIndex, committedIndex) atomically; return what was saved.
 
         The index saved never exceeds the persisted index (a checkpoint must not promise
-        an entry a crash could still take away) and never goes down.
+        an entry a crash could still take away) and never goes down. The value takes effect
+        (``truncate_after`` refuses to cut below it) before the file is written.
         """
-        with self._lock:
-            value = max(min(committed_index, self._persisted_index), self._committed_index)
-            save_checkpoint(self.config.default_path, LedgerCheckpoint(self._last_index, value))
-            self._committed_index = value
+        with self._checkpoint_lock:
+            with self._lock:
+                value = max(min(committed_index, self._persisted_index), self._committed_index)
+                self._committed_index = value
+                end = self._last_index
+            save_checkpoint(self.config.default_path, LedgerCheckpoint(end, value))
             return value
 
     def save_term_state(self, state: TermState) -> None:

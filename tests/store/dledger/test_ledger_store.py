@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,41 @@ def test_closed_store_refuses_writes(tmp_path: Path) -> None:
         s.append([(0, 1, b"x")])
     with pytest.raises(StoreClosedError):
         s.truncate_after(-1)
+
+
+def test_readers_and_a_flusher_alongside_appends(store: DLedgerStore) -> None:
+    """Readers never see a half-written entry; flush never claims one it did not cover."""
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                last = store.last_index
+                if last >= 0:
+                    assert store.get(last).body == body_for(last)
+                    spans = list(store.entries_from(0, max_index=last))
+                    assert [s.index for s in spans] == list(range(last + 1))
+        except BaseException as exc:
+            errors.append(exc)
+
+    def flush() -> None:
+        try:
+            while not done.is_set():
+                before = store.last_index
+                assert store.flush() >= before
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read), threading.Thread(target=flush)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(150):
+            append_numbered(store, 2)
+    finally:
+        done.set()
+        for t in threads:
+            t.join(10)
+    assert not errors, errors
+    assert store.flush() == 299

@@ -1,0 +1,379 @@
+"""DLedgerStore: the Raft log on disk in DLedger's layout (DLedgerMmapFileStore's files).
+
+What a Raft driver needs and nothing more: append contiguous entries (leader or
+follower), read them back by index, the terms, cut a divergent uncommitted tail, flush and
+learn what is durable, and the two state files. The store has no Raft logic: it checks
+only what keeps the files well-formed (contiguous indices, terms that never go down, no
+cut below the checkpointed committed index).
+
+Indices start at 0 as in DLedger; an empty log has ``last_index == -1`` and
+``last_term == -1``. A Raft core with 1-based indices maps ``raft = dledger + 1`` (its
+index 0 with term 0 is the position before the log).
+
+Concurrency: one lock serialises appends, truncation and the bookkeeping of flushes
+(fsyncs run outside it, so appends go on meanwhile; truncation waits for a running
+flush); readers take no lock and only read entries up to the published ``last_index``. A reader
+racing a truncation of the entries it reads gets an error, never other entries' bytes
+passed off as its own (every read checks the index and position the entry names).
+Nothing is kept per entry in Python: ``get`` reads the 32-byte index unit, then the entry.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ledgermq.errors import StoreClosedError, StoreError
+from ledgermq.failpoints import failpoint
+from ledgermq.store.dledger.config import DLedgerStoreConfig
+from ledgermq.store.dledger.entry import (
+    BODY_OFFSET,
+    ENTRY_HEAD,
+    ENTRY_MAGIC,
+    INDEX_UNIT_SIZE,
+    EntryInfo,
+    Verdict,
+    VerdictKind,
+    check_entry,
+    pack_entry_head,
+    pack_index_unit,
+)
+from ledgermq.store.dledger.metadata import (
+    LedgerCheckpoint,
+    TermState,
+    load_checkpoint,
+    load_term_state,
+    save_checkpoint,
+    save_term_state,
+)
+from ledgermq.store.dledger.recovery import RecoveryResult, recover
+from ledgermq.store.dledger.segments import (
+    data_file_for,
+    index_file_for,
+    next_data_pos,
+    read_data,
+    read_index_unit,
+    sync_file,
+)
+from ledgermq.store.mapped_file_queue import MappedFileQueue
+
+EntryInput = tuple[int, int, bytes | bytearray | memoryview]  # index, term, body
+# Called with the body and the position its first byte will have in the data files
+# (entry pos + BODY_OFFSET), before the entry is encoded: the leader fills the inner
+# message's PHYSICALOFFSET with it.
+BodyPatch = Callable[[bytearray, int], None]
+
+
+class EntryNotFoundError(StoreError, IndexError):
+    """The index is outside ``[first_index, last_index]`` or its entry is unreadable."""
+
+
+class LogMismatchError(StoreError, ValueError):
+    """An append or truncation would break the log's shape (gap, falling term, committed cut)."""
+
+
+class StoredEntry(NamedTuple):
+    term: int
+    body: bytes
+    pos: int  # where the entry starts; its body starts at pos + BODY_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class EntrySpan:
+    """One entry as ``entries_from`` walks the data (no body copied)."""
+
+    index: int
+    term: int
+    pos: int
+    body_pos: int
+    body_size: int
+    next_pos: int  # where the walk goes on (a blank is skipped when reached)
+
+
+class DLedgerStore:
+    def __init__(self, config: DLedgerStoreConfig) -> None:
+        """Use ``DLedgerStore.open``: it loads and recovers the files."""
+        self.config = config
+        self.data = MappedFileQueue(config.data_dir, config.data_file_size)
+        self.index = MappedFileQueue(config.index_dir, config.index_file_size)
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # one flush at a time; truncation waits for it
+        self._checkpoint_lock = threading.Lock()  # checkpoint writes land in the order decided
+        self._head = bytearray(BODY_OFFSET)  # an entry head is packed here, then copied in
+        self._unit = bytearray(INDEX_UNIT_SIZE)
+        self._first_index = 0
+        self._last_index = -1
+        self._last_term = -1
+        self._persisted_index = -1
+        self._committed_index = -1
+        self._closed = False
+        self.term_state = TermState()
+        self.recovery: RecoveryResult | None = None
+
+    @classmethod
+    def open(cls, config: DLedgerStoreConfig) -> DLedgerStore:
+        """Load the files, recover them (see recovery.py) and read the state files.
+
+        Raises CommittedEntryLostError, DLedgerRecoveryError or MetadataError (each names
+        the file) rather than start with less than was promised.
+        """
+        store = cls(config)
+        try:
+            checkpoint = load_checkpoint(config.default_path)
+            store.term_state = load_term_state(config.default_path)
+            store.data.load()
+            store.index.load()
+            result = recover(config, store.data, store.index, checkpoint)
+        except BaseException:
+            store.data.close()
+            store.index.close()
+            raise
+        store.recovery = result
+        store._first_index = result.first_index
+        store._last_index = store._persisted_index = result.last_index
+        store._last_term = result.last_term
+        store._committed_index = result.committed_index
+        return store
+
+    # -- positions -------------------------------------------------------------------
+    @property
+    def first_index(self) -> int:
+        return self._first_index
+
+    @property
+    def last_index(self) -> int:
+        return self._last_index
+
+    @property
+    def last_term(self) -> int:
+        return self._last_term
+
+    @property
+    def persisted_index(self) -> int:
+        """The last index whose entry (and index unit) a completed flush covered."""
+        return self._persisted_index
+
+    @property
+    def committed_index(self) -> int:
+        """The committed index last written to the checkpoint file (-1: none)."""
+        return self._committed_index
+
+    @property
+    def end_pos(self) -> int:
+        """The data position after the last entry (DLedger's max wrote position)."""
+        return self.data.max_offset() if not self.data.empty else self.config.first_data_offset
+
+    def next_entry_pos(self, body_size: int) -> int:
+        """Where the next entry starts if its body is ``body_size`` bytes (after any roll).
+
+        Valid until the next append or truncation; a caller that must not race other
+        writers uses ``append_with_pos`` instead, which decides under the store's lock.
+        """
+        self._check_body_size(body_size)
+        return next_data_pos(self.data, BODY_OFFSET + body_size, self.config.first_data_offset)
+
+    # -- appends ---------------------------------------------------------------------
+    def append(self, entries: Sequence[EntryInput]) -> list[int]:
+        """Append entries whose indices continue the log; return each entry's position."""
+        return self._append(entries, None)
+
+    def append_with_pos(self, entries: Sequence[tuple[int, int, bytearray]], patch: BodyPatch) -> list[int]:
+        """Like ``append``, but ``patch(body, body_pos)`` runs for each entry once its place is
+        decided and before it is encoded (under the store lock: keep it short, and do not
+        call the store from it). The body CRC covers the patched body."""
+        return self._append(entries, patch)
+
+    def _append(self, entries: Sequence[EntryInput], patch: BodyPatch | None) -> list[int]:
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the DLedger store is closed")
+            expected, term_floor = self._last_index + 1, self._last_term
+            for index, term, body in entries:  # all or nothing for the caller's mistakes
+                if index != expected:
+                    raise LogMismatchError(f"append of index {index}, but the log continues at {expected}")
+                if term < term_floor:
+                    raise LogMismatchError(f"index {index} has term {term} below the previous term {term_floor}")
+                self._check_body_size(len(body))
+                expected, term_floor = expected + 1, term
+            positions: list[int] = []
+            first_offset = self.config.first_data_offset
+            for index, term, body in entries:
+                size = BODY_OFFSET + len(body)
+                mf = data_file_for(self.data, size, first_offset)
+                pos = mf.write_offset
+                if patch is not None:
+                    assert isinstance(body, bytearray)
+                    patch(body, pos + BODY_OFFSET)
+                pack_entry_head(self._head, 0, index, term, pos, body)
+                mf.append(self._head)
+                failpoint("dledger.after_entry_head")
+                mf.append(body)
+                pack_index_unit(self._unit, 0, pos, size, index, term)
+                index_file_for(self.index, index * INDEX_UNIT_SIZE).append(self._unit)
+                self._last_index, self._last_term = index, term
+                positions.append(pos)
+            return positions
+
+    def _check_body_size(self, n: int) -> None:
+        if n > self.config.max_body_size:
+            raise LogMismatchError(
+                f"a {n}-byte body does not fit a {self.config.data_file_size}-byte data file "
+                f"(at most {self.config.max_body_size})"
+            )
+
+    # -- reads -----------------------------------------------------------------------
+    def entry_span(self, index: int) -> tuple[int, int]:
+        """(pos, size) of an entry from its index unit (DLedger's getEntryPosAndSize)."""
+        self._check_index(index)
+        unit = read_index_unit(self.index, index)
+        if unit is None or unit[0] != ENTRY_MAGIC or unit[3] != index:
+            raise EntryNotFoundError(f"no index unit for index {index}")
+        return unit[1], unit[2]
+
+    def term_at(self, index: int) -> int:
+        self._check_index(index)
+        unit = read_index_unit(self.index, index)
+        if unit is None or unit[0] != ENTRY_MAGIC or unit[3] != index:
+            raise EntryNotFoundError(f"no index unit for index {index}")
+        return unit[4]
+
+    def get(self, index: int) -> StoredEntry:
+        pos, size = self.entry_span(index)
+        raw = read_data(self.data, pos, size)
+        if raw is None:
+            raise EntryNotFoundError(f"entry {index} at {pos} ({size} bytes) is not in the data files")
+        magic, esize, eindex, term, epos, *_rest = ENTRY_HEAD.unpack_from(raw)
+        if magic != ENTRY_MAGIC or esize != size or eindex != index or epos != pos:
+            raise EntryNotFoundError(f"entry {index}: data at {pos} holds index {eindex} at {epos} (truncated?)")
+        return StoredEntry(term, raw[BODY_OFFSET:], pos)
+
+    def read_body_at(self, pos: int, size: int) -> bytes | None:
+        """``size`` bytes at data position ``pos`` (a consume-queue read of an inner message),
+        or None if they are not all written (or their file was deleted)."""
+        return read_data(self.data, pos, size)
+
+    def entries_from(self, pos: int, max_index: int | None = None) -> Iterator[EntrySpan]:
+        """Walk entries from data position ``pos`` (an entry start, a blank, or a file end)
+        up to ``max_index`` (default: the last entry), skipping blanks.
+
+        A reput keeps ``next_pos`` as its cursor and dispatches the inner message at
+        ``body_pos`` (``body_size`` bytes); RocketMQ limits it to the committed index.
+        Entries are not CRC-checked here: recovery did, and dispatch checks the message.
+        """
+        limit = self._last_index if max_index is None else min(max_index, self._last_index)
+        while True:
+            mf = self.data.find(pos)
+            if mf is None:
+                if self.data.empty or pos == self.end_pos:
+                    return
+                raise EntryNotFoundError(f"data position {pos} is not in the data files")
+            if not mf.pin():
+                raise EntryNotFoundError(f"data file {mf.path.name} was deleted")
+            try:
+                at = pos - mf.start_offset
+                v = check_entry(mf.mm, at, mf.wrote, pos, capacity=mf.size, check_crc=False)
+            finally:
+                mf.unpin()
+            if isinstance(v, EntryInfo):
+                if v.index > limit:
+                    return
+                yield EntrySpan(v.index, v.term, v.pos, v.body_pos, v.body_size, v.end)
+                pos = v.end
+                continue
+            assert isinstance(v, Verdict)
+            if v.kind is VerdictKind.BLANK:
+                pos = mf.end_offset
+                continue
+            if v.kind is VerdictKind.END_OF_DATA or v.kind is VerdictKind.INCOMPLETE:
+                return
+            raise EntryNotFoundError(f"walking the data at {pos}: {v.reason}")
+
+    def _check_index(self, index: int) -> None:
+        if not self._first_index <= index <= self._last_index:
+            raise EntryNotFoundError(f"index {index} is outside [{self._first_index}, {self._last_index}]")
+
+    # -- truncation ------------------------------------------------------------------
+    def truncate_after(self, index: int) -> None:
+        """Drop every entry after ``index`` (a follower's divergent, uncommitted tail).
+
+        The cut is durable when this returns (the zeroed tail is fsynced), so a later
+        crash cannot bring the dropped entries back behind new ones. Cutting at or below
+        the committed index in the checkpoint is refused.
+        """
+        with self._flush_lock, self._lock:
+            if self._closed:
+                raise StoreClosedError("the DLedger store is closed")
+            if index >= self._last_index:
+                return
+            if index < self._committed_index:
+                raise LogMismatchError(f"truncate after {index} would drop committed index {self._committed_index}")
+            if index < self._first_index - 1:
+                raise LogMismatchError(f"truncate after {index}: the log starts at {self._first_index}")
+            cut_pos, _size = self.entry_span(index + 1)
+            new_term = self.term_at(index) if index >= self._first_index else -1
+            self.data.truncate_after(cut_pos, online=True)
+            self.index.truncate_after((index + 1) * INDEX_UNIT_SIZE, online=True)
+            for queue in (self.data, self.index):
+                last = queue.last()
+                if last is not None:
+                    sync_file(last)
+            self._last_index, self._last_term = index, new_term
+            self._persisted_index = min(self._persisted_index, index)
+
+    # -- durability ------------------------------------------------------------------
+    def flush(self) -> int:
+        """fdatasync the data, then the index; return the persisted index.
+
+        Only entries appended before the flush began count (appends may go on meanwhile).
+        """
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return self._persisted_index
+                target = self._last_index
+            failpoint("dledger.before_data_fsync")
+            self.data.flush()
+            failpoint("dledger.before_index_fsync")
+            self.index.flush()
+            with self._lock:
+                self._persisted_index = max(self._persisted_index, target)
+                return self._persisted_index
+
+    def save_committed_index(self, committed_index: int) -> int:
+        """Write the checkpoint (endIndex, committedIndex) atomically; return what was saved.
+
+        The index saved never exceeds the persisted index (a checkpoint must not promise
+        an entry a crash could still take away) and never goes down. The value takes effect
+        (``truncate_after`` refuses to cut below it) before the file is written.
+        """
+        with self._checkpoint_lock:
+            with self._lock:
+                value = max(min(committed_index, self._persisted_index), self._committed_index)
+                self._committed_index = value
+                end = self._last_index
+            save_checkpoint(self.config.default_path, LedgerCheckpoint(end, value))
+            return value
+
+    def save_term_state(self, state: TermState) -> None:
+        """Persist term and vote (``currterm``) before acting on them."""
+        save_term_state(self.config.default_path, state)
+        self.term_state = state
+
+    # -- lifetime --------------------------------------------------------------------
+    def close(self, *, flush: bool = True) -> None:
+        if flush and not self._closed:
+            self.flush()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.data.close()
+            self.index.close()
+
+    def __enter__(self) -> DLedgerStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,263 @@
+"""Recovery of a DLedger store: make data and index hold exactly the entries that were
+completely written, in order, and refuse to start if that loses a committed entry.
+
+The data files are the truth; the index is derived from them. Passes, in order:
+
+1. Both file lists must be gap-free (DLedger's checkSelf): a missing file in the middle
+   means lost entries that no later check could see.
+2. Pick where validation starts: the data file ``recover_last_files`` from the end (3,
+   as DLedger), stepping back while that file's first entry is not sound or its index
+   unit disagrees. Earlier files were complete (closed by a blank) and flushed before the
+   files after them were written to.
+3. Scan forward, read-only: magic, size, body length, pos field == actual position, body
+   CRC (when one was recorded), index continuity and non-decreasing terms, and whether
+   each entry's index unit agrees. The scan stops at the end of data, a torn entry
+   (zero-filled or partly written pages) or anything corrupt.
+4. Compare with the committed index in the checkpoint *before touching any file*: if the
+   scan ended below it, a committed entry is gone (or damaged), and truncating would make
+   this node forget it silently; start-up is refused with the numbers and file names.
+5. Cut the data after the last valid entry (the tail is zeroed, so a stale entry can
+   never reappear behind a later append).
+6. Rewrite index units from the first one that disagreed, and cut the index after the
+   last entry.
+7. fdatasync what recovery kept or rewrote, so "everything recovered is durable" holds
+   and ``flush`` can count from the recovered end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass
+
+from ledgermq.errors import StoreError
+from ledgermq.store.dledger.config import DLedgerStoreConfig
+from ledgermq.store.dledger.entry import (
+    BLANK_HEAD,
+    BLANK_MAGIC,
+    ENTRY_HEAD,
+    ENTRY_MAGIC,
+    INDEX_UNIT,
+    INDEX_UNIT_SIZE,
+    EntryInfo,
+    Verdict,
+    VerdictKind,
+    check_entry,
+)
+from ledgermq.store.dledger.metadata import CHECKPOINT_FILE, LedgerCheckpoint
+from ledgermq.store.dledger.segments import index_file_for, read_index_unit, sync_file
+from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+
+class DLedgerRecoveryError(StoreError):
+    """The files cannot be recovered without losing something that must not be lost."""
+
+
+class CommittedEntryLostError(DLedgerRecoveryError):
+    """The data ends (or breaks) below the committed index the checkpoint recorded."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    first_index: int  # 0 for an empty log
+    last_index: int  # -1 for an empty log
+    last_term: int  # -1 for an empty log
+    scan_start: int  # data position validation started at
+    valid_end: int  # data position just after the last valid entry
+    entries_scanned: int
+    index_rebuilt_from: int | None  # first index whose unit was rewritten, if any
+    dirty_tail: bool  # non-zero bytes followed the valid end (a torn or corrupt entry)
+    data_files_dropped: int
+    stop_reason: str
+    committed_index: int  # from the checkpoint; -1 without one
+
+
+@dataclass(slots=True)
+class _Scan:
+    first_index: int = 0
+    last_index: int = -1
+    last_term: int = -1
+    valid_end: int = 0
+    scanned: int = 0
+    rebuild_index: int | None = None
+    rebuild_pos: int = 0
+    stop_reason: str = "end of data"
+
+
+def recover(
+    config: DLedgerStoreConfig,
+    data: MappedFileQueue,
+    index: MappedFileQueue,
+    checkpoint: LedgerCheckpoint | None,
+) -> RecoveryResult:
+    committed = checkpoint.committed_index if checkpoint is not None else -1
+    # 1. No holes in either file list.
+    _check_contiguous(data, "data")
+    _check_contiguous(index, "index")
+    files = data.files
+
+    # 2. Where validation starts.
+    start = _scan_start(files, index, config.recover_last_files, config.check_body_crc) if files else 0
+    scan_start = files[start].start_offset if files else config.first_data_offset
+
+    # 3. Validate (read-only).
+    scan = _scan(files, start, index, config.check_body_crc) if files else _Scan(valid_end=scan_start)
+
+    # 4. Refuse before changing anything if a committed entry would be dropped.
+    if committed > scan.last_index:
+        raise CommittedEntryLostError(
+            f"{config.default_path / CHECKPOINT_FILE} says committedIndex={committed}, but the entries in "
+            f"{config.data_dir} end at index {scan.last_index} (data position {scan.valid_end}: "
+            f"{scan.stop_reason}). A committed entry is missing or damaged; refusing to start rather than "
+            f"truncate it away. Restore the data files, or move {config.default_path} aside and let this "
+            f"node catch up from its peers."
+        )
+    if checkpoint is not None and checkpoint.end_index > scan.last_index:
+        log.warning(
+            "dledger recovery: checkpoint endIndex=%d but entries end at %d (uncommitted tail lost: %s)",
+            checkpoint.end_index,
+            scan.last_index,
+            scan.stop_reason,
+        )
+
+    # 5. Cut the data after the last valid entry.
+    dirty = _dirty_after(data, scan.valid_end)
+    dropped = sum(
+        1
+        for i, mf in enumerate(files)
+        if mf.start_offset > scan.valid_end or (i > 0 and mf.start_offset == scan.valid_end)
+    )
+    if files:
+        data.truncate_after(scan.valid_end)
+    if scan.stop_reason != "end of data" or dirty:
+        log.warning(
+            "dledger recovery: data cut at %d after index %d: %s", scan.valid_end, scan.last_index, scan.stop_reason
+        )
+
+    # 6. Index units agree with the data, and end with it.
+    if scan.rebuild_index is not None:
+        _rebuild_index(data, index, scan.rebuild_index, scan.rebuild_pos, scan.last_index)
+    index.truncate_after((scan.last_index + 1) * INDEX_UNIT_SIZE)
+
+    # 7. What recovery kept or rewrote is durable.
+    index_from = min(scan.rebuild_index if scan.rebuild_index is not None else scan.last_index, scan.last_index)
+    touched = [mf for mf in data.files if mf.end_offset > scan_start]
+    touched += [mf for mf in index.files if mf.end_offset > index_from * INDEX_UNIT_SIZE]
+    for mf in touched:
+        sync_file(mf)
+        mf.flushed = mf.wrote
+    return RecoveryResult(
+        first_index=scan.first_index,
+        last_index=scan.last_index,
+        last_term=scan.last_term,
+        scan_start=scan_start,
+        valid_end=scan.valid_end,
+        entries_scanned=scan.scanned,
+        index_rebuilt_from=scan.rebuild_index,
+        dirty_tail=dirty,
+        data_files_dropped=dropped,
+        stop_reason=scan.stop_reason,
+        committed_index=committed,
+    )
+
+
+def _check_contiguous(queue: MappedFileQueue, what: str) -> None:
+    files = queue.files
+    for prev, cur in itertools.pairwise(files):
+        if cur.start_offset != prev.end_offset:
+            raise DLedgerRecoveryError(
+                f"{what} files in {queue.directory} have a hole: {cur.path.name} does not follow "
+                f"{prev.path.name}; refusing to start"
+            )
+
+
+def _unit_agrees(index: MappedFileQueue, entry: EntryInfo) -> bool:
+    return read_index_unit(index, entry.index) == (ENTRY_MAGIC, entry.pos, entry.size, entry.index, entry.term)
+
+
+def _scan_start(files: list[MappedFile], index: MappedFileQueue, last_files: int, check_crc: bool) -> int:
+    """The first file to validate: recent enough to be cheap, early enough to be sound."""
+    i = 0 if last_files == 0 else max(0, len(files) - last_files)
+    while i > 0:
+        mf = files[i]
+        head = check_entry(mf.mm, 0, mf.size, mf.start_offset, check_crc=check_crc)
+        if isinstance(head, EntryInfo) and _unit_agrees(index, head):
+            return i
+        i -= 1
+    return 0
+
+
+def _scan(files: list[MappedFile], start: int, index: MappedFileQueue, check_crc: bool) -> _Scan:
+    s = _Scan(valid_end=files[start].start_offset)
+    first = check_entry(files[0].mm, 0, files[0].size, files[0].start_offset, check_crc=False)
+    if isinstance(first, EntryInfo):
+        s.first_index = first.index
+    elif start > 0:
+        raise DLedgerRecoveryError(f"{files[0].path}: the first data file does not start with an entry")
+    expected: int | None = None
+    if start > 0:
+        head = check_entry(files[start].mm, 0, files[start].size, files[start].start_offset, check_crc=False)
+        assert isinstance(head, EntryInfo)  # _scan_start only stops at a file with a sound head
+        expected = head.index
+        unit = read_index_unit(index, head.index - 1)
+        s.last_index, s.last_term = head.index - 1, (unit[4] if unit is not None else -1)
+    for mf in files[start:]:
+        at = 0
+        while True:
+            v = check_entry(mf.mm, at, mf.size, mf.start_offset + at, check_crc=check_crc)
+            if isinstance(v, EntryInfo):
+                if expected is not None and v.index != expected:
+                    s.stop_reason = f"index {v.index} at {v.pos} follows index {expected - 1}"
+                    return s
+                if v.term < s.last_term:
+                    s.stop_reason = f"term {v.term} of index {v.index} is below the previous term {s.last_term}"
+                    return s
+                if expected is None:
+                    s.first_index = v.index
+                if s.rebuild_index is None and not _unit_agrees(index, v):
+                    s.rebuild_index, s.rebuild_pos = v.index, v.pos
+                s.scanned += 1
+                s.last_index, s.last_term, expected = v.index, v.term, v.index + 1
+                at += v.size
+                s.valid_end = mf.start_offset + at
+                continue
+            assert isinstance(v, Verdict)
+            if v.kind is VerdictKind.BLANK:
+                s.valid_end = mf.end_offset
+                break  # the next file continues
+            s.stop_reason = v.reason
+            return s
+    return s
+
+
+def _rebuild_index(data: MappedFileQueue, index: MappedFileQueue, from_index: int, pos: int, last: int) -> None:
+    """Rewrite units ``from_index..last`` from the entry heads (already validated)."""
+    log.warning("dledger recovery: rebuilding index units from index %d", from_index)
+    index.truncate_after(from_index * INDEX_UNIT_SIZE)
+    unit = bytearray(INDEX_UNIT_SIZE)
+    i = from_index
+    while i <= last:
+        mf = data.find(pos)
+        assert mf is not None
+        at = pos - mf.start_offset
+        if BLANK_HEAD.unpack_from(mf.mm, at)[0] == BLANK_MAGIC:  # closes this file: the next goes on
+            pos = mf.end_offset
+            continue
+        magic, size, idx, term, epos, *_rest = ENTRY_HEAD.unpack_from(mf.mm, at)
+        assert magic == ENTRY_MAGIC and idx == i and epos == pos, (magic, idx, i, epos, pos)
+        INDEX_UNIT.pack_into(unit, 0, ENTRY_MAGIC, pos, size, idx, term)
+        index_file_for(index, i * INDEX_UNIT_SIZE).append(unit)
+        pos += size
+        i += 1
+
+
+def _dirty_after(data: MappedFileQueue, pos: int) -> bool:
+    """Did anything but zeros follow the valid end (a torn or corrupt entry)?"""
+    mf = data.find(pos)
+    if mf is None:
+        return False
+    at = pos - mf.start_offset
+    return bool(mf.mm[at : min(at + 4096, mf.size)].strip(b"\x00"))

@@ -1,0 +1,402 @@
+"""A seeded, deterministic simulation of a Raft cluster under loss, reordering, partitions and crashes.
+
+One ``random.Random(seed)`` drives every choice (delays, faults, proposals and each
+node's election jitter), so a seed replays exactly: ``python -m
+ledgermq.testing.raft_sim SEED [NODES]`` reruns one and prints its trace tail.
+
+Time is in ticks; each tick is ``rounds_per_tick`` rounds of message delivery, disk
+completion and Ready processing. A node's disk keeps the hard state (written at once,
+as the contract requires before sending) and the entries whose write completed; a
+crash drops pending writes, so the node restarts with exactly what it acknowledged
+through ``persisted()``. After every step the ``ClusterChecker`` runs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import sys
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from ledgermq.raft import Entry, HardState, Message, ProposalDroppedError, RaftConfig, RaftNode, Role
+from ledgermq.testing.raft_invariants import ClusterChecker, InvariantFailure
+
+
+MAX_BACKLOG = 32
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    nodes: int = 3
+    chaos_ticks: int = 200
+    heal_ticks: int = 300
+    """Budget for the cluster to commit a fresh proposal once faults stop."""
+    election_timeout: int = 10
+    heartbeat: int = 2
+    rounds_per_tick: int = 3
+    max_delay_rounds: int = 4
+    loss: float = 0.05
+    duplicate: float = 0.03
+    fault_rate: float = 0.04
+    """Chance per tick of a fault event (crash, restart, partition, heal)."""
+    propose_rate: float = 0.5
+    transfer_rate: float = 0.01
+    max_disk_delay_rounds: int = 3
+    pre_vote: bool = True
+    check_quorum: bool = True
+    max_inflight: int = 4
+    max_entries_per_append: int = 3
+    append_noop: bool = True
+
+
+def random_profile(rng: random.Random, nodes: int) -> SimConfig:
+    """Per-seed knobs, so the seeds between them cover slow disks, lossy links and both noop modes."""
+    return SimConfig(
+        nodes=nodes,
+        loss=rng.choice((0.0, 0.02, 0.1, 0.25)),
+        duplicate=rng.choice((0.0, 0.05, 0.2)),
+        max_delay_rounds=rng.choice((1, 3, 8)),
+        fault_rate=rng.choice((0.03, 0.1, 0.3)),
+        propose_rate=rng.choice((0.3, 1.0, 3.0)),
+        transfer_rate=rng.choice((0.0, 0.02, 0.1)),
+        max_disk_delay_rounds=rng.choice((0, 3, 12)),
+        max_inflight=rng.choice((2, 8, 64)),
+        max_entries_per_append=rng.choice((1, 4, 16)),
+        append_noop=rng.choice((True, False)),
+    )
+
+
+@dataclass(slots=True)
+class SimStats:
+    seed: int
+    first_leader_tick: int | None = None
+    recovery_ticks: int | None = None
+    """Ticks from the end of the chaos phase until a proposal made after it committed."""
+    committed: int = 0
+    terms: int = 0
+    delivered: int = 0
+    crashes: int = 0
+    partitions: int = 0
+    transfers: int = 0
+
+
+class SimulationFailure(AssertionError):
+    """A safety or liveness failure, with the seed to replay it and the last steps that led to it."""
+
+
+@dataclass(slots=True)
+class _Disk:
+    hard_state: HardState = field(default_factory=HardState)
+    entries: list[Entry] = field(default_factory=list)
+    pending: deque[tuple[int, tuple[Entry, ...]]] = field(default_factory=deque)
+    """(due round, entries) writes not yet durable; completed in order."""
+
+
+class Simulation:
+    def __init__(self, seed: int, config: SimConfig | None = None) -> None:
+        self.seed = seed
+        self.cfg = cfg = config or SimConfig()
+        self.rng = random.Random(seed)
+        self.ids = [f"n{i}" for i in range(cfg.nodes)]
+        self.disks = {i: _Disk() for i in self.ids}
+        self.nodes: dict[str, RaftNode | None] = {i: self._boot(i) for i in self.ids}
+        self.checker = ClusterChecker()
+        self.stats = SimStats(seed)
+        self.now = 0  # rounds
+        self.tick_no = 0
+        self._queue: list[tuple[int, int, Message]] = []
+        self._seq = 0
+        self.blocked: set[tuple[str, str]] = set()
+        self.trace: deque[str] = deque(maxlen=60)
+        self._proposal_no = 0
+
+    # -- running ---------------------------------------------------------------------
+
+    def run(self) -> SimStats:
+        try:
+            self._run()
+        except (InvariantFailure, SimulationFailure) as exc:
+            raise SimulationFailure(self.describe(str(exc))) from exc
+        return self.stats
+
+    def describe(self, reason: str) -> str:
+        tail = "\n".join(f"  {line}" for line in self.trace)
+        return f"seed={self.seed} nodes={self.cfg.nodes} tick={self.tick_no}: {reason}\ntrace tail:\n{tail}"
+
+    def _run(self) -> None:
+        cfg = self.cfg
+        for _ in range(cfg.chaos_ticks):
+            self._tick(faults=True)
+        self._heal_all()
+        heal_start = self.tick_no
+        seen = self.checker.committed_index
+        last_try = -cfg.election_timeout
+        while True:
+            if self.tick_no - heal_start >= cfg.heal_ticks:
+                raise SimulationFailure(f"no progress within {cfg.heal_ticks} ticks after faults healed")
+            # Clients retry: a proposal can die with the leader that took it.
+            if self.tick_no - last_try >= cfg.election_timeout and self._propose_heal():
+                last_try = self.tick_no
+            self._tick(faults=False)
+            top = self.checker.committed_index
+            if any(self.checker.committed_entry(i).data == b"heal" for i in range(seen + 1, top + 1)):
+                self.stats.recovery_ticks = self.tick_no - heal_start
+                break
+            seen = top
+        # Let the cluster settle so the final cross-check sees caught-up logs too.
+        for _ in range(3 * cfg.election_timeout):
+            self._tick(faults=False)
+        live = [n for n in self.nodes.values() if n is not None]
+        self.checker.check_logs_agree(live)
+        self.stats.committed = self.checker.committed_index
+        self.stats.terms = max(n.term for n in live)
+
+    def _propose_heal(self) -> bool:
+        leader = self.leader()
+        if leader is None:
+            return False
+        try:
+            index = leader.propose(b"heal")
+        except ProposalDroppedError:
+            return False
+        self._after(leader, f"{leader.id} propose heal -> {index}")
+        return True
+
+    def leader(self) -> RaftNode | None:
+        leaders = [n for n in self.nodes.values() if n is not None and n.role is Role.LEADER]
+        return max(leaders, key=lambda n: n.term) if leaders else None
+
+    def _tick(self, faults: bool) -> None:
+        self.tick_no += 1
+        for nid in self.ids:
+            n = self.nodes[nid]
+            if n is not None:
+                n.tick()
+                self._after(n, f"{nid} tick")
+        for _ in range(self.cfg.rounds_per_tick):
+            self._round(faults)
+        if self.stats.first_leader_tick is None and self.leader() is not None:
+            self.stats.first_leader_tick = self.tick_no
+
+    def _round(self, faults: bool) -> None:
+        """One round: maybe a fault or input, then disks, Ready processing and due messages.
+
+        Faults land between any two rounds, not only on tick boundaries, so a crash can
+        fall between a Ready and the durability of its entries.
+        """
+        self.now += 1
+        rng, cfg = self.rng, self.cfg
+        per_round = 1 / cfg.rounds_per_tick
+        if faults and rng.random() < cfg.fault_rate * per_round:
+            self._fault()
+        if faults and rng.random() < cfg.propose_rate * per_round:
+            self._propose()
+        if faults and rng.random() < cfg.transfer_rate * per_round:
+            self._transfer()
+        for nid in self.ids:
+            self._complete_writes(nid)
+        for nid in self.ids:
+            self._drain_ready(nid)
+        while self._queue and self._queue[0][0] <= self.now:
+            _, _, m = heapq.heappop(self._queue)
+            n = self.nodes[m.dst]
+            if n is None or (m.src, m.dst) in self.blocked:
+                continue
+            self.stats.delivered += 1
+            n.step(m)
+            self._after(n, f"deliver {_fmt_msg(m)}")
+            self._drain_ready(m.dst)
+
+    def _after(self, n: RaftNode, what: str) -> None:
+        self._log(what)
+        self.checker.check_node(n)
+
+    def _log(self, line: str) -> None:
+        self.trace.append(f"t{self.tick_no}.r{self.now} {line}")
+
+    # -- the caller's loop, as docs/raft.md describes it --------------------------------
+
+    def _drain_ready(self, nid: str) -> None:
+        n = self.nodes[nid]
+        while n is not None and n.has_ready():
+            rd = n.ready()
+            disk = self.disks[nid]
+            if rd.hard_state is not None:
+                self.checker.check_hard_state(nid, disk.hard_state, rd.hard_state)
+                disk.hard_state = rd.hard_state
+            if rd.entries_to_persist:
+                self.checker.check_persist(n, rd.entries_to_persist)
+                due = self.now + self.rng.randrange(self.cfg.max_disk_delay_rounds + 1)
+                if disk.pending:
+                    due = max(due, disk.pending[-1][0])
+                disk.pending.append((due, rd.entries_to_persist))
+            for m in rd.messages:
+                self._send(m)
+            self.checker.check_apply(nid, rd.committed_entries)
+            n.advance(rd)
+            self._log(f"{nid} ready {_fmt_ready(rd)}")
+            self._complete_writes(nid)
+
+    def _complete_writes(self, nid: str) -> None:
+        n, disk = self.nodes[nid], self.disks[nid]
+        while n is not None and disk.pending and disk.pending[0][0] <= self.now:
+            _, entries = disk.pending.popleft()
+            del disk.entries[entries[0].index - 1 :]
+            disk.entries.extend(entries)
+            last = entries[-1]
+            n.persisted(last.index, last.term)
+            p = n.persisted_index
+            if p > len(disk.entries) or (p and disk.entries[p - 1].term != n.log_term(p)):
+                raise InvariantFailure(f"{nid} counts {p} as persisted but its disk holds {len(disk.entries)}")
+            self._after(n, f"{nid} persisted {last.index}/{last.term}")
+
+    def _send(self, m: Message) -> None:
+        rng = self.rng
+        if rng.random() < self.cfg.loss:
+            return
+        copies = 2 if rng.random() < self.cfg.duplicate else 1
+        for _ in range(copies):
+            self._seq += 1
+            heapq.heappush(self._queue, (self.now + 1 + rng.randrange(self.cfg.max_delay_rounds), self._seq, m))
+
+    # -- inputs and faults -----------------------------------------------------------------
+
+    def _propose(self) -> None:
+        up = [n for n in self.nodes.values() if n is not None]
+        if not up:
+            return
+        leader = self.leader()
+        n = leader if leader is not None and self.rng.random() < 0.8 else self.rng.choice(up)
+        if n.last_index - n.commit > MAX_BACKLOG:
+            return  # clients back off from a leader that cannot commit, as DLedger's pending limit makes them
+        self._proposal_no += 1
+        try:
+            index = n.propose(b"p%d" % self._proposal_no)
+        except ProposalDroppedError as exc:
+            self._log(f"{n.id} propose dropped: {type(exc).__name__}")
+            return
+        self._after(n, f"{n.id} propose p{self._proposal_no} -> {index}")
+
+    def _transfer(self) -> None:
+        leader = self.leader()
+        if leader is None:
+            return
+        target = self.rng.choice(self.ids)
+        self.stats.transfers += 1
+        leader.transfer_leader(target)
+        self._after(leader, f"{leader.id} transfer leadership to {target}")
+
+    def _fault(self) -> None:
+        kind = self.rng.choice(("crash", "restart", "isolate_leader", "split", "one_way", "heal"))
+        if kind == "crash":
+            self._crash(self.rng.choice(self.ids))
+        elif kind == "restart":
+            down = [i for i in self.ids if self.nodes[i] is None]
+            if down:
+                self._restart(self.rng.choice(down))
+        elif kind == "isolate_leader":
+            leader = self.leader()
+            if leader is not None:
+                others = [i for i in self.ids if i != leader.id]
+                minority = self.rng.sample(others, (self.cfg.nodes - 1) // 2 - 1 + (self.cfg.nodes % 2 == 0))
+                self._split({leader.id, *minority})
+        elif kind == "split":
+            self._split(set(self.rng.sample(self.ids, self.rng.randrange(1, self.cfg.nodes))))
+        elif kind == "one_way":
+            a, b = self.rng.sample(self.ids, 2)
+            self.blocked.add((a, b))
+            self.stats.partitions += 1
+            self._log(f"block {a}->{b}")
+        else:
+            self.blocked.clear()
+            self._log("heal network")
+
+    def _split(self, side: set[str]) -> None:
+        self.blocked = {(a, b) for a in self.ids for b in self.ids if (a in side) != (b in side)}
+        self.stats.partitions += 1
+        self._log(f"partition {sorted(side)} | {sorted(set(self.ids) - side)}")
+
+    def _crash(self, nid: str) -> None:
+        if self.nodes[nid] is None:
+            return
+        self.nodes[nid] = None
+        self.disks[nid].pending.clear()
+        self.stats.crashes += 1
+        self._log(f"crash {nid}")
+
+    def _restart(self, nid: str) -> None:
+        n = self.nodes[nid] = self._boot(nid)
+        self.checker.restarted(nid, applied=0)
+        self._after(n, f"restart {nid} with {len(self.disks[nid].entries)} entries, {self.disks[nid].hard_state}")
+
+    def _boot(self, nid: str) -> RaftNode:
+        cfg, disk = self.cfg, self.disks[nid]
+        rc = RaftConfig(
+            nid,
+            election_timeout_ticks=cfg.election_timeout,
+            heartbeat_ticks=cfg.heartbeat,
+            pre_vote=cfg.pre_vote,
+            check_quorum=cfg.check_quorum,
+            max_inflight=cfg.max_inflight,
+            max_entries_per_append=cfg.max_entries_per_append,
+            append_noop_on_election=cfg.append_noop,
+        )
+        rng = random.Random(self.rng.getrandbits(64))
+        return RaftNode(rc, self.ids, disk.hard_state, list(disk.entries), rng=rng)
+
+    def _heal_all(self) -> None:
+        self.blocked.clear()
+        for nid in self.ids:
+            if self.nodes[nid] is None:
+                self._restart(nid)
+        self._log("heal everything")
+
+
+def _fmt_msg(m: Message) -> str:
+    s = f"{m.src}->{m.dst} {m.type.value} t{m.term} i{m.index}/{m.log_term} c{m.commit}"
+    if m.entries:
+        s += f" e[{m.entries[0].index}..{m.entries[-1].index}]"
+    if m.reject:
+        s += f" reject hint={m.reject_hint}"
+    return s
+
+
+def _fmt_ready(rd: object) -> str:
+    from ledgermq.raft import Ready
+
+    assert isinstance(rd, Ready)
+    parts = [f"{rd.soft_state.role.value}"]
+    if rd.hard_state is not None:
+        parts.append(f"hs={rd.hard_state.term}/{rd.hard_state.vote}/{rd.hard_state.commit}")
+    if rd.entries_to_persist:
+        parts.append(f"persist[{rd.entries_to_persist[0].index}..{rd.entries_to_persist[-1].index}]")
+    if rd.committed_entries:
+        parts.append(f"apply[{rd.committed_entries[0].index}..{rd.committed_entries[-1].index}]")
+    if rd.messages:
+        parts.append(f"msgs={len(rd.messages)}")
+    return " ".join(parts)
+
+
+def run_seed(seed: int, nodes: int = 3, **overrides: object) -> SimStats:
+    """Run one seed; raises SimulationFailure with the replay recipe on any violation."""
+    base = random_profile(random.Random(f"profile-{seed}"), nodes)
+    cfg = replace(base, **overrides)  # type: ignore[arg-type]
+    return Simulation(seed, cfg).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    seed = int(args[0]) if args else 0
+    nodes = int(args[1]) if len(args) > 1 else 3
+    try:
+        stats = run_seed(seed, nodes)
+    except SimulationFailure as exc:
+        print(exc)
+        return 1
+    print(stats)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

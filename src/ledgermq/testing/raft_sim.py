@@ -22,7 +22,6 @@ from dataclasses import dataclass, field, replace
 from ledgermq.raft import Entry, HardState, Message, ProposalDroppedError, RaftConfig, RaftNode, Role
 from ledgermq.testing.raft_invariants import ClusterChecker, InvariantFailure
 
-
 MAX_BACKLOG = 32
 
 

@@ -124,18 +124,20 @@ class RaftNode:
 
     def _tick_heartbeat(self) -> None:
         st = self._st
+        timeout = st.cfg.election_timeout_ticks
         st.heartbeat_elapsed += 1
         st.election_elapsed += 1
-        if st.election_elapsed >= st.cfg.election_timeout_ticks:
+        st.leader_ticks += 1
+        if st.cfg.check_quorum:
+            now = st.leader_ticks
+            active = [v for v, pr in st.prs.items() if v == st.id or now - pr.last_active < timeout]
+            if not quorum.has_quorum(st.voters, active):
+                # We may be cut off with a minority: stop taking writes that cannot commit, and
+                # let the majority's leases expire on the same schedule as ours.
+                st.become_follower(st.term, None)
+                return
+        if st.election_elapsed >= timeout:
             st.election_elapsed = 0
-            if st.cfg.check_quorum:
-                active = [v for v, pr in st.prs.items() if pr.recent_active or v == st.id]
-                if not quorum.has_quorum(st.voters, active):
-                    # We may be cut off with a minority: stop taking writes that cannot commit.
-                    st.become_follower(st.term, None)
-                    return
-                for v, pr in st.prs.items():
-                    pr.recent_active = v == st.id
             # A transfer that has not finished within an election timeout has failed.
             st.lead_transferee = None
         if st.heartbeat_elapsed >= st.cfg.heartbeat_ticks:

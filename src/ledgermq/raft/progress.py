@@ -53,7 +53,7 @@ class Inflights:
 
 
 class Progress:
-    __slots__ = ("inflights", "match", "next", "probe_sent", "recent_active", "state")
+    __slots__ = ("inflights", "last_active", "match", "next", "probe_sent", "state")
 
     def __init__(self, next_index: int, max_inflight: int) -> None:
         self.match = 0
@@ -61,8 +61,8 @@ class Progress:
         self.state = ProgressState.PROBE
         self.probe_sent = False
         """In PROBE, an Append is out; wait for its answer or the next heartbeat."""
-        self.recent_active = False
-        """Heard from since the last check-quorum round."""
+        self.last_active = 0
+        """The leader's tick count when this peer last answered (check-quorum)."""
         self.inflights = Inflights(max_inflight)
 
     def __repr__(self) -> str:

@@ -84,7 +84,7 @@ def step_leader(st: RaftState, m: Message) -> None:
     if pr is None:
         return
     if m.type is MsgType.APPEND_RESP:
-        pr.recent_active = True
+        pr.last_active = st.leader_ticks
         if m.reject:
             _handle_reject(st, m)
             return
@@ -104,7 +104,7 @@ def step_leader(st: RaftState, m: Message) -> None:
             if m.src == st.lead_transferee and pr.match == st.log.last_index:
                 send_timeout_now(st, m.src)
     elif m.type is MsgType.HEARTBEAT_RESP:
-        pr.recent_active = True
+        pr.last_active = st.leader_ticks
         pr.probe_sent = False
         if pr.state is ProgressState.REPLICATE and pr.inflights.full:
             pr.inflights.free_first_one()

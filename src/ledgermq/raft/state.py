@@ -47,6 +47,8 @@ class RaftState:
         self.heartbeat_elapsed = 0
         self.randomized_timeout = config.election_timeout_ticks
         self.lead_transferee: str | None = None
+        self.leader_ticks = 0
+        """Ticks since this node became leader; the clock for each peer's ``last_active``."""
         self.reset_randomized_timeout()
 
     @property
@@ -112,13 +114,13 @@ class RaftState:
         self._reset(self.term)
         self.role = Role.LEADER
         self.lead = self.id
+        self.leader_ticks = 0
         nxt = self.log.last_index + 1
         for v in self.voters:
             self.prs[v] = Progress(nxt, self.cfg.max_inflight)
         me = self.prs[self.id]
         me.match = self.log.persisted
         me.become_replicate()
-        me.recent_active = True
         if self.cfg.append_noop_on_election:
             self.log.append([Entry(nxt, self.term, b"", EntryKind.NOOP)])
 

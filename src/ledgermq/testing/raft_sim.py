@@ -59,7 +59,7 @@ def random_profile(rng: random.Random, nodes: int) -> SimConfig:
         fault_rate=rng.choice((0.03, 0.1, 0.3)),
         propose_rate=rng.choice((0.3, 1.0, 3.0)),
         transfer_rate=rng.choice((0.0, 0.02, 0.1)),
-        max_disk_delay_rounds=rng.choice((0, 3, 12)),
+        max_disk_delay_rounds=rng.choice((0, 2, 6)),
         max_inflight=rng.choice((2, 8, 64)),
         max_entries_per_append=rng.choice((1, 4, 16)),
         append_noop=rng.choice((True, False)),
@@ -287,9 +287,13 @@ class Simulation:
         self._after(leader, f"{leader.id} transfer leadership to {target}")
 
     def _fault(self) -> None:
-        kind = self.rng.choice(("crash", "restart", "isolate_leader", "split", "one_way", "heal"))
+        kind = self.rng.choice(("crash", "crash_leader", "restart", "isolate_leader", "split", "one_way", "heal"))
         if kind == "crash":
             self._crash(self.rng.choice(self.ids))
+        elif kind == "crash_leader":
+            leader = self.leader()
+            if leader is not None:
+                self._crash(leader.id)
         elif kind == "restart":
             down = [i for i in self.ids if self.nodes[i] is None]
             if down:

@@ -2,7 +2,8 @@
 
 One ``random.Random(seed)`` drives every choice (delays, faults, proposals and each
 node's election jitter), so a seed replays exactly: ``python -m
-ledgermq.testing.raft_sim SEED [NODES]`` reruns one and prints its trace tail.
+ledgermq.testing.raft_sim SEED --nodes N [--calm] [--trace LINES]`` reruns one and prints
+its trace tail on failure; ``A:B`` instead of a seed summarizes liveness over a range.
 
 Time is in ticks; each tick is ``rounds_per_tick`` rounds of message delivery, disk
 completion and Ready processing. A node's disk keeps the hard state (written at once,
@@ -13,9 +14,9 @@ through ``persisted()``. After every step the ``ClusterChecker`` runs.
 
 from __future__ import annotations
 
+import argparse
 import heapq
 import random
-import sys
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -23,6 +24,7 @@ from ledgermq.raft import Entry, HardState, Message, ProposalDroppedError, RaftC
 from ledgermq.testing.raft_invariants import ClusterChecker, InvariantFailure
 
 MAX_BACKLOG = 32
+HEALED_LOSS = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,9 @@ class SimStats:
     seed: int
     first_leader_tick: int | None = None
     recovery_ticks: int | None = None
-    """Ticks from the end of the chaos phase until a proposal made after it committed."""
+    """Ticks from the end of the faults until a leader has committed an entry of its own term."""
+    heal_commit_ticks: int | None = None
+    """Ticks from the end of the faults until a proposal made after them committed (drains the backlog)."""
     committed: int = 0
     terms: int = 0
     delivered: int = 0
@@ -107,6 +111,7 @@ class Simulation:
         self._queue: list[tuple[int, int, Message]] = []
         self._seq = 0
         self.blocked: set[tuple[str, str]] = set()
+        self.loss = cfg.loss
         self.trace: deque[str] = deque(maxlen=60)
         self._proposal_no = 0
 
@@ -131,17 +136,18 @@ class Simulation:
         heal_start = self.tick_no
         seen = self.checker.committed_index
         last_try = -cfg.election_timeout
-        while True:
+        while self.stats.recovery_ticks is None or self.stats.heal_commit_ticks is None:
             if self.tick_no - heal_start >= cfg.heal_ticks:
                 raise SimulationFailure(f"no progress within {cfg.heal_ticks} ticks after faults healed")
             # Clients retry: a proposal can die with the leader that took it.
             if self.tick_no - last_try >= cfg.election_timeout and self._propose_heal():
                 last_try = self.tick_no
+            if self.stats.recovery_ticks is None and self._serving():
+                self.stats.recovery_ticks = self.tick_no - heal_start
             self._tick(faults=False)
             top = self.checker.committed_index
             if any(self.checker.committed_entry(i).data == b"heal" for i in range(seen + 1, top + 1)):
-                self.stats.recovery_ticks = self.tick_no - heal_start
-                break
+                self.stats.heal_commit_ticks = self.tick_no - heal_start
             seen = top
         # Let the cluster settle so the final cross-check sees caught-up logs too.
         for _ in range(3 * cfg.election_timeout):
@@ -150,6 +156,11 @@ class Simulation:
         self.checker.check_logs_agree(live)
         self.stats.committed = self.checker.committed_index
         self.stats.terms = max(n.term for n in live)
+
+    def _serving(self) -> bool:
+        """A leader has committed an entry of its own term, so it can commit new writes."""
+        leader = self.leader()
+        return leader is not None and leader.commit > 0 and leader.log_term(leader.commit) == leader.term
 
     def _propose_heal(self) -> bool:
         leader = self.leader()
@@ -252,7 +263,7 @@ class Simulation:
 
     def _send(self, m: Message) -> None:
         rng = self.rng
-        if rng.random() < self.cfg.loss:
+        if rng.random() < self.loss:
             return
         copies = 2 if rng.random() < self.cfg.duplicate else 1
         for _ in range(copies):
@@ -349,7 +360,9 @@ class Simulation:
         return RaftNode(rc, self.ids, disk.hard_state, list(disk.entries), rng=rng)
 
     def _heal_all(self) -> None:
+        """End the faults: reconnect, restart, and cap loss at HEALED_LOSS so liveness has a fair bound."""
         self.blocked.clear()
+        self.loss = min(self.loss, HEALED_LOSS)
         for nid in self.ids:
             if self.nodes[nid] is None:
                 self._restart(nid)
@@ -381,23 +394,56 @@ def _fmt_ready(rd: object) -> str:
     return " ".join(parts)
 
 
-def run_seed(seed: int, nodes: int = 3, **overrides: object) -> SimStats:
+CALM = {"fault_rate": 0.0, "transfer_rate": 0.0, "loss": 0.0, "duplicate": 0.0}
+"""Overrides for a fault-free run, where liveness has a tight bound."""
+
+
+def run_seed(seed: int, nodes: int = 3, calm: bool = False, trace: int = 60, **overrides: object) -> SimStats:
     """Run one seed; raises SimulationFailure with the replay recipe on any violation."""
     base = random_profile(random.Random(f"profile-{seed}"), nodes)
-    cfg = replace(base, **overrides)  # type: ignore[arg-type]
-    return Simulation(seed, cfg).run()
+    cfg = replace(base, **{**(CALM if calm else {}), **overrides})  # type: ignore[arg-type]
+    sim = Simulation(seed, cfg)
+    sim.trace = deque(maxlen=trace)
+    try:
+        return sim.run()
+    except SimulationFailure as exc:
+        recipe = f"replay: python -m ledgermq.testing.raft_sim {seed} --nodes {nodes}{' --calm' if calm else ''}"
+        raise SimulationFailure(f"{exc}\n{recipe} --trace 500") from exc
+
+
+def summarize(stats: list[SimStats]) -> str:
+    first = sorted(s.first_leader_tick for s in stats if s.first_leader_tick is not None)
+    recovery = sorted(s.recovery_ticks for s in stats if s.recovery_ticks is not None)
+    heal = sorted(s.heal_commit_ticks for s in stats if s.heal_commit_ticks is not None)
+
+    def pct(xs: list[int], q: float) -> int:
+        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else -1
+
+    return (
+        f"{len(stats)} seeds; first leader tick p50={pct(first, 0.5)} p99={pct(first, 0.99)} max={pct(first, 1)};"
+        f" leader serving after heal p50={pct(recovery, 0.5)} p99={pct(recovery, 0.99)} max={pct(recovery, 1)};"
+        f" new proposal committed p50={pct(heal, 0.5)} p99={pct(heal, 0.99)} max={pct(heal, 1)};"
+        f" committed total={sum(s.committed for s in stats)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    seed = int(args[0]) if args else 0
-    nodes = int(args[1]) if len(args) > 1 else 3
-    try:
-        stats = run_seed(seed, nodes)
-    except SimulationFailure as exc:
-        print(exc)
-        return 1
-    print(stats)
+    parser = argparse.ArgumentParser(prog="python -m ledgermq.testing.raft_sim", description=__doc__)
+    parser.add_argument("seed", help="one seed, or a range A:B for a summary")
+    parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument("--calm", action="store_true", help="no faults, loss or duplication")
+    parser.add_argument("--trace", type=int, default=60, help="trace lines to print on failure")
+    args = parser.parse_args(argv)
+    lo, _, hi = args.seed.partition(":")
+    seeds = range(int(lo), int(hi)) if hi else range(int(lo), int(lo) + 1)
+    stats: list[SimStats] = []
+    for seed in seeds:
+        try:
+            stats.append(run_seed(seed, args.nodes, calm=args.calm, trace=args.trace))
+        except SimulationFailure as exc:
+            print(exc)
+            return 1
+    print(stats[0] if len(stats) == 1 else summarize(stats))
     return 0
 
 

@@ -228,13 +228,20 @@ class RaftNode:
             return False
         st = self._st
         log = st.log
+        # Called once per node per loop iteration by drivers, so compare plain fields
+        # rather than building HardState/SoftState objects.
+        hs, ss = self._prev_hs, self._prev_ss
+        applicable = min(log.committed, log.persisted)
         return bool(
             st.msgs
             or log.unsent_from <= log.last_index
-            or log.applied < log.applicable
+            or log.applied < applicable
+            or st.term != hs.term
+            or st.vote != hs.vote
+            or applicable != hs.commit
+            or st.lead != ss.leader
+            or st.role is not ss.role
             or any(m.index <= log.persisted for m in st.msgs_after_persist)
-            or self.soft_state() != self._prev_ss
-            or st.hard_state() != self._prev_hs
         )
 
     def ready(self) -> Ready:

@@ -20,7 +20,8 @@ import random
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from ledgermq.raft import Entry, HardState, Message, ProposalDroppedError, RaftConfig, RaftNode, Role
+from ledgermq.raft import Entry, HardState, Message, ProposalDroppedError, RaftConfig, RaftNode, Ready, Role
+from ledgermq.testing.raft_interaction import fmt_msg
 from ledgermq.testing.raft_invariants import ClusterChecker, InvariantFailure
 
 MAX_BACKLOG = 32
@@ -112,7 +113,8 @@ class Simulation:
         self._seq = 0
         self.blocked: set[tuple[str, str]] = set()
         self.loss = cfg.loss
-        self.trace: deque[str] = deque(maxlen=60)
+        self.trace: deque[tuple[int, int, str, Message | Ready | None]] = deque(maxlen=60)
+        """(tick, round, text, object): formatting waits until a failure needs it."""
         self._proposal_no = 0
 
     # -- running ---------------------------------------------------------------------
@@ -125,7 +127,7 @@ class Simulation:
         return self.stats
 
     def describe(self, reason: str) -> str:
-        tail = "\n".join(f"  {line}" for line in self.trace)
+        tail = "\n".join(f"  {line}" for line in self.trace_lines())
         return f"seed={self.seed} nodes={self.cfg.nodes} tick={self.tick_no}: {reason}\ntrace tail:\n{tail}"
 
     def _run(self) -> None:
@@ -183,7 +185,7 @@ class Simulation:
             n = self.nodes[nid]
             if n is not None:
                 n.tick()
-                self._after(n, f"{nid} tick")
+                self._after(n, nid + " tick")
         for _ in range(self.cfg.rounds_per_tick):
             self._round(faults)
         if self.stats.first_leader_tick is None and self.leader() is not None:
@@ -215,15 +217,22 @@ class Simulation:
                 continue
             self.stats.delivered += 1
             n.step(m)
-            self._after(n, f"deliver {_fmt_msg(m)}")
+            self._after(n, "deliver ", m)
             self._drain_ready(m.dst)
 
-    def _after(self, n: RaftNode, what: str) -> None:
-        self._log(what)
+    def _after(self, n: RaftNode, what: str, obj: Message | None = None) -> None:
+        self._log(what, obj)
         self.checker.check_node(n)
 
-    def _log(self, line: str) -> None:
-        self.trace.append(f"t{self.tick_no}.r{self.now} {line}")
+    def _log(self, text: str, obj: Message | Ready | None = None) -> None:
+        self.trace.append((self.tick_no, self.now, text, obj))
+
+    def trace_lines(self) -> list[str]:
+        out = []
+        for tick, rnd, text, obj in self.trace:
+            detail = "" if obj is None else fmt_msg(obj) if isinstance(obj, Message) else _fmt_ready(obj)
+            out.append(f"t{tick}.r{rnd} {text}{detail}")
+        return out
 
     # -- the caller's loop, as docs/raft.md describes it --------------------------------
 
@@ -245,7 +254,7 @@ class Simulation:
                 self._send(m)
             self.checker.check_apply(nid, rd.committed_entries)
             n.advance(rd)
-            self._log(f"{nid} ready {_fmt_ready(rd)}")
+            self._log(f"{nid} ready ", rd)
             self._complete_writes(nid)
 
     def _complete_writes(self, nid: str) -> None:
@@ -369,26 +378,13 @@ class Simulation:
         self._log("heal everything")
 
 
-def _fmt_msg(m: Message) -> str:
-    s = f"{m.src}->{m.dst} {m.type.value} t{m.term} i{m.index}/{m.log_term} c{m.commit}"
-    if m.entries:
-        s += f" e[{m.entries[0].index}..{m.entries[-1].index}]"
-    if m.reject:
-        s += f" reject hint={m.reject_hint}"
-    return s
-
-
-def _fmt_ready(rd: object) -> str:
-    from ledgermq.raft import Ready
-
-    assert isinstance(rd, Ready)
-    parts = [f"{rd.soft_state.role.value}"]
+def _fmt_ready(rd: Ready) -> str:
+    parts = [rd.soft_state.role.value]
     if rd.hard_state is not None:
         parts.append(f"hs={rd.hard_state.term}/{rd.hard_state.vote}/{rd.hard_state.commit}")
-    if rd.entries_to_persist:
-        parts.append(f"persist[{rd.entries_to_persist[0].index}..{rd.entries_to_persist[-1].index}]")
-    if rd.committed_entries:
-        parts.append(f"apply[{rd.committed_entries[0].index}..{rd.committed_entries[-1].index}]")
+    for name, ents in (("persist", rd.entries_to_persist), ("apply", rd.committed_entries)):
+        if ents:
+            parts.append(f"{name}[{ents[0].index}..{ents[-1].index}]")
     if rd.messages:
         parts.append(f"msgs={len(rd.messages)}")
     return " ".join(parts)

@@ -224,6 +224,14 @@ def test_follower_truncates_conflicting_suffix() -> None:
     assert n.entries(1, 4)[2] == Entry(3, 3, b"new")
 
 
+def test_follower_commit_capped_at_last_new_entry() -> None:
+    """§5.3 / Figure 2: "set commitIndex = min(leaderCommit, index of last new entry)": entries
+    past what this Append verified may be a stale tail from an older leader."""
+    n = node("n1", hard_state=HardState(term=1), entries=log(1, 1, 1))
+    n.step(Message(MsgType.APPEND, "n0", "n1", term=2, index=1, log_term=1, entries=(Entry(2, 1, b"e2"),), commit=3))
+    assert n.commit == 2
+
+
 def test_stale_shorter_append_does_not_truncate() -> None:
     """§5.3 with reordering: an old Append carrying a prefix of what we hold must not cut the
     matching tail that a newer Append already delivered (etcd's findConflict)."""

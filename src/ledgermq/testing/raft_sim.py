@@ -26,6 +26,8 @@ from ledgermq.testing.raft_invariants import ClusterChecker, InvariantFailure
 
 MAX_BACKLOG = 32
 HEALED_LOSS = 0.05
+RUNAWAY = 10_000
+"""Bounds that turn a livelock or message storm into a failure instead of a hung test."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,8 @@ def random_profile(rng: random.Random, nodes: int) -> SimConfig:
         max_inflight=rng.choice((2, 8, 64)),
         max_entries_per_append=rng.choice((1, 4, 16)),
         append_noop=rng.choice((True, False)),
+        pre_vote=rng.random() < 0.75,
+        check_quorum=rng.random() < 0.75,
     )
 
 
@@ -113,6 +117,7 @@ class Simulation:
         self._seq = 0
         self.blocked: set[tuple[str, str]] = set()
         self.loss = cfg.loss
+        self.stalled_until: dict[str, int] = {}
         self.trace: deque[tuple[int, int, str, Message | Ready | None]] = deque(maxlen=60)
         """(tick, round, text, object): formatting waits until a failure needs it."""
         self._proposal_no = 0
@@ -238,7 +243,9 @@ class Simulation:
 
     def _drain_ready(self, nid: str) -> None:
         n = self.nodes[nid]
-        while n is not None and n.has_ready():
+        for _ in range(RUNAWAY):
+            if n is None or not n.has_ready():
+                return
             rd = n.ready()
             disk = self.disks[nid]
             if rd.hard_state is not None:
@@ -249,6 +256,7 @@ class Simulation:
                 due = self.now + self.rng.randrange(self.cfg.max_disk_delay_rounds + 1)
                 if disk.pending:
                     due = max(due, disk.pending[-1][0])
+                due = max(due, self.stalled_until.get(nid, 0))
                 disk.pending.append((due, rd.entries_to_persist))
             for m in rd.messages:
                 self._send(m)
@@ -256,6 +264,7 @@ class Simulation:
             n.advance(rd)
             self._log(f"{nid} ready ", rd)
             self._complete_writes(nid)
+        raise SimulationFailure(f"{nid} still has a Ready after {RUNAWAY} in a row (livelock)")
 
     def _complete_writes(self, nid: str) -> None:
         n, disk = self.nodes[nid], self.disks[nid]
@@ -274,6 +283,8 @@ class Simulation:
         rng = self.rng
         if rng.random() < self.loss:
             return
+        if len(self._queue) > RUNAWAY * 10:
+            raise SimulationFailure(f"{len(self._queue)} messages in flight (message storm)")
         copies = 2 if rng.random() < self.cfg.duplicate else 1
         for _ in range(copies):
             self._seq += 1
@@ -307,7 +318,8 @@ class Simulation:
         self._after(leader, f"{leader.id} transfer leadership to {target}")
 
     def _fault(self) -> None:
-        kind = self.rng.choice(("crash", "crash_leader", "restart", "isolate_leader", "split", "one_way", "heal"))
+        kinds = ("crash", "crash_leader", "restart", "isolate_leader", "split", "one_way", "stall_disk", "heal")
+        kind = self.rng.choice(kinds)
         if kind == "crash":
             self._crash(self.rng.choice(self.ids))
         elif kind == "crash_leader":
@@ -326,6 +338,11 @@ class Simulation:
                 self._split({leader.id, *minority})
         elif kind == "split":
             self._split(set(self.rng.sample(self.ids, self.rng.randrange(1, self.cfg.nodes))))
+        elif kind == "stall_disk":
+            # An fsync that hangs: writes queue up behind it, and a crash meanwhile loses them all.
+            nid = self.rng.choice(self.ids)
+            self.stalled_until[nid] = self.now + self.rng.randrange(3, 40) * self.cfg.rounds_per_tick
+            self._log(f"stall {nid}'s disk until r{self.stalled_until[nid]}")
         elif kind == "one_way":
             a, b = self.rng.sample(self.ids, 2)
             self.blocked.add((a, b))
@@ -372,6 +389,7 @@ class Simulation:
         """End the faults: reconnect, restart, and cap loss at HEALED_LOSS so liveness has a fair bound."""
         self.blocked.clear()
         self.loss = min(self.loss, HEALED_LOSS)
+        self.stalled_until.clear()
         for nid in self.ids:
             if self.nodes[nid] is None:
                 self._restart(nid)

@@ -16,7 +16,7 @@ import pytest
 from ledgermq.testing.raft_sim import SimStats, run_seed
 
 CHUNK = 50
-SEEDS_3 = int(os.environ.get("LEDGERMQ_RAFT_SEEDS", "1500"))
+SEEDS_3 = int(os.environ.get("LEDGERMQ_RAFT_SEEDS", "2000"))
 SEEDS_5 = int(SEEDS_3 * 0.4)
 BASE = int(os.environ.get("LEDGERMQ_RAFT_SEED_BASE", "0"))
 

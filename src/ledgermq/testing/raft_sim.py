@@ -23,70 +23,14 @@ from dataclasses import dataclass, field, replace
 from ledgermq.raft import Entry, HardState, Message, ProposalDroppedError, RaftConfig, RaftNode, Ready, Role
 from ledgermq.testing.raft_interaction import fmt_msg
 from ledgermq.testing.raft_invariants import ClusterChecker, InvariantFailure
+from ledgermq.testing.raft_sim_profile import CALM, SimConfig, SimStats, random_profile
+
+__all__ = ["CALM", "SimConfig", "SimStats", "Simulation", "SimulationFailure", "random_profile", "run_seed"]
 
 MAX_BACKLOG = 32
 HEALED_LOSS = 0.05
 RUNAWAY = 10_000
 """Bounds that turn a livelock or message storm into a failure instead of a hung test."""
-
-
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    nodes: int = 3
-    chaos_ticks: int = 200
-    heal_ticks: int = 300
-    """Budget for the cluster to commit a fresh proposal once faults stop."""
-    election_timeout: int = 10
-    heartbeat: int = 2
-    rounds_per_tick: int = 3
-    max_delay_rounds: int = 4
-    loss: float = 0.05
-    duplicate: float = 0.03
-    fault_rate: float = 0.04
-    """Chance per tick of a fault event (crash, restart, partition, heal)."""
-    propose_rate: float = 0.5
-    transfer_rate: float = 0.01
-    max_disk_delay_rounds: int = 3
-    pre_vote: bool = True
-    check_quorum: bool = True
-    max_inflight: int = 4
-    max_entries_per_append: int = 3
-    append_noop: bool = True
-
-
-def random_profile(rng: random.Random, nodes: int) -> SimConfig:
-    """Per-seed knobs, so the seeds between them cover slow disks, lossy links and both noop modes."""
-    return SimConfig(
-        nodes=nodes,
-        loss=rng.choice((0.0, 0.02, 0.1, 0.25)),
-        duplicate=rng.choice((0.0, 0.05, 0.2)),
-        max_delay_rounds=rng.choice((1, 3, 8)),
-        fault_rate=rng.choice((0.03, 0.1, 0.3)),
-        propose_rate=rng.choice((0.3, 1.0, 3.0)),
-        transfer_rate=rng.choice((0.0, 0.02, 0.1)),
-        max_disk_delay_rounds=rng.choice((0, 2, 6)),
-        max_inflight=rng.choice((2, 8, 64)),
-        max_entries_per_append=rng.choice((1, 4, 16)),
-        append_noop=rng.choice((True, False)),
-        pre_vote=rng.random() < 0.75,
-        check_quorum=rng.random() < 0.75,
-    )
-
-
-@dataclass(slots=True)
-class SimStats:
-    seed: int
-    first_leader_tick: int | None = None
-    recovery_ticks: int | None = None
-    """Ticks from the end of the faults until a leader has committed an entry of its own term."""
-    heal_commit_ticks: int | None = None
-    """Ticks from the end of the faults until a proposal made after them committed (drains the backlog)."""
-    committed: int = 0
-    terms: int = 0
-    delivered: int = 0
-    crashes: int = 0
-    partitions: int = 0
-    transfers: int = 0
 
 
 class SimulationFailure(AssertionError):
@@ -406,10 +350,6 @@ def _fmt_ready(rd: Ready) -> str:
     if rd.messages:
         parts.append(f"msgs={len(rd.messages)}")
     return " ".join(parts)
-
-
-CALM = {"fault_rate": 0.0, "transfer_rate": 0.0, "loss": 0.0, "duplicate": 0.0}
-"""Overrides for a fault-free run, where liveness has a tight bound."""
 
 
 def run_seed(seed: int, nodes: int = 3, calm: bool = False, trace: int = 60, **overrides: object) -> SimStats:

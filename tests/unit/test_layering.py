@@ -9,7 +9,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "ledgermq"
 FORBIDDEN_IN_PURE = {"asyncio", "socket", "selectors", "ssl", "uvloop"}
-PURE_PACKAGES = ["protocol", "store", "util"]
+PURE_PACKAGES = ["protocol", "raft", "store", "util"]
 CORE_MODULES = ["errors.py", "clock.py", "config.py", "failpoints.py"]
 
 
@@ -47,3 +47,28 @@ def test_store_does_not_reach_upward(path: Path) -> None:
     ours = {n for n in _imports(path) if n.startswith("ledgermq.")}
     upward = ("ledgermq.net", "ledgermq.broker", "ledgermq.ha", "ledgermq.raft", "ledgermq.client")
     assert not any(n.startswith(upward) for n in ours), f"{path.name} imports {sorted(ours)}"
+
+
+# The Raft core is sans-I/O and deterministic: no clock, threads, files or process state.
+FORBIDDEN_IN_RAFT = FORBIDDEN_IN_PURE | {"time", "threading", "os", "subprocess", "io", "pathlib", "concurrent"}
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "raft").rglob("*.py")), ids=lambda p: p.name)
+def test_raft_is_pure(path: Path) -> None:
+    names = _imports(path)
+    bad = {n for n in names if n.split(".")[0] in FORBIDDEN_IN_RAFT}
+    assert not bad, f"raft/{path.name} imports {sorted(bad)}"
+    ours = {n for n in names if n.startswith("ledgermq")}
+    allowed = ("ledgermq.raft", "ledgermq.errors", "ledgermq.util")
+    assert all(n.startswith(allowed) for n in ours), f"raft/{path.name} imports {sorted(ours)}"
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "raft").rglob("*.py")), ids=lambda p: p.name)
+def test_raft_draws_no_unseeded_randomness(path: Path) -> None:
+    """``random`` may only be used through an injected or seeded ``random.Random``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "random":
+            raise AssertionError(f"raft/{path.name} imports names from random; use random.Random")
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "random":
+            assert node.attr == "Random", f"raft/{path.name} calls random.{node.attr} (module-global state)"

@@ -1,0 +1,39 @@
+"""Tunables of one Raft node, validated up front so a bad value fails at construction, not mid-election."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledgermq.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    node_id: str
+    """DLedger-style peer id, e.g. ``"n0"``."""
+    election_timeout_ticks: int = 10
+    """Base election timeout T; each node waits a random number of ticks in [T, 2T) (Raft §5.2)."""
+    heartbeat_ticks: int = 1
+    pre_vote: bool = True
+    """Ask for votes without bumping the term first (thesis §9.6), so a rejoining node cannot depose a leader."""
+    check_quorum: bool = True
+    """A leader that has not heard from a majority for T ticks steps down, and followers honour its lease."""
+    max_inflight: int = 256
+    max_entries_per_append: int = 64
+    max_bytes_per_append: int = 1 << 20
+    append_noop_on_election: bool = True
+    """A new leader appends an empty entry so earlier terms' entries can commit (Raft §5.4.2, §8)."""
+    seed: int = 0
+    """Seeds the election-timeout jitter when no ``random.Random`` is injected."""
+
+    def __post_init__(self) -> None:
+        if not self.node_id:
+            raise ConfigError("node_id must be non-empty")
+        if self.heartbeat_ticks < 1:
+            raise ConfigError("heartbeat_ticks must be at least 1")
+        if self.election_timeout_ticks <= self.heartbeat_ticks:
+            raise ConfigError("election_timeout_ticks must exceed heartbeat_ticks")
+        if self.max_inflight < 1:
+            raise ConfigError("max_inflight must be at least 1")
+        if self.max_entries_per_append < 1 or self.max_bytes_per_append < 1:
+            raise ConfigError("max_entries_per_append and max_bytes_per_append must be positive")

@@ -1,0 +1,278 @@
+"""``RaftNode``: the public face of the core. Inputs are ``step``/``tick``/``propose``; output is ``Ready``.
+
+``step`` settles term comparisons in one place (Raft §5.1: a higher term converts us
+to follower, a lower term is stale) and then hands the message to the role's
+handler, as etcd's ``Step`` does. Time is a tick count and randomness a seeded
+``random.Random``, so a run replays exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+
+from ledgermq.errors import InvariantViolation
+from ledgermq.raft import election, quorum, replication
+from ledgermq.raft.config import RaftConfig
+from ledgermq.raft.errors import LeaderTransferInProgressError, NotLeaderError
+from ledgermq.raft.progress import ProgressState
+from ledgermq.raft.state import RaftState
+from ledgermq.raft.types import Entry, HardState, Message, MsgType, Ready, Role, SoftState
+
+__all__ = ["RaftConfig", "RaftNode"]
+
+_VOTES = (MsgType.VOTE, MsgType.PRE_VOTE)
+
+
+class RaftNode:
+    """One Raft peer; not thread-safe (drive it from one loop).
+
+    ``hard_state`` and ``entries`` are what the caller persisted before a restart;
+    everything restored counts as durable. ``applied`` is how far the caller's state
+    machine already got, so those entries are not handed out again.
+    """
+
+    def __init__(
+        self,
+        config: RaftConfig,
+        peers: Iterable[str],
+        hard_state: HardState | None = None,
+        entries: Sequence[Entry] = (),
+        *,
+        applied: int = 0,
+        rng: random.Random | None = None,
+    ) -> None:
+        rng = rng if rng is not None else random.Random(config.seed)
+        self._st = RaftState(config, peers, hard_state or HardState(), entries, applied, rng)
+        self._prev_hs = self._st.hard_state()
+        self._prev_ss = self.soft_state()
+        self._outstanding: Ready | None = None
+
+    # -- read-only views ---------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._st.id
+
+    @property
+    def voters(self) -> tuple[str, ...]:
+        return self._st.voters
+
+    @property
+    def term(self) -> int:
+        return self._st.term
+
+    @property
+    def vote(self) -> str | None:
+        return self._st.vote
+
+    @property
+    def role(self) -> Role:
+        return self._st.role
+
+    @property
+    def leader(self) -> str | None:
+        return self._st.lead
+
+    @property
+    def commit(self) -> int:
+        """The commit index as this node knows it (may run ahead of what is durable here)."""
+        return self._st.log.committed
+
+    @property
+    def applied(self) -> int:
+        return self._st.log.applied
+
+    @property
+    def last_index(self) -> int:
+        return self._st.log.last_index
+
+    @property
+    def persisted_index(self) -> int:
+        return self._st.log.persisted
+
+    @property
+    def lead_transferee(self) -> str | None:
+        return self._st.lead_transferee
+
+    def log_term(self, index: int) -> int | None:
+        return self._st.log.term(index)
+
+    def entries(self, lo: int, hi: int) -> list[Entry]:
+        """Entries ``[lo, hi)`` of the in-memory log (durable or not)."""
+        return self._st.log.slice(lo, hi)
+
+    def soft_state(self) -> SoftState:
+        return SoftState(self._st.lead, self._st.role)
+
+    def progress(self) -> dict[str, tuple[int, int, ProgressState]]:
+        """The leader's view of each voter as ``(match, next, state)``; empty on a non-leader."""
+        return {v: (pr.match, pr.next, pr.state) for v, pr in self._st.prs.items()}
+
+    # -- inputs ------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Advance logical time by one tick; the caller decides how long a tick is."""
+        st = self._st
+        if st.role is Role.LEADER:
+            self._tick_heartbeat()
+            return
+        st.election_elapsed += 1
+        if st.past_election_timeout():
+            st.election_elapsed = 0
+            election.campaign(st)
+
+    def _tick_heartbeat(self) -> None:
+        st = self._st
+        timeout = st.cfg.election_timeout_ticks
+        st.heartbeat_elapsed += 1
+        st.election_elapsed += 1
+        st.leader_ticks += 1
+        if st.cfg.check_quorum:
+            now = st.leader_ticks
+            active = [v for v, pr in st.prs.items() if v == st.id or now - pr.last_active < timeout]
+            if not quorum.has_quorum(st.voters, active):
+                # We may be cut off with a minority: stop taking writes that cannot commit, and
+                # let the majority's leases expire on the same schedule as ours.
+                st.become_follower(st.term, None)
+                return
+        if st.election_elapsed >= timeout:
+            st.election_elapsed = 0
+            # A transfer that has not finished within an election timeout has failed.
+            st.lead_transferee = None
+        if st.heartbeat_elapsed >= st.cfg.heartbeat_ticks:
+            st.heartbeat_elapsed = 0
+            replication.bcast_heartbeat(st)
+
+    def campaign(self) -> None:
+        """Start an election now instead of waiting for the timeout (a no-op on the leader)."""
+        election.campaign(self._st)
+
+    def propose(self, data: bytes) -> int:
+        """Append ``data`` to the leader's log; returns its index (commit is reported via Ready).
+
+        Raises NotLeaderError (with a leader hint) off the leader, and
+        LeaderTransferInProgressError while handing leadership over.
+        """
+        st = self._st
+        if st.role is not Role.LEADER:
+            raise NotLeaderError(st.lead)
+        if st.lead_transferee is not None:
+            raise LeaderTransferInProgressError(st.lead_transferee)
+        return replication.leader_append(st, bytes(data))
+
+    def transfer_leader(self, target: str) -> None:
+        """Hand leadership to ``target``: catch it up, then tell it to campaign at once (thesis §3.10)."""
+        st = self._st
+        if st.role is not Role.LEADER:
+            raise NotLeaderError(st.lead)
+        if target not in st.voters:
+            raise ValueError(f"{target!r} is not a voter of this group")
+        if target == st.id or target == st.lead_transferee:
+            return
+        st.lead_transferee = target
+        st.election_elapsed = 0
+        if st.prs[target].match == st.log.last_index:
+            replication.send_timeout_now(st, target)
+        else:
+            replication.maybe_send_append(st, target)
+
+    def step(self, m: Message) -> None:
+        """Feed one message received from a peer; duplicates and reordering are tolerated."""
+        st = self._st
+        if m.dst != st.id:
+            raise ValueError(f"message for {m.dst!r} stepped into {st.id!r}")
+        if m.src not in st.voters or m.src == st.id:
+            return
+        if m.term > st.term:
+            if m.type in _VOTES and not m.transfer and st.in_lease():
+                # A leader we heard from recently is alive: a rejoining node must not depose it.
+                return
+            if m.type is MsgType.PRE_VOTE or (m.type is MsgType.PRE_VOTE_RESP and not m.reject):
+                pass  # a question or answer about a future term; ours stays
+            elif m.type in (MsgType.APPEND, MsgType.HEARTBEAT):
+                st.become_follower(m.term, m.src)
+            else:
+                st.become_follower(m.term, None)
+        elif m.term < st.term:
+            if (st.cfg.check_quorum or st.cfg.pre_vote) and m.type in (MsgType.APPEND, MsgType.HEARTBEAT):
+                # Tell a deposed leader our term so it steps down; without this, a node whose
+                # term rose while it could not win would never hear from that leader again.
+                st.send(Message(MsgType.APPEND_RESP, st.id, m.src, st.term))
+            elif m.type is MsgType.PRE_VOTE:
+                st.send(Message(MsgType.PRE_VOTE_RESP, st.id, m.src, st.term, reject=True))
+            return
+        if m.type in _VOTES:
+            election.handle_vote_request(st, m)
+        elif st.role is Role.LEADER:
+            replication.step_leader(st, m)
+        elif st.role is Role.FOLLOWER:
+            election.step_follower(st, m)
+        else:
+            election.step_candidate(st, m)
+
+    def persisted(self, index: int, term: int) -> None:
+        """The caller made every entry through ``index`` (whose term is ``term``) durable.
+
+        Acknowledge writes in the order they were handed out. Only now does a leader count
+        its own copy toward the quorum, and a follower release its AppendResp.
+        """
+        st = self._st
+        if st.log.persisted_to(index, term) and st.role is Role.LEADER:
+            replication.leader_persisted(st)
+
+    # -- output ------------------------------------------------------------------------
+
+    def has_ready(self) -> bool:
+        if self._outstanding is not None:
+            return False
+        st = self._st
+        log = st.log
+        # Called once per node per loop iteration by drivers, so compare plain fields
+        # rather than building HardState/SoftState objects.
+        hs, ss = self._prev_hs, self._prev_ss
+        applicable = min(log.committed, log.persisted)
+        return bool(
+            st.msgs
+            or log.unsent_from <= log.last_index
+            or log.applied < applicable
+            or st.term != hs.term
+            or st.vote != hs.vote
+            or applicable != hs.commit
+            or st.lead != ss.leader
+            or st.role is not ss.role
+            or any(m.index <= log.persisted for m in st.msgs_after_persist)
+        )
+
+    def ready(self) -> Ready:
+        """Take the pending work; call ``advance`` with it before asking again."""
+        if self._outstanding is not None:
+            raise InvariantViolation("ready() called again before advance() of the previous Ready")
+        st = self._st
+        log = st.log
+        entries = log.unsent_entries()
+        hs = st.hard_state()
+        prev = self._prev_hs
+        rd = Ready(
+            soft_state=self.soft_state(),
+            hard_state=hs if hs != prev else None,
+            entries_to_persist=tuple(entries),
+            committed_entries=tuple(log.entries_to_apply()),
+            messages=(*st.msgs, *replication.release_acks(st)),
+            must_sync=(hs.term, hs.vote) != (prev.term, prev.vote),
+        )
+        st.msgs = []
+        if entries:
+            log.mark_sent(entries[-1].index)
+        self._prev_hs = hs
+        self._prev_ss = rd.soft_state
+        self._outstanding = rd
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        """The caller has persisted the hard state, sent the messages and applied the entries of ``rd``."""
+        if rd is not self._outstanding:
+            raise InvariantViolation("advance() with a Ready that is not the outstanding one")
+        if rd.committed_entries:
+            self._st.log.applied_to(rd.committed_entries[-1].index)
+        self._outstanding = None

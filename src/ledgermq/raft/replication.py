@@ -1,0 +1,172 @@
+"""Log replication (Raft §5.3): the leader's sending and acknowledgement handling, the follower's Append handling."""
+
+from __future__ import annotations
+
+from ledgermq.errors import InvariantViolation
+from ledgermq.raft import quorum
+from ledgermq.raft.progress import ProgressState
+from ledgermq.raft.state import RaftState
+from ledgermq.raft.types import Entry, Message, MsgType
+
+
+def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> bool:
+    """Send the next batch to ``to`` if its window allows; an empty Append still carries the commit index."""
+    pr = st.prs[to]
+    if pr.is_paused():
+        return False
+    prev_index = pr.next - 1
+    prev_term = st.log.term(prev_index)
+    if prev_term is None:
+        raise InvariantViolation(f"progress of {to} points past our log: next={pr.next} last={st.log.last_index}")
+    entries = st.log.slice(pr.next, st.log.last_index + 1, st.cfg.max_entries_per_append, st.cfg.max_bytes_per_append)
+    if not entries and not send_if_empty:
+        return False
+    st.send(
+        Message(
+            MsgType.APPEND,
+            st.id,
+            to,
+            st.term,
+            log_term=prev_term,
+            index=prev_index,
+            entries=tuple(entries),
+            commit=st.log.committed,
+        )
+    )
+    if entries:
+        pr.sent_entries(entries[-1].index)
+    elif pr.state is ProgressState.PROBE:
+        pr.probe_sent = True
+    return True
+
+
+def bcast_append(st: RaftState) -> None:
+    for peer in st.peers:
+        maybe_send_append(st, peer)
+
+
+def bcast_heartbeat(st: RaftState) -> None:
+    for peer in st.peers:
+        pr = st.prs[peer]
+        # Never tell a follower to commit past what it is known to hold (etcd does the same).
+        commit = min(pr.match, st.log.committed)
+        st.send(Message(MsgType.HEARTBEAT, st.id, peer, st.term, commit=commit))
+
+
+def maybe_commit(st: RaftState) -> bool:
+    """Advance the commit index to what a majority durably holds, but only via an entry of our own term.
+
+    Raft §5.4.2 (Figure 8): counting replicas of an older term's entry is unsafe, since a
+    later leader may still overwrite it; committing one of our own entries commits
+    everything before it indirectly.
+    """
+    index = quorum.committed_index(st.voters, {v: pr.match for v, pr in st.prs.items()})
+    if index <= st.log.committed or st.log.term(index) != st.term:
+        return False
+    return st.log.commit_to(index)
+
+
+def leader_append(st: RaftState, data: bytes) -> int:
+    index = st.log.last_index + 1
+    st.log.append([Entry(index, st.term, data)])
+    bcast_append(st)
+    return index
+
+
+def leader_persisted(st: RaftState) -> None:
+    """Our own log counts toward the quorum only once the caller says it is durable."""
+    if st.prs[st.id].maybe_update(st.log.persisted) and maybe_commit(st):
+        bcast_append(st)
+
+
+def step_leader(st: RaftState, m: Message) -> None:
+    pr = st.prs.get(m.src)
+    if pr is None:
+        return
+    if m.type is MsgType.APPEND_RESP:
+        pr.last_active = st.leader_ticks
+        if m.reject:
+            _handle_reject(st, m)
+            return
+        was_paused = pr.is_paused()
+        if pr.maybe_update(m.index):
+            if pr.state is ProgressState.PROBE:
+                pr.become_replicate()
+            else:
+                pr.inflights.free_le(m.index)
+            if maybe_commit(st):
+                bcast_append(st)
+            elif was_paused:
+                maybe_send_append(st, m.src)
+            # Stream what is left while the window allows.
+            while maybe_send_append(st, m.src, send_if_empty=False):
+                pass
+            if m.src == st.lead_transferee and pr.match == st.log.last_index:
+                send_timeout_now(st, m.src)
+    elif m.type is MsgType.HEARTBEAT_RESP:
+        pr.last_active = st.leader_ticks
+        pr.probe_sent = False
+        if pr.state is ProgressState.REPLICATE and pr.inflights.full:
+            pr.inflights.free_first_one()
+        if pr.match < st.log.last_index:
+            maybe_send_append(st, m.src)
+
+
+def _handle_reject(st: RaftState, m: Message) -> None:
+    pr = st.prs[m.src]
+    hint = m.reject_hint
+    if m.log_term > 0:
+        # Skip every entry of ours whose term is above the follower's term at the hint:
+        # none of them can match (thesis §5.3's optimisation, as etcd implements it).
+        hint, _ = st.log.find_conflict_by_term(hint, m.log_term)
+    if pr.maybe_decr_to(m.index, hint):
+        if pr.state is ProgressState.REPLICATE:
+            pr.become_probe()
+        maybe_send_append(st, m.src)
+
+
+def send_timeout_now(st: RaftState, to: str) -> None:
+    st.send(Message(MsgType.TIMEOUT_NOW, st.id, to, st.term))
+
+
+def handle_append(st: RaftState, m: Message) -> None:
+    """Accept or reject an Append; an acceptance is only released once the entries are durable."""
+    if m.index < st.log.committed:
+        # Everything up to our commit already matches the leader: say so instead of re-checking.
+        _ack_after_persist(st, m, st.log.committed)
+        return
+    last_new = st.log.maybe_append(m.index, m.log_term, m.entries)
+    if last_new is not None:
+        st.log.commit_to(min(m.commit, last_new))
+        _ack_after_persist(st, m, last_new)
+        return
+    hint_index, hint_term = st.log.find_conflict_by_term(min(m.index, st.log.last_index), m.log_term)
+    st.send(
+        Message(
+            MsgType.APPEND_RESP,
+            st.id,
+            m.src,
+            st.term,
+            index=m.index,
+            reject=True,
+            reject_hint=hint_index,
+            log_term=hint_term,
+        )
+    )
+
+
+def _ack_after_persist(st: RaftState, m: Message, index: int) -> None:
+    st.msgs_after_persist.append(Message(MsgType.APPEND_RESP, st.id, m.src, st.term, index=index))
+
+
+def handle_heartbeat(st: RaftState, m: Message) -> None:
+    st.log.commit_to(min(m.commit, st.log.last_index))
+    st.send(Message(MsgType.HEARTBEAT_RESP, st.id, m.src, st.term))
+
+
+def release_acks(st: RaftState) -> list[Message]:
+    """The held-back acks whose entries are now durable (they were queued in index order per leader)."""
+    ready = [m for m in st.msgs_after_persist if m.index <= st.log.persisted]
+    if ready:
+        st.msgs_after_persist = [m for m in st.msgs_after_persist if m.index > st.log.persisted]
+    return ready

@@ -1,0 +1,99 @@
+"""The values that cross the core's boundary: immutable, so a Ready can be handed to another thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class EntryKind(Enum):
+    NORMAL = "NORMAL"
+    NOOP = "NOOP"
+    """Appended by a new leader so it can commit earlier terms' entries (Raft §5.4.2, §8)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    index: int
+    term: int
+    data: bytes = b""
+    kind: EntryKind = EntryKind.NORMAL
+
+
+class Role(Enum):
+    FOLLOWER = "FOLLOWER"
+    PRE_CANDIDATE = "PRE_CANDIDATE"
+    CANDIDATE = "CANDIDATE"
+    LEADER = "LEADER"
+
+
+class MsgType(Enum):
+    PRE_VOTE = "PreVote"
+    PRE_VOTE_RESP = "PreVoteResp"
+    VOTE = "Vote"
+    VOTE_RESP = "VoteResp"
+    APPEND = "Append"
+    APPEND_RESP = "AppendResp"
+    HEARTBEAT = "Heartbeat"
+    HEARTBEAT_RESP = "HeartbeatResp"
+    TIMEOUT_NOW = "TimeoutNow"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One Raft RPC or reply. Fields mean what etcd's raftpb.Message fields mean.
+
+    For Append: ``index``/``log_term`` name the entry just before ``entries``. For
+    AppendResp: ``index`` is the follower's matched index, or on reject the probed
+    index, with ``reject_hint``/``log_term`` the follower's guess of where the logs
+    may agree. For votes: ``index``/``log_term`` describe the candidate's last entry.
+    ``transfer`` marks a vote forced by leadership transfer, which voters grant even
+    inside a leader lease.
+    """
+
+    type: MsgType
+    src: str
+    dst: str
+    term: int
+    log_term: int = 0
+    index: int = 0
+    entries: tuple[Entry, ...] = ()
+    commit: int = 0
+    reject: bool = False
+    reject_hint: int = 0
+    transfer: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HardState:
+    """What must survive a crash besides the log: the term, the vote in it, and a known commit."""
+
+    term: int = 0
+    vote: str | None = None
+    commit: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SoftState:
+    """Volatile status for the caller (who leads, which role we play); never persisted."""
+
+    leader: str | None
+    role: Role
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """One batch of work for the caller; see docs/raft.md for the order of the steps.
+
+    ``hard_state`` is None when unchanged. ``entries_to_persist`` may start at or below
+    the caller's last stored index: the caller drops its stored suffix from
+    ``entries_to_persist[0].index`` on before appending. ``must_sync`` says the term or
+    vote changed, so the hard state must be durable before any message is sent.
+    """
+
+    soft_state: SoftState
+    hard_state: HardState | None
+    entries_to_persist: tuple[Entry, ...]
+    committed_entries: tuple[Entry, ...]
+    messages: tuple[Message, ...]
+    must_sync: bool

@@ -39,18 +39,25 @@ run: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/ledgermq bench store --data ./data/bench
 
-# The long chaos profile: every fault kind against both master-slave layouts (~15 min each
-# at the defaults); JSON summaries in ./data/chaos/{sync,async}.json. Both layouts run even
-# when the first fails; the target fails if either lost an acknowledged message or diverged.
+# The long chaos profile: 100 seeded fault cycles against each master-slave layout (~11 min
+# each); JSON summaries in ./data/chaos/{sync,async}.json. Both layouts run even when the
+# first fails; the target fails if either lost an acknowledged message or diverged.
+# ASYNC_MASTER with ASYNC_FLUSH answers SEND_OK before a message is durable anywhere, so an
+# OS crash of its master (tail-loss) may lose the last messages its slave had not copied yet:
+# that is the mode's contract, as in RocketMQ, so the async layout runs without tail-loss
+# (docs/chaos.md; `make chaos CHAOS_FAULTS_ASYNC=...` puts it back).
 CHAOS_SEED ?= 1
 CHAOS_CYCLES ?= 100
-CHAOS_FAULTS ?= kill,suspend,partition,tail-loss,disk-full
+CHAOS_FAULTS_SYNC ?= kill,suspend,partition,tail-loss,disk-full
+CHAOS_FAULTS_ASYNC ?= kill,suspend,partition,disk-full
 chaos: $(STAMP)
 	mkdir -p data/chaos
-	rc=0; for layout in sync async; do \
-	  $(BIN)/ledgermq chaos run --layout $$layout --cycles $(CHAOS_CYCLES) --seed $(CHAOS_SEED) \
-	    --faults $(CHAOS_FAULTS) --data ./data/chaos --json ./data/chaos/$$layout.json || rc=1; \
-	done; exit $$rc
+	rc=0; \
+	$(BIN)/ledgermq chaos run --layout sync --cycles $(CHAOS_CYCLES) --seed $(CHAOS_SEED) \
+	  --faults $(CHAOS_FAULTS_SYNC) --data ./data/chaos --json ./data/chaos/sync.json || rc=1; \
+	$(BIN)/ledgermq chaos run --layout async --cycles $(CHAOS_CYCLES) --seed $(CHAOS_SEED) \
+	  --faults $(CHAOS_FAULTS_ASYNC) --data ./data/chaos --json ./data/chaos/async.json || rc=1; \
+	exit $$rc
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .mypy_cache

@@ -12,7 +12,12 @@ listener from the reput thread, ``notify_append`` after a put, ``wait_for_ack``)
 100 ms fallback (RocketMQ's too) when nobody tells them.
 
 ``wait_for_ack`` does not poll: waiters sit in a heap by offset, and each accepted ack
-resolves exactly the waiters at or below it, from the reader callback that decoded it.
+resolves exactly the waiters at or below it that the acking slave verifiably holds, from
+the reader callback that decoded it.
+
+Before any of that, each connection runs the handshake (master_handshake.py): where the
+slave's log and ours agree, a tail to take back, or a refusal; ``MasterEpochs``
+(master_epochs.py) keeps the epoch and holds a master that crashed in recovery.
 """
 
 from __future__ import annotations
@@ -22,31 +27,20 @@ import heapq
 import itertools
 import logging
 import os
-import secrets
 import socket
-import struct
 import threading
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
-from ledgermq.ha.codec import HEADER, HEADER_SIZE, REPORT, HAProtocolError, ReportDecoder, encode_header, frame_buffers
+from ledgermq.ha.codec import HAProtocolError, ReportDecoder, encode_header, frame_buffers
 from ledgermq.ha.config import HAConfig
-from ledgermq.ha.epoch_file import EpochFile, EpochState
-from ledgermq.ha.epochs import Agree, Decision, EpochLog, Fetch, Refuse, describe_truncation, reconcile
-from ledgermq.ha.handshake import (
-    HELLO_MAGIC,
-    LENGTH,
-    HandshakeError,
-    Hello,
-    check_length,
-    decode_hello,
-    encode_answer,
-)
+from ledgermq.ha.epoch_file import EpochState
+from ledgermq.ha.epochs import EpochLog
+from ledgermq.ha.handshake import HandshakeError
+from ledgermq.ha.master_epochs import MasterEpochs
+from ledgermq.ha.master_handshake import handshake
 from ledgermq.ha.session import Close, Heartbeat, Idle, MasterSession, Send
-from ledgermq.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
-from ledgermq.store.dispatch import whole_records_end
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -59,7 +53,6 @@ _MAX_DISCONNECTED_KEPT = 16
 WRITE_SPAN = 1024 * 1024
 _MAX_FRAMES_PER_WRITE = 256  # a small haTransferBatchSize makes smaller windows
 _IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX")) if hasattr(os, "sysconf") else 1024
-_RECORD_HEAD = struct.Struct(">ii20xq")  # TOTALSIZE, MAGICCODE, ..., PHYSICALOFFSET (bytes 28-35)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +111,7 @@ class _SlaveLink:
         ended = self._ended = loop.create_future()
         try:
             async with asyncio.timeout(self.session.housekeeping_interval):
-                first = await self._handshake(loop)
+                outcome = await handshake(self.sock, self.address, self.service.epoch_keeper)
         except (TimeoutError, OSError, HAProtocolError, HandshakeError, ConnectionError) as err:
             self._set_reason(f"handshake failed: {type(err).__name__}: {err}")
             self.sock.close()
@@ -128,11 +121,17 @@ class _SlaveLink:
             self._set_reason(f"handshake failed: {type(err).__name__}: {err}")
             self.sock.close()
             return
-        if first is None:  # refused
+        self.held_from = outcome.held_from
+        if outcome.refused:
+            self.service.refused_connections += 1
+            self._set_reason(f"refused: {outcome.refused}")
             self.sock.close()
             return
-        if self.legacy:
-            self._take_reports([first])
+        if outcome.legacy_report is not None:
+            self.legacy = True
+            self._take_reports([outcome.legacy_report])
+        else:
+            self.session.agreed_offset = outcome.agreed
         fd = self.sock.fileno()
         loop.add_reader(fd, self._on_readable)
         self._arm_housekeeping(self.session.housekeeping_interval)
@@ -163,95 +162,6 @@ class _SlaveLink:
         self._set_reason(reason)
         if self._ended is not None and not self._ended.done():
             self._ended.set_result(None)
-
-    # -- handshake (before the 4.x stream) ---------------------------------------------
-    async def _handshake(self, loop: asyncio.AbstractEventLoop) -> int | None:
-        """Agree with the slave where both logs match (``epochs.reconcile``).
-
-        Returns the first report of a 4.x slave (``legacy``), -1 after an agreement with a
-        ledgermq slave, or None if the slave was refused."""
-        value: int = REPORT.unpack(await self._recv_exact(loop, REPORT.size))[0]
-        if value != HELLO_MAGIC:
-            if value < 0:
-                raise HAProtocolError(f"slave reported a negative offset {value}")
-            self.legacy = True
-            return value
-        (size,) = LENGTH.unpack(await self._recv_exact(loop, LENGTH.size))
-        hello = decode_hello(await self._recv_exact(loop, check_length(size)))
-        slave_epoch, slave_end, slave_start = hello.epoch, hello.max_offset, hello.min_offset
-        self.held_from = slave_start
-        svc = self.service
-        async with svc.reconciling:
-            decision: Decision = svc.decide(hello)
-            if isinstance(decision, Fetch):
-                await loop.sock_sendall(self.sock, encode_answer(decision, svc.epochs))
-                await self._take_back(loop, decision)
-                svc.recovery_note = f"took back {svc.took_back_bytes} bytes from a slave"
-                await svc.slave_reconciled()  # what the slave had is ours again: begin the epoch
-                decision = svc.decide(hello)
-            if isinstance(decision, Agree):
-                await svc.slave_reconciled()
-                if decision.offset < slave_end:
-                    svc.truncated_slaves += 1
-                    log.error("HA slave %s: %s", self.address, describe_truncation(slave_end, decision.offset))
-            check = svc.fingerprint(decision.offset, slave_start) if isinstance(decision, Agree) else None
-            await loop.sock_sendall(self.sock, encode_answer(decision, svc.epochs, check))
-        if isinstance(decision, Refuse):
-            svc.refused_connections += 1
-            log.error("HA slave %s refused: %s", self.address, decision.reason)
-            self._set_reason(f"refused: {decision.reason}")
-            return None
-        assert isinstance(decision, Agree)
-        self.session.agreed_offset = decision.offset
-        log.info("HA slave %s (epoch %d, end %d) agreed at %d", self.address, slave_epoch, slave_end, decision.offset)
-        return -1
-
-    async def _take_back(self, loop: asyncio.AbstractEventLoop, fetch: Fetch) -> None:
-        """A recovering master takes ``[start, end)`` from the slave: whole records only,
-        appended at our end as they arrive; the stream ends with a header-only frame."""
-        store = self.service.store
-        segment = store.config.mapped_file_size_commitlog
-        log.warning(
-            "HA: taking [%d, %d) back from slave %s (our log lost its tail)", fetch.start, fetch.end, self.address
-        )
-        pending = bytearray()
-        expect = fetch.start
-        while True:
-            offset, size = HEADER.unpack(await self._recv_exact(loop, HEADER_SIZE))
-            if offset != expect or size < 0 or expect + size > fetch.end:
-                raise HAProtocolError(f"slave sent {size} bytes at {offset} during a fetch expecting {expect}")
-            if size == 0:
-                break
-            pending += await self._recv_exact(loop, size)
-            expect += size
-            base = store.max_phy_offset
-            took = whole_records_end(pending, base, segment)
-            if took:
-                await asyncio.to_thread(store.append_raw, base, bytes(pending[:took]))
-                del pending[:took]
-                self.service.took_back_bytes += took
-            if len(pending) > store.config.max_message_size + (1 << 20):
-                break  # no record is that long: the rest is not a record we can take
-        if pending:
-            log.error(
-                "HA: %d bytes from slave %s at %d are no whole record; not taken",
-                len(pending),
-                self.address,
-                store.max_phy_offset,
-            )
-        await asyncio.to_thread(store.adopt_raw_tail)
-        log.warning(
-            "HA: took back %d bytes; our log now ends at %d", self.service.took_back_bytes, store.max_phy_offset
-        )
-
-    async def _recv_exact(self, loop: asyncio.AbstractEventLoop, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = await loop.sock_recv(self.sock, n - len(buf))
-            if not chunk:
-                raise ConnectionError("slave closed the connection during the handshake")
-            buf += chunk
-        return bytes(buf)
 
     # -- reports (reader callback) ----------------------------------------------------
     def _arm_housekeeping(self, delay: float) -> None:
@@ -300,7 +210,7 @@ class _SlaveLink:
             if decision.first:
                 if off == 0:  # an empty slave: it holds what we send from here on
                     self.held_from = self.session.next_offset or 0
-                if not svc.starts_record(self.session.next_offset or 0):
+                if not svc.epoch_keeper.starts_record(self.session.next_offset or 0):
                     self._close(
                         f"reported offset {off} is not a record boundary of ours: the slave's log diverges "
                         "from the master's (a 4.x slave cannot be reconciled; truncate it by hand)"
@@ -444,126 +354,39 @@ class HAService:
         self._wake_pending = False
         self._loop_thread = 0
         self._guard_added = False
-        # Epochs and recovery (epochs.py): loaded and decided in ``start``.
-        self.epoch_file = EpochFile(store.root)
-        self.epoch_state = EpochState(EpochLog())
-        self.recovering = False  # restarted after a crash, waiting for a slave before writes
-        self.recovery_note = ""  # how the last recovery ended (haStatus)
-        self.truncated_slaves = 0  # slaves told to cut a tail that diverged or that we lack
-        self.took_back_bytes = 0  # bytes a recovering master took back from a slave
-        self.reconciling = asyncio.Lock()
-        self._recovery_timer: asyncio.TimerHandle | None = None
+        # Epochs and recovery (master_epochs.py): loaded and decided in ``start``.
+        self.epoch_keeper = MasterEpochs(store, self.config, sync_master=sync_master)
 
-    # -- epochs and recovery ----------------------------------------------------------
+    # -- epochs and recovery (master_epochs.py) -----------------------------------------
     @property
     def epochs(self) -> EpochLog:
-        return self.epoch_state.epochs
+        return self.epoch_keeper.epochs
 
-    async def _prepare_epoch(self) -> None:
-        """Begin a new epoch now, or first wait for a slave if we may have lost a tail.
+    @property
+    def epoch_state(self) -> EpochState:
+        return self.epoch_keeper.state
 
-        Only a master that crashed (no clean stop) while a slave was attached can have lost
-        bytes its slave holds: it fences writes until a slave reconciles with it (taking
-        those bytes back) or haRecoveryWaitMillis runs out (-1, the SYNC_MASTER default:
-        never; an operator decides by restarting with another value)."""
-        self.epoch_state = await asyncio.to_thread(self.epoch_file.load)
-        recovery = self.store.recovery
-        crashed = recovery is not None and recovery.abnormal
-        wait_ms = self.config.recovery_wait_ms(self.sync_master)
-        if not (crashed and self.epoch_state.slave_attached and wait_ms != 0):
-            await self._begin_epoch()
-            return
-        self.recovering = True
-        reason = (
-            "master restarted after a crash and waits for its slave to return what it may have lost "
-            f"(epoch {self.epochs.last_epoch}, log end {self.store.max_phy_offset})"
-        )
-        self.store.fence_writes(reason)
-        log.warning("HA: %s", reason)
-        if wait_ms > 0 and self._loop is not None:
-            self._recovery_timer = self._loop.call_later(wait_ms / 1000, self._recovery_timed_out)
+    @property
+    def recovering(self) -> bool:
+        return self.epoch_keeper.recovering
 
-    def _recovery_timed_out(self) -> None:
-        if self.recovering:
-            task = asyncio.ensure_future(self._give_up_recovery())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+    @property
+    def recovery_note(self) -> str:
+        return self.epoch_keeper.recovery_note
 
-    async def _give_up_recovery(self) -> None:
-        async with self.reconciling:
-            if self.recovering:
-                log.error(
-                    "HA: no slave reconciled within haRecoveryWaitMillis; taking writes with log end %d "
-                    "(anything a slave held beyond it will be truncated there)",
-                    self.store.max_phy_offset,
-                )
-                self.recovery_note = "gave up waiting for a slave (haRecoveryWaitMillis)"
-                await self._begin_epoch()
+    @property
+    def truncated_slaves(self) -> int:
+        return self.epoch_keeper.truncated_slaves
 
-    async def _begin_epoch(self) -> None:
-        ident = secrets.randbits(62) + 1  # tells this epoch from any other log's epoch of the same number
-        state = EpochState(self.epochs.begin(self.store.max_phy_offset, ident), slave_attached=False)
-        await asyncio.to_thread(self.epoch_file.save, state)
-        self.epoch_state = state
-        if self._recovery_timer is not None:
-            self._recovery_timer.cancel()
-            self._recovery_timer = None
-        if self.recovering:
-            self.recovering = False
-            self.store.fence_writes(None)
-        log.info("HA: epoch %d begins at %d", state.epochs.last_epoch, self.store.max_phy_offset)
-
-    def decide(self, hello: Hello) -> Decision:
-        return reconcile(
-            self.epochs,
-            self.store.max_phy_offset,
-            hello.epoch,
-            hello.max_offset,
-            recovering=self.recovering,
-            slave_start=hello.min_offset,
-            slave_epoch_ident=hello.epoch_ident,
-        )
-
-    async def slave_reconciled(self) -> None:
-        """A slave agreed with us: a recovering master may take writes now; remember that a
-        slave holds this epoch (so a crash in it waits for one)."""
-        if self.recovering:
-            self.recovery_note = self.recovery_note or "reconciled with a slave that had nothing more"
-            await self._begin_epoch()
-        if not self.epoch_state.slave_attached:
-            state = EpochState(self.epochs, slave_attached=True)
-            await asyncio.to_thread(self.epoch_file.save, state)
-            self.epoch_state = state
-
-    def fingerprint(self, offset: int, slave_start: int) -> tuple[int, int] | None:
-        """(a, CRC32 of our bytes [a, offset)) for the slave to compare before it truncates:
-        up to 64 bytes just below ``offset``, within one segment and within both logs."""
-        segment = self.store.config.mapped_file_size_commitlog
-        low = max(offset - 64, self.store.min_phy_offset, slave_start)
-        if offset % segment:
-            low = max(low, offset - offset % segment)
-        if low >= offset:
-            return None
-        data = self.store.read_commitlog(low, offset - low)
-        return (low, zlib.crc32(data)) if len(data) == offset - low else None
-
-    def starts_record(self, offset: int) -> bool:
-        """Whether a transfer may start at ``offset``: our end, a segment start, or a record
-        that names ``offset`` as its own position (or a segment's blank end)."""
-        store = self.store
-        if offset >= store.max_phy_offset or offset % store.config.mapped_file_size_commitlog == 0:
-            return True
-        head = store.read_commitlog(offset, _RECORD_HEAD.size)
-        if len(head) < _RECORD_HEAD.size:
-            return False
-        _size, magic, physical = _RECORD_HEAD.unpack(head)
-        return bool(magic == BLANK_MAGIC_CODE or (magic == MESSAGE_MAGIC_CODE and physical == offset))
+    @property
+    def took_back_bytes(self) -> int:
+        return self.epoch_keeper.took_back_bytes
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        await self._prepare_epoch()
+        await self.epoch_keeper.prepare()
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         listener = socket.create_server((self.host, self.port), family=family, backlog=128)
         listener.setblocking(False)
@@ -577,9 +400,7 @@ class HAService:
         log.info("HA service listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
-        if self._recovery_timer is not None:
-            self._recovery_timer.cancel()
-            self._recovery_timer = None
+        self.epoch_keeper.stop()
         listener, self._listener = self._listener, None
         accept, self._accept_task = self._accept_task, None
         if accept is not None:

@@ -1,0 +1,155 @@
+"""A master's side of replication epochs: which epoch it is in, whether it may take writes.
+
+``MasterEpochs`` owns the epoch file, begins an epoch when the master may take writes, and
+holds a master that restarted after a crash in *recovery* (writes fenced in the store) until
+a slave reconciles with it or haRecoveryWaitMillis runs out. ``decide`` answers a slave's
+hello with ``epochs.reconcile``; the connection handler (master_handshake.py) carries the
+answer and any take-back. Event-loop thread only; file writes go to a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import struct
+import zlib
+
+from ledgermq.ha.config import HAConfig
+from ledgermq.ha.epoch_file import EpochFile, EpochState
+from ledgermq.ha.epochs import Decision, EpochLog, reconcile
+from ledgermq.ha.handshake import Hello
+from ledgermq.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from ledgermq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+_RECORD_HEAD = struct.Struct(">ii20xq")  # TOTALSIZE, MAGICCODE, ..., PHYSICALOFFSET (bytes 28-35)
+_FINGERPRINT_BYTES = 64
+
+
+class MasterEpochs:
+    def __init__(self, store: MessageStore, config: HAConfig, *, sync_master: bool) -> None:
+        self.store = store
+        self.config = config
+        self.sync_master = sync_master
+        self.file = EpochFile(store.root)
+        self.state = EpochState(EpochLog())
+        self.recovering = False  # restarted after a crash, waiting for a slave before writes
+        self.recovery_note = ""  # how the last recovery ended (haStatus)
+        self.truncated_slaves = 0  # slaves told to cut a tail that diverged or that we lack
+        self.took_back_bytes = 0  # bytes a recovering master took back from a slave
+        self.reconciling = asyncio.Lock()  # one slave's handshake at a time
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def epochs(self) -> EpochLog:
+        return self.state.epochs
+
+    async def prepare(self) -> None:
+        """Begin a new epoch now, or first wait for a slave if we may have lost a tail.
+
+        Only a master that crashed (no clean stop) while a slave was attached can have lost
+        bytes its slave holds: it fences writes until a slave reconciles with it (taking
+        those bytes back) or haRecoveryWaitMillis runs out (-1, the SYNC_MASTER default:
+        never; an operator decides by restarting with another value)."""
+        self.state = await asyncio.to_thread(self.file.load)
+        recovery = self.store.recovery
+        crashed = recovery is not None and recovery.abnormal
+        wait_ms = self.config.recovery_wait_ms(self.sync_master)
+        if not (crashed and self.state.slave_attached and wait_ms != 0):
+            await self._begin()
+            return
+        self.recovering = True
+        reason = (
+            "master restarted after a crash and waits for its slave to return what it may have lost "
+            f"(epoch {self.epochs.last_epoch}, log end {self.store.max_phy_offset})"
+        )
+        self.store.fence_writes(reason)
+        log.warning("HA: %s", reason)
+        if wait_ms > 0:
+            self._timer = asyncio.get_running_loop().call_later(wait_ms / 1000, self._timed_out)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in self._tasks:
+            task.cancel()
+
+    def _timed_out(self) -> None:
+        if self.recovering:
+            task = asyncio.ensure_future(self._give_up())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _give_up(self) -> None:
+        async with self.reconciling:
+            if self.recovering:
+                log.error(
+                    "HA: no slave reconciled within haRecoveryWaitMillis; taking writes with log end %d "
+                    "(anything a slave held beyond it will be truncated there)",
+                    self.store.max_phy_offset,
+                )
+                self.recovery_note = "gave up waiting for a slave (haRecoveryWaitMillis)"
+                await self._begin()
+
+    async def _begin(self) -> None:
+        ident = secrets.randbits(62) + 1  # tells this epoch from any other log's epoch of the same number
+        state = EpochState(self.epochs.begin(self.store.max_phy_offset, ident), slave_attached=False)
+        await asyncio.to_thread(self.file.save, state)
+        self.state = state
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.recovering:
+            self.recovering = False
+            self.store.fence_writes(None)
+        log.info("HA: epoch %d begins at %d", state.epochs.last_epoch, self.store.max_phy_offset)
+
+    def decide(self, hello: Hello) -> Decision:
+        return reconcile(
+            self.epochs,
+            self.store.max_phy_offset,
+            hello.epoch,
+            hello.max_offset,
+            recovering=self.recovering,
+            slave_start=hello.min_offset,
+            slave_epoch_ident=hello.epoch_ident,
+        )
+
+    async def slave_reconciled(self) -> None:
+        """A slave agreed with us: a recovering master may take writes now; remember that a
+        slave holds this epoch (so a crash in it waits for one)."""
+        if self.recovering:
+            self.recovery_note = self.recovery_note or "reconciled with a slave that had nothing more"
+            await self._begin()
+        if not self.state.slave_attached:
+            state = EpochState(self.epochs, slave_attached=True)
+            await asyncio.to_thread(self.file.save, state)
+            self.state = state
+
+    def fingerprint(self, offset: int, slave_start: int) -> tuple[int, int] | None:
+        """(a, CRC32 of our bytes [a, offset)) for the slave to compare before it truncates:
+        up to 64 bytes just below ``offset``, within one segment and within both logs."""
+        segment = self.store.config.mapped_file_size_commitlog
+        low = max(offset - _FINGERPRINT_BYTES, self.store.min_phy_offset, slave_start)
+        if offset % segment:
+            low = max(low, offset - offset % segment)
+        if low >= offset:
+            return None
+        data = self.store.read_commitlog(low, offset - low)
+        return (low, zlib.crc32(data)) if len(data) == offset - low else None
+
+    def starts_record(self, offset: int) -> bool:
+        """Whether a transfer may start at ``offset``: our end, a segment start, or a record
+        that names ``offset`` as its own position (or a segment's blank end)."""
+        store = self.store
+        if offset >= store.max_phy_offset or offset % store.config.mapped_file_size_commitlog == 0:
+            return True
+        head = store.read_commitlog(offset, _RECORD_HEAD.size)
+        if len(head) < _RECORD_HEAD.size:
+            return False
+        _size, magic, physical = _RECORD_HEAD.unpack(head)
+        return bool(magic == BLANK_MAGIC_CODE or (magic == MESSAGE_MAGIC_CODE and physical == offset))

@@ -153,6 +153,9 @@ def test_ha_status_of_master_and_slave(tmp_path: Path) -> None:
             assert (conn.slave_ack_offset, conn.diff, conn.lag_time_ms) == (m_max, 0, 0)
             assert 0 <= conn.since_last_ack_ms(int(time.time() * 1000)) < 10_000
             assert conn.transfer_from_where == m_max and conn.closed_reason == ""
+            # replication epochs: the master is in its first, open for writes, nothing repaired
+            assert info.epoch == 1 and not info.recovering and info.write_fence == ""
+            assert info.truncated_slaves == 0 and info.took_back_bytes == 0
 
             sinfo = await admin.ha_status(s_addr)
             assert not sinfo.master and sinfo.connections == [] and sinfo.in_sync_slave_nums == 0
@@ -160,6 +163,7 @@ def test_ha_status_of_master_and_slave(tmp_path: Path) -> None:
             assert client.master_addr == c.master.config.ha_server_addr
             assert client.connected and client.max_offset == m_max and client.reported_offset == m_max
             assert client.connects >= 1 and client.last_error == ""
+            assert client.epoch == 1 and client.truncations == 0 and client.refused == ""
             now = int(time.time() * 1000)
             assert now - 10_000 < client.last_read_timestamp <= now + 1000
             assert now - 10_000 < client.last_write_timestamp <= now + 1000

@@ -34,7 +34,6 @@ def test_leader_elected_and_proposals_commit_everywhere_in_order(tmp_path: Path)
             assert indices == sorted(indices) and len(set(indices)) == len(indices)
             await c.wait(lambda: all(m.data == payloads for m in c.running()), 5.0, "every node applied all")
             # The same log on every disk, NOOP of the new leader's term included.
-            logs = {m.node_id: stored_log(m.store) for m in c.running()}
             await c.wait(lambda: len({len(stored_log(m.store)) for m in c.running()}) == 1, 5.0, "equal logs")
             logs = {m.node_id: stored_log(m.store) for m in c.running()}
             assert len({tuple(v) for v in logs.values()}) == 1
@@ -69,8 +68,14 @@ def test_failover_then_old_leader_rejoins_and_drops_its_divergent_tail(tmp_path:
             index = await c.propose_anywhere(b"after-failover", timeout=5.0)
             failover = monotonic() - t0
             new = c.leaders()[0]
-            print(f"\nfailover: new leader {new.node_id} committed index {index} {failover * 1000:.0f} ms after the stop")
-            assert failover < 1.6, f"failover took {failover:.2f}s"
+            print(
+                f"\nfailover: new leader {new.node_id} committed index {index} {failover * 1000:.0f} ms after the stop"
+            )
+            # Typically 0.5-0.8 s: the first follower's randomised timeout (0.5-1 s) plus a
+            # pre-vote and a vote round. When it times out while the other follower is still
+            # inside the old leader's lease, its pre-vote is ignored and it waits one more
+            # timeout, so the bound allows two.
+            assert failover < 2.5, f"failover took {failover:.2f}s"
             for i in range(5):
                 await new.driver.propose(b"after-%d" % i)
 

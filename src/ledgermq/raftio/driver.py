@@ -16,9 +16,11 @@ right order, because that order is what makes Raft safe:
 
 Three tasks run: ticks (``tick_interval_ms``), the Ready loop (woken by every tick, step
 and proposal) and the persist worker. None may die silently: an exception in a callback
-or a step is logged and the loop goes on; a storage failure is logged and stops the node
-(fail-stop: going on after a lost write could break the promises Raft made), which
-``status().failed`` reports and every pending proposal learns.
+or a step is logged and the loop goes on; a storage failure (or a Ready that could not be
+carried out) is logged and stops the node (fail-stop: going on after a lost write could
+break the promises Raft made), which ``status().failed`` reports, ``on_role_change``
+hears as FOLLOWER with no leader, and every pending proposal learns. A driver is started
+and stopped once; a restart builds a new one on the same store.
 """
 
 from __future__ import annotations
@@ -195,6 +197,7 @@ class RaftDriver:
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._persist_task: asyncio.Task[None] | None = None
+        self._sync_task: asyncio.Future[None] | None = None
 
     def _make_node(self, applied: int) -> RaftNode:
         hs = self.storage.load_hard_state()
@@ -240,6 +243,9 @@ class RaftDriver:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         self._tasks = []
+        if self._sync_task is not None and not self._sync_task.done():
+            with contextlib.suppress(Exception):
+                await self._sync_task  # a term/vote write already under way finishes first
         if self._persist_task is not None:
             self._persist_wake.set()  # the worker drains its queue, then sees _running False
             await self._persist_task
@@ -352,15 +358,21 @@ class RaftDriver:
                     await self._handle_ready(self.node.ready())
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("raft %s: handling a Ready failed", self.config.self_id)
+            except Exception as exc:
+                # A Ready half carried out cannot be advanced (and the core takes no other
+                # until it is): stop rather than guess which of its promises were kept.
+                self._fail(exc, "handling a Ready")
             self._notify()
 
     async def _handle_ready(self, rd: Ready) -> None:
         if rd.hard_state is not None:
             if rd.must_sync:
+                # A task, so stop() can wait for the write a cancel cannot interrupt.
+                self._sync_task = asyncio.ensure_future(asyncio.to_thread(self.storage.save_hard_state, rd.hard_state))
                 try:
-                    await asyncio.to_thread(self.storage.save_hard_state, rd.hard_state)
+                    await asyncio.shield(self._sync_task)
+                except asyncio.CancelledError:
+                    raise
                 except Exception as exc:
                     self._fail(exc, "saving the term and vote")
                     return  # nothing of this Ready may be sent, and the node stops
@@ -369,7 +381,10 @@ class RaftDriver:
             self._persist_queue.append(rd.entries_to_persist)
             self._persist_wake.set()
         if rd.messages:
-            self.transport.send(rd.messages)
+            try:
+                self.transport.send(rd.messages)
+            except Exception:
+                log.exception("raft %s: queueing %d messages failed", self.config.self_id, len(rd.messages))
         if rd.committed_entries:
             await self._apply(rd.committed_entries)
         self._observe_roles()
@@ -451,13 +466,16 @@ class RaftDriver:
                 p.future.set_exception(error(p, index))
 
     def _fail(self, exc: BaseException, doing: str) -> None:
-        """Fail-stop on a storage error: log it, stop taking part, tell everyone waiting."""
+        """Fail-stop (a storage error, or a Ready that could not be carried out): log it, stop
+        taking part, tell everyone waiting. Restarting the driver on the store recovers."""
         if self.failed is not None:
             return
         self.failed = exc
-        log.error("raft %s: storage failed while %s; the node stops: %r", self.config.self_id, doing, exc, exc_info=exc)
+        log.error("raft %s: failed while %s; the node stops: %r", self.config.self_id, doing, exc, exc_info=exc)
         self._fail_pending(
-            lambda p, i: ProposalOutcomeUnknownError(f"storage failed ({exc}) before index {i} committed", i, p.term)
+            lambda p, i: ProposalOutcomeUnknownError(
+                f"the node failed while {doing} ({exc}) before index {i} committed", i, p.term
+            )
         )
         if self._reported[0] is not Role.FOLLOWER or self._reported[2] is not None:
             self._reported = (Role.FOLLOWER, self._reported[1], None)

@@ -113,20 +113,23 @@ class _PeerSender:
             if backoff:
                 await asyncio.sleep(backoff)
             try:
-                await self._send_queued()
-                backoff = 0.0
+                if await self._send_queued():
+                    backoff = 0.0  # only a real delivery proves the peer is back
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                # INFO for the first failure of an outage, DEBUG while it lasts.
+                lvl = logging.INFO if backoff == 0.0 else logging.DEBUG
                 backoff = min(max(backoff * 2, self.transport.min_backoff), self.transport.max_backoff)
                 self.stats.send_errors += 1
-                lvl = logging.DEBUG if self.stats.send_errors > 1 else logging.INFO
                 log.log(
                     lvl, "raft %s -> %s (%s): send failed: %s", self.transport.self_id, self.peer_id, self.addr, exc
                 )
                 self.wakeup.set()  # what is still queued goes after the back-off
 
-    async def _send_queued(self) -> None:
+    async def _send_queued(self) -> int:
+        """Send everything queued; the number of frames written."""
+        frames_sent = 0
         while self.queue:
             messages: list[Message] = []
             while self.queue:
@@ -144,11 +147,13 @@ class _PeerSender:
                     cmd = RemotingCommand.request(RequestCode.RAFT_MESSAGES, body=frame, oneway=True)
                     await self.transport.client.invoke_oneway(self.addr, cmd)
                     self.stats.sent_frames += 1
+                    frames_sent += 1
             except BaseException:
                 # Raft tolerates the loss: the batch is counted as dropped and forgotten.
                 self.stats.dropped += len(messages)
                 raise
             self.stats.sent_messages += len(messages)
+        return frames_sent
 
 
 class RaftTransport:

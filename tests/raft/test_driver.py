@@ -261,3 +261,20 @@ def test_term_is_durable_before_any_message_of_it_leaves_and_writes_are_grouped(
                 assert term <= durable.get(node, 0), f"{node} sent a term-{term} message before the term was durable"
 
     asyncio.run(main())
+
+
+def test_commit_is_checkpointed_while_running_not_only_at_stop(tmp_path: Path) -> None:
+    async def main() -> None:
+        c = DriverCluster(tmp_path, commit_checkpoint_interval_ms=100)
+        await c.start()
+        try:
+            leader = await c.wait_leader()
+            index = 0
+            for i in range(5):
+                index = await leader.driver.propose(b"c%d" % i)
+            # committedIndex is DLedger-based: raft index - 1.
+            await c.wait(lambda: all(m.store.committed_index >= index - 1 for m in c.running()), 3.0, "checkpoints")
+        finally:
+            await c.stop()
+
+    asyncio.run(main())

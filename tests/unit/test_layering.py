@@ -72,3 +72,17 @@ def test_raft_draws_no_unseeded_randomness(path: Path) -> None:
             raise AssertionError(f"raft/{path.name} imports names from random; use random.Random")
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "random":
             assert node.attr == "Random", f"raft/{path.name} calls random.{node.attr} (module-global state)"
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "raftio").rglob("*.py")), ids=lambda p: p.name)
+def test_raftio_sits_below_the_broker(path: Path) -> None:
+    """DLedger mode's I/O half uses the core, the DLedger store and remoting; the broker uses it."""
+    ours = {n for n in _imports(path) if n.startswith("ledgermq.")}
+    upward = ("ledgermq.broker", "ledgermq.ha", "ledgermq.client", "ledgermq.namesrv", "ledgermq.cli")
+    assert not any(n.startswith(upward) for n in ours), f"raftio/{path.name} imports {sorted(ours)}"
+
+
+def test_ledger_storage_needs_no_event_loop() -> None:
+    names = _imports(SRC / "raftio" / "ledger_storage.py")
+    bad = {n for n in names if n.split(".")[0] in FORBIDDEN_IN_PURE or n.startswith("ledgermq.net")}
+    assert not bad, f"raftio/ledger_storage.py imports {sorted(bad)}"

@@ -108,6 +108,10 @@ class RequestCode(enum.IntEnum):
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
     GET_BROKER_HA_STATUS = 907  # RocketMQ 5.x (mqadmin haStatus); 4.9.7 has none
+    # ledgermq-only: a oneway batch of Raft messages between DLedger-mode brokers (body:
+    # ledgermq.raft.wire). Far above every RocketMQ 4.x/5.x code so it never collides;
+    # Java brokers answer it with REQUEST_CODE_NOT_SUPPORTED.
+    RAFT_MESSAGES = 60001
 
 
 class ResponseCode(enum.IntEnum):

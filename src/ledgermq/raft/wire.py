@@ -1,0 +1,251 @@
+"""A compact binary codec for batches of Raft ``Message``s (pure: bytes in, messages out).
+
+The DLedger-mode transport carries one batch per remoting frame body. The format is
+ours (DLedger's own JSON RPCs would cost a parse per entry and say nothing the core
+needs); every integer is big-endian and fixed-width, so decoding is a handful of
+``struct.unpack_from`` calls per message and per entry, never a loop over bytes::
+
+    batch   := magic u16 (0x4C52 "LR") | version u8 (1) | reserved u8 (0) | count u32 | message*
+    message := type u8 | flags u8 | src_len u8 | dst_len u8
+               | term u64 | log_term u64 | index u64 | commit u64 | reject_hint u64
+               | entry_count u32 | src utf-8 | dst utf-8 | entry*
+    entry   := index u64 | term u64 | kind u8 | data_len u32 | data
+
+``flags`` bit 0 is ``reject``, bit 1 ``transfer``. Type and kind numbers are fixed
+below (never enum order, so reordering an enum cannot change the wire).
+
+Decoding is strict because the bytes come from the network: anything malformed (short
+or trailing bytes, unknown codes or flags, empty or non-UTF-8 ids, counts that cannot
+fit in what is left, entries that are not consecutive or whose terms fall, entries on
+a message type that carries none, a batch over the size cap) raises
+``RemoteProtocolError`` and nothing else. Entry data on decode are read-only
+``memoryview`` slices of the input (no copy; they compare equal to ``bytes`` and the core
+only takes their ``len``), so the input buffer must not be mutated afterwards.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from typing import cast
+
+from ledgermq.errors import LocalProtocolError, RemoteProtocolError
+from ledgermq.raft.types import Entry, EntryKind, Message, MsgType
+
+__all__ = [
+    "DEFAULT_MAX_BATCH_BYTES",
+    "MAGIC",
+    "VERSION",
+    "decode_batch",
+    "encode_batch",
+    "encode_batches",
+    "encoded_size",
+]
+
+MAGIC = 0x4C52
+VERSION = 1
+# Below the remoting layer's 16 MiB frame cap, leaving room for the command header.
+DEFAULT_MAX_BATCH_BYTES = 15 * 1024 * 1024
+
+_BATCH = struct.Struct(">HBBI")
+_MSG = struct.Struct(">BBBBQQQQQI")
+_ENTRY = struct.Struct(">QQBI")
+
+_TYPE_CODES: dict[MsgType, int] = {
+    MsgType.PRE_VOTE: 1,
+    MsgType.PRE_VOTE_RESP: 2,
+    MsgType.VOTE: 3,
+    MsgType.VOTE_RESP: 4,
+    MsgType.APPEND: 5,
+    MsgType.APPEND_RESP: 6,
+    MsgType.HEARTBEAT: 7,
+    MsgType.HEARTBEAT_RESP: 8,
+    MsgType.TIMEOUT_NOW: 9,
+}
+_TYPES: dict[int, MsgType] = {code: t for t, code in _TYPE_CODES.items()}
+_KIND_CODES: dict[EntryKind, int] = {EntryKind.NORMAL: 0, EntryKind.NOOP: 1}
+_KINDS: dict[int, EntryKind] = {code: k for k, code in _KIND_CODES.items()}
+_REJECT, _TRANSFER = 0x1, 0x2
+_KNOWN_FLAGS = _REJECT | _TRANSFER
+
+assert set(_TYPE_CODES) == set(MsgType) and set(_KIND_CODES) == set(EntryKind)
+
+
+# -- encoding ---------------------------------------------------------------------------
+
+
+def _id_bytes(name: str, what: str) -> bytes:
+    raw = name.encode("utf-8")
+    if not 0 < len(raw) < 256:
+        raise LocalProtocolError(f"{what} id {name!r} must be 1..255 UTF-8 bytes")
+    return raw
+
+
+def _encode_message(m: Message, out: list[bytes | memoryview]) -> int:
+    """Append the parts of ``m`` to ``out``; return how many bytes they take."""
+    src, dst = _id_bytes(m.src, "source"), _id_bytes(m.dst, "destination")
+    flags = (_REJECT if m.reject else 0) | (_TRANSFER if m.transfer else 0)
+    try:
+        head = _MSG.pack(
+            _TYPE_CODES[m.type],
+            flags,
+            len(src),
+            len(dst),
+            m.term,
+            m.log_term,
+            m.index,
+            m.commit,
+            m.reject_hint,
+            len(m.entries),
+        )
+    except struct.error as exc:
+        raise LocalProtocolError(f"{m.type.value} {m.src}->{m.dst} does not fit the wire format: {exc}") from None
+    out += (head, src, dst)
+    size = len(head) + len(src) + len(dst)
+    for e in m.entries:
+        data = e.data
+        try:
+            out.append(_ENTRY.pack(e.index, e.term, _KIND_CODES[e.kind], len(data)))
+        except struct.error as exc:
+            raise LocalProtocolError(f"entry {e.index} does not fit the wire format: {exc}") from None
+        out.append(data)
+        size += _ENTRY.size + len(data)
+    return size
+
+
+def encoded_size(m: Message) -> int:
+    """The bytes ``m`` takes inside a batch (for callers that plan frames)."""
+    size = _MSG.size + len(m.src.encode()) + len(m.dst.encode())
+    return size + sum(_ENTRY.size + len(e.data) for e in m.entries)
+
+
+def encode_batch(messages: Sequence[Message], max_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> bytes:
+    """One batch holding every message; LocalProtocolError if it would exceed ``max_bytes``."""
+    parts: list[bytes | memoryview] = [_BATCH.pack(MAGIC, VERSION, 0, len(messages))]
+    size = _BATCH.size
+    for m in messages:
+        size += _encode_message(m, parts)
+    if size > max_bytes:
+        raise LocalProtocolError(f"a batch of {len(messages)} messages takes {size} bytes, over the {max_bytes} cap")
+    return b"".join(parts)
+
+
+def encode_batches(messages: Iterable[Message], max_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> list[bytes]:
+    """As few batches as keep each under ``max_bytes``, messages in order.
+
+    A single message too large for any batch raises LocalProtocolError (the core bounds
+    an Append by ``max_bytes_per_append``, so this means a misconfiguration).
+    """
+    batches: list[bytes] = []
+    parts: list[bytes | memoryview] = []
+    count, size = 0, _BATCH.size
+
+    def cut() -> None:
+        nonlocal parts, count, size
+        if count:
+            batches.append(b"".join([_BATCH.pack(MAGIC, VERSION, 0, count), *parts]))
+        parts, count, size = [], 0, _BATCH.size
+
+    for m in messages:
+        mine: list[bytes | memoryview] = []
+        n = _encode_message(m, mine)
+        if _BATCH.size + n > max_bytes:
+            raise LocalProtocolError(f"one {m.type.value} message takes {n} bytes, over the {max_bytes} batch cap")
+        if size + n > max_bytes:
+            cut()
+        parts += mine
+        count += 1
+        size += n
+    cut()
+    return batches
+
+
+# -- decoding ---------------------------------------------------------------------------
+
+
+def _id(view: memoryview, at: int, n: int, what: str) -> str:
+    if n == 0:
+        raise RemoteProtocolError(f"empty {what} id at byte {at}")
+    try:
+        return str(view[at : at + n], "utf-8")
+    except UnicodeDecodeError:
+        raise RemoteProtocolError(f"{what} id at byte {at} is not UTF-8") from None
+
+
+def decode_batch(buf: bytes | bytearray | memoryview, max_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> list[Message]:
+    """Every message of one batch; RemoteProtocolError for any malformed input."""
+    view = memoryview(buf).cast("B").toreadonly()
+    total = len(view)
+    if total > max_bytes:
+        raise RemoteProtocolError(f"a {total}-byte batch is over the {max_bytes} cap")
+    if total < _BATCH.size:
+        raise RemoteProtocolError(f"a batch needs {_BATCH.size} header bytes, got {total}")
+    magic, version, reserved, count = _BATCH.unpack_from(view, 0)
+    if magic != MAGIC:
+        raise RemoteProtocolError(f"bad batch magic {magic:#06x}")
+    if version != VERSION or reserved != 0:
+        raise RemoteProtocolError(f"unsupported batch version {version}/{reserved}")
+    if count > (total - _BATCH.size) // _MSG.size:
+        raise RemoteProtocolError(f"{count} messages cannot fit in {total} bytes")
+    at = _BATCH.size
+    out: list[Message] = []
+    for _ in range(count):
+        if total - at < _MSG.size:
+            raise RemoteProtocolError(f"message at byte {at} is cut short")
+        code, flags, src_len, dst_len, term, log_term, index, commit, hint, n_entries = _MSG.unpack_from(view, at)
+        mtype = _TYPES.get(code)
+        if mtype is None:
+            raise RemoteProtocolError(f"unknown message type {code} at byte {at}")
+        if flags & ~_KNOWN_FLAGS:
+            raise RemoteProtocolError(f"unknown flags {flags:#04x} at byte {at}")
+        at += _MSG.size
+        if total - at < src_len + dst_len:
+            raise RemoteProtocolError(f"ids of the message at byte {at} are cut short")
+        src = _id(view, at, src_len, "source")
+        dst = _id(view, at + src_len, dst_len, "destination")
+        at += src_len + dst_len
+        entries: tuple[Entry, ...] = ()
+        if n_entries:
+            if mtype is not MsgType.APPEND:
+                raise RemoteProtocolError(f"a {mtype.value} message carries {n_entries} entries")
+            if n_entries > (total - at) // _ENTRY.size:
+                raise RemoteProtocolError(f"{n_entries} entries cannot fit in {total - at} bytes")
+            items: list[Entry] = []
+            expect, floor = index + 1, log_term
+            for _ in range(n_entries):
+                if total - at < _ENTRY.size:
+                    raise RemoteProtocolError(f"entry at byte {at} is cut short")
+                e_index, e_term, kind_code, n = _ENTRY.unpack_from(view, at)
+                kind = _KINDS.get(kind_code)
+                if kind is None:
+                    raise RemoteProtocolError(f"unknown entry kind {kind_code} at byte {at}")
+                if e_index != expect or e_term < floor:
+                    raise RemoteProtocolError(
+                        f"entry ({e_index}, term {e_term}) at byte {at} does not follow ({expect - 1}, term {floor})"
+                    )
+                at += _ENTRY.size
+                if total - at < n:
+                    raise RemoteProtocolError(f"entry {e_index} data ({n} bytes) is cut short")
+                # A memoryview slice, no copy: see the module docstring.
+                items.append(Entry(e_index, e_term, cast(bytes, view[at : at + n]), kind))
+                at += n
+                expect, floor = e_index + 1, e_term
+            entries = tuple(items)
+        out.append(
+            Message(
+                mtype,
+                src,
+                dst,
+                term,
+                log_term=log_term,
+                index=index,
+                entries=entries,
+                commit=commit,
+                reject=bool(flags & _REJECT),
+                reject_hint=hint,
+                transfer=bool(flags & _TRANSFER),
+            )
+        )
+    if at != total:
+        raise RemoteProtocolError(f"{total - at} trailing bytes after {count} messages")
+    return out

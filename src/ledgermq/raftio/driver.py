@@ -1,0 +1,517 @@
+"""``RaftDriver``: the asyncio loop that runs one pure ``RaftNode`` against a disk and a network.
+
+The core decides; the driver only carries out its Ready contract (docs/raft.md) in the
+right order, because that order is what makes Raft safe:
+
+1. a changed term or vote is made durable (``currterm``, fsynced) *before* any message of
+   the same Ready leaves, so a vote or a term is never forgotten after a peer saw it;
+2. new entries go to a single persist worker that writes and fsyncs them in a thread
+   (``asyncio.to_thread``, so the loop keeps ticking and answering) and only then calls
+   ``persisted()``; Readies that queue up meanwhile are written together (group commit),
+   always in the order they were handed out;
+3. messages go to the transport (the leader's appends may leave before its own copy is
+   durable, as Raft allows; a follower's acks are held by the core until durable);
+4. committed entries go to ``on_commit`` in order, then the proposals they settle resolve;
+5. ``advance``.
+
+Three tasks run: ticks (``tick_interval_ms``), the Ready loop (woken by every tick, step
+and proposal) and the persist worker. None may die silently: an exception in a callback
+or a step is logged and the loop goes on; a storage failure (or a Ready that could not be
+carried out) is logged and stops the node (fail-stop: going on after a lost write could
+break the promises Raft made), which ``status().failed`` reports, ``on_role_change``
+hears as FOLLOWER with no leader, and every pending proposal learns. A driver is started
+and stopped once; a restart builds a new one on the same store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from ledgermq.errors import ConfigError, LedgerError
+from ledgermq.raft import RaftConfig, RaftNode
+from ledgermq.raft.errors import ProposalDroppedError
+from ledgermq.raft.types import Entry, Message, Ready, Role
+from ledgermq.raftio.ledger_storage import LedgerStorage
+from ledgermq.raftio.transport import RaftTransport, parse_peers
+
+__all__ = [
+    "DriverNotRunningError",
+    "LeadershipLostError",
+    "ProposalOutcomeUnknownError",
+    "ProposalOverwrittenError",
+    "RaftDriver",
+    "RaftDriverConfig",
+    "RaftStatus",
+]
+
+log = logging.getLogger(__name__)
+
+CommitCallback = Callable[[Sequence[Entry]], Awaitable[None] | None]
+RoleCallback = Callable[[Role, int, str | None], None]
+
+
+class DriverNotRunningError(ProposalDroppedError):
+    """The driver is not started, is stopping, or failed; nothing was appended."""
+
+
+class ProposalOverwrittenError(ProposalDroppedError):
+    """Another entry committed at the proposal's index: it is definitely not in the log."""
+
+
+class ProposalOutcomeUnknownError(LedgerError):
+    """The proposal was appended, but this node can no longer tell whether it will commit.
+
+    A new leader may still commit it, so a blind retry can duplicate the data; a caller
+    that must know reads the log (or deduplicates by content) once a leader is known.
+    """
+
+    def __init__(self, message: str, index: int, term: int) -> None:
+        super().__init__(message)
+        self.index = index
+        self.term = term
+
+
+class LeadershipLostError(ProposalOutcomeUnknownError):
+    """This node stopped leading (or its term moved on) before the proposal committed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RaftDriverConfig:
+    """One DLedger-mode node: who it is, its group (``dLegerPeers``) and the Raft timing.
+
+    Wall-clock election timeout = ``tick_interval_ms * election_timeout_ticks`` (randomised
+    by the core to [1x, 2x)); heartbeats go every ``heartbeat_ticks`` ticks.
+    """
+
+    self_id: str
+    peers: str
+    """DLedger's form: ``n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913``."""
+    tick_interval_ms: int = 100
+    election_timeout_ticks: int = 10
+    heartbeat_ticks: int = 1
+    pre_vote: bool = True
+    check_quorum: bool = True
+    max_inflight: int = 256
+    max_entries_per_append: int = 64
+    max_bytes_per_append: int = 1 << 20
+    append_noop_on_election: bool = True
+    commit_checkpoint_interval_ms: int = 1000
+    """How often a moved commit index is written to DLedger's ``checkpoint`` (it is lazy state)."""
+    seed: int | None = None
+    """Election jitter seed; None draws one from the OS so peers never share a schedule."""
+
+    def __post_init__(self) -> None:
+        peers = parse_peers(self.peers)
+        if self.self_id not in peers:
+            raise ConfigError(f"dLegerSelfId {self.self_id!r} is not in dLegerPeers ({', '.join(peers)})")
+        if self.tick_interval_ms < 1:
+            raise ConfigError("tick_interval_ms must be at least 1")
+        if self.commit_checkpoint_interval_ms < 0:
+            raise ConfigError("commit_checkpoint_interval_ms must be >= 0")
+        self.raft_config()  # the core validates its own tunables
+
+    @property
+    def peer_addresses(self) -> dict[str, str]:
+        return parse_peers(self.peers)
+
+    def raft_config(self) -> RaftConfig:
+        return RaftConfig(
+            self.self_id,
+            election_timeout_ticks=self.election_timeout_ticks,
+            heartbeat_ticks=self.heartbeat_ticks,
+            pre_vote=self.pre_vote,
+            check_quorum=self.check_quorum,
+            max_inflight=self.max_inflight,
+            max_entries_per_append=self.max_entries_per_append,
+            max_bytes_per_append=self.max_bytes_per_append,
+            append_noop_on_election=self.append_noop_on_election,
+            seed=self.seed or 0,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RaftStatus:
+    id: str
+    role: Role
+    term: int
+    leader: str | None
+    commit: int
+    applied: int
+    last_index: int
+    persisted_index: int
+    match: dict[str, int] = field(default_factory=dict)
+    """The leader's view of each peer's matched index (itself included); empty elsewhere."""
+    failed: str | None = None
+
+
+@dataclass(slots=True)
+class _Pending:
+    term: int
+    future: asyncio.Future[int]
+
+
+class RaftDriver:
+    """Runs one Raft node. ``start()``, then ``propose``/``status``/...; ``stop()`` at the end.
+
+    ``on_commit(entries)`` gets every committed entry once, in index order (NOOPs included:
+    they carry indices the state machine may count), and may be a coroutine function; the
+    next Ready waits for it. ``on_role_change(role, term, leader)`` is called whenever one
+    of the three changes. ``applied`` says how far the caller's state machine already got,
+    so a restart does not hand those entries out again. The storage and the transport stay
+    the caller's (start the transport's server before, close the store after).
+    """
+
+    def __init__(
+        self,
+        config: RaftDriverConfig,
+        storage: LedgerStorage,
+        transport: RaftTransport,
+        *,
+        on_commit: CommitCallback | None = None,
+        on_role_change: RoleCallback | None = None,
+        applied: int = 0,
+    ) -> None:
+        if transport.self_id != config.self_id or set(transport.peers) != set(config.peer_addresses):
+            raise ConfigError("the transport and the driver config name different nodes")
+        self.config = config
+        self.storage = storage
+        self.transport = transport
+        self.on_commit = on_commit
+        self.on_role_change = on_role_change
+        self.node = self._make_node(applied)
+        self.failed: BaseException | None = None
+        self._running = False
+        self._wake = asyncio.Event()
+        self._persist_wake = asyncio.Event()
+        self._persist_queue: list[tuple[Entry, ...]] = []
+        self._pending: dict[int, _Pending] = {}
+        self._commit_hint = self.node.commit
+        self._checkpoint_due = False
+        self._reported: tuple[Role, int, str | None] = (self.node.role, self.node.term, self.node.leader)
+        self._changed = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._persist_task: asyncio.Task[None] | None = None
+        self._sync_task: asyncio.Future[None] | None = None
+
+    def _make_node(self, applied: int) -> RaftNode:
+        hs = self.storage.load_hard_state()
+        seed = self.config.seed
+        rng = random.Random(seed) if seed is not None else random.Random()
+        peers = list(self.config.peer_addresses)
+        # When the core takes a LogStorage (ledgermq.raft.storage), this becomes
+        # ``storage=self.storage`` instead of loading the whole log into memory.
+        entries = self.storage.all_entries()
+        return RaftNode(self.config.raft_config(), peers, hs, entries, applied=applied, rng=rng)
+
+    # -- lifetime --------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._running:
+            return
+        self._running = True
+        self.transport.set_handler(self._on_messages)
+        await self.transport.start()
+        me = self.config.self_id
+        self._persist_task = asyncio.create_task(self._persist_loop(), name=f"raft-persist-{me}")
+        self._tasks = [
+            asyncio.create_task(self._tick_loop(), name=f"raft-tick-{me}"),
+            asyncio.create_task(self._ready_loop(), name=f"raft-ready-{me}"),
+        ]
+        self._wake.set()
+        log.info(
+            "raft %s: started in term %d (last index %d, commit %d)",
+            me,
+            self.node.term,
+            self.node.last_index,
+            self.node.commit,
+        )
+
+    async def stop(self) -> None:
+        """Stop ticking and answering, finish the write in progress, checkpoint the commit."""
+        if not self._running:
+            return
+        self._running = False
+        self.transport.set_handler(None)
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._tasks = []
+        if self._sync_task is not None and not self._sync_task.done():
+            with contextlib.suppress(Exception):
+                await self._sync_task  # a term/vote write already under way finishes first
+        if self._persist_task is not None:
+            self._persist_wake.set()  # the worker drains its queue, then sees _running False
+            await self._persist_task
+            self._persist_task = None
+        if self.failed is None:
+            try:
+                await asyncio.to_thread(self.storage.save_commit, self._commit_hint)
+            except Exception:
+                log.exception("raft %s: final commit checkpoint failed", self.config.self_id)
+        self._fail_pending(
+            lambda p, i: LeadershipLostError(f"the driver stopped before index {i} committed", i, p.term)
+        )
+        await self.transport.stop()
+        log.info("raft %s: stopped", self.config.self_id)
+
+    # -- API -------------------------------------------------------------------------
+    async def propose(self, data: bytes) -> int:
+        """Append ``data``; returns its index once committed and handed to ``on_commit``.
+
+        NotLeaderError (with the leader hint) or LeaderTransferInProgressError at once off
+        a leader; LeadershipLostError if leadership goes before the commit (outcome
+        unknown); ProposalOverwrittenError if another entry committed at that index.
+        """
+        if not self._running or self.failed is not None:
+            raise DriverNotRunningError(f"raft {self.config.self_id} is not running")
+        if not data:
+            raise ValueError("an empty proposal would read back as a NOOP; propose at least one byte")
+        index = self.node.propose(data)
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending[index] = _Pending(self.node.term, fut)
+        self._wake.set()
+        return await fut
+
+    def transfer_leadership(self, target: str) -> None:
+        """Ask the leader to hand over to ``target`` (NotLeaderError elsewhere); see ``wait_for``."""
+        self.node.transfer_leader(target)
+        self._wake.set()
+
+    def status(self) -> RaftStatus:
+        n = self.node
+        match = {peer: m for peer, (m, _next, _state) in n.progress().items()} if n.role is Role.LEADER else {}
+        failed = None if self.failed is None else f"{type(self.failed).__name__}: {self.failed}"
+        return RaftStatus(
+            self.config.self_id,
+            n.role,
+            n.term,
+            n.leader,
+            n.commit,
+            n.applied,
+            n.last_index,
+            n.persisted_index,
+            match,
+            failed,
+        )
+
+    async def wait_for(self, predicate: Callable[[RaftStatus], bool], timeout: float) -> RaftStatus:
+        """Wait until ``predicate(status())`` holds (checked after each Ready); TimeoutError after ``timeout``."""
+        async with asyncio.timeout(timeout):
+            while True:
+                st = self.status()
+                if predicate(st):
+                    return st
+                event = self._changed
+                await event.wait()
+
+    @property
+    def pending_proposals(self) -> int:
+        return len(self._pending)
+
+    # -- loops -----------------------------------------------------------------------
+    def _on_messages(self, messages: list[Message]) -> None:
+        if not self._running or self.failed is not None:
+            return
+        for m in messages:
+            try:
+                self.node.step(m)
+            except Exception:
+                log.exception("raft %s: step(%s from %s) failed", self.config.self_id, m.type.value, m.src)
+        self._wake.set()
+
+    async def _tick_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = self.config.tick_interval_ms / 1000
+        checkpoint_every = max(1, round(self.config.commit_checkpoint_interval_ms / self.config.tick_interval_ms))
+        ticks = 0
+        due = loop.time()
+        while True:
+            due += interval
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            if loop.time() - due > 5 * interval:
+                due = loop.time()  # after a stall, do not fire a burst of catch-up ticks
+            if self.failed is not None:
+                continue
+            try:
+                self.node.tick()
+            except Exception:
+                log.exception("raft %s: tick failed", self.config.self_id)
+            ticks += 1
+            if ticks % checkpoint_every == 0 and self._commit_hint > self.storage.saved_commit:
+                self._checkpoint_due = True
+                self._persist_wake.set()
+            self._wake.set()
+
+    async def _ready_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                while self.failed is None and self.node.has_ready():
+                    await self._handle_ready(self.node.ready())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # A Ready half carried out cannot be advanced (and the core takes no other
+                # until it is): stop rather than guess which of its promises were kept.
+                self._fail(exc, "handling a Ready")
+            self._notify()
+
+    async def _handle_ready(self, rd: Ready) -> None:
+        if rd.hard_state is not None:
+            if rd.must_sync:
+                # A task, so stop() can wait for the write a cancel cannot interrupt.
+                self._sync_task = asyncio.ensure_future(asyncio.to_thread(self.storage.save_hard_state, rd.hard_state))
+                try:
+                    await asyncio.shield(self._sync_task)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._fail(exc, "saving the term and vote")
+                    return  # nothing of this Ready may be sent, and the node stops
+            self._commit_hint = rd.hard_state.commit
+        if rd.entries_to_persist:
+            self._persist_queue.append(rd.entries_to_persist)
+            self._persist_wake.set()
+        if rd.messages:
+            try:
+                self.transport.send(rd.messages)
+            except Exception:
+                log.exception("raft %s: queueing %d messages failed", self.config.self_id, len(rd.messages))
+        if rd.committed_entries:
+            await self._apply(rd.committed_entries)
+        self._observe_roles()
+        self.node.advance(rd)
+
+    async def _apply(self, entries: tuple[Entry, ...]) -> None:
+        if self.on_commit is not None:
+            try:
+                result = self.on_commit(entries)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception(
+                    "raft %s: on_commit failed for entries %d..%d",
+                    self.config.self_id,
+                    entries[0].index,
+                    entries[-1].index,
+                )
+        if not self._pending:
+            return
+        for e in entries:
+            p = self._pending.pop(e.index, None)
+            if p is None or p.future.done():
+                continue
+            if e.term == p.term:
+                p.future.set_result(e.index)
+            else:
+                p.future.set_exception(
+                    ProposalOverwrittenError(
+                        f"index {e.index} committed with term {e.term}, not the proposal's {p.term}"
+                    )
+                )
+
+    def _observe_roles(self) -> None:
+        n = self.node
+        now = (n.role, n.term, n.leader)
+        if now == self._reported:
+            return
+        self._reported = now
+        role, term, leader = now
+        log.info("raft %s: %s in term %d (leader %s)", self.config.self_id, role.value, term, leader)
+        if self._pending and role is not Role.LEADER:
+            self._fail_pending(
+                lambda p, i: LeadershipLostError(
+                    f"{self.config.self_id} stopped leading (now {role.value} in term {term}, leader {leader}) "
+                    f"before index {i} of term {p.term} committed; it may still commit",
+                    i,
+                    p.term,
+                )
+            )
+        elif self._pending:
+            self._fail_pending(
+                lambda p, i: LeadershipLostError(
+                    f"term moved from {p.term} to {term} before index {i} committed", i, p.term
+                ),
+                only=lambda p: p.term != term,
+            )
+        if self.on_role_change is not None:
+            try:
+                self.on_role_change(role, term, leader)
+            except Exception:
+                log.exception("raft %s: on_role_change failed", self.config.self_id)
+
+    def _notify(self) -> None:
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    def _fail_pending(
+        self,
+        error: Callable[[_Pending, int], BaseException],
+        only: Callable[[_Pending], bool] | None = None,
+    ) -> None:
+        for index in sorted(self._pending):
+            p = self._pending[index]
+            if only is not None and not only(p):
+                continue
+            del self._pending[index]
+            if not p.future.done():
+                p.future.set_exception(error(p, index))
+
+    def _fail(self, exc: BaseException, doing: str) -> None:
+        """Fail-stop (a storage error, or a Ready that could not be carried out): log it, stop
+        taking part, tell everyone waiting. Restarting the driver on the store recovers."""
+        if self.failed is not None:
+            return
+        self.failed = exc
+        log.error("raft %s: failed while %s; the node stops: %r", self.config.self_id, doing, exc, exc_info=exc)
+        self._fail_pending(
+            lambda p, i: ProposalOutcomeUnknownError(
+                f"the node failed while {doing} ({exc}) before index {i} committed", i, p.term
+            )
+        )
+        if self._reported[0] is not Role.FOLLOWER or self._reported[2] is not None:
+            self._reported = (Role.FOLLOWER, self._reported[1], None)
+            if self.on_role_change is not None:
+                with contextlib.suppress(Exception):
+                    self.on_role_change(Role.FOLLOWER, self._reported[1], None)
+        self._notify()
+
+    async def _persist_loop(self) -> None:
+        """The single writer: entries in hand-out order, one fsync per group, then ``persisted``."""
+        while True:
+            await self._persist_wake.wait()
+            self._persist_wake.clear()
+            batches, self._persist_queue = self._persist_queue, []
+            checkpoint = self._commit_hint if self._checkpoint_due else None
+            self._checkpoint_due = False
+            if self.failed is not None:
+                return
+            if batches or checkpoint is not None:
+                try:
+                    await asyncio.to_thread(self._write, batches, checkpoint)
+                except Exception as exc:
+                    self._fail(exc, "writing entries")
+                    return
+                if batches:
+                    last = batches[-1][-1]
+                    self.node.persisted(last.index, last.term)
+                    self._wake.set()
+            if not self._running and not self._persist_queue:
+                return
+
+    def _write(self, batches: list[tuple[Entry, ...]], checkpoint: int | None) -> None:
+        """Worker thread: write every batch (each may cut what an earlier one wrote), fsync once."""
+        for batch in batches:
+            self.storage.write(batch)
+        if batches:
+            self.storage.flush()
+        if checkpoint is not None:
+            self.storage.save_commit(checkpoint)

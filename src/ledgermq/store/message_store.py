@@ -37,6 +37,10 @@ from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import SCHEDULE_TOPIC, whole_records_end
+from ledgermq.store.dledger.commitlog import DLedgerCommitLog, EntryToWrite
+from ledgermq.store.dledger.config import DLedgerStoreConfig
+from ledgermq.store.dledger.reput import DLedgerReputService
+from ledgermq.store.dledger.store_recovery import recover_dledger
 from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
@@ -48,6 +52,8 @@ from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
 
 log = logging.getLogger(__name__)
+
+DLEDGER_PUT_REFUSED = "DLedger mode: messages are written through the Raft driver, not put_message"
 
 
 def _total_memory() -> int:
@@ -75,7 +81,16 @@ class MessageStore(StoreReads):
         self.root = Path(config.root_dir)
         self.delay_levels_ms = config.delay_levels_ms()
         self.lock = StoreLock(self.root)
-        self.commitlog = CommitLog(config.commitlog_path, config.mapped_file_size_commitlog, clock)
+        # DLedger mode (enableDLegerCommitLog): the commit log is the Raft log; puts are refused
+        # here (a permanent write fence, so the native put path pays nothing for the mode).
+        self.dledger: DLedgerCommitLog | None = None
+        if config.enable_dleger_commit_log:
+            self.dledger = DLedgerCommitLog(
+                config.commitlog_path, config.mapped_file_size_commitlog, clock, dledger_store_config(config)
+            )
+        self.commitlog: CommitLog = self.dledger or CommitLog(
+            config.commitlog_path, config.mapped_file_size_commitlog, clock
+        )
         self.queues = ConsumeQueueTable(config.consume_queue_path, config.mapped_file_size_consume_queue)
         self.index: IndexService | None = (
             IndexService(config.index_path, config.max_hash_slot_num, config.max_index_num, clock)
@@ -92,7 +107,8 @@ class MessageStore(StoreReads):
         self.memory_budget = _total_memory() * config.access_message_in_memory_max_ratio // 100
         self.running = False
         self.failed_reason: str | None = None
-        self.write_fence: str | None = None  # why puts are refused for now (a recovering master)
+        # Why puts are refused for now (a recovering master; for good in DLedger mode).
+        self.write_fence: str | None = DLEDGER_PUT_REFUSED if self.dledger is not None else None
         self.recovery: RecoveryResult | None = None
 
     # == lifecycle ===================================================================
@@ -107,16 +123,28 @@ class MessageStore(StoreReads):
             rebuild_from = None
             if self.index is not None:
                 rebuild_from = self.index.load(last_exit_ok, self.checkpoint.index_ts)
-            self.recovery = recover(
-                self.commitlog,
-                self.queues,
-                self.index,
-                self.checkpoint,
-                abnormal=not last_exit_ok,
-                check_crc=self.config.check_crc_on_recover,
-                delay_levels_ms=self.delay_levels_ms,
-                index_rebuild_from=rebuild_from,
-            )
+            if self.dledger is not None:
+                self.recovery = recover_dledger(
+                    self.dledger,
+                    self.queues,
+                    self.index,
+                    self.checkpoint,
+                    abnormal=not last_exit_ok,
+                    check_crc=self.config.check_crc_on_recover,
+                    delay_levels_ms=self.delay_levels_ms,
+                    index_rebuild_from=rebuild_from,
+                )
+            else:
+                self.recovery = recover(
+                    self.commitlog,
+                    self.queues,
+                    self.index,
+                    self.checkpoint,
+                    abnormal=not last_exit_ok,
+                    check_crc=self.config.check_crc_on_recover,
+                    delay_levels_ms=self.delay_levels_ms,
+                    index_rebuild_from=rebuild_from,
+                )
             self.lock.mark_running()
             self._start_services(self.recovery.reput_from)
         except BaseException:
@@ -129,6 +157,9 @@ class MessageStore(StoreReads):
 
     def _start_services(self, reput_from: int) -> None:
         cfg = self.config
+        if self.dledger is not None:
+            self._start_dledger_services(reput_from)
+            return
         self.reput = ReputService(self.commitlog, self.queues, self.index, reput_from, self.delay_levels_ms)
         self.reput.listeners = self._listeners
         self.reput.dispatch_available()  # catch up before serving (normal-recovery rebuild)
@@ -147,6 +178,26 @@ class MessageStore(StoreReads):
         )
         self.cleaner = CleanService(cfg, self.commitlog, self.queues, self.index, self.clock, self._disk_usage)
         for svc in (self.reput, self.commitlog_flusher, self.queue_flusher, self.cleaner):
+            svc.start()
+
+    def _start_dledger_services(self, reput_from: int) -> None:
+        """DLedger mode: the reput follows committed entries; no commit-log flusher (the
+        driver flushes the DLedger files) and no retention (not implemented for DLedger)."""
+        assert self.dledger is not None
+        reput = DLedgerReputService(self.dledger, self.queues, self.index, reput_from, self.delay_levels_ms)
+        reput.listeners = self._listeners
+        self.reput = reput
+        self.dledger.on_commit = reput.wakeup
+        reput.dispatch_available()
+        self.rebuild_queue_offsets()
+        self.queue_flusher = ConsumeQueueFlushService(
+            self.queues,
+            self.index,
+            self.checkpoint,
+            lambda: reput.dispatched_ts,
+            self.config.flush_interval_consume_queue_ms,
+        )
+        for svc in (reput, self.queue_flusher):
             svc.start()
 
     def shutdown(self) -> None:
@@ -197,6 +248,8 @@ class MessageStore(StoreReads):
 
         A master that restarted after a crash fences itself until it has taken back from
         its slave what it may have lost (ha/epochs.py)."""
+        if self.dledger is not None:
+            return  # puts stay refused in DLedger mode
         if reason != self.write_fence:
             log.info("store writes %s", f"fenced: {reason}" if reason else "open")
         self.write_fence = reason
@@ -353,6 +406,52 @@ class MessageStore(StoreReads):
     def put_messages_sync(self, batch: BatchInput) -> PutResult:
         return self.wait_for_flush(self.put_messages(batch))
 
+    # == DLedger mode: what the Raft driver calls ====================================
+    def prepare_append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> list[bytearray]:
+        """Leader: assign queue offsets and the store time to encoded messages (one message,
+        or a batch of one topic-queue); returns one entry body per message, to propose."""
+        return self._dledger_log().prepare_append(messages, topic, queue_id)
+
+    def write_entries(self, entries: Sequence[EntryToWrite]) -> list[int]:
+        """Leader and followers: append ``(index, term, body)`` entries to the DLedger log
+        (each body's PHYSICALOFFSET becomes its data position + 48); returns entry positions.
+        Nothing is readable or dispatched before ``commit_to`` covers it."""
+        try:
+            return self._dledger_log().write_entries(entries)
+        except OSError as exc:
+            self._fail(f"DLedger append failed: {exc}")
+            raise
+
+    def commit_to(self, index: int) -> int:
+        """Entries up to ``index`` are committed: they become readable and are dispatched."""
+        return self._dledger_log().commit_to(index)
+
+    def truncate_after(self, index: int) -> None:
+        """Follower: drop the uncommitted entries after Raft (DLedger) ``index`` and rebuild
+        the next queue offsets from what is left. Refused at or below the committed index."""
+        dl = self._dledger_log()
+        reput = self.reput
+        with reput.lock if reput is not None else contextlib.nullcontext():
+            dl.truncate_entries_after(index)
+        self.rebuild_queue_offsets()
+
+    def rebuild_queue_offsets(self) -> None:
+        """Recompute the next queue offset of every queue from the consume queues and every
+        stored entry past them, committed or not (after a truncation, on becoming leader,
+        or after a proposal that was never written)."""
+        dl = self._dledger_log()
+        reput = self.reput
+        with reput.lock if reput is not None else contextlib.nullcontext():
+            base = {queue_key(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
+            dl.rebuild_queue_offsets(base, reput.reput_from if reput is not None else dl.max_offset)
+
+    def _dledger_log(self) -> DLedgerCommitLog:
+        if self.dledger is None:
+            raise StoreError("not in DLedger mode (enableDLegerCommitLog=false)")
+        if not self.running:
+            raise StoreClosedError("the store is not running")
+        return self.dledger
+
     # == HA / replication ============================================================
     def append_raw(self, offset: int, data: bytes | memoryview | Sequence[bytes | memoryview]) -> None:
         """Append a master's commit-log bytes at ``offset`` (= our max offset).
@@ -474,3 +573,14 @@ class MessageStore(StoreReads):
             "storeFailed": self.failed_reason or "",
             "writeFence": self.write_fence or "",
         }
+
+
+def dledger_store_config(config: StoreConfig) -> DLedgerStoreConfig:
+    """The DLedger files of a store in DLedger mode (as DLedgerCommitLog configures DLedger:
+    base dir storePathRootDir, data files of mappedFileSizeCommitLog)."""
+    return DLedgerStoreConfig(
+        store_base_dir=config.root_dir,
+        self_id=config.dleger_self_id,
+        data_store_path=config.store_path_dleger_commit_log or None,
+        data_file_size=config.mapped_file_size_commitlog,
+    )

@@ -189,7 +189,7 @@ class MessageStore(StoreReads):
         self.reput = reput
         self.dledger.on_commit = reput.wakeup
         reput.dispatch_available()
-        self.rebuild_queue_offsets()
+        self._rebuild_queue_offsets(self.dledger)
         self.queue_flusher = ConsumeQueueFlushService(
             self.queues,
             self.index,
@@ -439,7 +439,9 @@ class MessageStore(StoreReads):
         """Recompute the next queue offset of every queue from the consume queues and every
         stored entry past them, committed or not (after a truncation, on becoming leader,
         or after a proposal that was never written)."""
-        dl = self._dledger_log()
+        self._rebuild_queue_offsets(self._dledger_log())
+
+    def _rebuild_queue_offsets(self, dl: DLedgerCommitLog) -> None:
         reput = self.reput
         with reput.lock if reput is not None else contextlib.nullcontext():
             base = {queue_key(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}

@@ -30,7 +30,9 @@ def open_store(root: Path, **overrides: Any) -> MessageStore:
     return store
 
 
-def encode(body: bytes, *, topic: str = TOPIC, queue_id: int = 0, props: dict[str, str] | None = None) -> EncodedMessage:
+def encode(
+    body: bytes, *, topic: str = TOPIC, queue_id: int = 0, props: dict[str, str] | None = None
+) -> EncodedMessage:
     data = M.encode_record(
         topic=topic,
         body=body,

@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from ledgermq.config import StoreConfig, config_from_properties
 from ledgermq.errors import StoreError
 from ledgermq.protocol import message as M
 from ledgermq.protocol.msgid import offset_msg_id
 from ledgermq.store.dledger import BODY_OFFSET
+from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, dledger_store_config
 from ledgermq.store.results import GetStatus, PutStatus
-from tests.store.dledger.mode_helpers import HOST, TOPIC, Driver, bodies_in_queue, open_store
+from tests.store.dledger.mode_helpers import HOST, TOPIC, Driver, bodies_in_queue, encode, open_store
 
 
 def test_put_through_the_driver_then_read(tmp_path: Path) -> None:
@@ -179,3 +181,36 @@ def test_not_in_dledger_mode(store_factory: Callable[..., MessageStore]) -> None
     store = store_factory()
     with pytest.raises(StoreError):
         store.commit_to(0)
+
+
+def test_append_result_names_the_body_positions(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        Driver(store).propose([b"first"])
+        msgs = [encode(b"b0"), encode(b"b1")]
+        bodies = store.prepare_append(msgs, TOPIC, 0)
+        positions = store.write_entries([(1, 1, bodies[0]), (2, 1, bodies[1])])
+        res = DLedgerCommitLog.append_result(bodies, positions, TOPIC, 0)
+        assert res.wrote_offset == positions[0] + BODY_OFFSET and res.queue_offset == 1 and res.msg_num == 2
+        assert res.msg_ids == [offset_msg_id(HOST, p + BODY_OFFSET) for p in positions]
+        assert res.wrote_bytes == sum(len(b) for b in bodies)
+    finally:
+        store.shutdown()
+
+
+def test_config_keys() -> None:
+    cfg = config_from_properties(
+        StoreConfig,
+        {
+            "enableDLegerCommitLog": "true",
+            "dLegerGroup": "broker-a",
+            "dLegerPeers": "n0-127.0.0.1:40911;n1-127.0.0.1:40912",
+            "dLegerSelfId": "n1",
+            "storePathDLedgerCommitLog": "/data/dl",
+        },
+    )
+    assert cfg.enable_dleger_commit_log and cfg.dleger_self_id == "n1" and cfg.dleger_group == "broker-a"
+    ledger = dledger_store_config(cfg)
+    assert ledger.self_id == "n1" and str(ledger.data_dir) == "/data/dl"
+    assert ledger.data_file_size == cfg.mapped_file_size_commitlog
+    assert not StoreConfig().enable_dleger_commit_log

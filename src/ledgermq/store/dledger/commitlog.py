@@ -300,9 +300,26 @@ class DLedgerCommitLog(CommitLog):
         if self._ledger is not None:
             self._ledger.close(flush=False)
 
-    def message_ids(self, positions: Sequence[int], store_host: M.Host) -> list[str]:
-        """Offset message ids for entries written at ``positions`` (the put result's)."""
-        return [offset_msg_id(store_host, pos + BODY_OFFSET) for pos in positions]
+    @staticmethod
+    def append_result(bodies: Sequence[bytearray], positions: Sequence[int], topic: str, queue_id: int) -> AppendResult:
+        """The put result of entries written at ``positions`` (a leader answering a send once
+        they are committed): wrote offset = first body position, one offset message id per
+        message, naming the store host the record carries."""
+        ids: list[str] = []
+        for body, pos in zip(bodies, positions, strict=True):
+            rec = M.decode_record(body, check_crc=False)
+            ids.append(offset_msg_id(rec.store_host, pos + BODY_OFFSET))
+        first = M.decode_record(bodies[0], check_crc=False)
+        return AppendResult(
+            wrote_offset=positions[0] + BODY_OFFSET,
+            wrote_bytes=sum(len(b) for b in bodies),
+            msg_ids=ids,
+            store_timestamp=first.store_timestamp,
+            queue_offset=first.queue_offset,
+            msg_num=len(bodies),
+            topic=topic,
+            queue_id=queue_id,
+        )
 
 
 def _patch_physical_offset(body: bytearray, body_pos: int) -> None:

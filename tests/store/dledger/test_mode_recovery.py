@@ -4,6 +4,8 @@ consume queues, and the switch from a native commit log (the divided offset)."""
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from pathlib import Path
 
 from ledgermq.protocol import message as M
@@ -14,8 +16,8 @@ from tests.conftest import small_config
 from tests.store.dledger.mode_helpers import TOPIC, Driver, bodies_in_queue, open_store
 
 
-def _numbered(n: int, start: int = 0) -> list[bytes]:
-    return [b"msg-%04d-" % i + bytes(i % 7) * 40 for i in range(start, start + n)]
+def _numbered(n: int, start: int = 0, filler: int = 40) -> list[bytes]:
+    return [b"msg-%04d-" % i + bytes([i % 7 + 1]) * filler for i in range(start, start + n)]
 
 
 def test_clean_restart_keeps_committed_and_hides_uncommitted(tmp_path: Path) -> None:
@@ -70,11 +72,12 @@ def test_crash_rebuilds_lost_consume_queues_from_committed_entries(tmp_path: Pat
     root = tmp_path / "s"
     store = open_store(root)
     d = Driver(store)
-    for i, b in enumerate(_numbered(40)):
+    for i, b in enumerate(_numbered(40, filler=2500)):  # about 100 KiB: two data files
         d.propose([b], queue_id=i % 3)
     d.noop()
     d.commit(30)
     d.checkpoint()
+    assert store.dledger is not None and len(store.dledger.ledger.data.files) == 2
     abandon(store)
     shutil.rmtree(root / "consumequeue")
     shutil.rmtree(root / "index", ignore_errors=True)
@@ -82,7 +85,7 @@ def test_crash_rebuilds_lost_consume_queues_from_committed_entries(tmp_path: Pat
 
     store = open_store(root)
     try:
-        every = _numbered(40)
+        every = _numbered(40, filler=2500)
         for q in range(3):
             assert bodies_in_queue(store, q) == [b for i, b in enumerate(every[:31]) if i % 3 == q]
         assert store.commitlog.queue_offsets == {f"{TOPIC}-{q}": len(every[q::3]) for q in range(3)}
@@ -131,5 +134,27 @@ def test_switch_from_a_native_commit_log(tmp_path: Path) -> None:
         Driver(store).propose([b"new-2"])
         Driver(store).commit()
         assert bodies_in_queue(store)[-1] == b"new-2"
+    finally:
+        store.shutdown()
+
+
+def test_commit_wakes_the_reput_and_arrival_listeners(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    arrived = threading.Event()
+    seen: list[tuple[str, int, int]] = []
+
+    def listener(topic: str, queue_id: int, max_offset: int) -> None:
+        seen.append((topic, queue_id, max_offset))
+        arrived.set()
+
+    store.add_arrival_listener(listener)
+    try:
+        d = Driver(store)
+        d.propose([b"x", b"y"], queue_id=4)
+        time.sleep(0.1)
+        assert not arrived.is_set()  # written, not committed
+        store.commit_to(d.last_index)
+        assert arrived.wait(2)
+        assert seen[-1] == (TOPIC, 4, 2)
     finally:
         store.shutdown()

@@ -546,6 +546,8 @@ class MessageStore(StoreReads):
         self._listeners.append(listener)
 
     def add_retention_guard(self, guard: RetentionGuard) -> None:
+        if self.dledger is not None:
+            raise StoreError("DLedger mode has no retention (yet): nothing to guard")
         if self.cleaner is None:
             raise StoreError("start the store before adding retention guards")
         self.cleaner.guards.append(guard)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ledgermq.config import StoreConfig, config_from_properties
-from ledgermq.errors import StoreError
+from ledgermq.errors import ConfigError, StoreError
 from ledgermq.protocol import message as M
 from ledgermq.protocol.msgid import offset_msg_id
 from ledgermq.store.dledger import BODY_OFFSET
@@ -16,6 +16,7 @@ from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore, dledger_store_config
 from ledgermq.store.results import GetStatus, PutStatus
+from tests.conftest import small_config
 from tests.store.dledger.mode_helpers import HOST, TOPIC, Driver, bodies_in_queue, encode, open_store
 
 
@@ -214,3 +215,8 @@ def test_config_keys() -> None:
     assert ledger.self_id == "n1" and str(ledger.data_dir) == "/data/dl"
     assert ledger.data_file_size == cfg.mapped_file_size_commitlog
     assert not StoreConfig().enable_dleger_commit_log
+
+
+def test_dledger_mode_needs_a_self_id(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        MessageStore(small_config(tmp_path / "s", enable_dleger_commit_log=True))

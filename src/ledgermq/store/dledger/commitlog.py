@@ -227,6 +227,7 @@ class DLedgerCommitLog(CommitLog):
         with self.put_lock:
             table = dict(base)
             for fact in self._facts_from(from_pos):
+                self.last_store_timestamp = max(self.last_store_timestamp, fact.store_timestamp)
                 if SF.gets_queue_entry(fact.sysflag):
                     key = f"{fact.topic}-{fact.queue_id}"
                     if table.get(key, 0) <= fact.queue_offset:

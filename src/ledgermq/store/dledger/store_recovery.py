@@ -52,7 +52,9 @@ def recover_dledger(
     delay_levels_ms: list[int],
     index_rebuild_from: int | None = None,
 ) -> RecoveryResult:
-    divided = _divided_offset(commitlog, queues, index, checkpoint, abnormal, check_crc, delay_levels_ms)
+    divided = _divided_offset(
+        commitlog, queues, index, checkpoint, abnormal, check_crc, delay_levels_ms, index_rebuild_from
+    )
     ledger = commitlog.open_ledger(divided)
     for cq in queues.all():
         cq.recover()
@@ -91,6 +93,7 @@ def _divided_offset(
     abnormal: bool,
     check_crc: bool,
     delay_levels_ms: list[int],
+    index_rebuild_from: int | None,
 ) -> int:
     if not commitlog.queue.files:
         return 0
@@ -100,7 +103,14 @@ def _divided_offset(
         return min(starts)
     # First start in DLedger mode over a native commit log.
     native = recover(
-        commitlog, queues, index, checkpoint, abnormal=abnormal, check_crc=check_crc, delay_levels_ms=delay_levels_ms
+        commitlog,
+        queues,
+        index,
+        checkpoint,
+        abnormal=abnormal,
+        check_crc=check_crc,
+        delay_levels_ms=delay_levels_ms,
+        index_rebuild_from=index_rebuild_from,
     )
     ReputService(commitlog, queues, index, native.reput_from, delay_levels_ms).dispatch_available()
     queues.flush()

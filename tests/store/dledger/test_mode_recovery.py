@@ -158,3 +158,45 @@ def test_commit_wakes_the_reput_and_arrival_listeners(tmp_path: Path) -> None:
         assert seen[-1] == (TOPIC, 4, 2)
     finally:
         store.shutdown()
+
+
+def test_after_a_crash_a_follower_cuts_its_uncommitted_tail(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = open_store(root)
+    d = Driver(store)
+    for b in _numbered(10):
+        d.propose([b])
+    d.commit(5)
+    d.checkpoint()
+    abandon(store)
+
+    store = open_store(root)
+    try:
+        assert store.commitlog.queue_offsets == {f"{TOPIC}-0": 10}
+        store.truncate_after(5)  # the new leader's log diverges after index 5
+        assert store.commitlog.queue_offsets == {f"{TOPIC}-0": 6}
+        d = Driver(store, term=2)
+        d.propose([b"after-cut"])
+        d.commit()
+        assert bodies_in_queue(store) == [*_numbered(6), b"after-cut"]
+    finally:
+        store.shutdown()
+
+
+def test_clean_restart_rebuilds_a_deleted_consumequeue_directory(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = open_store(root)
+    d = Driver(store)
+    for i, b in enumerate(_numbered(12)):
+        d.propose([b], queue_id=i % 2)
+    d.commit()
+    store.shutdown()
+    shutil.rmtree(root / "consumequeue")
+
+    store = open_store(root)
+    try:
+        every = _numbered(12)
+        assert bodies_in_queue(store, 0) == every[0::2]
+        assert bodies_in_queue(store, 1) == every[1::2]
+    finally:
+        store.shutdown()

@@ -37,10 +37,11 @@ from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import SCHEDULE_TOPIC, whole_records_end
-from ledgermq.store.dledger.commitlog import DLedgerCommitLog, EntryToWrite
+from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.reput import DLedgerReputService
 from ledgermq.store.dledger.store_recovery import recover_dledger
+from ledgermq.store.dledger.writes import DLedgerWrites
 from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
@@ -63,9 +64,10 @@ def _total_memory() -> int:
         return 8 << 30
 
 
-class MessageStore(StoreReads):
+class MessageStore(StoreReads, DLedgerWrites):
     """The store: lifecycle, writes and HA hooks here; reads (pulls, offsets, lookups) are
-    inherited from ``StoreReads`` (store/reads.py)."""
+    inherited from ``StoreReads`` (store/reads.py), the Raft driver's writes in DLedger mode
+    from ``DLedgerWrites`` (store/dledger/writes.py)."""
 
     def __init__(
         self,
@@ -405,54 +407,6 @@ class MessageStore(StoreReads):
 
     def put_messages_sync(self, batch: BatchInput) -> PutResult:
         return self.wait_for_flush(self.put_messages(batch))
-
-    # == DLedger mode: what the Raft driver calls ====================================
-    def prepare_append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> list[bytearray]:
-        """Leader: assign queue offsets and the store time to encoded messages (one message,
-        or a batch of one topic-queue); returns one entry body per message, to propose."""
-        return self._dledger_log().prepare_append(messages, topic, queue_id)
-
-    def write_entries(self, entries: Sequence[EntryToWrite]) -> list[int]:
-        """Leader and followers: append ``(index, term, body)`` entries to the DLedger log
-        (each body's PHYSICALOFFSET becomes its data position + 48); returns entry positions.
-        Nothing is readable or dispatched before ``commit_to`` covers it."""
-        try:
-            return self._dledger_log().write_entries(entries)
-        except OSError as exc:
-            self._fail(f"DLedger append failed: {exc}")
-            raise
-
-    def commit_to(self, index: int) -> int:
-        """Entries up to ``index`` are committed: they become readable and are dispatched."""
-        return self._dledger_log().commit_to(index)
-
-    def truncate_after(self, index: int) -> None:
-        """Follower: drop the uncommitted entries after Raft (DLedger) ``index`` and rebuild
-        the next queue offsets from what is left. Refused at or below the committed index."""
-        dl = self._dledger_log()
-        reput = self.reput
-        with reput.lock if reput is not None else contextlib.nullcontext():
-            dl.truncate_entries_after(index)
-        self.rebuild_queue_offsets()
-
-    def rebuild_queue_offsets(self) -> None:
-        """Recompute the next queue offset of every queue from the consume queues and every
-        stored entry past them, committed or not (after a truncation, on becoming leader,
-        or after a proposal that was never written)."""
-        self._rebuild_queue_offsets(self._dledger_log())
-
-    def _rebuild_queue_offsets(self, dl: DLedgerCommitLog) -> None:
-        reput = self.reput
-        with reput.lock if reput is not None else contextlib.nullcontext():
-            base = {queue_key(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
-            dl.rebuild_queue_offsets(base, reput.reput_from if reput is not None else dl.max_offset)
-
-    def _dledger_log(self) -> DLedgerCommitLog:
-        if self.dledger is None:
-            raise StoreError("not in DLedger mode (enableDLegerCommitLog=false)")
-        if not self.running:
-            raise StoreClosedError("the store is not running")
-        return self.dledger
 
     # == HA / replication ============================================================
     def append_raw(self, offset: int, data: bytes | memoryview | Sequence[bytes | memoryview]) -> None:

@@ -213,7 +213,7 @@ class DLedgerCommitLog(CommitLog):
         return self._committed_index
 
     def truncate_entries_after(self, index: int) -> None:
-        """Drop stored entries after ``index``; refused at or below the committed index.
+        """Drop stored entries after ``index``; refused for ``index`` below the committed index.
         The caller (MessageStore.dledger_truncate_after) rebuilds the queue offsets."""
         if index < self._committed_index:
             raise StoreError(f"truncate after {index} would drop committed index {self._committed_index}")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from ledgermq.clock import Clock
@@ -88,8 +89,6 @@ class DLedgerCommitLog(CommitLog):
 
     def open_ledger(self, divided_offset: int) -> DLedgerStore:
         """Open (and recover) the DLedger files; data begins at ``divided_offset``."""
-        from dataclasses import replace
-
         self.divided_offset = divided_offset
         cfg = self.ledger_config
         if divided_offset and cfg.first_data_offset != divided_offset:

@@ -67,6 +67,13 @@ class StoreConfig:
     max_transfer_count_on_disk: int = key("maxTransferCountOnMessageInDisk", 8)
     access_message_in_memory_max_ratio: int = key("accessMessageInMemoryMaxRatio", 40)
     message_delay_level: str = key("messageDelayLevel", DEFAULT_DELAY_LEVELS)
+    # DLedger mode (MessageStoreConfig's dLeger* keys, spelled as RocketMQ spells them): the
+    # commit log is the Raft log under <root>/dledger-<selfId>/ (store/dledger/).
+    enable_dleger_commit_log: bool = key("enableDLegerCommitLog", False)
+    dleger_group: str = key("dLegerGroup", "")
+    dleger_peers: str = key("dLegerPeers", "")
+    dleger_self_id: str = key("dLegerSelfId", "")
+    store_path_dleger_commit_log: str = key("storePathDLedgerCommitLog", "")
 
     @property
     def commitlog_path(self) -> Path:

@@ -37,6 +37,11 @@ from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import SCHEDULE_TOPIC, whole_records_end
+from ledgermq.store.dledger.commitlog import DLedgerCommitLog
+from ledgermq.store.dledger.config import DLedgerStoreConfig
+from ledgermq.store.dledger.reput import DLedgerReputService
+from ledgermq.store.dledger.store_recovery import recover_dledger
+from ledgermq.store.dledger.writes import DLedgerWrites
 from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
@@ -49,6 +54,8 @@ from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, di
 
 log = logging.getLogger(__name__)
 
+DLEDGER_PUT_REFUSED = "DLedger mode: messages are written through the Raft driver, not put_message"
+
 
 def _total_memory() -> int:
     try:
@@ -57,9 +64,10 @@ def _total_memory() -> int:
         return 8 << 30
 
 
-class MessageStore(StoreReads):
+class MessageStore(StoreReads, DLedgerWrites):
     """The store: lifecycle, writes and HA hooks here; reads (pulls, offsets, lookups) are
-    inherited from ``StoreReads`` (store/reads.py)."""
+    inherited from ``StoreReads`` (store/reads.py), the Raft driver's writes in DLedger mode
+    from ``DLedgerWrites`` (store/dledger/writes.py)."""
 
     def __init__(
         self,
@@ -75,7 +83,16 @@ class MessageStore(StoreReads):
         self.root = Path(config.root_dir)
         self.delay_levels_ms = config.delay_levels_ms()
         self.lock = StoreLock(self.root)
-        self.commitlog = CommitLog(config.commitlog_path, config.mapped_file_size_commitlog, clock)
+        # DLedger mode (enableDLegerCommitLog): the commit log is the Raft log; puts are refused
+        # here (a permanent write fence, so the native put path pays nothing for the mode).
+        self.dledger: DLedgerCommitLog | None = None
+        if config.enable_dleger_commit_log:
+            self.dledger = DLedgerCommitLog(
+                config.commitlog_path, config.mapped_file_size_commitlog, clock, dledger_store_config(config)
+            )
+        self.commitlog: CommitLog = self.dledger or CommitLog(
+            config.commitlog_path, config.mapped_file_size_commitlog, clock
+        )
         self.queues = ConsumeQueueTable(config.consume_queue_path, config.mapped_file_size_consume_queue)
         self.index: IndexService | None = (
             IndexService(config.index_path, config.max_hash_slot_num, config.max_index_num, clock)
@@ -92,7 +109,8 @@ class MessageStore(StoreReads):
         self.memory_budget = _total_memory() * config.access_message_in_memory_max_ratio // 100
         self.running = False
         self.failed_reason: str | None = None
-        self.write_fence: str | None = None  # why puts are refused for now (a recovering master)
+        # Why puts are refused for now (a recovering master; for good in DLedger mode).
+        self.write_fence: str | None = DLEDGER_PUT_REFUSED if self.dledger is not None else None
         self.recovery: RecoveryResult | None = None
 
     # == lifecycle ===================================================================
@@ -107,16 +125,28 @@ class MessageStore(StoreReads):
             rebuild_from = None
             if self.index is not None:
                 rebuild_from = self.index.load(last_exit_ok, self.checkpoint.index_ts)
-            self.recovery = recover(
-                self.commitlog,
-                self.queues,
-                self.index,
-                self.checkpoint,
-                abnormal=not last_exit_ok,
-                check_crc=self.config.check_crc_on_recover,
-                delay_levels_ms=self.delay_levels_ms,
-                index_rebuild_from=rebuild_from,
-            )
+            if self.dledger is not None:
+                self.recovery = recover_dledger(
+                    self.dledger,
+                    self.queues,
+                    self.index,
+                    self.checkpoint,
+                    abnormal=not last_exit_ok,
+                    check_crc=self.config.check_crc_on_recover,
+                    delay_levels_ms=self.delay_levels_ms,
+                    index_rebuild_from=rebuild_from,
+                )
+            else:
+                self.recovery = recover(
+                    self.commitlog,
+                    self.queues,
+                    self.index,
+                    self.checkpoint,
+                    abnormal=not last_exit_ok,
+                    check_crc=self.config.check_crc_on_recover,
+                    delay_levels_ms=self.delay_levels_ms,
+                    index_rebuild_from=rebuild_from,
+                )
             self.lock.mark_running()
             self._start_services(self.recovery.reput_from)
         except BaseException:
@@ -129,6 +159,9 @@ class MessageStore(StoreReads):
 
     def _start_services(self, reput_from: int) -> None:
         cfg = self.config
+        if self.dledger is not None:
+            self._start_dledger_services(reput_from)
+            return
         self.reput = ReputService(self.commitlog, self.queues, self.index, reput_from, self.delay_levels_ms)
         self.reput.listeners = self._listeners
         self.reput.dispatch_available()  # catch up before serving (normal-recovery rebuild)
@@ -147,6 +180,26 @@ class MessageStore(StoreReads):
         )
         self.cleaner = CleanService(cfg, self.commitlog, self.queues, self.index, self.clock, self._disk_usage)
         for svc in (self.reput, self.commitlog_flusher, self.queue_flusher, self.cleaner):
+            svc.start()
+
+    def _start_dledger_services(self, reput_from: int) -> None:
+        """DLedger mode: the reput follows committed entries; no commit-log flusher (the
+        driver flushes the DLedger files) and no retention (not implemented for DLedger)."""
+        assert self.dledger is not None
+        reput = DLedgerReputService(self.dledger, self.queues, self.index, reput_from, self.delay_levels_ms)
+        reput.listeners = self._listeners
+        self.reput = reput
+        self.dledger.on_commit = reput.wakeup
+        reput.dispatch_available()
+        self._rebuild_queue_offsets(self.dledger)
+        self.queue_flusher = ConsumeQueueFlushService(
+            self.queues,
+            self.index,
+            self.checkpoint,
+            lambda: reput.dispatched_ts,
+            self.config.flush_interval_consume_queue_ms,
+        )
+        for svc in (reput, self.queue_flusher):
             svc.start()
 
     def shutdown(self) -> None:
@@ -197,6 +250,8 @@ class MessageStore(StoreReads):
 
         A master that restarted after a crash fences itself until it has taken back from
         its slave what it may have lost (ha/epochs.py)."""
+        if self.dledger is not None:
+            return  # puts stay refused in DLedger mode
         if reason != self.write_fence:
             log.info("store writes %s", f"fenced: {reason}" if reason else "open")
         self.write_fence = reason
@@ -445,6 +500,8 @@ class MessageStore(StoreReads):
         self._listeners.append(listener)
 
     def add_retention_guard(self, guard: RetentionGuard) -> None:
+        if self.dledger is not None:
+            raise StoreError("DLedger mode has no retention (yet): nothing to guard")
         if self.cleaner is None:
             raise StoreError("start the store before adding retention guards")
         self.cleaner.guards.append(guard)
@@ -474,3 +531,14 @@ class MessageStore(StoreReads):
             "storeFailed": self.failed_reason or "",
             "writeFence": self.write_fence or "",
         }
+
+
+def dledger_store_config(config: StoreConfig) -> DLedgerStoreConfig:
+    """The DLedger files of a store in DLedger mode (as DLedgerCommitLog configures DLedger:
+    base dir storePathRootDir, data files of mappedFileSizeCommitLog)."""
+    return DLedgerStoreConfig(
+        store_base_dir=config.root_dir,
+        self_id=config.dleger_self_id,
+        data_store_path=config.store_path_dleger_commit_log or None,
+        data_file_size=config.mapped_file_size_commitlog,
+    )

@@ -16,5 +16,7 @@ def abandon(store: MessageStore) -> None:
         if svc is not None:
             svc.stop(final_step=False)
     store.running = False
+    if store.dledger is not None:
+        store.dledger.abandon()  # no flush, no committed-index checkpoint
     store._close_files()
     store.lock.release()

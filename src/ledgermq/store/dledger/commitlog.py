@@ -1,0 +1,339 @@
+"""The commit log in DLedger mode (RocketMQ's DLedgerCommitLog): messages live in the Raft log.
+
+Every message is the body of one DLedgerEntry; a batch is one entry per message (as
+DLedgerCommitLog.asyncPutMessages hands DLedger a BatchAppendEntryRequest of bodies).
+Physical offsets are data positions: a message's PHYSICALOFFSET is its entry's pos +
+BODY_OFFSET (48), and consume-queue units point there. Only *committed* entries count:
+``max_offset`` is the end of the last committed entry (getMaxOffset returns the committed
+position), so nothing uncommitted is dispatched or read through the store.
+
+Writes come in two steps because a Raft leader proposes first and commits later:
+
+- ``prepare_append(messages, topic, queue_id)`` (leader) assigns queue offsets and the
+  store time under the put lock and returns the entry bodies;
+- ``write_entries([(index, term, body), ...])`` (leader and followers) appends them and
+  fills each message's PHYSICALOFFSET with its body position; a follower learns queue
+  offsets from the bytes it writes;
+- ``commit_to(index)`` moves the committed position and wakes the reput;
+- ``truncate_after(index)`` drops an uncommitted divergent tail (never a committed entry)
+  and rebuilds the next-offset table.
+
+Offsets below ``divided_offset`` belong to a native commit log that was in place when the
+store switched to DLedger (RocketMQ's dividedCommitlogOffset); ``CommitLog``'s own queue
+(the ``commitlog/`` directory) keeps serving them read-only.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from ledgermq.clock import Clock
+from ledgermq.errors import StoreClosedError, StoreError
+from ledgermq.protocol import message as M
+from ledgermq.protocol import sysflag as SF
+from ledgermq.protocol.msgid import offset_msg_id
+from ledgermq.store.commitlog import CommitLog, EncodedMessage
+from ledgermq.store.dispatch import DispatchRequest, check_record
+from ledgermq.store.dledger.config import DLedgerStoreConfig
+from ledgermq.store.dledger.entry import BODY_OFFSET
+from ledgermq.store.dledger.ledger_store import DLedgerStore
+from ledgermq.store.results import AppendResult
+
+log = logging.getLogger(__name__)
+
+_LONG = struct.Struct(">q")
+_BLANK = struct.Struct(">ii")
+
+EntryToWrite = tuple[int, int, bytes | bytearray | memoryview]  # index, term, body
+
+
+class DLedgerCommitLog(CommitLog):
+    """A ``CommitLog`` whose appends go to a ``DLedgerStore`` (see the module docstring).
+
+    The read side (``read``, ``read_from``, ``record_at``, ``store_timestamp_at``,
+    ``min_offset``, ``max_offset``, ``flushed_offset``, ``queue_offsets``) has the same
+    meaning as the native commit log's, over data positions; the native write methods
+    (``append``, ``append_raw``) refuse: writes go through the Raft driver.
+    """
+
+    def __init__(self, old_dir: Path, segment_size: int, clock: Clock, ledger_config: DLedgerStoreConfig) -> None:
+        super().__init__(old_dir, segment_size, clock)
+        self.ledger_config = ledger_config
+        self._ledger: DLedgerStore | None = None
+        self.divided_offset = 0  # offsets below it are the old native commit log's
+        self._committed_index = -1
+        self._committed_end = 0
+        self.on_commit: Callable[[], None] | None = None  # wakes the reput
+
+    # -- opening ---------------------------------------------------------------------
+    def ledger_has_data(self) -> bool:
+        data_dir = self.ledger_config.data_dir
+        return data_dir.is_dir() and any(p.name.isdigit() for p in data_dir.iterdir())
+
+    def seal_old_log(self) -> int:
+        """First start in DLedger mode over a native commit log: end its last segment with a
+        blank (as DLedgerCommitLog.recover does) and return where DLedger data begins."""
+        last = self.queue.last()
+        if last is None:
+            return 0
+        if last.wrote < last.size:
+            rest = last.size - last.wrote
+            last.write_at(last.wrote, _BLANK.pack(rest, M.BLANK_MAGIC_CODE)[: min(rest, _BLANK.size)])
+            last.wrote = last.size
+            last.flush()
+        return last.end_offset
+
+    def open_ledger(self, divided_offset: int) -> DLedgerStore:
+        """Open (and recover) the DLedger files; data begins at ``divided_offset``."""
+        self.divided_offset = divided_offset
+        cfg = self.ledger_config
+        if divided_offset and cfg.first_data_offset != divided_offset:
+            cfg = self.ledger_config = replace(cfg, first_data_offset=divided_offset)
+        self._ledger = DLedgerStore.open(cfg)
+        self._committed_index = -1
+        self._committed_end = max(self._span_end(self.ledger.first_index - 1), divided_offset)
+        self._set_committed(self.ledger.committed_index)
+        return self._ledger
+
+    @property
+    def ledger(self) -> DLedgerStore:
+        if self._ledger is None:
+            raise StoreError("the DLedger store is not open")
+        return self._ledger
+
+    # -- offsets ---------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        if self.queue.files:
+            return super().min_offset
+        if self._ledger is None:
+            return 0
+        first = self._ledger.data.first()
+        return first.start_offset if first is not None else self._ledger.end_pos
+
+    @property
+    def max_offset(self) -> int:
+        """The end of the last committed entry (RocketMQ's getMaxOffset in DLedger mode);
+        before the DLedger files are open (migration), the old commit log's end."""
+        if self._ledger is None:
+            return super().max_offset
+        return self._committed_end
+
+    @property
+    def flushed_offset(self) -> int:
+        if self._ledger is None:
+            return super().flushed_offset
+        return self._ledger.data.flushed_offset() if not self._ledger.data.empty else self._committed_end
+
+    @property
+    def committed_index(self) -> int:
+        return self._committed_index
+
+    @property
+    def end_pos(self) -> int:
+        """The data position after the last stored entry, committed or not."""
+        return self.ledger.end_pos
+
+    def _span_end(self, index: int) -> int:
+        if index < self.ledger.first_index:
+            first = self.ledger.data.first()
+            return first.start_offset if first is not None else self.ledger.end_pos
+        pos, size = self.ledger.entry_span(index)
+        return pos + size
+
+    def _set_committed(self, index: int) -> None:
+        index = min(index, self.ledger.last_index)
+        if index <= self._committed_index:
+            return
+        end = self._span_end(index)
+        self._committed_index = index
+        self._committed_end = max(end, self.divided_offset)
+
+    # -- the two-step write ----------------------------------------------------------
+    def prepare_append(self, messages: Sequence[EncodedMessage], topic: str, queue_id: int) -> list[bytearray]:
+        """Assign queue offsets and the store time (leader, under the put lock); return one
+        entry body per message. PHYSICALOFFSET is filled later by ``write_entries``.
+
+        The offsets are taken whether or not the entries are ever written: a driver whose
+        proposal fails calls ``rebuild_queue_offsets`` (with the reput's help, see
+        MessageStore.rebuild_dledger_queue_offsets) so the gap closes."""
+        bodies: list[bytearray] = []
+        with self.put_lock:
+            if self.closed:
+                raise StoreClosedError("the commit log is shut down")
+            now = max(self.clock.wall_ms(), self.last_store_timestamp)
+            for m in messages:
+                if m.takes_queue_offset:
+                    qoff = self.queue_offsets.get(m.queue_key, 0)
+                    self.queue_offsets[m.queue_key] = qoff + 1
+                else:
+                    qoff = 0
+                M.set_append_fields(m.data, 0, qoff, 0, now)
+                bodies.append(m.data)
+            self.last_store_timestamp = now
+        return bodies
+
+    def write_entries(self, entries: Sequence[EntryToWrite]) -> list[int]:
+        """Append entries (leader after ``prepare_append``, or a follower with the leader's
+        bytes) and return each entry's data position. Each non-empty body must be one
+        stored message; its PHYSICALOFFSET is set to its body position (pos + 48), which a
+        leader's bytes already hold on a follower. Queue offsets move past what is written.
+        Raises before writing anything if a body is not a message."""
+        prepared: list[tuple[int, int, bytearray]] = []
+        facts: list[DispatchRequest | None] = []
+        for index, term, body in entries:
+            buf = body if isinstance(body, bytearray) else bytearray(body)
+            facts.append(_message_facts(buf, index) if buf else None)
+            prepared.append((index, term, buf))
+        with self.put_lock:
+            if self.closed:
+                raise StoreClosedError("the commit log is shut down")
+            positions = self.ledger.append_with_pos(prepared, _patch_physical_offset)
+            for fact in facts:
+                if fact is not None and SF.gets_queue_entry(fact.sysflag):
+                    key = f"{fact.topic}-{fact.queue_id}"
+                    if self.queue_offsets.get(key, 0) <= fact.queue_offset:
+                        self.queue_offsets[key] = fact.queue_offset + 1
+                if fact is not None and fact.store_timestamp > self.last_store_timestamp:
+                    self.last_store_timestamp = fact.store_timestamp
+        return positions
+
+    def commit_to(self, index: int) -> int:
+        """Entries up to ``index`` (capped at the last stored one) are committed: move the
+        committed position (never back) and wake the reput. Returns the committed index."""
+        self._set_committed(index)
+        wake = self.on_commit
+        if wake is not None:
+            wake()
+        return self._committed_index
+
+    def truncate_entries_after(self, index: int) -> None:
+        """Drop stored entries after ``index``; refused for ``index`` below the committed index.
+        The caller (MessageStore.dledger_truncate_after) rebuilds the queue offsets."""
+        if index < self._committed_index:
+            raise StoreError(f"truncate after {index} would drop committed index {self._committed_index}")
+        with self.put_lock:
+            self.ledger.truncate_after(index)
+
+    def rebuild_queue_offsets(self, base: dict[str, int], from_pos: int) -> None:
+        """Next queue offsets: ``base`` (the consume queues' max offsets, which cover every
+        entry before ``from_pos``) moved past every message stored from ``from_pos`` on,
+        committed or not."""
+        with self.put_lock:
+            table = dict(base)
+            for fact in self._facts_from(from_pos):
+                self.last_store_timestamp = max(self.last_store_timestamp, fact.store_timestamp)
+                if SF.gets_queue_entry(fact.sysflag):
+                    key = f"{fact.topic}-{fact.queue_id}"
+                    if table.get(key, 0) <= fact.queue_offset:
+                        table[key] = fact.queue_offset + 1
+            self.queue_offsets = table
+
+    def _facts_from(self, pos: int) -> Iterable[DispatchRequest]:
+        ledger = self.ledger
+        for span in ledger.entries_from(max(pos, self.divided_offset)):
+            if span.body_size == 0:
+                continue
+            body = ledger.read_body_at(span.body_pos, span.body_size)
+            if body is None:
+                continue
+            v = check_record(body, 0, len(body), span.body_pos, check_crc=False, check_text=False)
+            if isinstance(v, DispatchRequest):
+                yield v
+
+    # -- native writes refused -------------------------------------------------------
+    def append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> AppendResult:
+        raise StoreError("DLedger mode: messages are written through the Raft driver (prepare_append)")
+
+    def append_raw(self, offset: int, data: bytes | memoryview | Sequence[bytes | memoryview]) -> None:
+        raise StoreError("DLedger mode: replication is the Raft driver's (write_entries)")
+
+    def truncate_after(self, offset: int) -> None:
+        raise StoreError("DLedger mode: truncate by Raft index (truncate_entries_after)")
+
+    # -- reads -----------------------------------------------------------------------
+    def read(self, offset: int, size: int) -> bytes | None:
+        if offset < self.divided_offset or self._ledger is None:
+            return super().read(offset, size)
+        if offset + size > self._committed_end:
+            return None
+        return self._ledger.read_body_at(offset, size)
+
+    def read_from(self, offset: int, max_bytes: int) -> bytes:
+        if offset < self.divided_offset or self._ledger is None:
+            return super().read_from(offset, max_bytes)
+        mf = self._ledger.data.find(offset)
+        if mf is None:
+            return b""
+        end = min(self._committed_end, mf.end_offset, offset + max_bytes)
+        if end <= offset:
+            return b""
+        return self._ledger.read_body_at(offset, end - offset) or b""
+
+    def close(self) -> None:
+        """Flush the DLedger files and checkpoint the committed index, then close."""
+        with self.put_lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.queue.close()
+        ledger = self._ledger
+        if ledger is not None:
+            try:
+                ledger.flush()
+                ledger.save_committed_index(self._committed_index)
+            except (OSError, StoreError) as exc:
+                log.error("DLedger flush at close failed: %s", exc)
+            ledger.close(flush=False)
+
+    def abandon(self) -> None:
+        """Close without flushing or checkpointing (tests' crash simulation)."""
+        with self.put_lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.queue.close()
+        if self._ledger is not None:
+            self._ledger.close(flush=False)
+
+    @staticmethod
+    def append_result(bodies: Sequence[bytearray], positions: Sequence[int], topic: str, queue_id: int) -> AppendResult:
+        """The put result of entries written at ``positions`` (a leader answering a send once
+        they are committed): wrote offset = first body position, one offset message id per
+        message, naming the store host the record carries."""
+        ids: list[str] = []
+        for body, pos in zip(bodies, positions, strict=True):
+            rec = M.decode_record(body, check_crc=False)
+            ids.append(offset_msg_id(rec.store_host, pos + BODY_OFFSET))
+        first = M.decode_record(bodies[0], check_crc=False)
+        return AppendResult(
+            wrote_offset=positions[0] + BODY_OFFSET,
+            wrote_bytes=sum(len(b) for b in bodies),
+            msg_ids=ids,
+            store_timestamp=first.store_timestamp,
+            queue_offset=first.queue_offset,
+            msg_num=len(bodies),
+            topic=topic,
+            queue_id=queue_id,
+        )
+
+
+def _patch_physical_offset(body: bytearray, body_pos: int) -> None:
+    if body:
+        _LONG.pack_into(body, M.PHYSICALOFFSET_POS, body_pos)
+
+
+def _message_facts(body: bytearray, index: int) -> DispatchRequest:
+    """What a body says about its message (checked against its own PHYSICALOFFSET field)."""
+    if len(body) < M.PHYSICALOFFSET_POS + 8:
+        raise StoreError(f"entry {index}: a {len(body)}-byte body is not a stored message")
+    claimed = _LONG.unpack_from(body, M.PHYSICALOFFSET_POS)[0]
+    v = check_record(body, 0, len(body), claimed, check_crc=False, check_text=False)
+    if not isinstance(v, DispatchRequest) or v.size != len(body):
+        reason = v.reason if not isinstance(v, DispatchRequest) else f"record of {v.size} bytes"
+        raise StoreError(f"entry {index}: the body is not one stored message ({reason})")
+    return v

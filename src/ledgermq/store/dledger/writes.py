@@ -1,0 +1,78 @@
+"""The Raft driver's side of ``MessageStore`` in DLedger mode (enableDLegerCommitLog).
+
+``MessageStore`` inherits these methods, as it inherits its reads from ``StoreReads``; in
+native mode they raise. Order and meaning: docs/architecture.md, "DLedger mode in the
+message store". All are synchronous; one driver thread calls them at a time, and a leader
+writes entries in the order it prepared them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+from ledgermq.errors import StoreClosedError, StoreError
+from ledgermq.store.commitlog import EncodedMessage, queue_key
+from ledgermq.store.consumequeue import ConsumeQueueTable
+from ledgermq.store.dledger.commitlog import DLedgerCommitLog, EntryToWrite
+from ledgermq.store.reput import ReputService
+
+
+class DLedgerWrites:
+    """Methods of ``MessageStore``; the annotations are what its ``__init__`` provides."""
+
+    dledger: DLedgerCommitLog | None
+    reput: ReputService | None
+    queues: ConsumeQueueTable
+    running: bool
+
+    def _fail(self, reason: str) -> None:
+        raise NotImplementedError
+
+    def prepare_append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> list[bytearray]:
+        """Leader: assign queue offsets and the store time to encoded messages (one message,
+        or a batch of one topic-queue); returns one entry body per message, to propose."""
+        return self._dledger_log().prepare_append(messages, topic, queue_id)
+
+    def write_entries(self, entries: Sequence[EntryToWrite]) -> list[int]:
+        """Leader and followers: append ``(index, term, body)`` entries to the DLedger log
+        (each body's PHYSICALOFFSET becomes its data position + 48); returns entry positions.
+        Nothing is readable or dispatched before ``commit_to`` covers it."""
+        try:
+            return self._dledger_log().write_entries(entries)
+        except OSError as exc:
+            self._fail(f"DLedger append failed: {exc}")
+            raise
+
+    def commit_to(self, index: int) -> int:
+        """Entries up to ``index`` are committed: they become readable and are dispatched."""
+        return self._dledger_log().commit_to(index)
+
+    def truncate_after(self, index: int) -> None:
+        """Follower: drop the uncommitted entries after Raft (DLedger) ``index`` and rebuild
+        the next queue offsets from what is left. Refused if it would drop a committed entry
+        (``index`` below the committed index)."""
+        dl = self._dledger_log()
+        reput = self.reput
+        with reput.lock if reput is not None else contextlib.nullcontext():
+            dl.truncate_entries_after(index)
+        self.rebuild_queue_offsets()
+
+    def rebuild_queue_offsets(self) -> None:
+        """Recompute the next queue offset of every queue from the consume queues and every
+        stored entry past them, committed or not (after a truncation, on becoming leader,
+        or after a proposal that was never written)."""
+        self._rebuild_queue_offsets(self._dledger_log())
+
+    def _rebuild_queue_offsets(self, dl: DLedgerCommitLog) -> None:
+        reput = self.reput
+        with reput.lock if reput is not None else contextlib.nullcontext():
+            base = {queue_key(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
+            dl.rebuild_queue_offsets(base, reput.reput_from if reput is not None else dl.max_offset)
+
+    def _dledger_log(self) -> DLedgerCommitLog:
+        if self.dledger is None:
+            raise StoreError("not in DLedger mode (enableDLegerCommitLog=false)")
+        if not self.running:
+            raise StoreClosedError("the store is not running")
+        return self.dledger

@@ -1,0 +1,222 @@
+"""The message store in DLedger mode: writes through the driver interface, reads unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ledgermq.config import StoreConfig, config_from_properties
+from ledgermq.errors import ConfigError, StoreError
+from ledgermq.protocol import message as M
+from ledgermq.protocol.msgid import offset_msg_id
+from ledgermq.store.dledger import BODY_OFFSET
+from ledgermq.store.dledger.commitlog import DLedgerCommitLog
+from ledgermq.store.message_input import MessageInput
+from ledgermq.store.message_store import MessageStore, dledger_store_config
+from ledgermq.store.results import GetStatus, PutStatus
+from tests.conftest import small_config
+from tests.store.dledger.mode_helpers import HOST, TOPIC, Driver, bodies_in_queue, encode, open_store
+
+
+def test_put_through_the_driver_then_read(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        d = Driver(store)
+        idx = d.propose([b"m0"]) + d.propose([b"m1"], props={"KEYS": "k1", "TAGS": "a"})
+        d.commit()
+        assert idx == [0, 1]
+        assert bodies_in_queue(store) == [b"m0", b"m1"]
+        assert store.max_offset_in_queue(TOPIC, 0) == 2
+        got = store.get_message(TOPIC, 0, 2, 32)
+        assert got.status is GetStatus.OFFSET_OVERFLOW_ONE
+        assert store.get_message(TOPIC, 1, 0, 32).status is GetStatus.NO_MATCHED_LOGIC_QUEUE
+
+        ledger = store.dledger.ledger  # type: ignore[union-attr]
+        pos1 = ledger.entry_span(1)[0]
+        phy = store.commitlog_offset_in_queue(TOPIC, 0, 1)
+        assert phy == pos1 + BODY_OFFSET
+        rec = M.decode_record(store.look_message_by_offset(phy) or b"")
+        assert rec.physical_offset == phy and rec.body == b"m1"
+        assert store.look_message_by_id(offset_msg_id(HOST, phy)) == store.look_message_by_offset(phy)
+        assert [M.decode_record(r).body for r in store.query_message(TOPIC, "k1", 10, 0, 2**62).messages] == [b"m1"]
+        assert store.max_phy_offset == ledger.end_pos
+        assert store.message_store_timestamp(TOPIC, 0, 0) > 0
+    finally:
+        store.shutdown()
+
+
+def test_nothing_uncommitted_is_readable_or_dispatched(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        d = Driver(store)
+        d.propose([b"a", b"b"])
+        d.commit(0)
+        d.propose([b"c"])
+        assert bodies_in_queue(store) == [b"a"]
+        assert store.max_offset_in_queue(TOPIC, 0) == 1
+        pos1 = store.dledger.ledger.entry_span(1)[0]  # type: ignore[union-attr]
+        assert store.max_phy_offset == pos1
+        assert store.look_message_by_offset(pos1 + BODY_OFFSET) is None
+        assert store.commitlog.read(pos1 + BODY_OFFSET, 10) is None
+        d.commit()
+        assert bodies_in_queue(store) == [b"a", b"b", b"c"]
+    finally:
+        store.shutdown()
+
+
+def test_put_message_is_refused_and_native_writes_raise(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        res = store.put_message(MessageInput(TOPIC, b"x"))
+        assert res.status is PutStatus.SERVICE_NOT_AVAILABLE and "DLedger" in res.remark
+        store.fence_writes(None)
+        assert store.put_message(MessageInput(TOPIC, b"x")).status is PutStatus.SERVICE_NOT_AVAILABLE
+        with pytest.raises(StoreError):
+            store.append_raw(0, b"x")
+    finally:
+        store.shutdown()
+
+
+def test_noop_entries_are_skipped_and_batches_are_one_entry_per_message(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        d = Driver(store)
+        d.noop()
+        idx = d.propose([b"b0", b"b1", b"b2"], queue_id=3)
+        d.noop()
+        d.propose([b"x"], queue_id=3)
+        d.commit()
+        assert idx == [1, 2, 3]
+        assert bodies_in_queue(store, 3) == [b"b0", b"b1", b"b2", b"x"]
+        ledger = store.dledger.ledger  # type: ignore[union-attr]
+        for i, q in zip(idx, range(3), strict=True):
+            pos = ledger.entry_span(i)[0]
+            assert store.commitlog_offset_in_queue(TOPIC, 3, q) == pos + BODY_OFFSET
+        # A pull of the batch reads each message (entries are not adjacent records).
+        got = store.get_message(TOPIC, 3, 0, 32)
+        assert got.status is GetStatus.FOUND and got.message_count == 4
+    finally:
+        store.shutdown()
+
+
+def test_messages_roll_data_files(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        d = Driver(store)
+        bodies = [bytes([i % 251]) * 3000 for i in range(60)]  # > 3 data files of 64 KiB
+        for b in bodies:
+            d.propose([b], queue_id=1)
+        d.commit()
+        assert len(store.dledger.ledger.data.files) >= 3  # type: ignore[union-attr]
+        assert bodies_in_queue(store, 1) == bodies
+    finally:
+        store.shutdown()
+
+
+def test_truncate_uncommitted_tail_then_new_entries(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        d = Driver(store)
+        d.propose([b"a0", b"a1"])
+        d.propose([b"q0"], queue_id=2)
+        d.commit()
+        d.propose([b"lost0", b"lost1"])  # indices 3, 4: uncommitted
+        d.propose([b"lostq"], queue_id=2)  # index 5
+        with pytest.raises(StoreError):
+            store.truncate_after(1)  # below the committed index
+        store.truncate_after(2)
+        assert d.last_index == 2
+        # Queue offsets continue after what is left, not after what was cut.
+        assert store.commitlog.queue_offsets == {f"{TOPIC}-0": 2, f"{TOPIC}-2": 1}
+        d.term = 2
+        d.propose([b"a2"])
+        d.propose([b"q1"], queue_id=2)
+        d.commit()
+        assert bodies_in_queue(store) == [b"a0", b"a1", b"a2"]
+        assert bodies_in_queue(store, 2) == [b"q0", b"q1"]
+    finally:
+        store.shutdown()
+
+
+def test_follower_learns_queue_offsets_from_the_bytes(tmp_path: Path) -> None:
+    leader = open_store(tmp_path / "leader")
+    follower = open_store(tmp_path / "follower")
+    try:
+        d = Driver(leader)
+        d.propose([b"f0", b"f1"])
+        d.noop()
+        d.propose([b"f2"])
+        d.commit()
+        ll = leader.dledger.ledger  # type: ignore[union-attr]
+        entries = [(i, ll.get(i).term, ll.get(i).body) for i in range(ll.last_index + 1)]
+        positions = follower.write_entries(entries)
+        assert positions == [ll.entry_span(i)[0] for i in range(ll.last_index + 1)]
+        assert follower.commitlog.queue_offsets == {f"{TOPIC}-0": 3}
+        follower.commit_to(ll.last_index)
+        assert follower.wait_dispatched(timeout=5)
+        assert bodies_in_queue(follower) == [b"f0", b"f1", b"f2"]
+        # The follower becomes leader: its next offsets continue the leader's.
+        follower.rebuild_queue_offsets()
+        Driver(follower, term=2).propose([b"f3"])
+        follower.commit_to(ll.last_index + 1)
+        assert follower.wait_dispatched(timeout=5)
+        assert bodies_in_queue(follower) == [b"f0", b"f1", b"f2", b"f3"]
+    finally:
+        leader.shutdown()
+        follower.shutdown()
+
+
+def test_a_body_that_is_no_message_is_refused_before_writing(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        with pytest.raises(StoreError):
+            store.write_entries([(0, 1, b"not a message at all, just bytes")])
+        assert store.dledger.ledger.last_index == -1  # type: ignore[union-attr]
+    finally:
+        store.shutdown()
+
+
+def test_not_in_dledger_mode(store_factory: Callable[..., MessageStore]) -> None:
+    store = store_factory()
+    with pytest.raises(StoreError):
+        store.commit_to(0)
+
+
+def test_append_result_names_the_body_positions(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        Driver(store).propose([b"first"])
+        msgs = [encode(b"b0"), encode(b"b1")]
+        bodies = store.prepare_append(msgs, TOPIC, 0)
+        positions = store.write_entries([(1, 1, bodies[0]), (2, 1, bodies[1])])
+        res = DLedgerCommitLog.append_result(bodies, positions, TOPIC, 0)
+        assert res.wrote_offset == positions[0] + BODY_OFFSET and res.queue_offset == 1 and res.msg_num == 2
+        assert res.msg_ids == [offset_msg_id(HOST, p + BODY_OFFSET) for p in positions]
+        assert res.wrote_bytes == sum(len(b) for b in bodies)
+    finally:
+        store.shutdown()
+
+
+def test_config_keys() -> None:
+    cfg = config_from_properties(
+        StoreConfig,
+        {
+            "enableDLegerCommitLog": "true",
+            "dLegerGroup": "broker-a",
+            "dLegerPeers": "n0-127.0.0.1:40911;n1-127.0.0.1:40912",
+            "dLegerSelfId": "n1",
+            "storePathDLedgerCommitLog": "/data/dl",
+        },
+    )
+    assert cfg.enable_dleger_commit_log and cfg.dleger_self_id == "n1" and cfg.dleger_group == "broker-a"
+    ledger = dledger_store_config(cfg)
+    assert ledger.self_id == "n1" and str(ledger.data_dir) == "/data/dl"
+    assert ledger.data_file_size == cfg.mapped_file_size_commitlog
+    assert not StoreConfig().enable_dleger_commit_log
+
+
+def test_dledger_mode_needs_a_self_id(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        MessageStore(small_config(tmp_path / "s", enable_dleger_commit_log=True))

@@ -60,3 +60,11 @@ def test_unknown_keys_are_warned_about(caplog: pytest.LogCaptureFixture) -> None
     with caplog.at_level("WARNING"):
         load_broker_configs({"brokerName": "b", "noSuchKey": "1"})
     assert "noSuchKey" in caplog.text
+
+
+def test_dledger_mode_is_refused_until_the_broker_runs_it() -> None:
+    """Nothing accepted silently: a DLedger config must not start a broker that cannot honour it."""
+    with pytest.raises(ConfigError, match="enableDLegerCommitLog"):
+        load_broker_configs(
+            {"enableDLegerCommitLog": "true", "dLegerSelfId": "n0", "dLegerPeers": "n0-127.0.0.1:40911"}
+        )

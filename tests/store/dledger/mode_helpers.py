@@ -21,7 +21,8 @@ TOPIC = "DLT"
 
 
 def dledger_config(root: Path, **overrides: Any) -> Any:
-    return small_config(root, enable_dleger_commit_log=True, dleger_self_id="n0", dleger_group="g0", **overrides)
+    settings: dict[str, Any] = {"enable_dleger_commit_log": True, "dleger_self_id": "n0", "dleger_group": "g0"}
+    return small_config(root, **{**settings, **overrides})
 
 
 def open_store(root: Path, **overrides: Any) -> MessageStore:

@@ -1,0 +1,51 @@
+"""``StoreLog``: the Raft log of a broker in DLedger mode, which is its message store.
+
+``LedgerStorage`` reads and writes a bare DLedgerStore. A broker's Raft log is the same
+DLedgerStore, owned by its ``MessageStore`` in DLedger mode, and every write must go
+through that store: it fills each message's PHYSICALOFFSET with the entry's position (the
+same on every node, since data files roll alike), moves the next queue offsets past what a
+follower copies, and rebuilds them after a truncation. Reads, flushes and the term/vote and
+commit files stay ``LedgerStorage``'s.
+
+``commit(entries)`` is what the driver's ``on_commit`` calls: the store dispatches the
+committed messages to its consume queues and wakes pulls waiting for them.
+
+Index bases: raft index = DLedger index + 1 (see ledger_storage.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ledgermq.errors import StoreError
+from ledgermq.raft.types import Entry, EntryKind
+from ledgermq.raftio.ledger_storage import LedgerStorage
+from ledgermq.store.message_store import MessageStore
+
+
+class StoreLog(LedgerStorage):
+    def __init__(self, store: MessageStore) -> None:
+        if store.dledger is None:
+            raise StoreError("a Raft log needs a store in DLedger mode (enableDLegerCommitLog=true)")
+        super().__init__(store.dledger.ledger)
+        self.message_store = store
+
+    def write(self, entries: Sequence[Entry]) -> None:
+        """Store ``entries`` through the message store, first cutting any suffix they replace
+        (only ever an uncommitted one: the store refuses to cut below its committed index)."""
+        if not entries:
+            return
+        for e in entries:
+            if e.kind is EntryKind.NORMAL and not e.data:
+                raise ValueError(f"entry {e.index} is NORMAL with no data; empty bodies mean NOOP on disk")
+        first = entries[0].index
+        if first <= self.last_index():
+            self.message_store.truncate_after(first - 2)  # keep raft first - 1 = DLedger first - 2
+        self.message_store.write_entries(
+            [(e.index - 1, e.term, b"" if e.kind is EntryKind.NOOP else e.data) for e in entries]
+        )
+
+    def commit(self, entries: Sequence[Entry]) -> None:
+        """The driver's ``on_commit``: these entries (in index order) are committed."""
+        if entries:
+            self.message_store.commit_to(entries[-1].index - 1)

@@ -74,6 +74,11 @@ class StoreConfig:
     dleger_peers: str = key("dLegerPeers", "")
     dleger_self_id: str = key("dLegerSelfId", "")
     store_path_dleger_commit_log: str = key("storePathDLedgerCommitLog", "")
+    # ledgermq's own timing knobs (RocketMQ cannot set DLedger's from the broker config):
+    # the leader's heartbeat (the Raft tick) and the base election timeout; a follower
+    # campaigns after a random [T, 2T) without hearing from its leader.
+    dleger_heartbeat_interval_ms: int = key("dLegerHeartBeatIntervalMs", 100)
+    dleger_election_timeout_ms: int = key("dLegerElectionTimeoutMs", 800)
 
     @property
     def commitlog_path(self) -> Path:
@@ -96,6 +101,10 @@ class StoreConfig:
         return parse_delay_levels(self.message_delay_level)
 
     def __post_init__(self) -> None:
+        if self.dleger_heartbeat_interval_ms <= 0:
+            raise ConfigError("dLegerHeartBeatIntervalMs must be positive")
+        if self.dleger_election_timeout_ms < 3 * self.dleger_heartbeat_interval_ms:
+            raise ConfigError("dLegerElectionTimeoutMs must be at least 3 times dLegerHeartBeatIntervalMs")
         if self.mapped_file_size_commitlog < 4096:
             raise ConfigError("mappedFileSizeCommitLog must be at least 4096")
         if self.mapped_file_size_consume_queue % 20 or self.mapped_file_size_consume_queue <= 0:

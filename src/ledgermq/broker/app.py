@@ -7,12 +7,14 @@ Stop: unregister -> server -> persist offsets/metadata -> store (clean shutdown)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from pathlib import Path
 
 from ledgermq.broker.clients import ConsumerGroupInfo, ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.context import Broker
+from ledgermq.broker.dledger import BrokerDLedger, check_settings, follower_broker_id
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.offsets import ConsumerOffsetManager
@@ -48,6 +50,11 @@ class BrokerApp:
         clock: Clock = SYSTEM_CLOCK,
         ha_config: HAConfig | None = None,
     ) -> None:
+        self.base_config = config
+        dledger_mode = store_config.enable_dleger_commit_log
+        if dledger_mode:  # a DLedger broker starts as a slave; the Raft leader becomes the master
+            check_settings(store_config)
+            config = dataclasses.replace(config, broker_id=follower_broker_id(store_config.dleger_self_id))
         self.config = config
         self.ha_config = ha_config or HAConfig()
         self.store_config = store_config
@@ -76,7 +83,7 @@ class BrokerApp:
             max_inflight_per_connection=config.max_inflight_per_connection,
             max_inflight_total=config.max_inflight_total,
         )
-        if config.is_master:
+        if config.is_master and not dledger_mode:
             self.broker.schedule = ScheduleService(store, root / "config" / "delayOffset.json", clock)
         self.client = RemotingClient()
         self.registrar = Registrar(config, self.broker.topics, self.client, on_answer=self._on_registration)
@@ -86,7 +93,12 @@ class BrokerApp:
         self.ha_client: HAClient | None = None
         self.slave_sync: SlaveSynchronizer | None = None
         self.offset_reconciler: MasterOffsetReconciler | None = None
-        if config.is_master:
+        if dledger_mode:
+            self.broker.dledger = BrokerDLedger(store, store_config, config.listen_host, self._on_dledger_role)
+            self.slave_sync = SlaveSynchronizer(
+                self.broker, self.client, lambda: self.master_addr, config.slave_sync_interval_ms / 1000
+            )
+        elif config.is_master:
             self.broker.ha = HAService(
                 store,
                 config.listen_host,
@@ -108,6 +120,7 @@ class BrokerApp:
             )
         self.metrics = BrokerMetrics(self.broker)  # served only when metricsPort > 0
         self._tasks: list[asyncio.Task[None]] = []
+        self._role_tasks: set[asyncio.Task[None]] = set()
         for module in PROCESSOR_MODULES:
             for code, fn in module.PROCESSORS.items():
                 self.server.register(code, bind(fn, self.broker))
@@ -133,13 +146,15 @@ class BrokerApp:
             b.schedule.start()
         if b.ha is not None:
             await b.ha.start()
+        if b.dledger is not None:
+            await b.dledger.start()
         await self.server.start()
         if self.config.metrics_port > 0:
             await self.metrics.start(self.config.metrics_port)
         self.registrar.start()
         if self.ha_client is not None:
             self.ha_client.start()
-        if self.slave_sync is not None:
+        if self.slave_sync is not None and not (b.dledger is not None and b.dledger.is_master):
             self.slave_sync.start()
         if self.offset_reconciler is not None:
             self.offset_reconciler.start()
@@ -162,6 +177,10 @@ class BrokerApp:
         if self.ha_client is not None:
             await self.ha_client.stop()
         await self.server.stop()
+        if self.broker.dledger is not None:
+            await self.broker.dledger.stop()
+        for task in list(self._role_tasks):
+            await asyncio.gather(task, return_exceptions=True)
         if self.broker.ha is not None:
             await self.broker.ha.stop()
         if self.broker.schedule is not None:
@@ -177,6 +196,26 @@ class BrokerApp:
                 fn()  # type: ignore[operator]
             except Exception:
                 log.exception("periodic task %s failed; it runs again", getattr(fn, "__name__", fn))
+
+    def _on_dledger_role(self, master: bool) -> None:
+        """The Raft role changed: register under the new brokerId at once; a slave copies the
+        master's metadata, a master does not."""
+        broker_id = 0 if master else follower_broker_id(self.store_config.dleger_self_id)
+        self.config = dataclasses.replace(self.base_config, broker_id=broker_id)
+        self.broker.config = self.config
+        self.registrar.config = self.config
+        self.registrar.kick()
+        task = asyncio.ensure_future(self._switch_slave_sync(run=not master))
+        self._role_tasks.add(task)
+        task.add_done_callback(self._role_tasks.discard)
+
+    async def _switch_slave_sync(self, *, run: bool) -> None:
+        sync = self.slave_sync
+        if sync is None:
+            return
+        await sync.stop()
+        if run:
+            sync.start()
 
     def _on_registration(self, answer: RegistrationAnswer) -> None:
         """A slave learns (or relearns, after a master change) where its master is."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ledgermq.broker.clients import ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.dledger import BrokerDLedger
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.schedule import ScheduleService
@@ -35,6 +36,7 @@ class Broker:
     extras: dict[str, object] = field(default_factory=dict)
     schedule: ScheduleService | None = None
     ha: HAService | None = None  # a master's replication service
+    dledger: BrokerDLedger | None = None  # DLedger mode: the Raft group decides the master
     # Registers with the name servers right away (oneway); set by BrokerApp.
     register_now: Callable[[], Awaitable[None]] | None = None
 

@@ -9,6 +9,7 @@ import click
 
 from ledgermq.broker.app import BrokerApp
 from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.dledger import check_settings
 from ledgermq.cli.runtime import read_properties, serve
 from ledgermq.config import StoreConfig, config_from_properties, known_keys
 from ledgermq.errors import ConfigError
@@ -35,15 +36,12 @@ def load_broker_configs(props: dict[str, str], **overrides: object) -> tuple[Bro
     store_over = {k: v for k, v in overrides.items() if k in StoreConfig.__dataclass_fields__}
     broker = config_from_properties(BrokerConfig, props, **broker_over)
     store = config_from_properties(StoreConfig, props, **store_over)
-    if store.is_slave and broker.is_master:
-        raise ConfigError("brokerRole=SLAVE needs brokerId > 0 (brokerId 0 is the master)")
-    if not store.is_slave and not broker.is_master:
-        raise ConfigError(f"brokerRole={store.broker_role.value} needs brokerId=0 (a slave uses brokerRole=SLAVE)")
     if store.enable_dleger_commit_log:
-        raise ConfigError(
-            "enableDLegerCommitLog=true: DLedger mode is not available in the broker yet (its Raft core and "
-            "DLedger store exist, but no broker runs them); use master-slave replication or leave the key out"
-        )
+        check_settings(store)  # brokerId and brokerRole follow the Raft role in DLedger mode
+    elif store.is_slave and broker.is_master:
+        raise ConfigError("brokerRole=SLAVE needs brokerId > 0 (brokerId 0 is the master)")
+    elif not store.is_slave and not broker.is_master:
+        raise ConfigError(f"brokerRole={store.broker_role.value} needs brokerId=0 (a slave uses brokerRole=SLAVE)")
     known = known_keys(BrokerConfig) | known_keys(StoreConfig) | known_keys(HAConfig) | TOLERATED_KEYS
     known.add("haMaxGapNotInSync")
     for k in sorted(set(props) - known):

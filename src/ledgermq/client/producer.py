@@ -112,6 +112,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+ROUTE_REFRESH_AFTER_FAILURE_S = 0.3
+
 
 class Producer:
     """``async with Producer("pg", "127.0.0.1:9876") as p: await p.send(Message("T", b"hi"))``."""
@@ -178,6 +180,7 @@ class Producer:
         self.routes.create_topic_key = create_topic_key
         self.routes.default_topic_queue_nums = default_topic_queue_nums
         self.fault = FaultStrategy(send_latency_fault_enable, clock=clock)
+        self._route_refreshed: dict[str, float] = {}  # topic -> when a failed send last refreshed it
         self.ids = UniqueIdGenerator(self.client_ip)
         self._state = "created"
 
@@ -299,7 +302,17 @@ class Producer:
             begin_first,
             retry_not_ok,
             oneway,
+            refresh=lambda: self._refresh_publish_info(out.topic),
         )
+
+    async def _refresh_publish_info(self, topic: str) -> TopicPublishInfo | None:
+        """A failed send asks the name server again (at most every ROUTE_REFRESH_AFTER_FAILURE_S
+        per topic), so a new master is found within a second, not at the next 30 s poll."""
+        now = self.clock.monotonic()
+        if now - self._route_refreshed.get(topic, -1e9) >= ROUTE_REFRESH_AFTER_FAILURE_S:
+            self._route_refreshed[topic] = now
+            await self.routes.update(topic)
+        return await self.routes.find_publish_info(topic)
 
     # -- public sends ----------------------------------------------------------------------
     async def send(self, msg: Message, *, timeout: float | None = None) -> SendResult:

@@ -35,6 +35,19 @@ log = logging.getLogger("ledgermq.client.producer")
 
 # One attempt: (message, queue, time left in seconds, oneway) -> result, None when oneway.
 Attempt = Callable[[Outgoing, MessageQueue, float, bool], Awaitable[SendResult | None]]
+# A fresher route after a failed attempt (None: keep the one we have).
+Refresh = Callable[[], Awaitable[TopicPublishInfo | None]]
+
+
+async def _refreshed(info: TopicPublishInfo, refresh: Refresh | None) -> TopicPublishInfo:
+    if refresh is None:
+        return info
+    try:
+        newer = await refresh()
+    except MQClientError as exc:
+        log.debug("route refresh after a failed send did not work: %s", exc)
+        return info
+    return newer if newer is not None and newer.ok else info
 
 
 async def send_with_retries(
@@ -48,9 +61,12 @@ async def send_with_retries(
     begin_first: float,
     retry_not_ok: bool,
     oneway: bool,
+    refresh: Refresh | None = None,
 ) -> SendResult | None:
     """Up to ``times_total`` attempts, each on a queue of another broker group than the last,
-    until ``timeout`` seconds after ``begin_first`` (a monotonic time)."""
+    until ``timeout`` seconds after ``begin_first`` (a monotonic time). After a failed attempt
+    ``refresh`` (if given) may bring a newer route: a master that died or stepped down is
+    then left for the one that replaced it within the same send."""
     last_broker: str | None = None
     brokers: list[str] = []
     last_exc: MQClientError | None = None
@@ -74,12 +90,14 @@ async def send_with_retries(
             log.warning("send to %s failed: %s", mq, exc)
             last_exc = exc
             if exc.retriable:
+                info = await _refreshed(info, refresh)
                 continue
             raise
         except MQClientError as exc:  # connection errors, timeouts, a broker without master
             fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), True)
             log.warning("send to %s failed, trying again at once: %s", mq, exc)
             last_exc = exc
+            info = await _refreshed(info, refresh)
             continue
         fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), False)
         if oneway or result is None:

@@ -269,6 +269,12 @@ class RaftDriver:
         a leader; LeadershipLostError if leadership goes before the commit (outcome
         unknown); ProposalOverwrittenError if another entry committed at that index.
         """
+        return await self.propose_nowait(data)
+
+    def propose_nowait(self, data: bytes) -> asyncio.Future[int]:
+        """``propose`` without waiting: the entry is in the log (in call order) when this
+        returns, and the future resolves as ``propose`` would. A broker that assigned queue
+        offsets to several messages proposes them this way, so their order cannot change."""
         if not self._running or self.failed is not None:
             raise DriverNotRunningError(f"raft {self.config.self_id} is not running")
         if not data:
@@ -277,7 +283,7 @@ class RaftDriver:
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending[index] = _Pending(self.node.term, fut)
         self._wake.set()
-        return await fut
+        return fut
 
     def transfer_leadership(self, target: str) -> None:
         """Ask the leader to hand over to ``target`` (NotLeaderError elsewhere); see ``wait_for``."""

@@ -262,6 +262,15 @@ class MessageStore(StoreReads, DLedgerWrites):
         refused = self._refuse_put(msg.topic, len(msg.body), msg.queue_id) or self._refuse_text(msg.properties)
         if refused is not None:
             return refused
+        encoded = self.encode_message(msg)
+        if isinstance(encoded, PutResult):
+            return encoded
+        return self._append(*encoded)
+
+    def encode_message(self, msg: MessageInput) -> tuple[list[EncodedMessage], str, int, bool] | PutResult:
+        """The stored record of ``msg`` (offsets left open), where it goes and whether the
+        sender waits: a delayed message is rewritten to SCHEDULE_TOPIC_XXXX here. A refusal
+        comes back as a PutResult. Shared by native puts and DLedger mode's proposals."""
         props = msg.properties
         topic, queue_id = msg.topic, msg.queue_id
         if SF.gets_queue_entry(msg.sysflag):
@@ -295,7 +304,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             msg.store_host or self.store_host,
         )
         wait = msg.wait_store_ok and props.get(P.WAIT) != "false"
-        return self._append([encoded], topic, queue_id, wait)
+        return [encoded], topic, queue_id, wait
 
     def put_messages(self, batch: BatchInput) -> PutResult:
         """Append a batch contiguously with consecutive queue offsets."""
@@ -305,6 +314,13 @@ class MessageStore(StoreReads, DLedgerWrites):
             refused = refused or self._refuse_text(props)
         if refused is not None:
             return refused
+        encoded = self.encode_batch(batch)
+        if isinstance(encoded, PutResult):
+            return encoded
+        return self._append(*encoded)
+
+    def encode_batch(self, batch: BatchInput) -> tuple[list[EncodedMessage], str, int, bool] | PutResult:
+        """The stored records of a batch (one topic-queue); a refusal as a PutResult."""
         if not batch.entries:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="empty batch")
         if SF.transaction_type(batch.sysflag) != SF.TRANSACTION_NOT_TYPE:
@@ -333,14 +349,28 @@ class MessageStore(StoreReads, DLedgerWrites):
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
         except LocalProtocolError as exc:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
-        return self._append(encoded, batch.topic, batch.queue_id, wait)
+        return encoded, batch.topic, batch.queue_id, wait
 
-    def _refuse_put(self, topic: str, body_size: int, queue_id: int = 0) -> PutResult | None:
+    def check_for_proposal(self, msg: MessageInput | BatchInput) -> PutResult | None:
+        """DLedger mode: what ``put_message`` would refuse about ``msg`` itself (size, topic,
+        queue, properties), before a leader proposes it; the store's own fence does not apply."""
+        if isinstance(msg, MessageInput):
+            return self._refuse_put(msg.topic, len(msg.body), msg.queue_id, proposal=True) or self._refuse_text(
+                msg.properties
+            )
+        refused = self._refuse_put(msg.topic, sum(len(b) for _, b, _ in msg.entries), msg.queue_id, proposal=True)
+        for _flag, _body, props in msg.entries:
+            refused = refused or self._refuse_text(props)
+        return refused
+
+    def _refuse_put(self, topic: str, body_size: int, queue_id: int = 0, *, proposal: bool = False) -> PutResult | None:
         if not self.running or self.failed_reason is not None:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.failed_reason or "store is not running")
-        if self.config.is_slave:
+        if proposal:
+            pass  # a Raft leader's proposal: its role, not the store's config, decides
+        elif self.config.is_slave:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="a slave does not accept puts")
-        if self.write_fence is not None:
+        elif self.write_fence is not None:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.write_fence)
         if self.cleaner is not None and self.cleaner.disk_full:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark="disk is full")

@@ -153,7 +153,7 @@ async def _finish(
         broker.ha.notify_append()  # stream it to slaves now rather than at the next poll
     if result.flush_future is not None:
         await _wait_for_flush(broker, result)
-    if result.ok and wait and broker.store_config.broker_role is BrokerRole.SYNC_MASTER:
+    if result.ok and wait and broker.dledger is None and broker.store_config.broker_role is BrokerRole.SYNC_MASTER:
         await _wait_for_slave(broker, result)
     code = STATUS_CODES[result.status]
     if result.append is None:
@@ -239,7 +239,7 @@ async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
         reconsume_times=int_field(cmd, "reconsumeTimes", 0),
         wait_store_ok=wait,
     )
-    result = broker.store.put_message(msg)
+    result = await broker.dledger.put(msg) if broker.dledger is not None else broker.store.put_message(msg)
     return await _finish(broker, cmd, result, queue_id, wait)
 
 
@@ -275,7 +275,7 @@ async def _send_batch(broker: Broker, ctx: RequestContext, cmd: RemotingCommand)
         born_host=_peer_host(ctx),
         store_host=broker.store_host,
     )
-    result = broker.store.put_messages(batch)
+    result = await broker.dledger.put(batch) if broker.dledger is not None else broker.store.put_messages(batch)
     return await _finish(broker, cmd, result, queue_id)
 
 

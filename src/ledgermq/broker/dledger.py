@@ -1,0 +1,168 @@
+"""DLedger mode in the broker: the group's Raft leader is its master, the others its slaves.
+
+Every broker of a group runs a ``RaftDriver`` over its message store (``StoreLog``): the
+commit log is the Raft log. A send on the leader is encoded, given its queue offsets
+(``prepare_append``) and proposed; it is answered SEND_OK only once a quorum has persisted
+it and it is committed, so a leader that dies after answering cannot take it with it. A
+broker that is not the leader refuses sends with SERVICE_NOT_AVAILABLE (as a RocketMQ
+slave's store does), naming the leader; clients then refresh their route.
+
+Roles follow the Raft role: on election the broker registers as the group's master
+(brokerId 0) at once; otherwise as slave ``n<k>`` -> brokerId k + 1, as RocketMQ's
+DLedgerRoleChangeHandler does. ``on_role`` hands the change to the broker's wiring
+(registration, slave metadata sync).
+
+Not yet in DLedger mode (refused, never stored silently): delayed messages (the schedule
+service would have to propose), and the broker's own re-puts (consumer send-back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from ledgermq.config import StoreConfig
+from ledgermq.errors import ConfigError
+from ledgermq.net.server import RemotingServer
+from ledgermq.protocol import properties as P
+from ledgermq.raft import NotLeaderError, ProposalDroppedError, Role
+from ledgermq.raftio.driver import ProposalOutcomeUnknownError, RaftDriver, RaftDriverConfig, RaftStatus
+from ledgermq.raftio.store_log import StoreLog
+from ledgermq.raftio.transport import RaftTransport, parse_peers
+from ledgermq.store.commitlog import EncodedMessage
+from ledgermq.store.dledger.commitlog import DLedgerCommitLog
+from ledgermq.store.message_input import BatchInput, MessageInput
+from ledgermq.store.message_store import MessageStore
+from ledgermq.store.results import PutResult, PutStatus
+
+log = logging.getLogger(__name__)
+
+RoleListener = Callable[[bool], None]  # True: this broker is now the group's master
+
+
+def follower_broker_id(self_id: str) -> int:
+    """RocketMQ's rule: ``n<k>`` is brokerId k + 1 while it follows."""
+    digits = self_id[1:]
+    if not self_id.startswith("n") or not digits.isdigit():
+        raise ConfigError(f"dLegerSelfId={self_id!r}: expected n<number>, as in dLegerPeers")
+    return int(digits) + 1
+
+
+def check_settings(cfg: StoreConfig) -> None:
+    """What DLedger mode needs from the broker config, refused with the key that is wrong."""
+    if not cfg.dleger_group:
+        raise ConfigError("enableDLegerCommitLog=true needs dLegerGroup (usually the brokerName)")
+    if not cfg.dleger_self_id:
+        raise ConfigError("enableDLegerCommitLog=true needs dLegerSelfId (n0, n1, ...)")
+    peers = parse_peers(cfg.dleger_peers)
+    if cfg.dleger_self_id not in peers:
+        raise ConfigError(f"dLegerSelfId={cfg.dleger_self_id} is not among dLegerPeers ({cfg.dleger_peers})")
+    follower_broker_id(cfg.dleger_self_id)
+
+
+class BrokerDLedger:
+    def __init__(self, store: MessageStore, cfg: StoreConfig, listen_host: str, on_role: RoleListener) -> None:
+        check_settings(cfg)
+        self.store = store
+        self.self_id = cfg.dleger_self_id
+        self.on_role = on_role
+        self.is_master = False
+        peers = parse_peers(cfg.dleger_peers)
+        port = int(peers[self.self_id].rsplit(":", 1)[1])
+        self.server = RemotingServer(listen_host, port, name=f"dledger {cfg.dleger_group}/{self.self_id}")
+        self.transport = RaftTransport(self.self_id, peers)
+        self.transport.attach(self.server)
+        tick = cfg.dleger_heartbeat_interval_ms
+        self.driver_config = RaftDriverConfig(
+            self.self_id,
+            cfg.dleger_peers,
+            tick_interval_ms=tick,
+            heartbeat_ticks=1,
+            election_timeout_ticks=max(3, cfg.dleger_election_timeout_ms // tick),
+        )
+        self.log: StoreLog | None = None
+        self.driver: RaftDriver | None = None
+
+    async def start(self) -> None:
+        """After the store started (its log is read here)."""
+        self.log = StoreLog(self.store)
+        dl = self.store.dledger
+        applied = max(dl.committed_index + 1, 0) if dl is not None else 0
+        self.driver = RaftDriver(
+            self.driver_config,
+            self.log,
+            self.transport,
+            on_commit=self.log.commit,
+            on_role_change=self._role_changed,
+            applied=applied,
+        )
+        await self.server.start()
+        await self.driver.start()
+
+    async def stop(self) -> None:
+        if self.driver is not None:
+            await self.driver.stop()
+        await self.server.stop()
+
+    def status(self) -> RaftStatus | None:
+        return self.driver.status() if self.driver is not None else None
+
+    def _role_changed(self, role: Role, term: int, leader: str | None) -> None:
+        master = role is Role.LEADER
+        log.info("DLedger %s: %s in term %d (leader %s)", self.self_id, role.value, term, leader)
+        if master and not self.is_master:
+            self.store.rebuild_queue_offsets()  # what this node stores, committed or not, is the base
+        if master != self.is_master:
+            self.is_master = master
+            self.on_role(master)
+
+    # -- sends ------------------------------------------------------------------------
+    async def put(self, msg: MessageInput | BatchInput) -> PutResult:
+        """Propose ``msg`` and answer once it is committed (SEND_OK), or why not."""
+        refused = self._refuse(msg)
+        if refused is not None:
+            return refused
+        store = self.store
+        encoded = store.encode_message(msg) if isinstance(msg, MessageInput) else store.encode_batch(msg)
+        if isinstance(encoded, PutResult):
+            return encoded
+        messages, topic, queue_id, _wait = encoded
+        return await self._propose(messages, topic, queue_id)
+
+    def _refuse(self, msg: MessageInput | BatchInput) -> PutResult | None:
+        driver = self.driver
+        if driver is None or not self.is_master:
+            leader = driver.status().leader if driver is not None else None
+            return PutResult(
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                remark=f"this broker ({self.self_id}) is not the DLedger leader (leader: {leader or 'none yet'})",
+            )
+        if isinstance(msg, MessageInput) and msg.properties.get(P.DELAY, "0") not in ("", "0"):
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="delayed messages are not supported in DLedger mode yet")
+        return self.store.check_for_proposal(msg)
+
+    async def _propose(self, messages: Sequence[EncodedMessage], topic: str, queue_id: int) -> PutResult:
+        driver = self.driver
+        assert driver is not None
+        bodies = self.store.prepare_append(list(messages), topic, queue_id)
+        futures: list[asyncio.Future[int]] = []
+        try:
+            for body in bodies:  # proposed in the order their queue offsets were given
+                futures.append(driver.propose_nowait(bytes(body)))
+        except (NotLeaderError, ProposalDroppedError) as exc:
+            for fut in futures:
+                fut.cancel()
+            self.store.rebuild_queue_offsets()  # the offsets just given were never used
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"not the DLedger leader: {exc}")
+        try:
+            indices = await asyncio.gather(*futures)
+        except ProposalOutcomeUnknownError as exc:
+            # It may still commit under the next leader: RocketMQ answers FLUSH_SLAVE_TIMEOUT too.
+            return PutResult(PutStatus.FLUSH_SLAVE_TIMEOUT, remark=f"leadership changed before commit: {exc}")
+        except ProposalDroppedError as exc:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(exc))
+        dl = self.store.dledger
+        assert dl is not None
+        positions = [dl.ledger.entry_span(index - 1)[0] for index in indices]
+        return PutResult(PutStatus.PUT_OK, DLedgerCommitLog.append_result(bodies, positions, topic, queue_id))

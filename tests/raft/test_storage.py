@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from ledgermq.errors import InvariantViolation
-from ledgermq.raft import Entry, HardState, RaftNode
+from ledgermq.raft import Entry, HardState, Message, MsgType, RaftNode, Role
 from ledgermq.raft.storage import LogStorage, MemoryStorage
-from tests.raft.cluster import Cluster, log, storage
+from tests.raft.cluster import Cluster, config, drain, log, node, storage
 
 # -- MemoryStorage -----------------------------------------------------------------------------
 
@@ -52,8 +52,6 @@ def test_memory_storage_entries_honour_max_bytes_but_return_one() -> None:
 
 
 def test_entries_keyword_still_builds_a_memory_storage() -> None:
-    from tests.raft.cluster import config
-
     n = RaftNode(config("n0"), ["n0", "n1"], HardState(term=1), entries=log(1, 1))
     assert isinstance(n.storage, MemoryStorage) and n.last_index == 2 and n.persisted_index == 2
     with pytest.raises(ValueError, match="either"):
@@ -109,3 +107,78 @@ def test_core_memory_is_bounded_by_the_unstable_tail_not_the_log() -> None:
         # Durable entries were read back: to apply them, and (on the leader) to replicate them.
         assert s.reads >= PROPOSALS // BATCH
     assert c.nodes["n1"].entries(1, PROPOSALS) == lead.entries(1, PROPOSALS)
+
+
+# -- reading storage in bounded slices -------------------------------------------------------------
+
+
+def _elect(n: RaftNode) -> None:
+    """Make ``n`` (pre-vote off) leader of a two-node group by granting n1's vote."""
+    n.campaign()
+    drain(n)
+    n.step(Message(MsgType.VOTE_RESP, "n1", n.id, term=n.term))
+    assert n.role is Role.LEADER
+    drain(n)
+
+
+def test_appends_read_from_storage_honour_max_bytes_per_append() -> None:
+    """A follower catching up from far behind gets the durable log in max_bytes_per_append slices."""
+    big = [Entry(i, 1, b"x" * 400) for i in range(1, 11)]
+    lead = node("n0", ["n0", "n1"], HardState(term=1), big, max_bytes_per_append=1000, pre_vote=False)
+    _elect(lead)
+    reads = storage(lead).reads
+    lead.step(Message(MsgType.APPEND_RESP, "n1", "n0", term=lead.term, index=10, reject=True, reject_hint=0))
+    (probe,) = [m for m in drain(lead) if m.type is MsgType.APPEND and m.dst == "n1"]
+    assert [e.index for e in probe.entries] == [1, 2]  # 800 bytes; a third entry would pass 1000
+    assert storage(lead).reads > reads
+    lead.step(Message(MsgType.APPEND_RESP, "n1", "n0", term=lead.term, index=2))
+    batches = [m.entries for m in drain(lead) if m.type is MsgType.APPEND and m.dst == "n1"]
+    assert all(sum(len(e.data) for e in b) <= 1000 for b in batches)
+    assert [e.index for b in batches for e in b] == list(range(3, 12))
+
+
+def test_restart_hands_out_a_long_unapplied_log_in_slices() -> None:
+    """committed_entries are read from storage max_apply_bytes_per_ready at a time, never all at once."""
+    entries = [Entry(i, 1, b"y" * 100) for i in range(1, 101)]
+    n = node("n1", hard_state=HardState(term=1, commit=100), entries=entries, max_apply_bytes_per_ready=1000)
+    sizes = []
+    while n.has_ready():
+        rd = n.ready()
+        sizes.append(len(rd.committed_entries))
+        n.advance(rd)
+    assert n.applied == 100 and sizes == [10] * 10
+
+
+class _CompactedStorage(MemoryStorage):
+    """A MemoryStorage that claims everything below ``first`` was compacted away."""
+
+    __slots__ = ("first",)
+
+    def __init__(self, entries: list[Entry], first: int) -> None:
+        super().__init__(entries)
+        self.first = first
+
+    def first_index(self) -> int:
+        return self.first
+
+    def term(self, index: int) -> int:
+        if index < self.first - 1:
+            raise InvariantViolation(f"term({index}) was compacted")
+        return super().term(index)
+
+
+def test_leader_does_not_read_below_compacted_storage() -> None:
+    """Without snapshots a follower that needs compacted entries is left behind, not crashed into."""
+    s = _CompactedStorage(log(1, 1, 1, 1), first=3)
+    lead = RaftNode(config("n0", pre_vote=False), ["n0", "n1"], HardState(term=1, commit=4), s, applied=4)
+    assert lead.log_term(1) is None and lead.log_term(2) == 1
+    _elect(lead)
+    assert lead.progress()["n1"][1] == 5
+    # n1 rejects the probe at 4 and hints it has nothing: it needs entry 1, which is gone.
+    lead.step(Message(MsgType.APPEND_RESP, "n1", "n0", term=lead.term, index=4, reject=True, reject_hint=0))
+    assert lead.progress()["n1"][1] == 1
+    assert [m for m in drain(lead) if m.type is MsgType.APPEND] == []
+    lead.tick()
+    assert [m for m in drain(lead) if m.type is MsgType.APPEND] == []
+    with pytest.raises(InvariantViolation, match="compacted"):
+        RaftNode(config("n0"), ["n0"], HardState(term=1, commit=4), _CompactedStorage(log(1, 1, 1, 1), 3), applied=1)

@@ -101,11 +101,9 @@ class RaftLog:
         if index > self.persisted:
             pos = self._head + index - self.persisted - 1
             return self._buf[pos].term if pos < len(self._buf) else None
-        if index == 0:
-            return 0
         if index < self.storage.first_index() - 1:
             return None
-        return self.storage.term(index)
+        return 0 if index == 0 else self.storage.term(index)
 
     def match_term(self, index: int, term: int) -> bool:
         return self.term(index) == term

@@ -56,6 +56,8 @@ def test_entries_keyword_still_builds_a_memory_storage() -> None:
     assert isinstance(n.storage, MemoryStorage) and n.last_index == 2 and n.persisted_index == 2
     with pytest.raises(ValueError, match="either"):
         RaftNode(config("n0"), ["n0"], storage=MemoryStorage(), entries=())
+    with pytest.raises(TypeError, match="LogStorage"):
+        RaftNode(config("n0"), ["n0"], HardState(term=1), log(1))  # type: ignore[arg-type]
 
 
 # -- memory of a long run ------------------------------------------------------------------------

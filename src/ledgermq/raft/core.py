@@ -46,6 +46,9 @@ class RaftNode:
         rng: random.Random | None = None,
         entries: Sequence[Entry] | None = None,
     ) -> None:
+        if isinstance(storage, (list, tuple)):
+            # The fourth positional argument used to be the restored entries.
+            raise TypeError("RaftNode's fourth argument is a LogStorage now; pass entries=... for a list")
         if entries is not None:
             if storage is not None:
                 raise ValueError("pass either storage or entries, not both")

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ledgermq.raft import Entry, HardState, Message, RaftConfig, RaftNode, Ready
+from ledgermq.raft.storage import MemoryStorage
 
 
 def config(node_id: str, **overrides: Any) -> RaftConfig:
@@ -23,12 +24,28 @@ def node(
 ) -> RaftNode:
     """A node whose election jitter is seeded by its id, so every test run is the same."""
     rng = random.Random(node_id)
-    return RaftNode(config(node_id, **overrides), peers, hard_state, entries, applied=applied, rng=rng)
+    return RaftNode(config(node_id, **overrides), peers, hard_state, MemoryStorage(entries), applied=applied, rng=rng)
 
 
 def log(*terms: int) -> list[Entry]:
     """Entries 1..n with the given terms (data names the position, so logs are easy to compare)."""
     return [Entry(i, t, b"e%d" % i) for i, t in enumerate(terms, start=1)]
+
+
+def storage(n: RaftNode) -> MemoryStorage:
+    s = n.storage
+    assert isinstance(s, MemoryStorage)
+    return s
+
+
+def persist(n: RaftNode, index: int) -> None:
+    """Write ``n``'s not-yet-durable entries through ``index`` to its storage, then acknowledge them.
+
+    For tests that hold writes back (``drain(persist=False)``) and release them later.
+    """
+    entries = n.entries(n.persisted_index + 1, index + 1)
+    storage(n).append(entries)
+    n.persisted(index, entries[-1].term)
 
 
 def drain(n: RaftNode, persist: bool = True) -> list[Message]:
@@ -39,6 +56,7 @@ def drain(n: RaftNode, persist: bool = True) -> list[Message]:
         out += rd.messages
         n.advance(rd)
         if persist and rd.entries_to_persist:
+            storage(n).append(rd.entries_to_persist)
             last = rd.entries_to_persist[-1]
             n.persisted(last.index, last.term)
     return out

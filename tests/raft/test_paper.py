@@ -22,7 +22,7 @@ from ledgermq.raft import (
     NotLeaderError,
     Role,
 )
-from tests.raft.cluster import Cluster, drain, log, node
+from tests.raft.cluster import Cluster, drain, log, node, persist, storage
 
 # -- §5.1 terms -----------------------------------------------------------------------------
 
@@ -165,6 +165,7 @@ def test_leader_replicates_and_commits_on_majority() -> None:
     assert all(m.entries == (Entry(index, lead.term, b"cmd"),) for m in appends)
     assert rd.entries_to_persist == (Entry(index, lead.term, b"cmd"),)
     lead.advance(rd)
+    storage(lead).append(rd.entries_to_persist)
     lead.persisted(index, lead.term)
     lead.step(Message(MsgType.APPEND_RESP, "n1", "n0", term=lead.term, index=index))
     assert lead.commit == index
@@ -182,7 +183,7 @@ def test_leader_counts_itself_only_once_persisted() -> None:
     drain(lead, persist=False)
     lead.step(Message(MsgType.APPEND_RESP, "n1", "n0", term=lead.term, index=index))
     assert lead.commit == index - 1
-    lead.persisted(index, lead.term)
+    persist(lead, index)
     assert lead.commit == index
 
 
@@ -195,6 +196,7 @@ def test_follower_acks_only_after_persisting() -> None:
     assert rd.messages == ()
     n.advance(rd)
     assert not n.has_ready()
+    storage(n).append(rd.entries_to_persist)
     n.persisted(2, 1)
     (ack,) = n.ready().messages
     assert (ack.type, ack.index, ack.reject) == (MsgType.APPEND_RESP, 2, False)
@@ -417,15 +419,22 @@ def test_restart_replays_committed_entries_from_applied() -> None:
 
 
 def test_stale_persisted_ack_is_ignored_after_truncation() -> None:
-    """persisted(index, term) names the entry; if the log was rewritten since, it proves nothing."""
+    """persisted(index, term) names a write; if the log was rewritten since, it proves only the untouched prefix."""
     n = node("n1", hard_state=HardState(term=1))
     n.step(Message(MsgType.APPEND, "n0", "n1", term=1, entries=tuple(log(1, 1))))
-    n.advance(n.ready())
+    rd = n.ready()
+    n.advance(rd)
     n.step(Message(MsgType.APPEND, "n2", "n1", term=2, index=1, log_term=1, entries=(Entry(2, 2, b"new"),)))
+    storage(n).append(rd.entries_to_persist)
     n.persisted(2, 1)
-    assert n.persisted_index == 0
-    n.persisted(1, 1)
+    assert n.persisted_index == 1 and n.log_term(2) == 2
+    n.persisted(2, 1)
     assert n.persisted_index == 1
+    rd = n.ready()
+    assert rd.entries_to_persist == (Entry(2, 2, b"new"),)
+    storage(n).append(rd.entries_to_persist)
+    n.persisted(2, 2)
+    assert n.persisted_index == 2 and n.entries(1, 3) == [Entry(1, 1, b"e1"), Entry(2, 2, b"new")]
 
 
 def test_ready_contract_misuse_is_refused() -> None:

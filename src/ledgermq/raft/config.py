@@ -21,6 +21,9 @@ class RaftConfig:
     max_inflight: int = 256
     max_entries_per_append: int = 64
     max_bytes_per_append: int = 1 << 20
+    max_apply_bytes_per_ready: int = 64 << 20
+    """Caps ``Ready.committed_entries`` (at least one entry), so a restart over a long
+    unapplied log reads it from storage in slices instead of all at once."""
     append_noop_on_election: bool = True
     """A new leader appends an empty entry so earlier terms' entries can commit (Raft §5.4.2, §8)."""
     seed: int = 0
@@ -35,5 +38,7 @@ class RaftConfig:
             raise ConfigError("election_timeout_ticks must exceed heartbeat_ticks")
         if self.max_inflight < 1:
             raise ConfigError("max_inflight must be at least 1")
-        if self.max_entries_per_append < 1 or self.max_bytes_per_append < 1:
-            raise ConfigError("max_entries_per_append and max_bytes_per_append must be positive")
+        if min(self.max_entries_per_append, self.max_bytes_per_append, self.max_apply_bytes_per_ready) < 1:
+            raise ConfigError(
+                "max_entries_per_append, max_bytes_per_append and max_apply_bytes_per_ready must be positive"
+            )

@@ -17,6 +17,7 @@ from ledgermq.raft.config import RaftConfig
 from ledgermq.raft.errors import LeaderTransferInProgressError, NotLeaderError
 from ledgermq.raft.progress import ProgressState
 from ledgermq.raft.state import RaftState
+from ledgermq.raft.storage import LogStorage, MemoryStorage
 from ledgermq.raft.types import Entry, HardState, Message, MsgType, Ready, Role, SoftState
 
 __all__ = ["RaftConfig", "RaftNode"]
@@ -27,9 +28,11 @@ _VOTES = (MsgType.VOTE, MsgType.PRE_VOTE)
 class RaftNode:
     """One Raft peer; not thread-safe (drive it from one loop).
 
-    ``hard_state`` and ``entries`` are what the caller persisted before a restart;
-    everything restored counts as durable. ``applied`` is how far the caller's state
-    machine already got, so those entries are not handed out again.
+    ``hard_state`` and ``storage`` are what the caller persisted before a restart;
+    everything in storage counts as durable, and the caller keeps writing to the same
+    storage object (see docs/raft.md). ``entries=`` is a shorthand for
+    ``storage=MemoryStorage(entries)`` kept for tests. ``applied`` is how far the
+    caller's state machine already got, so those entries are not handed out again.
     """
 
     def __init__(
@@ -37,13 +40,22 @@ class RaftNode:
         config: RaftConfig,
         peers: Iterable[str],
         hard_state: HardState | None = None,
-        entries: Sequence[Entry] = (),
+        storage: LogStorage | None = None,
         *,
         applied: int = 0,
         rng: random.Random | None = None,
+        entries: Sequence[Entry] | None = None,
     ) -> None:
+        if isinstance(storage, (list, tuple)):
+            # The fourth positional argument used to be the restored entries.
+            raise TypeError("RaftNode's fourth argument is a LogStorage now; pass entries=... for a list")
+        if entries is not None:
+            if storage is not None:
+                raise ValueError("pass either storage or entries, not both")
+            storage = MemoryStorage(entries)
         rng = rng if rng is not None else random.Random(config.seed)
-        self._st = RaftState(config, peers, hard_state or HardState(), entries, applied, rng)
+        self._storage = storage if storage is not None else MemoryStorage()
+        self._st = RaftState(config, peers, hard_state or HardState(), self._storage, applied, rng)
         self._prev_hs = self._st.hard_state()
         self._prev_ss = self.soft_state()
         self._outstanding: Ready | None = None
@@ -95,11 +107,16 @@ class RaftNode:
     def lead_transferee(self) -> str | None:
         return self._st.lead_transferee
 
+    @property
+    def storage(self) -> LogStorage:
+        """The storage this node reads durable entries from (and the caller writes to)."""
+        return self._storage
+
     def log_term(self, index: int) -> int | None:
         return self._st.log.term(index)
 
     def entries(self, lo: int, hi: int) -> list[Entry]:
-        """Entries ``[lo, hi)`` of the in-memory log (durable or not)."""
+        """Entries ``[lo, hi)`` of the log: durable ones read from storage, the rest from memory."""
         return self._st.log.slice(lo, hi)
 
     def soft_state(self) -> SoftState:
@@ -250,20 +267,18 @@ class RaftNode:
             raise InvariantViolation("ready() called again before advance() of the previous Ready")
         st = self._st
         log = st.log
-        entries = log.unsent_entries()
+        entries = log.take_unsent()
         hs = st.hard_state()
         prev = self._prev_hs
         rd = Ready(
             soft_state=self.soft_state(),
             hard_state=hs if hs != prev else None,
             entries_to_persist=tuple(entries),
-            committed_entries=tuple(log.entries_to_apply()),
+            committed_entries=tuple(log.entries_to_apply(st.cfg.max_apply_bytes_per_ready)),
             messages=(*st.msgs, *replication.release_acks(st)),
             must_sync=(hs.term, hs.vote) != (prev.term, prev.vote),
         )
         st.msgs = []
-        if entries:
-            log.mark_sent(entries[-1].index)
         self._prev_hs = hs
         self._prev_ss = rd.soft_state
         self._outstanding = rd

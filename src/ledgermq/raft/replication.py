@@ -10,14 +10,22 @@ from ledgermq.raft.types import Entry, Message, MsgType
 
 
 def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> bool:
-    """Send the next batch to ``to`` if its window allows; an empty Append still carries the commit index."""
+    """Send the next batch to ``to`` if its window allows; an empty Append still carries the commit index.
+
+    Durable entries are read back from storage here, ``max_bytes_per_append`` at a time,
+    so a follower catching up from far behind never makes the leader load its log.
+    """
     pr = st.prs[to]
     if pr.is_paused():
         return False
     prev_index = pr.next - 1
+    if prev_index > st.log.last_index:
+        raise InvariantViolation(f"progress of {to} points past our log: next={pr.next} last={st.log.last_index}")
     prev_term = st.log.term(prev_index)
     if prev_term is None:
-        raise InvariantViolation(f"progress of {to} points past our log: next={pr.next} last={st.log.last_index}")
+        # The follower needs entries our storage has compacted away; only a snapshot could
+        # help, and the core has none yet, so it stays behind rather than crash the leader.
+        return False
     entries = st.log.slice(pr.next, st.log.last_index + 1, st.cfg.max_entries_per_append, st.cfg.max_bytes_per_append)
     if not entries and not send_if_empty:
         return False

@@ -8,12 +8,13 @@ public face.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from ledgermq.errors import InvariantViolation
 from ledgermq.raft.config import RaftConfig
 from ledgermq.raft.log import RaftLog
 from ledgermq.raft.progress import Progress
+from ledgermq.raft.storage import LogStorage
 from ledgermq.raft.types import Entry, EntryKind, HardState, Message, Role
 
 
@@ -23,7 +24,7 @@ class RaftState:
         config: RaftConfig,
         peers: Iterable[str],
         hard_state: HardState,
-        entries: Sequence[Entry],
+        storage: LogStorage,
         applied: int,
         rng: random.Random,
     ) -> None:
@@ -33,7 +34,7 @@ class RaftState:
         self.rng = rng
         self.term = hard_state.term
         self.vote = hard_state.vote
-        self.log = RaftLog(entries, committed=hard_state.commit, applied=applied)
+        self.log = RaftLog(storage, committed=hard_state.commit, applied=applied)
         if self.log.last_term > self.term:
             raise InvariantViolation(f"log term {self.log.last_term} above hard-state term {self.term}")
         self.role = Role.FOLLOWER

@@ -29,6 +29,7 @@ from ledgermq.raft import (
     RaftNode,
     Ready,
 )
+from ledgermq.raft.storage import MemoryStorage
 from ledgermq.testing.datadriven import Command
 
 
@@ -78,7 +79,7 @@ def fmt_ready(node_id: str, rd: Ready) -> list[str]:
 @dataclass(slots=True)
 class _Disk:
     hard_state: HardState = field(default_factory=HardState)
-    entries: list[Entry] = field(default_factory=list)
+    storage: MemoryStorage = field(default_factory=MemoryStorage)
     pending: list[tuple[Entry, ...]] = field(default_factory=list)
 
 
@@ -118,7 +119,7 @@ class InteractionEnv:
             )
             self.disks[nid] = _Disk()
             self.inbox[nid] = []
-            self.nodes[nid] = RaftNode(self._cfg[nid], ids)
+            self.nodes[nid] = RaftNode(self._cfg[nid], ids, storage=self.disks[nid].storage)
         return []
 
     # -- inputs ------------------------------------------------------------------------
@@ -190,8 +191,7 @@ class InteractionEnv:
         disk = self.disks[nid]
         out = []
         for entries in disk.pending:
-            del disk.entries[entries[0].index - 1 :]
-            disk.entries.extend(entries)
+            disk.storage.append(entries)
             self.nodes[nid].persisted(entries[-1].index, entries[-1].term)
             out.append(f"> {nid} persisted {entries[-1].index}/{entries[-1].term}")
         disk.pending.clear()
@@ -263,10 +263,8 @@ class InteractionEnv:
         self.down.discard(nid)
         disk = self.disks[nid]
         cfg = self._cfg[nid]
-        self.nodes[nid] = RaftNode(
-            cfg, list(self.nodes), disk.hard_state, list(disk.entries), rng=random.Random(cfg.seed)
-        )
-        return [f"{nid} restarted with {len(disk.entries)} entries, {disk.hard_state}"]
+        self.nodes[nid] = RaftNode(cfg, list(self.nodes), disk.hard_state, disk.storage, rng=random.Random(cfg.seed))
+        return [f"{nid} restarted with {disk.storage.last_index()} entries, {disk.hard_state}"]
 
     # -- inspection ------------------------------------------------------------------------
 

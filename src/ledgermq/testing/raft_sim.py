@@ -7,9 +7,11 @@ its trace tail on failure; ``A:B`` instead of a seed summarizes liveness over a 
 
 Time is in ticks; each tick is ``rounds_per_tick`` rounds of message delivery, disk
 completion and Ready processing. A node's disk keeps the hard state (written at once,
-as the contract requires before sending) and the entries whose write completed; a
-crash drops pending writes, so the node restarts with exactly what it acknowledged
-through ``persisted()``. After every step the ``ClusterChecker`` runs.
+as the contract requires before sending) and a ``MemoryStorage`` holding the entries
+whose write completed; the node reads its durable entries from that same storage, as
+DLedger's node reads its commit log. A crash drops pending writes, so the node
+restarts over exactly what reached the storage. After every step the
+``ClusterChecker`` runs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 from ledgermq.raft import Entry, HardState, Message, ProposalDroppedError, RaftConfig, RaftNode, Ready, Role
+from ledgermq.raft.storage import MemoryStorage
 from ledgermq.testing.raft_interaction import fmt_msg
 from ledgermq.testing.raft_invariants import ClusterChecker, InvariantFailure
 from ledgermq.testing.raft_sim_profile import CALM, SimConfig, SimStats, random_profile
@@ -40,7 +43,8 @@ class SimulationFailure(AssertionError):
 @dataclass(slots=True)
 class _Disk:
     hard_state: HardState = field(default_factory=HardState)
-    entries: list[Entry] = field(default_factory=list)
+    storage: MemoryStorage = field(default_factory=MemoryStorage)
+    """The durable log: what completed writes put there survives a crash, nothing else."""
     pending: deque[tuple[int, tuple[Entry, ...]]] = field(default_factory=deque)
     """(due round, entries) writes not yet durable; completed in order."""
 
@@ -214,13 +218,12 @@ class Simulation:
         n, disk = self.nodes[nid], self.disks[nid]
         while n is not None and disk.pending and disk.pending[0][0] <= self.now:
             _, entries = disk.pending.popleft()
-            del disk.entries[entries[0].index - 1 :]
-            disk.entries.extend(entries)
+            disk.storage.append(entries)  # drops the stored suffix from entries[0].index on
             last = entries[-1]
             n.persisted(last.index, last.term)
             p = n.persisted_index
-            if p > len(disk.entries) or (p and disk.entries[p - 1].term != n.log_term(p)):
-                raise InvariantFailure(f"{nid} counts {p} as persisted but its disk holds {len(disk.entries)}")
+            if p > disk.storage.last_index():
+                raise InvariantFailure(f"{nid} counts {p} as persisted but its disk holds {disk.storage.last_index()}")
             self._after(n, f"{nid} persisted {last.index}/{last.term}")
 
     def _send(self, m: Message) -> None:
@@ -312,7 +315,8 @@ class Simulation:
     def _restart(self, nid: str) -> None:
         n = self.nodes[nid] = self._boot(nid)
         self.checker.restarted(nid, applied=0)
-        self._after(n, f"restart {nid} with {len(self.disks[nid].entries)} entries, {self.disks[nid].hard_state}")
+        disk = self.disks[nid]
+        self._after(n, f"restart {nid} with {disk.storage.last_index()} entries, {disk.hard_state}")
 
     def _boot(self, nid: str) -> RaftNode:
         cfg, disk = self.cfg, self.disks[nid]
@@ -327,7 +331,7 @@ class Simulation:
             append_noop_on_election=cfg.append_noop,
         )
         rng = random.Random(self.rng.getrandbits(64))
-        return RaftNode(rc, self.ids, disk.hard_state, list(disk.entries), rng=rng)
+        return RaftNode(rc, self.ids, disk.hard_state, disk.storage, rng=rng)
 
     def _heal_all(self) -> None:
         """End the faults: reconnect, restart, and cap loss at HEALED_LOSS so liveness has a fair bound."""

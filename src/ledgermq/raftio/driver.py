@@ -204,10 +204,8 @@ class RaftDriver:
         seed = self.config.seed
         rng = random.Random(seed) if seed is not None else random.Random()
         peers = list(self.config.peer_addresses)
-        # When the core takes a LogStorage (ledgermq.raft.storage), this becomes
-        # ``storage=self.storage`` instead of loading the whole log into memory.
-        entries = self.storage.all_entries()
-        return RaftNode(self.config.raft_config(), peers, hs, entries, applied=applied, rng=rng)
+        # The core reads durable entries from the store; only the unwritten tail is in memory.
+        return RaftNode(self.config.raft_config(), peers, hs, storage=self.storage, applied=applied, rng=rng)
 
     # -- lifetime --------------------------------------------------------------------
     async def start(self) -> None:

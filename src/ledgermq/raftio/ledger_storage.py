@@ -21,28 +21,11 @@ read up to its published last index without a lock.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 from ledgermq.raft.types import Entry, EntryKind, HardState
 from ledgermq.store.dledger import DLedgerStore, TermState
 
-__all__ = ["LedgerStorage", "LogStorage"]
-
-
-class LogStorage(Protocol):
-    """The core's storage interface (``ledgermq.raft.storage.LogStorage`` once it lands).
-
-    Defined here structurally so this module does not depend on when it lands; delete it
-    and import the core's once ``ledgermq.raft.storage`` exists.
-    """
-
-    def first_index(self) -> int: ...
-
-    def last_index(self) -> int: ...
-
-    def term(self, index: int) -> int: ...
-
-    def entries(self, lo: int, hi: int, max_bytes: int) -> list[Entry]: ...
+__all__ = ["LedgerStorage"]
 
 
 class LedgerStorage:

@@ -184,6 +184,67 @@ class HAPair:
     def __exit__(self, *exc: object) -> None:
         stop_processes(self.procs)
 
+    def members(self) -> list[str]:
+        return [self.master_addr, self.slave_addr]
+
+
+class DLedgerTrio:
+    """A name server and a 3-broker DLedger group (n0..n2), as processes."""
+
+    def __init__(self, work: Path, segment_size: int) -> None:
+        self.work = work
+        self.segment_size = segment_size
+        self.ns_port = free_port()
+        self.ports = [free_port() for _ in range(3)]
+        self.raft_ports = [free_port() for _ in range(3)]
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.ns_port}"
+
+    def members(self) -> list[str]:
+        return [f"127.0.0.1:{p}" for p in self.ports]
+
+    def __enter__(self) -> DLedgerTrio:
+        self.procs.append(spawn_namesrv(self.work, self.ns_port))
+        return self
+
+    def start(self) -> None:
+        peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(self.raft_ports))
+        brokers = []
+        for i, port in enumerate(self.ports):
+            d = self.work / f"n{i}"
+            d.mkdir(parents=True, exist_ok=True)
+            props: dict[str, object] = {
+                "brokerClusterName": "BenchCluster",
+                "brokerName": "bench-dledger",
+                "brokerIP1": "127.0.0.1",
+                "listenPort": port,
+                "namesrvAddr": self.namesrv,
+                "storePathRootDir": d / "store",
+                "mappedFileSizeCommitLog": self.segment_size,
+                "registerNameServerPeriod": 1000,
+                "slaveSyncInterval": 1000,
+                "enableDLegerCommitLog": "true",
+                "dLegerGroup": "bench-dledger",
+                "dLegerPeers": peers,
+                "dLegerSelfId": f"n{i}",
+            }
+            (d / "broker.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            proc = _spawn(["ledgermq.cli.main", "broker", "-c", str(d / "broker.properties")], d / "broker.log")
+            self.procs.append(proc)
+            brokers.append(proc)
+        for port, proc in zip(self.ports, brokers, strict=True):
+            _wait_port(port, proc)
+        _wait_route(self.namesrv, "TBW102", brokers[0])
+
+    def __exit__(self, *exc: object) -> None:
+        stop_processes(self.procs)
+
+
+Group = HAPair | DLedgerTrio
+
 
 async def _max_offset(admin: AdminClient, addr: str) -> int:
     return int((await admin.broker_runtime_info(addr))["commitLogMaxOffset"])
@@ -393,30 +454,29 @@ def bench_replication(
 
 
 # -- SYNC_MASTER vs ASYNC_MASTER -------------------------------------------------------------
-async def _wait_slave_in_sync(pair: HAPair, timeout: float) -> None:
-    """Until the slave reports the master's max offset (it is connected and caught up)."""
+async def _wait_slave_in_sync(pair: Group, timeout: float) -> None:
+    """Until every member reports the same max offset (connected and caught up)."""
     deadline = time.monotonic() + timeout
     async with AdminClient(pair.namesrv, timeout=2.0, connect_timeout=0.5) as admin:
         while time.monotonic() < deadline:
             try:
-                m = await _max_offset(admin, pair.master_addr)
-                if m > 0 and await _max_offset(admin, pair.slave_addr) == m:
+                offsets = {await _max_offset(admin, a) for a in pair.members()}
+                if len(offsets) == 1 and offsets.pop() > 0:
                     return
             except Exception:
                 pass
             await asyncio.sleep(0.05)
-    raise RuntimeError(f"the slave did not catch up with the master within {timeout}s")
+    raise RuntimeError(f"the group's members did not catch up with each other within {timeout}s")
 
 
-async def _wait_quiet(pair: HAPair, timeout: float) -> None:
-    """Until the slave has caught up and both brokers have dispatched everything."""
+async def _wait_quiet(pair: Group, timeout: float) -> None:
+    """Until every member has caught up and dispatched everything."""
     await _wait_slave_in_sync(pair, timeout)
     deadline = time.monotonic() + timeout
     async with AdminClient(pair.namesrv, timeout=2.0, connect_timeout=0.5) as admin:
         while time.monotonic() < deadline:
             try:
-                behind = [int((await admin.broker_runtime_info(a))["dispatchBehindBytes"]) for a in
-                          (pair.master_addr, pair.slave_addr)]  # fmt: skip
+                behind = [int((await admin.broker_runtime_info(a))["dispatchBehindBytes"]) for a in pair.members()]
                 if not any(behind):
                     return
             except Exception:
@@ -450,7 +510,9 @@ async def _send_round(producer: Producer, count: int, size: int, concurrency: in
 ROUND_ORDER = ("ASYNC_MASTER", "SYNC_MASTER", "SYNC_MASTER", "ASYNC_MASTER") * 2
 
 
-async def _drive(pairs: dict[str, HAPair], count: int, size: int, concurrency: int) -> dict[str, ProducerRun]:
+async def _drive(
+    pairs: dict[str, Group], count: int, size: int, concurrency: int, order: tuple[str, ...] = ROUND_ORDER
+) -> dict[str, ProducerRun]:
     from ledgermq.client import Message, Producer
 
     runs = {role: ProducerRun(ClientRun(0, 0.0, [])) for role in pairs}
@@ -461,9 +523,9 @@ async def _drive(pairs: dict[str, HAPair], count: int, size: int, concurrency: i
             for _ in range(10):  # warm-up: route, topic auto-creation, connections
                 await producer.send(Message(TOPIC, b"x" * size))
             producers[role] = producer
-        rounds = Counter(ROUND_ORDER)
+        rounds = Counter(order)
         done: Counter[str] = Counter()
-        for role in ROUND_ORDER:
+        for role in order:
             for pair in pairs.values():  # every slave caught up, nothing left to dispatch
                 await _wait_quiet(pair, 30.0)
             done[role] += 1
@@ -484,13 +546,42 @@ def bench_sync_vs_async(
             HAPair(base / "async", "ASYNC_MASTER", 64 * MIB) as async_pair,
             HAPair(base / "sync", "SYNC_MASTER", 64 * MIB) as sync_pair,
         ):
-            pairs = {"ASYNC_MASTER": async_pair, "SYNC_MASTER": sync_pair}
-            for pair in pairs.values():
+            pairs: dict[str, Group] = {"ASYNC_MASTER": async_pair, "SYNC_MASTER": sync_pair}
+            for pair in (async_pair, sync_pair):
                 pair.start_master()
                 slave = pair.spawn_slave()
                 _wait_port(pair.slave_port, slave)
             runs = asyncio.run(_drive(pairs, count, size, concurrency))
         return runs["SYNC_MASTER"], runs["ASYNC_MASTER"]
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+# DLEDGER, SYNC, SYNC, DLEDGER, twice (as ROUND_ORDER).
+DLEDGER_ROUND_ORDER = ("DLEDGER", "SYNC_MASTER", "SYNC_MASTER", "DLEDGER") * 2
+
+
+def bench_dledger_vs_sync(
+    count: int, size: int, concurrency: int, workdir: Path | None = None
+) -> tuple[ProducerRun, ProducerRun]:
+    """(DLedger group of 3, SYNC_MASTER with one slave), all up at once; our Producer sends
+    ``count`` messages to each in alternating rounds, each round once every member caught up.
+    A DLedger SEND_OK waits until a quorum wrote (and flushed) the entry; the SYNC_MASTER
+    one until its slave acknowledged it."""
+    base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-bench-dledger-"))
+    try:
+        with (
+            DLedgerTrio(base / "dledger", 64 * MIB) as trio,
+            HAPair(base / "sync", "SYNC_MASTER", 64 * MIB) as sync_pair,
+        ):
+            trio.start()
+            sync_pair.start_master()
+            slave = sync_pair.spawn_slave()
+            _wait_port(sync_pair.slave_port, slave)
+            groups: dict[str, Group] = {"DLEDGER": trio, "SYNC_MASTER": sync_pair}
+            runs = asyncio.run(_drive(groups, count, size, concurrency, DLEDGER_ROUND_ORDER))
+        return runs["DLEDGER"], runs["SYNC_MASTER"]
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -18,7 +18,7 @@ from ledgermq.bench.broker_bench import (
     bench_produce,
     cpp_client_available,
 )
-from ledgermq.bench.replication_bench import bench_replication, bench_sync_vs_async
+from ledgermq.bench.replication_bench import bench_dledger_vs_sync, bench_replication, bench_sync_vs_async
 from ledgermq.bench.store_bench import run_store_bench
 
 
@@ -124,11 +124,12 @@ def _compare_table(title: str, rows: list[CompareRow], as_json: bool) -> None:
 @click.option("--body-size", type=int, default=None, help="bytes per body [default: 1024 compare, 256 cpp/ledgermq]")
 @click.option(
     "--client",
-    type=click.Choice(["compare", "cpp", "ledgermq"]),
+    type=click.Choice(["compare", "cpp", "ledgermq", "dledger"]),
     default="compare",
     show_default=True,
     help="compare: the C++ client and ours against one broker; cpp: the C++ client vs a stub broker; "
-    "ledgermq: our asyncio Producer, SYNC_MASTER vs ASYNC_MASTER",
+    "ledgermq: our asyncio Producer, SYNC_MASTER vs ASYNC_MASTER; dledger: our Producer, a 3-node DLedger "
+    "group vs SYNC_MASTER with one slave",
 )
 @click.option("--batch", default=32, show_default=True, help="messages per send_batch (--client compare)")
 @click.option("--concurrency", default=64, show_default=True, help="concurrent senders (compare, ledgermq)")
@@ -138,6 +139,19 @@ def produce_bench(
 ) -> None:
     """Sends to broker processes: the C++ client and ours side by side (default), the C++ client
     vs a stub broker, or our client SYNC vs ASYNC master."""
+    if client == "dledger":
+        body_size = body_size or 256
+        dl_run, sync_run = bench_dledger_vs_sync(messages, body_size, concurrency)
+        rows = []
+        for label, pr in (("3-node DLedger group", dl_run), ("SYNC_MASTER + slave", sync_run)):
+            bad = sum(n for status, n in pr.statuses.items() if status != "SEND_OK")
+            rows.append((f"ledgermq client -> {label}" + (f" ({bad} not SEND_OK)" if bad else ""), pr.run))
+        _client_table(
+            f"ledgermq bench produce: {messages} sends of {body_size} bytes, ledgermq client, {concurrency} senders",
+            [(rows[0][0], rows[0][1], rows[1][0], rows[1][1]), (rows[1][0], rows[1][1], "itself", rows[1][1])],
+            as_json,
+        )
+        return
     if client == "ledgermq":
         body_size = body_size or 256
         sync_run, async_run = bench_sync_vs_async(messages, body_size, concurrency)

@@ -10,13 +10,21 @@ commit files stay ``LedgerStorage``'s.
 ``commit(entries)`` is what the driver's ``on_commit`` calls: the store dispatches the
 committed messages to its consume queues and wakes pulls waiting for them.
 
+Durability follows the broker's flushDiskType, as RocketMQ's DLedger mode does: under
+SYNC_FLUSH an entry counts as persisted (towards the quorum that answers SEND_OK) only once
+fsynced; under ASYNC_FLUSH once written to the page cache, with an fsync at most every
+flushIntervalCommitLog. Then a SEND_OK means a quorum of processes holds the message: a
+process crash loses nothing, a power cut of one machine loses nothing the others hold.
+
 Index bases: raft index = DLedger index + 1 (see ledger_storage.py).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
+from ledgermq.config import FlushDiskType
 from ledgermq.errors import StoreError
 from ledgermq.raft.types import Entry, EntryKind
 from ledgermq.raftio.ledger_storage import LedgerStorage
@@ -29,6 +37,18 @@ class StoreLog(LedgerStorage):
             raise StoreError("a Raft log needs a store in DLedger mode (enableDLegerCommitLog=true)")
         super().__init__(store.dledger.ledger)
         self.message_store = store
+        self.sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self.flush_interval_s = store.config.flush_interval_commitlog_ms / 1000
+        self._last_fsync = 0.0
+
+    def flush(self) -> tuple[int, int]:
+        """fsync under SYNC_FLUSH; under ASYNC_FLUSH at most every flushIntervalCommitLog."""
+        now = time.monotonic()  # paces fsyncs, decides nothing about order or safety
+        if self.sync_flush or now - self._last_fsync >= self.flush_interval_s:
+            self._last_fsync = now
+            return super().flush()
+        last = self.last_index()
+        return last, self.term(last)
 
     def write(self, entries: Sequence[Entry]) -> None:
         """Store ``entries`` through the message store, first cutting any suffix they replace

@@ -356,6 +356,10 @@ class RaftDriver:
     async def _ready_loop(self) -> None:
         while True:
             await self._wake.wait()
+            # One more turn of the loop first: proposals and messages that arrived in the same
+            # read (a burst of sends, a batch from a peer) join this Ready, so they share one
+            # Append per peer and one write instead of one each.
+            await asyncio.sleep(0)
             self._wake.clear()
             try:
                 while self.failed is None and self.node.has_ready():

@@ -71,7 +71,7 @@ class DLedgerGroup:
         for b in self.brokers.values():
             b.start()
         for n, b in self.brokers.items():
-            wait_until(f"{n}'s port", lambda b=b, n=n: b.check_alive() and tcp_open(self.ports[n]), 20)
+            wait_until(f"{n}'s port", lambda b=b, n=n: b.check_alive() and tcp_open(self.ports[n]), START_TIMEOUT)
         wait_until("a master elected and registered", lambda: self.master() is not None, 20, 0.1, self.explain)
 
     def explain(self) -> str:

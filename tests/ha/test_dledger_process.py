@@ -20,7 +20,7 @@ from ledgermq.client.message import SendStatus
 from ledgermq.config import StoreConfig
 from ledgermq.store.message_store import MessageStore
 from ledgermq.testing.ports import free_port
-from tests.compat.cluster import HOST, ServerProcess, route, tcp_open, wait_until
+from tests.compat.cluster import HOST, START_TIMEOUT, ServerProcess, route, tcp_open, wait_until
 from tests.ha.process_group import queue_bodies
 
 GROUP = "dl-group"
@@ -71,7 +71,8 @@ class DLedgerGroup:
         for b in self.brokers.values():
             b.start()
         for n, b in self.brokers.items():
-            wait_until(f"{n}'s port", lambda b=b, n=n: b.check_alive() and tcp_open(self.ports[n]), START_TIMEOUT)
+            ready = lambda b=b, n=n: b.check_alive() and tcp_open(self.ports[n])  # noqa: E731
+            wait_until(f"{n}'s port", ready, 2 * START_TIMEOUT, 0.05, self.explain)
         wait_until("a master elected and registered", lambda: self.master() is not None, 20, 0.1, self.explain)
 
     def explain(self) -> str:

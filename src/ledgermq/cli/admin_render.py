@@ -304,9 +304,10 @@ def dledger_group_table(group: str, members: list[tuple[str, DLedgerStatus | str
         "#Member", "#Addr", "#Role", "#Term", "#Leader", "#LogEnd", "#Commit", "#Applied", "#Lag",
         title=f"DLedger group {group}",
     )  # fmt: skip
-    for addr, st in members:
+    rows = sorted(members, key=lambda m: (isinstance(m[1], str), m[1] if isinstance(m[1], str) else m[1].self_id))
+    for addr, st in rows:
         if isinstance(st, str):
-            table.add_row("?", addr, "UNREACHABLE", "", "", "", "", "", "", end_section=False)
+            table.add_row("?", addr, f"UNREACHABLE ({st})", "", "", "", "", "", "")
             continue
         lag = lags.get(st.self_id)
         table.add_row(

@@ -8,6 +8,7 @@ killed by pid at the end.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -145,16 +146,60 @@ def test_transfer_leader_moves_the_master_and_sends_keep_working(group: DLedgerG
     refusal = asyncio.run(ask_follower())
     assert f"the leader is {old}" in refusal, refusal
 
-    started = time.monotonic()
-    out = CliRunner().invoke(
-        cli, ["admin", "transferLeader", "-n", group.namesrv_addr, "-g", GROUP, "-t", target, "--timeout", "15"]
+    outcomes: list[tuple[float, str]] = []  # (monotonic time, SEND_OK or why not)
+    stop = threading.Event()
+
+    def steady_sends() -> None:  # a producer sending throughout the handover, one send at a time
+        async def run() -> None:
+            producer = Producer("dl-ops-steady", group.namesrv_addr, send_timeout=3.0)
+            await producer.start()
+            try:
+                i = 0
+                while not stop.is_set() and i < 5000:
+                    try:
+                        status = (await producer.send(Message(TOPIC, f"steady-{i}".encode()))).status.name
+                    except Exception as exc:
+                        status = f"{type(exc).__name__}: {exc}"
+                        await asyncio.sleep(0.01)  # an application's pause before it tries again
+                    outcomes.append((time.monotonic(), status))
+                    i += 1
+            finally:
+                await producer.shutdown()
+
+        asyncio.run(run())
+
+    def ok_streak(n: int) -> bool:
+        tail = outcomes[-n:]
+        return len(tail) == n and all(st == "SEND_OK" for _, st in tail)
+
+    sender = threading.Thread(target=steady_sends, daemon=True)
+    sender.start()
+    try:
+        wait_until("steady sends", lambda: ok_streak(20), 10)
+        started = time.monotonic()
+        out = CliRunner().invoke(
+            cli, ["admin", "transferLeader", "-n", group.namesrv_addr, "-g", GROUP, "-t", target, "--timeout", "15"]
+        )
+        returned = time.monotonic()
+        assert out.exit_code == 0, out.output + group.explain()
+        wait_until("20 sends in a row after the handover", lambda: ok_streak(20), 10)
+    finally:
+        stop.set()
+        sender.join(15)
+    assert not sender.is_alive()
+    failed = [(t, st) for t, st in outcomes if st != "SEND_OK"]
+    window = failed[-1][0] - failed[0][0] if failed else 0.0
+    tail_s = (failed[-1][0] - returned) if failed else 0.0
+    print(
+        f"\ntransferLeader {old} -> {target}: {returned - started:.2f}s; {len(outcomes)} sends, "
+        f"{len(failed)} failed within {window:.2f}s (last {tail_s:+.2f}s after the command returned)"
+        + (f", e.g. {failed[0][1][:200]}" if failed else "")
     )
-    assert out.exit_code == 0, out.output + group.explain()
+    assert tail_s < 3.0  # the producer finds the new master within a few route refreshes
     assert f"{old} -> {target}" in out.output and group.addr(target) in out.output
-    print(f"\ntransferLeader {old} -> {target}: {time.monotonic() - started:.2f}s")
     assert group.master() == target  # the name server's master changed before the command returned
-    after = statuses(group)
-    assert after[target].is_leader and after[target].term > before[old].term
+    now = statuses(group)
+    assert now[target].is_leader and now[target].term > before[old].term
     assert send(group, 10, "after") == [SendStatus.SEND_OK] * 10
     wait_until("every member caught up", lambda: caught_up(group), 10, 0.1, group.explain)
     again = CliRunner().invoke(cli, ["admin", "transferLeader", "-n", group.namesrv_addr, "-g", GROUP, "-t", target])

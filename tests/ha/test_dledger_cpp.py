@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.compat.cluster import HAVE_CPP_CLIENT, wait_until
+from tests.ha.dledger_group import DLedgerGroup
 from tests.ha.layout_group import Clients
 from tests.ha.test_cpp_layouts import PRODUCER_GROUP, TOPIC, UID, messages, push_step, send_step, statuses, uids
-from tests.ha.test_dledger_process import DLedgerGroup
 
 pytestmark = pytest.mark.skipif(
     not HAVE_CPP_CLIENT, reason="the Apache RocketMQ C++ client wheel (rocketmq==0.4.4, the 'test' extra) is missing"

@@ -40,11 +40,13 @@ from ledgermq.admin.model import (
     ClusterInfo,
     ConsumerConnection,
     ConsumeStats,
+    DLedgerStatus,
     GroupConsumeInfo,
     HARuntimeInfo,
     OffsetWrapper,
     QueryResult,
     TopicOffset,
+    decode_dledger_status,
     decode_ha_runtime_info,
     normalize_address,
     select_broker_addr,
@@ -498,3 +500,25 @@ class AdminClient:
             return decode_ha_runtime_info(doc)
         except (AttributeError, TypeError, ValueError) as exc:
             raise AdminError(f"{what}: the answer does not decode: {exc}") from None
+
+    async def dledger_status(self, broker_addr: str) -> DLedgerStatus:
+        """GET_DLEDGER_STATUS (ledgermq-only): the broker's Raft role, term, leader and indices,
+        and on the leader each member's match index and lag. A broker not in DLedger mode
+        answers SYSTEM_ERROR saying so (a Java broker REQUEST_CODE_NOT_SUPPORTED), raised as
+        AdminResponseError."""
+        what = f"DLedger status of {broker_addr}"
+        resp = self._check(await self.invoke(broker_addr, RequestCode.GET_DLEDGER_STATUS), what)
+        doc = self._json(resp.body, what)
+        try:
+            return decode_dledger_status(doc)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise AdminError(f"{what}: the answer does not decode: {exc}") from None
+
+    async def dledger_transfer_leader(self, broker_addr: str, target: str, timeout: float = 5.0) -> str:
+        """DLEDGER_TRANSFER_LEADER to the group's leader at ``broker_addr``: hand over to
+        ``target`` (``n<k>``) and wait (at most ``timeout`` s) until it stepped down. Returns
+        the broker's remark; AdminResponseError if it refused (a follower names the leader)."""
+        ext = {"target": target, "timeoutMillis": int(timeout * 1000)}
+        resp = await self.invoke(broker_addr, RequestCode.DLEDGER_TRANSFER_LEADER, ext, timeout=timeout + self.timeout)
+        self._check(resp, f"transfer of leadership to {target} via {broker_addr}")
+        return resp.remark or ""

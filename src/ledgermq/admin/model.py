@@ -339,3 +339,56 @@ def split_namesrv_addrs(addrs: str | Sequence[str]) -> list[str]:
 
 
 # -- the client --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DLedgerMember:
+    """The leader's view of one member of its group: how far its log matches the leader's."""
+
+    id: str
+    match_index: int
+    lag: int  # leader's last index - match index (0: caught up)
+
+
+@dataclass(frozen=True, slots=True)
+class DLedgerStatus:
+    """GET_DLEDGER_STATUS (ledgermq-only): one DLedger-mode broker's Raft state."""
+
+    group: str
+    self_id: str
+    role: str  # LEADER, FOLLOWER, CANDIDATE, ...
+    term: int
+    leader: str  # "" while unknown
+    commit_index: int
+    applied_index: int
+    last_index: int
+    persisted_index: int
+    broker_name: str = ""
+    broker_id: int = -1
+    peers: dict[str, str] = field(default_factory=dict)
+    members: list[DLedgerMember] = field(default_factory=list)  # on the leader only
+    failed: str = ""
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role == "LEADER"
+
+
+def decode_dledger_status(doc: dict[str, Any]) -> DLedgerStatus:
+    """DLedgerStatus from its JSON; TypeError/ValueError/AttributeError if malformed."""
+    return DLedgerStatus(
+        group=str(doc.get("group") or ""),
+        self_id=str(doc.get("selfId") or ""),
+        role=str(doc.get("role") or ""),
+        term=_int(doc, "term"),
+        leader=str(doc.get("leader") or ""),
+        commit_index=_int(doc, "commitIndex"),
+        applied_index=_int(doc, "appliedIndex"),
+        last_index=_int(doc, "lastIndex"),
+        persisted_index=_int(doc, "persistedIndex"),
+        broker_name=str(doc.get("brokerName") or ""),
+        broker_id=_int(doc, "brokerId", -1),
+        peers={str(k): str(v) for k, v in (doc.get("peers") or {}).items()},
+        members=[DLedgerMember(str(m["id"]), _int(m, "matchIndex"), _int(m, "lag")) for m in doc.get("members") or []],
+        failed=str(doc.get("failed") or ""),
+    )

@@ -18,7 +18,7 @@ from ledgermq.broker.dledger import BrokerDLedger, check_settings, follower_brok
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.offsets import ConsumerOffsetManager
-from ledgermq.broker.processors import admin, clients, ha_status, locks, pull, queries, send, send_back
+from ledgermq.broker.processors import admin, clients, dledger_admin, ha_status, locks, pull, queries, send, send_back
 from ledgermq.broker.processors.common import bind
 from ledgermq.broker.registration import Registrar, RegistrationAnswer
 from ledgermq.broker.schedule import ScheduleService
@@ -39,7 +39,7 @@ from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-PROCESSOR_MODULES = [send, pull, clients, queries, admin, locks, send_back, ha_status]
+PROCESSOR_MODULES = [send, pull, clients, queries, admin, locks, send_back, ha_status, dledger_admin]
 
 
 class BrokerApp:

@@ -24,6 +24,12 @@ scrape's ``instance`` tells them apart).
   (1 while that reason is that our commit log is ahead of or diverged from the master's).
   The slave's lag behind its master is not exported: a 4.x master never tells its slave
   its max offset; read it from the master's ``ledgermq_ha_slave_lag_bytes``.
+* a broker in DLedger mode (labels ``broker`` and ``group``, the dLegerGroup):
+  ``ledgermq_dledger_term``, ``ledgermq_dledger_is_leader``,
+  ``ledgermq_dledger_commit_index``, ``ledgermq_dledger_last_index``; on the leader,
+  ``ledgermq_dledger_member_lag`` (label ``member``, n<k>; itself included): the leader's
+  last index minus the member's match index, in Raft entries. The master-slave (HA)
+  metrics are not exported in DLedger mode.
 
 The HTTP side is a few lines of ``asyncio.start_server``: ``GET /metrics`` answers the
 0.0.4 text format, any other path 404, any other method 405; one request per connection.
@@ -44,6 +50,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from ledgermq.broker.context import Broker
 from ledgermq.broker.processors.ha_status import ha_runtime_info
+from ledgermq.raft import Role
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +93,39 @@ class BrokerCollector:
             g.add_metric([name], value)
             yield g
 
+        if b.dledger is not None:
+            yield from self._dledger(name)
+            return
         info = ha_runtime_info(b)
         if b.ha is not None:
             yield from self._master(name, info["haConnectionInfo"])
         elif not info["master"]:
             yield from self._slave(name, info["haClientRuntimeInfo"])
+
+    def _dledger(self, name: str) -> Iterable[Metric]:
+        dl = self.broker.dledger
+        st = dl.status() if dl is not None else None
+        if st is None:
+            return
+        labels = [name, self.broker.store_config.dleger_group]
+        for metric, doc, value in (
+            ("ledgermq_dledger_term", "The Raft term this member is in.", st.term),
+            ("ledgermq_dledger_is_leader", "1 if this member is the group's Raft leader (its master).", 0),
+            ("ledgermq_dledger_commit_index", "Highest Raft log index known committed.", st.commit),
+            ("ledgermq_dledger_last_index", "Last index of this member's Raft log.", st.last_index),
+        ):
+            g = _gauge(metric, doc, ["broker", "group"])
+            g.add_metric(labels, (1 if st.role is Role.LEADER else 0) if metric.endswith("is_leader") else value)
+            yield g
+        if st.role is Role.LEADER:
+            lag = _gauge(
+                "ledgermq_dledger_member_lag",
+                "Leader's last index minus the member's match index (Raft entries; the leader's view).",
+                ["broker", "group", "member"],
+            )
+            for member, match in sorted(st.match.items()):
+                lag.add_metric([*labels, member], max(0, st.last_index - match))
+            yield lag
 
     def _master(self, name: str, conns: list[dict[str, Any]]) -> Iterable[Metric]:
         lbl = ["broker", "slave"]

@@ -24,6 +24,8 @@ from ledgermq.admin.model import (
     DLQ_PREFIX,
     RETRY_PREFIX,
     AdminError,
+    AdminResponseError,
+    DLedgerStatus,
     mq_version_desc,
     msg_id,
 )
@@ -32,6 +34,7 @@ from ledgermq.cli.admin_render import (
     _table,
     cluster_base_table,
     cluster_more_table,
+    dledger_group_table,
     ha_status_text,
     human_ms,
     message_grid,
@@ -99,7 +102,8 @@ def _run_repeating(namesrv: str, once: Callable[[AdminClient], Awaitable[None]],
 @click.group()
 def admin() -> None:
     """RocketMQ mqadmin commands (updateTopic, topicList, topicRoute, topicStatus,
-    clusterList, consumerProgress, queryMsgById, queryMsgByKey, brokerStatus, haStatus)."""
+    clusterList, consumerProgress, queryMsgById, queryMsgByKey, brokerStatus, haStatus;
+    DLedger mode: dledgerStatus, transferLeader)."""
 
 
 # -- topics ------------------------------------------------------------------------------
@@ -328,6 +332,116 @@ def ha_status(namesrv: str, broker_addr: str | None, cluster_name: str | None, i
                 _print(table)
 
     _run_repeating(namesrv, once, interval)
+
+
+# -- DLedger groups ----------------------------------------------------------------------
+async def _status_or_reason(client: AdminClient, addr: str) -> DLedgerStatus | str:
+    try:
+        return await client.dledger_status(addr)
+    except AdminResponseError:
+        raise  # not in DLedger mode (or not our broker): refused by the caller, loudly
+    except AdminError as exc:
+        return str(exc)
+
+
+async def _dledger_groups(
+    client: AdminClient, broker_addr: str | None, cluster_name: str | None
+) -> dict[str, list[tuple[str, DLedgerStatus | str]]]:
+    """Every member of every DLedger group asked (``-b``: that broker's group; ``-c``: the
+    cluster's groups; neither: every group the name server knows), by group name."""
+    info = await client.cluster_info()
+    if broker_addr is not None:
+        first = await client.dledger_status(broker_addr)
+        data = info.broker_addr_table.get(first.broker_name)
+        addrs = sorted(set(data.broker_addrs.values()) | {broker_addr}) if data is not None else [broker_addr]
+        names = [first.broker_name]
+        by_name = {first.broker_name: addrs}
+    else:
+        names = info.broker_names(cluster_name) if cluster_name else sorted(info.broker_addr_table)
+        by_name = {
+            n: [a for _, a in sorted(info.broker_addr_table[n].broker_addrs.items())]
+            for n in names
+            if n in info.broker_addr_table
+        }
+    groups: dict[str, list[tuple[str, DLedgerStatus | str]]] = {}
+    refused: list[str] = []
+    for name in names:
+        for addr in by_name.get(name, []):
+            try:
+                st = await _status_or_reason(client, addr)
+            except AdminResponseError as exc:
+                refused.append(f"{name} {addr}: {exc}")
+                continue
+            group = st.group if isinstance(st, DLedgerStatus) else name
+            groups.setdefault(group, []).append((addr, st))
+    if not groups:
+        raise AdminError("no DLedger-mode broker answered" + (f" ({'; '.join(refused)})" if refused else ""))
+    return groups
+
+
+@admin.command("dledgerStatus")
+@namesrv_option
+@click.option("-b", "--brokerAddr", "broker_addr", help="a broker of the group to show")
+@click.option("-c", "--clusterName", "cluster_name", help="every DLedger group of this cluster")
+@click.option("-i", "--interval", type=click.IntRange(1), default=None, help="print again every N seconds")
+def dledger_status(namesrv: str, broker_addr: str | None, cluster_name: str | None, interval: int | None) -> None:
+    """DLedger groups: per member its role, term, leader, log end, commit index and lag behind the leader."""
+    if broker_addr is not None and cluster_name is not None:
+        raise click.UsageError("give at most one of -b brokerAddr or -c clusterName")
+
+    async def once(client: AdminClient) -> None:
+        groups = await _dledger_groups(
+            client, broker_addr.strip() if broker_addr else None, cluster_name.strip() if cluster_name else None
+        )
+        tables = [dledger_group_table(g, members) for g, members in sorted(groups.items())]
+        _print(*tables)
+
+    _run_repeating(namesrv, once, interval)
+
+
+@admin.command("transferLeader")
+@namesrv_option
+@click.option("-g", "--group", "group", required=True, help="the DLedger group (its brokerName)")
+@click.option("-t", "--target", required=True, help="the member to lead next (n0, n1, ...)")
+@click.option("--timeout", type=click.FloatRange(0.5, 120), default=15.0, show_default=True, help="seconds to wait")
+def transfer_leader(namesrv: str, group: str, target: str, timeout: float) -> None:
+    """Hand a DLedger group's leadership (its master) to another member, e.g. before an upgrade;
+    waits until the name server lists the target as the group's master."""
+    group, target = group.strip(), target.strip()
+
+    async def run(client: AdminClient) -> str:
+        deadline = time.monotonic() + timeout
+        data = (await client.cluster_info()).broker_addr_table.get(group)
+        if data is None:
+            raise AdminError(f"broker group {group!r} is not known to the name server")
+        members: dict[str, DLedgerStatus] = {}
+        for addr in sorted(set(data.broker_addrs.values())):
+            st = await _status_or_reason(client, addr)
+            if isinstance(st, DLedgerStatus):
+                members[addr] = st
+        target_addr = next((a for a, st in members.items() if st.self_id == target), None)
+        if target_addr is None:
+            known = ", ".join(sorted(st.self_id for st in members.values())) or "none"
+            raise AdminError(f"{target!r} is not a live member of {group} (members answering: {known})")
+        leaders = [(a, st) for a, st in members.items() if st.is_leader]
+        if not leaders:
+            raise AdminError(f"{group} has no leader right now; try again once one is elected")
+        leader_addr, leader = max(leaders, key=lambda x: x[1].term)
+        if leader.self_id != target:
+            remaining = max(0.5, deadline - time.monotonic())
+            await client.dledger_transfer_leader(leader_addr, target, timeout=min(remaining, 10.0))
+        while True:  # the new leader registers as master (brokerId 0) with the name server
+            current = (await client.cluster_info()).broker_addr_table.get(group)
+            if current is not None and current.master_addr() == target_addr:
+                return f"{group}: {leader.self_id} -> {target}; master is now {target_addr}"
+            if time.monotonic() > deadline:
+                now = current.master_addr() if current is not None else None
+                raise AdminError(
+                    f"{target} leads {group} but the name server still lists {now or 'no'} master after {timeout:.0f}s"
+                )
+            await asyncio.sleep(0.1)
+
+    click.echo(_run(namesrv, run))
 
 
 # -- consumers ---------------------------------------------------------------------------

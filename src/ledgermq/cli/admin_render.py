@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ledgermq.admin.model import (
     ClusterInfo,
+    DLedgerStatus,
     HARuntimeInfo,
 )
 from ledgermq.protocol.message import MessageRecord
@@ -44,6 +45,11 @@ NUMERIC_COLUMNS = {
     "SinceLastAck(ms)",
     "TransferSpeed(KB/s)",
     "TransferFromWhere",
+    "Term",
+    "LogEnd",
+    "Commit",
+    "Applied",
+    "Lag",
 }
 
 
@@ -284,3 +290,35 @@ def message_grid(rec: MessageRecord) -> Table:
     for name, value in rows:
         grid.add_row(f"{name:<20}", value)
     return grid
+
+
+def dledger_group_table(group: str, members: list[tuple[str, DLedgerStatus | str]]) -> Table:
+    """``admin dledgerStatus`` for one group: a row per member (its address and what it
+    answered, or why it did not). Lag is the leader's last index minus the member's match
+    index, as the leader of the highest term answering sees it ("-" when no leader answered)."""
+    answers = [st for _, st in members if isinstance(st, DLedgerStatus)]
+    leaders = [st for st in answers if st.is_leader]
+    leader = max(leaders, key=lambda st: st.term) if leaders else None
+    lags = {m.id: m.lag for m in leader.members} if leader is not None else {}
+    table = _table(
+        "#Member", "#Addr", "#Role", "#Term", "#Leader", "#LogEnd", "#Commit", "#Applied", "#Lag",
+        title=f"DLedger group {group}",
+    )  # fmt: skip
+    rows = sorted(members, key=lambda m: (isinstance(m[1], str), m[1] if isinstance(m[1], str) else m[1].self_id))
+    for addr, st in rows:
+        if isinstance(st, str):
+            table.add_row("?", addr, f"UNREACHABLE ({st})", "", "", "", "", "", "")
+            continue
+        lag = lags.get(st.self_id)
+        table.add_row(
+            st.self_id,
+            addr,
+            st.role + (f" ({st.failed})" if st.failed else ""),
+            str(st.term),
+            st.leader or "-",
+            str(st.last_index),
+            str(st.commit_index),
+            str(st.applied_index),
+            "-" if lag is None else str(lag),
+        )
+    return table

@@ -112,6 +112,11 @@ class RequestCode(enum.IntEnum):
     # ledgermq.raft.wire). Far above every RocketMQ 4.x/5.x code so it never collides;
     # Java brokers answer it with REQUEST_CODE_NOT_SUPPORTED.
     RAFT_MESSAGES = 60001
+    # ledgermq-only, DLedger-mode operations (``admin dledgerStatus`` / ``transferLeader``):
+    # the group's Raft state as JSON, and asking the leader to hand over to ``target``.
+    # Java brokers answer them with REQUEST_CODE_NOT_SUPPORTED.
+    GET_DLEDGER_STATUS = 60002
+    DLEDGER_TRANSFER_LEADER = 60003
 
 
 class ResponseCode(enum.IntEnum):

@@ -28,7 +28,7 @@ from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.protocol.msgid import decode_offset_msg_id
 from tests.client.consumer_cluster import FAST
-from tests.ha.test_dledger_process import QUEUES, TOPIC, DLedgerGroup
+from tests.ha.dledger_group import QUEUES, TOPIC, DLedgerGroup
 
 DELAYS = "1s 3s " + " ".join(["1s"] * 16)  # level 2 = 3 s: still waiting when its leader dies
 CG = "dl-cg"

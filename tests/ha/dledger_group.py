@@ -1,0 +1,108 @@
+"""A name server and a 3-broker DLedger group (n0, n1, n2) as real processes on 127.0.0.1.
+
+Used by tests/ha/test_dledger_process.py (failover) and tests/ha/test_dledger_ops.py
+(dledgerStatus, transferLeader, metrics). Every process is killed by pid in ``close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from ledgermq.admin.client import AdminClient
+from ledgermq.config import StoreConfig
+from ledgermq.store.message_store import MessageStore
+from ledgermq.testing.ports import free_port
+from tests.compat.cluster import HOST, ServerProcess, route, tcp_open, wait_until
+from tests.ha.process_group import queue_bodies
+
+GROUP = "dl-group"
+TOPIC = "DLedgerProcTopic"
+QUEUES = 4
+SEG = 1024 * 1024
+
+
+class DLedgerGroup:
+    def __init__(self, root: Path, *, metrics: bool = False) -> None:
+        self.root = root
+        self.namesrv_port = free_port()
+        self.namesrv_addr = f"{HOST}:{self.namesrv_port}"
+        self.namesrv = ServerProcess("namesrv", ["namesrv", "-p", str(self.namesrv_port), "--host", HOST],
+                                     root / "namesrv.log")  # fmt: skip
+        self.ids = ["n0", "n1", "n2"]
+        self.ports = {n: free_port(span=2) for n in self.ids}
+        self.metrics_ports = {n: free_port() if metrics else 0 for n in self.ids}
+        peers = ";".join(f"{n}-{HOST}:{free_port()}" for n in self.ids)
+        self.brokers: dict[str, ServerProcess] = {}
+        for n in self.ids:
+            store = root / n / "store"
+            store.mkdir(parents=True)
+            props = {
+                "brokerClusterName": "DLedgerCluster", "brokerName": GROUP, "brokerIP1": HOST, "listenHost": HOST,
+                "listenPort": self.ports[n], "namesrvAddr": self.namesrv_addr, "storePathRootDir": store,
+                "mappedFileSizeCommitLog": SEG, "mappedFileSizeConsumeQueue": 20 * 10_000,
+                "registerNameServerPeriod": 1000, "slaveSyncInterval": 1000, "autoCreateTopicEnable": "true",
+                "enableDLegerCommitLog": "true", "dLegerGroup": GROUP, "dLegerPeers": peers, "dLegerSelfId": n,
+                "metricsPort": self.metrics_ports[n],
+            }  # fmt: skip
+            conf = root / f"{n}.conf"
+            conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            self.brokers[n] = ServerProcess(n, ["broker", "-c", str(conf)], root / f"{n}.log")
+
+    def addr(self, n: str) -> str:
+        return f"{HOST}:{self.ports[n]}"
+
+    def master(self) -> str | None:
+        """The node the name server lists as the group's master (brokerId 0), if any."""
+        data = route(self.namesrv_addr, "TBW102")
+        for bd in data.broker_datas if data is not None else []:
+            if bd.broker_name == GROUP and 0 in bd.broker_addrs:
+                return next((n for n in self.ids if self.addr(n) == bd.broker_addrs[0]), None)
+        return None
+
+    def start(self) -> None:
+        self.namesrv.start()
+        wait_until("the name server", lambda: tcp_open(self.namesrv_port), 15)
+        for b in self.brokers.values():
+            b.start()
+        for n, b in self.brokers.items():
+            wait_until(f"{n}'s port", lambda b=b, n=n: b.check_alive() and tcp_open(self.ports[n]), 20)
+        wait_until("a master elected and registered", lambda: self.master() is not None, 20, 0.1, self.explain)
+
+    def explain(self) -> str:
+        from tests.compat.cluster import tail
+
+        return "".join(f"\n--- {n} ---\n{tail(b.log_path, 15)}" for n, b in self.brokers.items())
+
+    def max_offset(self, n: str) -> int:
+        async def ask() -> int:
+            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+                return int((await admin.broker_runtime_info(self.addr(n)))["commitLogMaxOffset"])
+
+        try:
+            return asyncio.run(ask())
+        except Exception:
+            return -1
+
+    def close(self) -> None:
+        for b in self.brokers.values():
+            if b.alive:
+                b.kill()
+        if self.namesrv.alive:
+            self.namesrv.kill()
+
+    def store_queues(self, n: str) -> dict[int, dict[int, bytes]]:
+        cfg = StoreConfig(
+            root_dir=str(self.root / n / "store"),
+            mapped_file_size_commitlog=SEG,
+            mapped_file_size_consume_queue=20 * 10_000,
+            enable_dleger_commit_log=True,
+            dleger_group=GROUP,
+            dleger_self_id=n,
+        )
+        store = MessageStore(cfg)
+        store.start()
+        try:
+            return {q: queue_bodies(store, TOPIC, q) for q in range(QUEUES)}
+        finally:
+            store.shutdown()

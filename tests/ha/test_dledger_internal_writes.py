@@ -5,8 +5,9 @@ A delayed message is proposed into SCHEDULE_TOPIC_XXXX on every node; the leader
 schedule service proposes it to its real topic once due. One stored before the leader is
 SIGKILLed is delivered by the next leader. A message a consumer fails comes back through
 %RETRY%group by CONSUMER_SEND_MSG_BACK on the leader (not the client's fallback send), and
-goes to %DLQ%group past maxReconsumeTimes; a follower refuses a send-back. Delay levels
-are short here (level 1 = 1 s, level 2 = 3 s, the rest 1 s).
+goes to %DLQ%group past maxReconsumeTimes; a follower refuses a send-back and keeps the
+leader's delay offsets. Delay levels are short here (level 1 = 1 s, level 2 = 3 s, the
+rest 1 s).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ledgermq.admin.client import AdminClient
 from ledgermq.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
 from ledgermq.client.message import SendStatus
 from ledgermq.net.client import RemotingClient
+from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import MessageRecord
@@ -114,6 +116,16 @@ async def send_back(addr: str, offset: int, **extra: object) -> RemotingCommand:
         await client.close()
 
 
+async def delay_offsets(addr: str) -> dict[int, int]:
+    client = RemotingClient()
+    try:
+        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_DELAY_OFFSET), 5.0)
+    finally:
+        await client.close()
+    assert resp.code == ResponseCode.SUCCESS, resp
+    return {int(k): int(v) for k, v in (fastjson.loads(resp.body).get("offsetTable") or {}).items()}
+
+
 async def dlq_size(addr: str, namesrv: str) -> int:
     async with AdminClient(namesrv, timeout=3.0, connect_timeout=1.0) as admin:
         stats = await admin.topic_stats(addr, f"%DLQ%{CG}")
@@ -160,6 +172,12 @@ def test_delayed_messages_and_consumer_retries_go_through_the_raft_group(
                         assert time.monotonic() < deadline, "the DLQ copy never reached %DLQ%"
                         await asyncio.sleep(0.05)
                     assert await dlq_size(group.addr(leader), group.namesrv_addr) == 1
+
+                    # Followers keep the leader's delay offsets (level 1: "delayed", level 3: the retry).
+                    deadline = time.monotonic() + 8
+                    while (table := await delay_offsets(group.addr(follower))) != {1: 1, 3: 1}:
+                        assert time.monotonic() < deadline, f"{follower}'s delay offsets: {table}"
+                        await asyncio.sleep(0.1)
                 finally:
                     await consumer.shutdown()
 

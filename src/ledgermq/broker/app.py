@@ -83,8 +83,10 @@ class BrokerApp:
             max_inflight_per_connection=config.max_inflight_per_connection,
             max_inflight_total=config.max_inflight_total,
         )
-        if config.is_master and not dledger_mode:
-            self.broker.schedule = ScheduleService(store, root / "config" / "delayOffset.json", clock)
+        if config.is_master or dledger_mode:  # DLedger mode: it runs while this broker leads
+            self.broker.schedule = ScheduleService(
+                store, root / "config" / "delayOffset.json", clock, put=self.broker.put
+            )
         self.client = RemotingClient()
         self.registrar = Registrar(config, self.broker.topics, self.client, on_answer=self._on_registration)
         self.broker.register_now = self.registrar.register_oneway
@@ -121,6 +123,8 @@ class BrokerApp:
         self.metrics = BrokerMetrics(self.broker)  # served only when metricsPort > 0
         self._tasks: list[asyncio.Task[None]] = []
         self._role_tasks: set[asyncio.Task[None]] = set()
+        self._role_lock = asyncio.Lock()
+        self._stopping = False
         for module in PROCESSOR_MODULES:
             for code, fn in module.PROCESSORS.items():
                 self.server.register(code, bind(fn, self.broker))
@@ -143,7 +147,8 @@ class BrokerApp:
         b.subscriptions.load()
         if b.schedule is not None:
             b.schedule.load()
-            b.schedule.start()
+            if b.dledger is None:  # DLedger mode: started on leadership (_follow_dledger_role)
+                b.schedule.start()
         if b.ha is not None:
             await b.ha.start()
         if b.dledger is not None:
@@ -165,8 +170,11 @@ class BrokerApp:
         log.info("broker %s (id %d) serving on port %d", self.config.broker_name, self.config.broker_id, self.port)
 
     async def stop(self) -> None:
+        self._stopping = True  # role changes from now on leave the services alone
         for task in self._tasks:
             task.cancel()
+        for role_task in list(self._role_tasks):
+            await asyncio.gather(role_task, return_exceptions=True)
         await self.metrics.stop()
         await self.registrar.stop()
         await self.registrar.unregister_all()
@@ -177,14 +185,12 @@ class BrokerApp:
         if self.ha_client is not None:
             await self.ha_client.stop()
         await self.server.stop()
+        if self.broker.schedule is not None:  # before Raft stops: its writes go through it
+            await self.broker.schedule.stop()
         if self.broker.dledger is not None:
             await self.broker.dledger.stop()
-        for task in list(self._role_tasks):
-            await asyncio.gather(task, return_exceptions=True)
         if self.broker.ha is not None:
             await self.broker.ha.stop()
-        if self.broker.schedule is not None:
-            await self.broker.schedule.stop()
         await self.client.close()
         self._persist_offsets()
         await asyncio.to_thread(self.broker.store.shutdown)
@@ -198,24 +204,36 @@ class BrokerApp:
                 log.exception("periodic task %s failed; it runs again", getattr(fn, "__name__", fn))
 
     def _on_dledger_role(self, master: bool) -> None:
-        """The Raft role changed: register under the new brokerId at once; a slave copies the
-        master's metadata, a master does not."""
+        """The Raft role changed: register under the new brokerId at once; then the services
+        that depend on the role follow it (``_follow_dledger_role``)."""
         broker_id = 0 if master else follower_broker_id(self.store_config.dleger_self_id)
         self.config = dataclasses.replace(self.base_config, broker_id=broker_id)
         self.broker.config = self.config
         self.registrar.config = self.config
         self.registrar.kick()
-        task = asyncio.ensure_future(self._switch_slave_sync(run=not master))
+        task = asyncio.ensure_future(self._follow_dledger_role())
         self._role_tasks.add(task)
         task.add_done_callback(self._role_tasks.discard)
 
-    async def _switch_slave_sync(self, *, run: bool) -> None:
-        sync = self.slave_sync
-        if sync is None:
-            return
-        await sync.stop()
-        if run:
-            sync.start()
+    async def _follow_dledger_role(self) -> None:
+        """RocketMQ's DLedgerRoleChangeHandler: a master delivers delayed messages and copies
+        nothing; a slave copies the master's metadata (delay offsets included) and delivers
+        nothing. Switches run one at a time and apply the role as it is when they run, not
+        as it was when they were asked for, so quick flips cannot leave both running."""
+        async with self._role_lock:
+            dledger, schedule, sync = self.broker.dledger, self.broker.schedule, self.slave_sync
+            if self._stopping or dledger is None:
+                return
+            if sync is not None:
+                await sync.stop()
+            if dledger.is_master:
+                if schedule is not None:
+                    schedule.start()  # from the offsets last synced from the old master (or its own)
+            else:
+                if schedule is not None:
+                    await schedule.stop()  # persists its offsets; the next sync brings the master's
+                if sync is not None:
+                    sync.start()
 
     def _on_registration(self, answer: RegistrationAnswer) -> None:
         """A slave learns (or relearns, after a master change) where its master is."""

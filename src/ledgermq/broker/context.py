@@ -18,7 +18,9 @@ from ledgermq.config import StoreConfig
 from ledgermq.ha.master import HAService
 from ledgermq.protocol.message import Host
 from ledgermq.protocol.route import PERM_READ, PERM_WRITE
+from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.message_store import MessageStore
+from ledgermq.store.results import PutResult
 
 
 @dataclass(slots=True)
@@ -39,6 +41,22 @@ class Broker:
     dledger: BrokerDLedger | None = None  # DLedger mode: the Raft group decides the master
     # Registers with the name servers right away (oneway); set by BrokerApp.
     register_now: Callable[[], Awaitable[None]] | None = None
+
+    # -- the broker's one way to write ------------------------------------------------
+    async def put(self, msg: MessageInput) -> PutResult:
+        """Store ``msg`` the way this broker writes: straight into the store natively, through
+        the Raft group in DLedger mode (the store refuses direct puts there). Sends, the
+        schedule service and consumer send-back all write through here, so none of them
+        needs to know the mode; the native path is the store call and nothing else."""
+        if self.dledger is not None:
+            return await self.dledger.put(msg)
+        return self.store.put_message(msg)
+
+    async def put_batch(self, batch: BatchInput) -> PutResult:
+        """``put`` for a batch of one topic-queue."""
+        if self.dledger is not None:
+            return await self.dledger.put(batch)
+        return self.store.put_messages(batch)
 
     @property
     def store_host(self) -> Host:

@@ -12,8 +12,16 @@ Roles follow the Raft role: on election the broker registers as the group's mast
 DLedgerRoleChangeHandler does. ``on_role`` hands the change to the broker's wiring
 (registration, slave metadata sync).
 
-Not yet in DLedger mode (refused, never stored silently): delayed messages (the schedule
-service would have to propose), and the broker's own re-puts (consumer send-back).
+The broker's own writes go through ``put`` too, by way of ``Broker.put`` (the broker's one
+writer): consumer send-back (to %RETRY%group with a delay level, or %DLQ%group) and the
+schedule service. A delayed message is proposed like any other; the store's
+``encode_message`` files it under SCHEDULE_TOPIC_XXXX, so every node's consume queues hold
+it. The schedule service runs on the leader only, started and stopped with leadership by
+``BrokerApp``; followers keep its delay offsets in sync (GET_ALL_DELAY_OFFSET), so a new
+leader carries on where the old one was at its last sync. A due message is proposed to its
+real topic and its level's offset moves only once that proposal committed, so a leader
+that dies or steps down mid-delivery costs a redelivery (at-least-once, as RocketMQ),
+never a loss.
 """
 
 from __future__ import annotations
@@ -25,7 +33,6 @@ from collections.abc import Callable, Sequence
 from ledgermq.config import StoreConfig
 from ledgermq.errors import ConfigError
 from ledgermq.net.server import RemotingServer
-from ledgermq.protocol import properties as P
 from ledgermq.raft import NotLeaderError, ProposalDroppedError, Role
 from ledgermq.raftio.driver import ProposalOutcomeUnknownError, RaftDriver, RaftDriverConfig, RaftStatus
 from ledgermq.raftio.store_log import StoreLog
@@ -138,8 +145,6 @@ class BrokerDLedger:
                 PutStatus.SERVICE_NOT_AVAILABLE,
                 remark=f"this broker ({self.self_id}) is not the DLedger leader (leader: {leader or 'none yet'})",
             )
-        if isinstance(msg, MessageInput) and msg.properties.get(P.DELAY, "0") not in ("", "0"):
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="delayed messages are not supported in DLedger mode yet")
         return self.store.check_for_proposal(msg)
 
     async def _propose(self, messages: Sequence[EncodedMessage], topic: str, queue_id: int) -> PutResult:

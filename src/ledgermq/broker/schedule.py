@@ -6,12 +6,20 @@ REAL_QID. This service walks each level's queue in order and, once a message is 
 writes it again to its real topic and queue (DELAY cleared), then advances the level's
 offset. Offsets persist in config/delayOffset.json ({"offsetTable":{level:offset}}), the
 shape slaves fetch with GET_ALL_DELAY_OFFSET. Only a master delivers.
+
+The running service writes through ``put`` (the broker's writer, ``Broker.put``): the
+store natively, the Raft group in DLedger mode, where the service runs only while this
+broker leads (``BrokerApp`` starts and stops it with leadership). A level's offset moves
+past a message only once ``put`` answered PUT_OK; a refusal or an unknown outcome (the
+leader lost its leadership before the commit) leaves it, and the message is delivered
+again later, possibly twice: at-least-once, as RocketMQ.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 from ledgermq.broker.json_file import load_json, save_json
@@ -22,13 +30,19 @@ from ledgermq.store.consumequeue import UNIT
 from ledgermq.store.dispatch import SCHEDULE_TOPIC
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
+from ledgermq.store.results import PutResult
 
 log = logging.getLogger(__name__)
 
+Put = Callable[[MessageInput], Awaitable[PutResult]]
+
 
 class ScheduleService:
-    def __init__(self, store: MessageStore, path: Path, clock: Clock, poll_interval_s: float = 0.1) -> None:
+    def __init__(
+        self, store: MessageStore, path: Path, clock: Clock, poll_interval_s: float = 0.1, put: Put | None = None
+    ) -> None:
         self.store = store
+        self.put: Put = put or self._put_native
         self.path = path
         self.clock = clock
         self.poll_interval_s = poll_interval_s
@@ -49,8 +63,22 @@ class ScheduleService:
     def to_json(self) -> dict[str, object]:
         return {"offsetTable": dict(sorted(self.offsets.items()))}
 
+    def adopt(self, doc: object) -> None:
+        """A follower takes its master's offsets (GET_ALL_DELAY_OFFSET body), so that it answers
+        the same table and starts from it if it becomes the master. Ignored while running:
+        a running service owns its offsets."""
+        if self.running or not isinstance(doc, dict):
+            return
+        self.offsets = {int(k): int(v) for k, v in (doc.get("offsetTable") or {}).items()}
+        self._dirty = False
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
+        if not self.running:
+            self._task = asyncio.create_task(self._run(), name="schedule-service")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -67,7 +95,7 @@ class ScheduleService:
         last_persist = self.clock.monotonic()
         while True:
             try:
-                self.deliver_due()
+                await self.deliver_due_async()
                 if self._dirty and self.clock.monotonic() - last_persist > 10:
                     self.persist()
                     last_persist = self.clock.monotonic()
@@ -76,48 +104,85 @@ class ScheduleService:
             await asyncio.sleep(self.poll_interval_s)
 
     def deliver_due(self, max_per_level: int = 1000) -> int:
-        """Deliver every due message of every level; return how many went out."""
+        """Deliver every due message of every level straight into the store (native mode, as
+        one synchronous step); return how many went out."""
         count = 0
         for level in range(1, self.levels + 1):
             count += self._deliver_level(level, max_per_level)
         self.delivered += count
         return count
 
+    async def deliver_due_async(self, max_per_level: int = 1000) -> int:
+        """``deliver_due`` through ``put`` (what the running service does, in either mode)."""
+        count = 0
+        for level in range(1, self.levels + 1):
+            count += await self._deliver_level_async(level, max_per_level)
+        self.delivered += count
+        return count
+
     def _deliver_level(self, level: int, budget: int) -> int:
-        queue_id = level - 1
-        cq = self.store.queues.get(SCHEDULE_TOPIC, queue_id)
+        count = 0
+        for next_offset, msg in self._due(level, budget):
+            if msg is not None and not self._accepted(msg, self.store.put_message(msg)):
+                break  # the store refused it (full, shutting down): try again later
+            self._advance(level, next_offset)
+            count += 1
+        return count
+
+    async def _deliver_level_async(self, level: int, budget: int) -> int:
+        count = 0
+        for next_offset, msg in self._due(level, budget):
+            if msg is not None and not self._accepted(msg, await self.put(msg)):
+                break  # refused, or not known to be committed: the same message next round
+            self._advance(level, next_offset)
+            count += 1
+        return count
+
+    def _due(self, level: int, budget: int) -> Iterator[tuple[int, MessageInput | None]]:
+        """The level's due messages in order, lazily, each with the offset that follows it;
+        None for an entry that cannot be delivered (unreadable, no REAL_TOPIC): skipped."""
+        cq = self.store.queues.get(SCHEDULE_TOPIC, level - 1)
         if cq is None:
-            return 0
+            return
         offset = max(self.offsets.get(level, 0), cq.min_offset)
         now = self.clock.wall_ms()
-        count = 0
-        while offset < cq.max_offset and count < budget:
+        while offset < cq.max_offset and budget > 0:
             raw = cq.read_units(offset, 1)
             if not raw:
-                break
+                return
             phy, size, due = UNIT.unpack(raw)
             if due > now:
-                break
+                return
             record = self.store.commitlog.read(phy, size)
-            if record is not None and not self._redeliver(record):
-                break  # the store refused it (full, shutting down): try again later
             offset += 1
-            count += 1
+            budget -= 1
+            yield offset, self._real_message(record) if record is not None else None
+
+    def _advance(self, level: int, offset: int) -> None:
         if offset != self.offsets.get(level, 0):
             self.offsets[level] = offset
             self._dirty = True
-        return count
 
-    def _redeliver(self, record: bytes) -> bool:
+    @staticmethod
+    def _accepted(msg: MessageInput, result: PutResult) -> bool:
+        if not result.ok:
+            log.warning("delayed delivery to %s refused: %s %s", msg.topic, result.status.value, result.remark)
+        return result.ok
+
+    async def _put_native(self, msg: MessageInput) -> PutResult:
+        return self.store.put_message(msg)
+
+    def _real_message(self, record: bytes) -> MessageInput | None:
+        """The scheduled record as a message for its real topic and queue, DELAY cleared."""
         rec = decode_record(record, check_crc=False)
         props = dict(rec.properties)
         real_topic = props.get(P.REAL_TOPIC)
         real_qid = props.get(P.REAL_QID, "0")
         if not real_topic:
             log.error("scheduled message at %d has no REAL_TOPIC; dropped", rec.physical_offset)
-            return True
+            return None
         props.pop(P.DELAY, None)
-        msg = MessageInput(
+        return MessageInput(
             topic=real_topic,
             body=rec.body,
             queue_id=int(real_qid) if real_qid.isdigit() else 0,
@@ -130,7 +195,3 @@ class ScheduleService:
             reconsume_times=rec.reconsume_times,
             wait_store_ok=False,
         )
-        result = self.store.put_message(msg)
-        if not result.ok:
-            log.warning("delayed delivery to %s refused: %s %s", real_topic, result.status.value, result.remark)
-        return result.ok

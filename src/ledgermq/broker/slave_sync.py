@@ -210,6 +210,8 @@ class SlaveSynchronizer:
     async def sync_delay_offsets(self, master: str) -> None:
         doc = await self._fetch(master, RequestCode.GET_ALL_DELAY_OFFSET)
         save_json(self.broker.topics.path.with_name("delayOffset.json"), doc)
+        if self.broker.schedule is not None:  # DLedger mode: a follower's (stopped) service
+            self.broker.schedule.adopt(doc)  # starts from these if it becomes the leader
 
     async def sync_groups(self, master: str) -> None:
         doc = await self._fetch(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)

@@ -239,7 +239,7 @@ async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
         reconsume_times=int_field(cmd, "reconsumeTimes", 0),
         wait_store_ok=wait,
     )
-    result = await broker.dledger.put(msg) if broker.dledger is not None else broker.store.put_message(msg)
+    result = await broker.put(msg)
     return await _finish(broker, cmd, result, queue_id, wait)
 
 
@@ -275,7 +275,7 @@ async def _send_batch(broker: Broker, ctx: RequestContext, cmd: RemotingCommand)
         born_host=_peer_host(ctx),
         store_host=broker.store_host,
     )
-    result = await broker.dledger.put(batch) if broker.dledger is not None else broker.store.put_messages(batch)
+    result = await broker.put_batch(batch)
     return await _finish(broker, cmd, result, queue_id)
 
 

@@ -19,8 +19,10 @@ retryMaxTimes) or delayLevel < 0, the copy goes to ``%DLQ%<group>`` (1 queue, pe
 with ``DELAY=0`` instead. A group with retryQueueNums <= 0 gets SUCCESS and nothing is
 written.
 
-Note: until a schedule service exists, delayed copies stay in SCHEDULE_TOPIC_XXXX and
-are not yet re-delivered to the retry topic.
+The copy is written through ``Broker.put``: into the store natively, proposed to the
+Raft group in DLedger mode (where only the leader accepts it; a follower answers
+SYSTEM_ERROR and the client sends the retry itself, to the master). The schedule
+service later moves a delayed copy to the retry topic.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, cmd: Remot
     if not props.get(P.ORIGIN_MESSAGE_ID, "").strip():
         props[P.ORIGIN_MESSAGE_ID] = original.offset_msg_id
 
-    result = broker.store.put_message(
+    result = await broker.put(
         MessageInput(
             topic=topic,
             body=original.body,

@@ -161,3 +161,15 @@ def test_summary_min_median_max_per_label() -> None:
     assert (kill.min_s, kill.median_s, kill.max_s) == (1.0, 2.0, 3.0)
     part = summary["partition:link"]
     assert (part.faults, part.unavailable, part.max_s) == (1, 0, 0.0)
+
+
+def test_the_window_closes_at_the_earliest_success_not_the_first_to_start() -> None:
+    # Sender 1's send began first but waited on a stopped leader; sender 0's later one
+    # reached the new leader and ended first: that is when writes were possible again.
+    attempts = [
+        failed(0, 0, 10.0, 13.0),
+        ok(1, 1, 0, 0, start=13.0, end=14.2),
+        ok(2, 0, 1, 0, start=13.01, end=13.02),
+    ]
+    ws = windows(attempts, [fault(0, 10.0)], 20.0)
+    assert ws[0].seconds == pytest.approx(13.02 - 10.0)

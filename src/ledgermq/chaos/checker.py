@@ -8,8 +8,8 @@
 * **divergence**: the same (queue, offset) holding different messages on the master and
   another broker (and offsets a replica holds past the master's end);
 * **unavailability windows** (openchaos' RTO): for each fault, from the start of the first
-  failed send (any outcome but SEND_OK) that ends after the fault began to the end of the
-  first SEND_OK that started after it; 0 when no send failed; None when none succeeded
+  failed send (any outcome but SEND_OK) that ends after the fault began to the earliest
+  end of a SEND_OK that started after it; 0 when no send failed; None when none succeeded
   before the next fault. Summarised as min/median/max per fault label (kind:role).
 """
 
@@ -246,7 +246,13 @@ def windows(attempts: Sequence[Attempt], faults: Sequence[FaultRecord], run_end:
             out.append(Window(f.index, f.label, 0.0, 0, slowest_send_s=slowest))
             continue
         first = failures[0]
-        ok = next((a for a in ordered if a.acked and a.start >= first.start and a.start < horizon), None)
+        # The earliest-ending SEND_OK that started after the first failure: with several
+        # senders, one that started first may still be waiting on a stopped broker.
+        ok = min(
+            (a for a in ordered if a.acked and a.start >= first.start and a.start < horizon),
+            key=lambda a: a.end,
+            default=None,
+        )
         if ok is None:
             out.append(Window(f.index, f.label, None, len(failures), horizon - first.start, slowest))
         else:

@@ -5,7 +5,9 @@ Kinds (the CLI's names):
 * ``kill``: SIGKILL the master or the slave, hold, restart it on the same port and store;
 * ``suspend``: SIGSTOP the master or the slave, hold, SIGCONT;
 * ``partition``: cut the master-slave replication link at the fault proxy ("reset": RST
-  every connection and refuse new ones; "blackhole": drop every byte), hold, heal;
+  every connection and refuse new ones; "blackhole": drop every byte), hold, heal; on a
+  DLedger group, cut every Raft link to and from the current leader (the leader alone is
+  a minority: "isolate the leader");
 * ``tail-loss``: SIGKILL the master, zero the last 64 KiB of data in its newest
   commit-log segment (an unflushed tail the page cache never wrote), restart it;
 * ``disk-full``: make the master's or the slave's disk "full" (the broker's failpoints
@@ -14,8 +16,10 @@ Kinds (the CLI's names):
 
 ``schedule(seed, cycles, kinds)`` draws every cycle's kind, target role, load interval,
 hold time and mode from ``random.Random(seed)`` alone, so a seed replays the same faults.
-Targets are roles ("master", "slave") resolved against the layout when the fault starts,
-so the same schedule fits a layout whose master moves.
+Targets are roles resolved against the layout when the fault starts: "master" and
+"slave" on a master-slave group, "leader" and "follower" on a DLedger group (whose leader
+moves); ``targets_for(layout)`` names them. ``tail-loss`` does not apply to a DLedger
+group (SEND_OK waits for a quorum's persistence; see ``NOT_APPLICABLE``).
 """
 
 from __future__ import annotations
@@ -38,6 +42,19 @@ _TARGETS = {
     "tail-loss": ("master",),
     "disk-full": ("master", "slave"),
 }
+# DLedger groups: the same kinds against the Raft roles; a partition isolates the leader.
+_DLEDGER_TARGETS = {
+    "kill": ("leader", "follower"),
+    "suspend": ("leader", "follower"),
+    "partition": ("leader",),
+    "disk-full": ("leader", "follower"),
+}
+NOT_APPLICABLE = {
+    "dledger": {
+        "tail-loss": "tail-loss does not apply to a DLedger group: SEND_OK waits until a quorum persisted "
+        "the message, so the loss of one node's unflushed tail cannot lose an acknowledged message by design",
+    },
+}
 _HOLD_S = {  # (min, max) seconds the fault lasts
     "kill": (0.5, 3.0),
     "suspend": (1.0, 5.0),
@@ -59,7 +76,7 @@ def parse_kinds(text: str) -> tuple[str, ...]:
 class FaultPlan:
     index: int
     kind: str
-    role: str  # "master", "slave" or "link"
+    role: str  # "master", "slave", "link", "leader" or "follower"
     steady_s: float  # load before the fault
     hold_s: float
     mode: str = ""  # partition: reset | blackhole
@@ -69,15 +86,32 @@ class FaultPlan:
         return f"{self.kind}:{self.role}"
 
 
+def targets_for(layout: str) -> dict[str, tuple[str, ...]]:
+    """The roles each kind may hit on a layout ("sync", "async" or "dledger")."""
+    return _DLEDGER_TARGETS if layout == "dledger" else _TARGETS
+
+
+def applicable(layout: str, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
+    """The kinds that apply to ``layout``, and why the others were left out."""
+    skipped = NOT_APPLICABLE.get(layout, {})
+    return tuple(k for k in kinds if k not in skipped), [skipped[k] for k in kinds if k in skipped]
+
+
 def schedule(
-    seed: int, cycles: int, kinds: tuple[str, ...], steady_s: tuple[float, float] = (1.0, 4.0), hold_scale: float = 1.0
+    seed: int,
+    cycles: int,
+    kinds: tuple[str, ...],
+    steady_s: tuple[float, float] = (1.0, 4.0),
+    hold_scale: float = 1.0,
+    targets: dict[str, tuple[str, ...]] | None = None,
 ) -> list[FaultPlan]:
+    targets = targets or _TARGETS
     rng = random.Random(seed)
     plans = []
     first = rng.sample(kinds, len(kinds))  # every kind at least once when there are enough cycles
     for i in range(cycles):
         kind = first[i] if i < len(first) else rng.choice(kinds)
-        role = rng.choice(_TARGETS[kind])
+        role = rng.choice(targets[kind])
         steady = round(rng.uniform(*steady_s), 3)
         lo, hi = _HOLD_S[kind]
         hold = round(rng.uniform(lo, hi) * hold_scale, 3)
@@ -133,20 +167,30 @@ def zero_tail(store_dir: Path, nbytes: int = TAIL_LOSS_BYTES) -> dict[str, Any]:
 class Injector:
     """Starts and ends faults on a layout and its link proxies."""
 
-    def __init__(self, layout: Layout, proxies: dict[str, FaultProxy]) -> None:
+    def __init__(self, layout: Layout, proxies: dict[str, FaultProxy], seed: int = 0) -> None:
         self.layout = layout
         self.proxies = proxies
+        self._rng = random.Random(seed)  # which follower, when there are several
 
-    def _resolve(self, role: str) -> str:
-        if role == "master":
-            return self.layout.current_master()
-        if role == "slave":
-            master = self.layout.current_master()
-            return next(t for t in self.layout.targets() if t != master)
-        return ",".join(self.proxies)
+    async def _resolve(self, role: str, timeout: float) -> str:
+        if role == "link":
+            return ",".join(self.proxies)
+        master = await self.layout.wait_master(timeout)
+        if master is None:
+            raise RuntimeError(f"no master/leader within {timeout:.0f}s to resolve {role!r}")
+        if role in ("master", "leader"):
+            return master
+        return self._rng.choice([t for t in self.layout.targets() if t != master])
 
-    def begin(self, plan: FaultPlan) -> FaultRecord:
-        target = self._resolve(plan.role)
+    def _links_of(self, target: str) -> list[FaultProxy]:
+        """The proxies to cut: every link for "link", else the links to and from ``target``."""
+        if target in self.layout.targets():
+            return [p for name, p in self.proxies.items() if f":{target}->" in name or name.endswith(f"->{target}")]
+        return list(self.proxies.values())
+
+    async def begin(self, plan: FaultPlan, resolve_timeout: float = 30.0) -> FaultRecord:
+        """Resolve the plan's role (waiting, bounded, for a leader) and inject the fault."""
+        target = await self._resolve(plan.role, resolve_timeout)
         rec = FaultRecord(plan.index, plan.kind, plan.role, target, plan.mode, time.monotonic())
         if plan.kind == "kill":
             self.layout.kill(target)
@@ -155,9 +199,12 @@ class Injector:
             self.layout.pause(target)
             rec.detail = f"SIGSTOP {target}"
         elif plan.kind == "partition":
-            for proxy in self.proxies.values():
+            cut = self._links_of(target)
+            for proxy in cut:
                 proxy.cut(plan.mode)
-            rec.detail = f"cut {target} ({plan.mode})"
+            rec.notes = {"links": [p.name for p in cut]}
+            what = target if len(cut) == 1 or target not in self.layout.targets() else f"{target} from its peers"
+            rec.detail = f"cut {what} ({plan.mode}, {len(cut)} links)"
         elif plan.kind == "tail-loss":
             self.layout.kill(target)
             rec.notes = zero_tail(self.layout.node(target).store_dir)
@@ -179,7 +226,8 @@ class Injector:
                 self.layout.resume(rec.target)
             elif rec.kind == "partition":
                 for proxy in self.proxies.values():
-                    proxy.heal()
+                    if proxy.is_cut:
+                        proxy.heal()
             elif rec.kind == "disk-full":
                 self.layout.node(rec.target).disk_full_flag.unlink(missing_ok=True)
         except Exception as exc:

@@ -77,7 +77,7 @@ class Stability:
 
 
 class Layout(Protocol):
-    """What a chaos run needs from a broker layout (master-slave today, DLedger later)."""
+    """What a chaos run needs from a broker layout (master-slave, or a DLedger group)."""
 
     name: str
     namesrv_addr: str
@@ -87,8 +87,12 @@ class Layout(Protocol):
         """The broker nodes faults may hit."""
         ...
 
-    def current_master(self) -> str:
-        """The node that takes writes now."""
+    async def current_master(self) -> str | None:
+        """The node that takes writes now (None while a DLedger group elects a leader)."""
+        ...
+
+    async def wait_master(self, timeout: float) -> str | None:
+        """Until a node takes writes (bounded); that node, None if none did in time."""
         ...
 
     def node(self, name: str) -> Node: ...
@@ -201,7 +205,10 @@ class MasterSlaveLayout:
     def targets(self) -> list[str]:
         return list(self.nodes)
 
-    def current_master(self) -> str:
+    async def current_master(self) -> str | None:
+        return self.master.name
+
+    async def wait_master(self, timeout: float) -> str | None:
         return self.master.name
 
     def node(self, name: str) -> Node:

@@ -22,7 +22,8 @@ from typing import Any
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.checker import Verdict, check
-from ledgermq.chaos.faults import FaultRecord, Injector, schedule
+from ledgermq.chaos.dledger import DLedgerLayout
+from ledgermq.chaos.faults import FaultRecord, Injector, applicable, schedule, targets_for
 from ledgermq.chaos.layout import Layout, MasterSlaveLayout
 from ledgermq.chaos.proxy import FaultProxy
 from ledgermq.chaos.readback import ReadBack, read_broker, read_client
@@ -34,7 +35,7 @@ MARKER = ".ledgermq-chaos-run"
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    layout: str  # "sync" | "async"
+    layout: str  # "sync" | "async" | "dledger"
     cycles: int
     seed: int
     faults: tuple[str, ...]
@@ -72,13 +73,18 @@ def run_dir(cfg: RunConfig) -> Path:
 def make_layout(kind: str, root: Path) -> Layout:
     if kind in ("sync", "async"):
         return MasterSlaveLayout(root, sync=kind == "sync")
-    raise ValueError(f"unknown layout {kind!r} (sync, async)")
+    if kind == "dledger":
+        return DLedgerLayout(root)
+    raise ValueError(f"unknown layout {kind!r} (sync, async, dledger)")
 
 
 async def create_topic(layout: Layout, timeout: float = 30.0) -> None:
-    addr = layout.node(layout.current_master()).addr
     deadline = time.monotonic() + timeout
     while True:
+        master = await layout.wait_master(max(0.1, deadline - time.monotonic()))
+        if master is None:
+            raise RuntimeError(f"no master to create {TOPIC} on")
+        addr = layout.node(master).addr
         try:
             async with AdminClient(layout.namesrv_addr, timeout=3.0) as admin:
                 await admin.create_topic(addr, TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
@@ -94,17 +100,23 @@ async def create_topic(layout: Layout, timeout: float = 30.0) -> None:
 
 
 async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
-    plans = schedule(cfg.seed, cfg.cycles, cfg.faults, cfg.steady_s, cfg.hold_scale)
+    kinds, skipped = applicable(cfg.layout, cfg.faults)
+    if not kinds:
+        raise ValueError(f"no fault kind applies to the {cfg.layout} layout: {'; '.join(skipped)}")
+    plans = schedule(cfg.seed, cfg.cycles, kinds, cfg.steady_s, cfg.hold_scale, targets_for(cfg.layout))
     root = run_dir(cfg)
     layout = make_layout(cfg.layout, root)
     proxies: dict[str, FaultProxy] = {}
     workload: Workload | None = None
     records: list[FaultRecord] = []
-    notes: list[str] = []
+    notes: list[str] = [f"skipped: {why}" for why in skipped]
+    for why in skipped:
+        log.warning("chaos: %s", why)
     t0 = time.monotonic()
     run_end = t0
     reads: list[ReadBack] = []
     stability: dict[str, Any] = {}
+    master_source = "master"
     healed: list[str] = []
     try:
         for link in layout.links():
@@ -119,11 +131,11 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         workload = Workload(layout.namesrv_addr, senders=cfg.senders, rate=cfg.rate, send_timeout=cfg.send_timeout)
         await workload.start()
         await asyncio.sleep(cfg.warmup_s)
-        injector = Injector(layout, proxies)
+        injector = Injector(layout, proxies, cfg.seed)
         try:
             for plan in plans:
                 await asyncio.sleep(plan.steady_s)
-                rec = injector.begin(plan)
+                rec = await injector.begin(plan, cfg.recovery_timeout)
                 records.append(rec)
                 log.warning("chaos fault %d/%d: %s, hold %.2fs", plan.index + 1, len(plans), rec.detail, plan.hold_s)
                 await asyncio.sleep(plan.hold_s)
@@ -142,11 +154,22 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         run_end = time.monotonic()
         healed = await injector.heal_all()
         stable = await layout.wait_stable(cfg.stable_timeout)
-        stability = {"stable": stable.stable, "detail": stable.detail, "max_offsets": stable.max_offsets}
+        leader = await layout.current_master()
+        stability = {
+            "stable": stable.stable,
+            "detail": stable.detail,
+            "max_offsets": stable.max_offsets,
+            "master": leader,
+        }
         if not stable.stable:
             notes.append(f"the group did not become stable within {cfg.stable_timeout:.0f}s: {stable.detail}")
+        if cfg.layout == "dledger":
+            # Every member by its name; the leader's copy is the one the others are compared with.
+            master_source = leader or layout.targets()[0]
+            if leader is None:
+                notes.append(f"no leader at the end: the members are compared with {master_source}")
         for name in layout.targets():
-            source = "master" if name == layout.current_master() else name
+            source = name if cfg.layout == "dledger" else ("master" if name == leader else name)
             reads.append(await read_broker(source, layout.node(name).addr, TOPIC, QUEUES))
         expected = max((r.count() for r in reads), default=0)
         reads.append(await read_client(layout.namesrv_addr, TOPIC, expected))
@@ -157,14 +180,15 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
             await proxy.close()
         layout.close()
     attempts = workload.attempts if workload is not None else []
-    verdict = check(attempts, records, reads, run_end)
+    verdict = check(attempts, records, reads, run_end, master_source)
     verdict.notes.extend(notes)
     summary = {
         "run": {
             "layout": cfg.layout,
             "seed": cfg.seed,
             "cycles": cfg.cycles,
-            "faults": list(cfg.faults),
+            "faults": list(kinds),
+            "skipped": skipped,
             "senders": cfg.senders,
             "rate": cfg.rate,
             "duration_s": round(time.monotonic() - t0, 3),

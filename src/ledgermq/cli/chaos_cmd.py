@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ledgermq.chaos.faults import KINDS, parse_kinds
+from ledgermq.chaos.faults import KINDS, applicable, parse_kinds
 from ledgermq.chaos.report import render, write_json
 from ledgermq.chaos.runner import RunConfig, run
 from ledgermq.cli.runtime import GIL_SWITCH_INTERVAL_S
@@ -32,10 +32,10 @@ def chaos() -> None:
 @chaos.command("run")
 @click.option(
     "--layout",
-    type=click.Choice(["sync", "async"]),
+    type=click.Choice(["sync", "async", "dledger"]),
     default="sync",
     show_default=True,
-    help="master-slave group: SYNC_MASTER or ASYNC_MASTER master, one slave",
+    help="sync/async: a SYNC_MASTER or ASYNC_MASTER master and one slave; dledger: a 3-broker DLedger (Raft) group",
 )
 @click.option("--cycles", type=click.IntRange(0, 100_000), default=10, show_default=True, help="fault cycles")
 @click.option("--seed", type=int, default=None, help="the schedule's seed (default: a random one, printed)")
@@ -79,6 +79,10 @@ def run_cmd(layout: str, cycles: int, seed: int | None, faults: str, data: Path,
         kinds = parse_kinds(faults)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--faults") from exc
+    for why in applicable(layout, kinds)[1]:
+        click.echo(f"ledgermq chaos: skipping {why}", err=True)
+    if not applicable(layout, kinds)[0]:
+        raise click.BadParameter(f"no fault kind of {faults!r} applies to the {layout} layout", param_hint="--faults")
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "big")
     cfg = RunConfig(layout, cycles, seed, kinds, data, senders, rate, _pair(steady), hold_scale,

@@ -1,0 +1,263 @@
+"""``DLedgerLayout``: a name server and a 3-broker DLedger (Raft) group as real processes.
+
+Brokers n0, n1 and n2 run in DLedger mode (``enableDLegerCommitLog=true``) in one group;
+the Raft leader registers with the name server as the master (brokerId 0), followers as
+slaves (n<k> -> brokerId k + 1). ``current_master`` asks the name server which node is
+registered as brokerId 0 (None during an election, or when the registered one is not
+running).
+
+**Partitions between Raft peers without root.** Each node gets its own ``dLegerPeers``:
+itself at its real Raft port on 127.0.0.1, and every other node j at the listen address
+of a fault proxy for the link i->j (on 127.0.0.2, which Linux routes to loopback) that
+forwards to j's real Raft port. Every Raft message node i sends to j crosses the proxy
+"raft:ni->nj" (the transport sends one-way batches, answers travel on the reverse link),
+so cutting the links to and from one node isolates it from its peers while clients still
+reach it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ledgermq.admin.client import AdminClient
+from ledgermq.chaos.layout import (
+    CLUSTER,
+    CQ_SEGMENT,
+    DISK_FULL_POINTS,
+    HOST,
+    PROXY_HOST,
+    SEGMENT,
+    START_TIMEOUT_S,
+    Link,
+    Node,
+    Stability,
+    _poll,
+    tcp_open,
+)
+from ledgermq.chaos.process import ChildProcess
+from ledgermq.failpoints import ENOSPC_IF
+from ledgermq.testing.ports import free_port
+
+GROUP = "chaos-dl"
+NODES = ("n0", "n1", "n2")
+HEARTBEAT_MS = 100
+ELECTION_TIMEOUT_MS = 800
+
+
+def link_name(src: str, dst: str) -> str:
+    return f"raft:{src}->{dst}"
+
+
+class DLedgerLayout:
+    """``DLedgerLayout(root)``; ``await start()``; ... ; ``close()``."""
+
+    name = "dledger"
+
+    def __init__(self, root: Path, *, extra_props: dict[str, object] | None = None) -> None:
+        self.root = root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.namesrv_port = free_port()
+        self.namesrv_addr = f"{HOST}:{self.namesrv_port}"
+        self.namesrv = ChildProcess(
+            "namesrv",
+            ["namesrv", "-p", str(self.namesrv_port), "--host", HOST, "--kv-config", str(self.root / "kvConfig.json")],
+            self.root / "logs" / "namesrv.log",
+        )
+        self.raft_ports = {n: free_port() for n in NODES}
+        # One proxy per directed link i->j: node i reaches j at (PROXY_HOST, port).
+        self._links = [
+            Link(link_name(i, j), (PROXY_HOST, free_port()), (HOST, self.raft_ports[j]))
+            for i in NODES
+            for j in NODES
+            if i != j
+        ]
+        self.nodes = {n: self._node(n, extra_props or {}) for n in NODES}
+        self._last_master: str | None = None
+
+    # -- configuration ----------------------------------------------------------------
+    def peers_of(self, name: str) -> str:
+        """The ``dLegerPeers`` node ``name`` is given: itself real, the others via proxies."""
+        parts = []
+        by_name = {link.name: link for link in self._links}
+        for n in NODES:
+            if n == name:
+                parts.append(f"{n}-{HOST}:{self.raft_ports[n]}")
+            else:
+                host, port = by_name[link_name(name, n)].listen
+                parts.append(f"{n}-{host}:{port}")
+        return ";".join(parts)
+
+    def _node(self, name: str, extra: dict[str, object]) -> Node:
+        port = free_port(span=2)
+        home = self.root / name
+        store = home / "store"
+        store.mkdir(parents=True, exist_ok=True)
+        flag = home / "disk-full.flag"
+        flag.unlink(missing_ok=True)
+        props: dict[str, object] = {
+            "brokerClusterName": CLUSTER,
+            "brokerName": GROUP,
+            "brokerIP1": HOST,
+            "listenHost": HOST,
+            "listenPort": port,
+            "namesrvAddr": self.namesrv_addr,
+            "storePathRootDir": store,
+            "mappedFileSizeCommitLog": SEGMENT,
+            "mappedFileSizeConsumeQueue": CQ_SEGMENT,
+            "registerNameServerPeriod": 1000,
+            "slaveSyncInterval": 1000,
+            "flushConsumerOffsetInterval": 1000,
+            "autoCreateTopicEnable": "true",
+            "enableDLegerCommitLog": "true",
+            "dLegerGroup": GROUP,
+            "dLegerPeers": self.peers_of(name),
+            "dLegerSelfId": name,
+            "dLegerHeartBeatIntervalMs": HEARTBEAT_MS,
+            "dLegerElectionTimeoutMs": ELECTION_TIMEOUT_MS,
+            **extra,
+        }
+        conf = home / "broker.properties"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        env = {"LEDGERMQ_FAILPOINTS": ",".join(f"{p}={ENOSPC_IF}{flag}" for p in DISK_FULL_POINTS)}
+        proc = ChildProcess(name, ["broker", "-c", str(conf)], self.root / "logs" / f"{name}.log", env)
+        return Node(name, int(name[1:]) + 1, "DLEDGER", port, store, flag, proc)
+
+    # -- the protocol -----------------------------------------------------------------
+    def targets(self) -> list[str]:
+        return list(self.nodes)
+
+    async def current_master(self) -> str | None:
+        """The running node the name server lists as brokerId 0 of the group, else None."""
+        try:
+            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+                route = await admin.route("TBW102")
+        except Exception:
+            return None
+        for data in route.broker_datas:
+            if data.broker_name != GROUP:
+                continue
+            addr = data.broker_addrs.get(0)
+            for node in self.nodes.values():
+                if node.addr == addr and node.process.alive and not node.process.paused:
+                    self._last_master = node.name
+                    return node.name
+        return None
+
+    async def wait_master(self, timeout: float) -> str | None:
+        """Until a running node is registered as the master (bounded)."""
+        deadline = time.monotonic() + timeout
+        found: str | None = None
+
+        async def check() -> bool:
+            nonlocal found
+            found = await self.current_master()
+            return found is not None or time.monotonic() > deadline
+
+        await _poll(check, timeout, 0.05)
+        return found
+
+    def node(self, name: str) -> Node:
+        return self.nodes[name]
+
+    def links(self) -> list[Link]:
+        return list(self._links)
+
+    async def start(self) -> None:
+        self.namesrv.start()
+        if not await _poll(lambda: self._alive_and_open(self.namesrv, self.namesrv_port), START_TIMEOUT_S, 0.05):
+            raise RuntimeError(f"the name server did not start{self.explain()}")
+        for node in self.nodes.values():
+            node.process.start()
+        for node in self.nodes.values():
+            await self._wait_serving(node)
+        if await self.wait_master(START_TIMEOUT_S) is None:
+            raise RuntimeError(f"no leader registered as master within {START_TIMEOUT_S:.0f}s{self.explain()}")
+
+    def kill(self, name: str) -> None:
+        self.nodes[name].process.kill()
+
+    async def restart(self, name: str) -> None:
+        node = self.nodes[name]
+        node.process.start()
+        await self._wait_serving(node)
+        await self._wait_registered(node)
+
+    def pause(self, name: str) -> None:
+        self.nodes[name].process.pause()
+
+    def resume(self, name: str) -> None:
+        self.nodes[name].process.resume()
+
+    async def wait_stable(self, timeout: float) -> Stability:
+        """Until one running leader is registered and every member's commit log ends where
+        the leader's does (bounded)."""
+        offsets: dict[str, int] = {}
+        why = ""
+
+        async def check() -> bool:
+            nonlocal why
+            for node in self.nodes.values():
+                if not node.process.alive or node.process.paused:
+                    why = f"{node.name} is not running"
+                    return False
+            leader = await self.current_master()
+            if leader is None:
+                why = "no leader registered as master"
+                return False
+            for node in self.nodes.values():
+                offsets[node.name] = await self.max_offset(node.name)
+            target = offsets[leader]
+            why = f"leader {leader}; commit-log max offsets {offsets}"
+            return target >= 0 and all(o == target for o in offsets.values())
+
+        ok = await _poll(check, timeout, 0.2)
+        return Stability(ok, why, dict(offsets))
+
+    async def max_offset(self, name: str) -> int:
+        """The node's commitLogMaxOffset, -1 when it does not answer."""
+        try:
+            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+                info = await admin.broker_runtime_info(self.nodes[name].addr)
+            return int(info["commitLogMaxOffset"])
+        except Exception:
+            return -1
+
+    def explain(self) -> str:
+        parts = [f"\n--- {n.name} ({n.process.log_path}) ---\n{n.process.tail(20)}" for n in self.nodes.values()]
+        return "".join(parts) + f"\n--- namesrv ---\n{self.namesrv.tail(8)}"
+
+    def close(self) -> None:
+        """Kill every process this layout started (by pid) and clear the disk-full flags."""
+        for node in self.nodes.values():
+            node.process.kill()
+            node.disk_full_flag.unlink(missing_ok=True)
+        self.namesrv.kill()
+
+    # -- helpers ----------------------------------------------------------------------
+    async def _wait_serving(self, node: Node) -> None:
+        if not await _poll(lambda: self._alive_and_open(node.process, node.port), START_TIMEOUT_S, 0.05):
+            raise RuntimeError(f"{node.name} did not open its port{self.explain()}")
+        if not await _poll(lambda: tcp_open(HOST, self.raft_ports[node.name]), START_TIMEOUT_S, 0.05):
+            raise RuntimeError(f"{node.name} did not open its Raft port{self.explain()}")
+
+    async def _wait_registered(self, node: Node) -> None:
+        if not await _poll(lambda: self._registered(node), START_TIMEOUT_S, 0.1):
+            raise RuntimeError(f"{node.name} did not register with the name server{self.explain()}")
+
+    async def _registered(self, node: Node) -> bool:
+        """Listed under any brokerId (the master while it leads, n<k> -> k + 1 otherwise)."""
+        if not node.process.alive:
+            raise RuntimeError(f"{node.name} exited with {node.process.exit_code}:\n{node.process.tail()}")
+        try:
+            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+                route = await admin.route("TBW102")
+        except Exception:
+            return False
+        return any(node.addr in d.broker_addrs.values() for d in route.broker_datas if d.broker_name == GROUP)
+
+    @staticmethod
+    async def _alive_and_open(proc: ChildProcess, port: int) -> bool:
+        if not proc.alive:
+            raise RuntimeError(f"{proc.name} exited with {proc.exit_code}:\n{proc.tail()}")
+        return await tcp_open(HOST, port)

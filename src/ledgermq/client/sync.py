@@ -451,6 +451,8 @@ class SyncAdmin(_Closable[AdminClient]):
     query_by_key = blocking(AdminClient.query_by_key)
     broker_runtime_info = blocking(AdminClient.broker_runtime_info)
     ha_status = blocking(AdminClient.ha_status)
+    dledger_status = blocking(AdminClient.dledger_status)
+    dledger_transfer_leader = blocking(AdminClient.dledger_transfer_leader)
 
 
 class SyncLitePullConsumer(_Closable[LitePullConsumer]):

@@ -6,13 +6,11 @@ tail of its commit log, a full disk), no acknowledged message lost, master and s
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.chaos.profile import run_short_profile
 
 SEED = 20240601
 KINDS = "kill,suspend,partition,tail-loss,disk-full"
@@ -21,24 +19,5 @@ KINDS = "kill,suspend,partition,tail-loss,disk-full"
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_short_profile_loses_nothing(tmp_path: Path) -> None:
-    out = tmp_path / "summary.json"
-    src = Path(__file__).resolve().parents[2] / "src"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH", "")]))}
-    args = [
-        sys.executable, "-m", "ledgermq.cli.main", "chaos", "run", "--layout", "sync", "--cycles", "5",
-        "--seed", str(SEED), "--faults", KINDS, "--steady", "1,2", "--hold-scale", "0.6",
-        "--data", str(tmp_path / "data"), "--json", str(out),
-    ]  # fmt: skip
-    done = subprocess.run(args, capture_output=True, text=True, timeout=220, env=env, check=False)
-    logs = "\n".join(
-        f"--- {p.name} ---\n{p.read_text(errors='replace')[-3000:]}" for p in (tmp_path / "data").glob("*/logs/*.log")
-    )
-    report = f"exit {done.returncode}\nstdout:\n{done.stdout[-6000:]}\nstderr:\n{done.stderr[-3000:]}\n{logs}"
-    assert done.returncode == 0, report
-    summary = json.loads(out.read_text())
-    verdict = summary["verdict"]
-    assert verdict["lost"] == 0 and not verdict["diverged"], report
-    assert verdict["acked"] > 100, report
-    assert sorted(f["kind"] for f in summary["faults"]) == sorted(KINDS.split(",")), report
-    assert all(f["recovered_at"] > 0 for f in summary["faults"]), report
-    assert {s["source"] for s in verdict["sources"]} == {"master", "slave", "client"}
+    summary, _report = run_short_profile(tmp_path, "sync", KINDS, SEED, 220)
+    assert {s["source"] for s in summary["verdict"]["sources"]} == {"master", "slave", "client"}

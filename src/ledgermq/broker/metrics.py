@@ -62,6 +62,13 @@ _REQUEST_TIMEOUT_S = 5.0
 _MAX_REQUEST_HEAD = 16 * 1024
 
 
+def _broker_counter(metric: str, doc: str, broker: str, value: float) -> CounterMetricFamily:
+    """A counter with the ``broker`` label only, already holding its one value."""
+    family = CounterMetricFamily(metric, doc, labels=["broker"])
+    family.add_metric([broker], value)
+    return family
+
+
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, labels=labels)
 
@@ -172,20 +179,18 @@ class BrokerCollector:
         )
         recovering.add_metric([name], 1 if ha.recovering else 0)
         yield recovering
-        truncated = CounterMetricFamily(
+        yield _broker_counter(
             "ledgermq_ha_truncated_slaves",
             "Slaves told to truncate a tail that diverged from this master's log or that it lacks.",
-            labels=["broker"],
+            name,
+            ha.truncated_slaves,
         )
-        truncated.add_metric([name], ha.truncated_slaves)
-        yield truncated
-        took_back = CounterMetricFamily(
+        yield _broker_counter(
             "ledgermq_ha_took_back_bytes",
             "Bytes this master took back from a slave after losing the tail of its commit log.",
-            labels=["broker"],
+            name,
+            ha.took_back_bytes,
         )
-        took_back.add_metric([name], ha.took_back_bytes)
-        yield took_back
 
     def _slave(self, name: str, client: dict[str, Any]) -> Iterable[Metric]:
         master = client["masterAddr"]
@@ -220,20 +225,18 @@ class BrokerCollector:
         )
         diverged.add_metric([name], 1 if client.get("refused") or DIVERGED_MARKER in error else 0)
         yield diverged
-        truncations = CounterMetricFamily(
+        yield _broker_counter(
             "ledgermq_ha_client_truncations",
             "Times the master told this slave to cut a tail that diverged or that the master lacked.",
-            labels=["broker"],
+            name,
+            client.get("truncations", 0),
         )
-        truncations.add_metric([name], client.get("truncations", 0))
-        yield truncations
-        truncated_bytes = CounterMetricFamily(
+        yield _broker_counter(
             "ledgermq_ha_client_truncated_bytes",
             "Commit-log bytes this slave truncated on its master's word.",
-            labels=["broker"],
+            name,
+            client.get("truncatedBytes", 0),
         )
-        truncated_bytes.add_metric([name], client.get("truncatedBytes", 0))
-        yield truncated_bytes
 
 
 class BrokerMetrics:

@@ -31,12 +31,14 @@ from ledgermq.chaos.layout import (
     START_TIMEOUT_S,
     Link,
     Node,
+    ProcessLayout,
     Stability,
     _poll,
     tcp_open,
 )
 from ledgermq.chaos.process import ChildProcess
 from ledgermq.failpoints import ENOSPC_IF
+from ledgermq.protocol.route import TopicRouteData
 from ledgermq.testing.ports import free_port
 
 GROUP = "chaos-dl"
@@ -49,21 +51,13 @@ def link_name(src: str, dst: str) -> str:
     return f"raft:{src}->{dst}"
 
 
-class DLedgerLayout:
+class DLedgerLayout(ProcessLayout):
     """``DLedgerLayout(root)``; ``await start()``; ... ; ``close()``."""
 
     name = "dledger"
 
     def __init__(self, root: Path, *, extra_props: dict[str, object] | None = None) -> None:
-        self.root = root.resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.namesrv_port = free_port()
-        self.namesrv_addr = f"{HOST}:{self.namesrv_port}"
-        self.namesrv = ChildProcess(
-            "namesrv",
-            ["namesrv", "-p", str(self.namesrv_port), "--host", HOST, "--kv-config", str(self.root / "kvConfig.json")],
-            self.root / "logs" / "namesrv.log",
-        )
+        super().__init__(root)
         self.raft_ports = {n: free_port() for n in NODES}
         # One proxy per directed link i->j: node i reaches j at (PROXY_HOST, port).
         self._links = [
@@ -124,9 +118,6 @@ class DLedgerLayout:
         return Node(name, int(name[1:]) + 1, "DLEDGER", port, store, flag, proc)
 
     # -- the protocol -----------------------------------------------------------------
-    def targets(self) -> list[str]:
-        return list(self.nodes)
-
     async def current_master(self) -> str | None:
         """The running node the name server lists as brokerId 0 of the group, else None."""
         try:
@@ -157,16 +148,11 @@ class DLedgerLayout:
         await _poll(check, timeout, 0.05)
         return found
 
-    def node(self, name: str) -> Node:
-        return self.nodes[name]
-
     def links(self) -> list[Link]:
         return list(self._links)
 
     async def start(self) -> None:
-        self.namesrv.start()
-        if not await _poll(lambda: self._alive_and_open(self.namesrv, self.namesrv_port), START_TIMEOUT_S, 0.05):
-            raise RuntimeError(f"the name server did not start{self.explain()}")
+        await self._start_namesrv()
         for node in self.nodes.values():
             node.process.start()
         for node in self.nodes.values():
@@ -174,20 +160,11 @@ class DLedgerLayout:
         if await self.wait_master(START_TIMEOUT_S) is None:
             raise RuntimeError(f"no leader registered as master within {START_TIMEOUT_S:.0f}s{self.explain()}")
 
-    def kill(self, name: str) -> None:
-        self.nodes[name].process.kill()
-
     async def restart(self, name: str) -> None:
         node = self.nodes[name]
         node.process.start()
         await self._wait_serving(node)
         await self._wait_registered(node)
-
-    def pause(self, name: str) -> None:
-        self.nodes[name].process.pause()
-
-    def resume(self, name: str) -> None:
-        self.nodes[name].process.resume()
 
     async def wait_stable(self, timeout: float) -> Stability:
         """Until one running leader is registered and every member's commit log ends where
@@ -214,50 +191,12 @@ class DLedgerLayout:
         ok = await _poll(check, timeout, 0.2)
         return Stability(ok, why, dict(offsets))
 
-    async def max_offset(self, name: str) -> int:
-        """The node's commitLogMaxOffset, -1 when it does not answer."""
-        try:
-            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
-                info = await admin.broker_runtime_info(self.nodes[name].addr)
-            return int(info["commitLogMaxOffset"])
-        except Exception:
-            return -1
-
-    def explain(self) -> str:
-        parts = [f"\n--- {n.name} ({n.process.log_path}) ---\n{n.process.tail(20)}" for n in self.nodes.values()]
-        return "".join(parts) + f"\n--- namesrv ---\n{self.namesrv.tail(8)}"
-
-    def close(self) -> None:
-        """Kill every process this layout started (by pid) and clear the disk-full flags."""
-        for node in self.nodes.values():
-            node.process.kill()
-            node.disk_full_flag.unlink(missing_ok=True)
-        self.namesrv.kill()
-
     # -- helpers ----------------------------------------------------------------------
     async def _wait_serving(self, node: Node) -> None:
-        if not await _poll(lambda: self._alive_and_open(node.process, node.port), START_TIMEOUT_S, 0.05):
-            raise RuntimeError(f"{node.name} did not open its port{self.explain()}")
+        await self._wait_port(node)
         if not await _poll(lambda: tcp_open(HOST, self.raft_ports[node.name]), START_TIMEOUT_S, 0.05):
             raise RuntimeError(f"{node.name} did not open its Raft port{self.explain()}")
 
-    async def _wait_registered(self, node: Node) -> None:
-        if not await _poll(lambda: self._registered(node), START_TIMEOUT_S, 0.1):
-            raise RuntimeError(f"{node.name} did not register with the name server{self.explain()}")
-
-    async def _registered(self, node: Node) -> bool:
+    def _listed(self, node: Node, route: TopicRouteData) -> bool:
         """Listed under any brokerId (the master while it leads, n<k> -> k + 1 otherwise)."""
-        if not node.process.alive:
-            raise RuntimeError(f"{node.name} exited with {node.process.exit_code}:\n{node.process.tail()}")
-        try:
-            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
-                route = await admin.route("TBW102")
-        except Exception:
-            return False
         return any(node.addr in d.broker_addrs.values() for d in route.broker_datas if d.broker_name == GROUP)
-
-    @staticmethod
-    async def _alive_and_open(proc: ChildProcess, port: int) -> bool:
-        if not proc.alive:
-            raise RuntimeError(f"{proc.name} exited with {proc.exit_code}:\n{proc.tail()}")
-        return await tcp_open(HOST, port)

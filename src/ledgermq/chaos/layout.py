@@ -28,6 +28,7 @@ from typing import Protocol
 from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.process import ChildProcess
 from ledgermq.failpoints import ENOSPC_IF
+from ledgermq.protocol.route import TopicRouteData
 from ledgermq.testing.ports import free_port
 
 HOST = "127.0.0.1"
@@ -143,11 +144,13 @@ async def _poll(check_once: Callable[[], Awaitable[bool]], timeout: float, inter
     return False
 
 
-class MasterSlaveLayout:
-    """``MasterSlaveLayout(root, sync=True)``; ``await start()``; ... ; ``close()``."""
+class ProcessLayout:
+    """What every layout of real processes shares: a name server, broker nodes by name, and
+    how to start, kill, pause, ask and explain them. Subclasses add their nodes and roles."""
 
-    def __init__(self, root: Path, *, sync: bool, extra_props: dict[str, object] | None = None) -> None:
-        self.name = "sync" if sync else "async"
+    name = "layout"
+
+    def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.namesrv_port = free_port()
@@ -157,6 +160,84 @@ class MasterSlaveLayout:
             ["namesrv", "-p", str(self.namesrv_port), "--host", HOST, "--kv-config", str(self.root / "kvConfig.json")],
             self.root / "logs" / "namesrv.log",
         )
+        self.nodes: dict[str, Node] = {}
+
+    def targets(self) -> list[str]:
+        return list(self.nodes)
+
+    def node(self, name: str) -> Node:
+        return self.nodes[name]
+
+    def kill(self, name: str) -> None:
+        self.nodes[name].process.kill()
+
+    def pause(self, name: str) -> None:
+        self.nodes[name].process.pause()
+
+    def resume(self, name: str) -> None:
+        self.nodes[name].process.resume()
+
+    async def max_offset(self, name: str) -> int:
+        """The node's commitLogMaxOffset, -1 when it does not answer."""
+        try:
+            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+                info = await admin.broker_runtime_info(self.nodes[name].addr)
+            return int(info["commitLogMaxOffset"])
+        except Exception:
+            return -1
+
+    def explain(self) -> str:
+        parts = [f"\n--- {n.name} ({n.process.log_path}) ---\n{n.process.tail(20)}" for n in self.nodes.values()]
+        return "".join(parts) + f"\n--- namesrv ---\n{self.namesrv.tail(8)}"
+
+    def close(self) -> None:
+        """Kill every process this layout started (by pid) and clear the disk-full flags."""
+        for node in self.nodes.values():
+            node.process.kill()
+            node.disk_full_flag.unlink(missing_ok=True)
+        self.namesrv.kill()
+
+    # -- helpers ----------------------------------------------------------------------
+    async def _start_namesrv(self) -> None:
+        self.namesrv.start()
+        if not await _poll(lambda: self._alive_and_open(self.namesrv, self.namesrv_port), START_TIMEOUT_S, 0.05):
+            raise RuntimeError(f"the name server did not start{self.explain()}")
+
+    async def _wait_port(self, node: Node) -> None:
+        if not await _poll(lambda: self._alive_and_open(node.process, node.port), START_TIMEOUT_S, 0.05):
+            raise RuntimeError(f"{node.name} did not open its port{self.explain()}")
+
+    async def _wait_registered(self, node: Node) -> None:
+        if not await _poll(lambda: self._registered(node), START_TIMEOUT_S, 0.1):
+            raise RuntimeError(f"{node.name} did not register with the name server{self.explain()}")
+
+    async def _registered(self, node: Node) -> bool:
+        if not node.process.alive:
+            raise RuntimeError(f"{node.name} exited with {node.process.exit_code}:\n{node.process.tail()}")
+        try:
+            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+                route = await admin.route("TBW102")
+        except Exception:
+            return False
+        return self._listed(node, route)
+
+    def _listed(self, node: Node, route: TopicRouteData) -> bool:
+        """Whether the name server's route lists ``node`` as the layout expects."""
+        return any(d.broker_addrs.get(node.broker_id) == node.addr for d in route.broker_datas)
+
+    @staticmethod
+    async def _alive_and_open(proc: ChildProcess, port: int) -> bool:
+        if not proc.alive:
+            raise RuntimeError(f"{proc.name} exited with {proc.exit_code}:\n{proc.tail()}")
+        return await tcp_open(HOST, port)
+
+
+class MasterSlaveLayout(ProcessLayout):
+    """``MasterSlaveLayout(root, sync=True)``; ``await start()``; ... ; ``close()``."""
+
+    def __init__(self, root: Path, *, sync: bool, extra_props: dict[str, object] | None = None) -> None:
+        super().__init__(root)
+        self.name = "sync" if sync else "async"
         master_role = "SYNC_MASTER" if sync else "ASYNC_MASTER"
         self.master = self._node("master", 0, master_role, extra_props or {})
         self.slave = self._node("slave", 1, "SLAVE", extra_props or {})
@@ -202,45 +283,26 @@ class MasterSlaveLayout:
         return Node(name, broker_id, role, port, store, flag, proc)
 
     # -- the protocol -----------------------------------------------------------------
-    def targets(self) -> list[str]:
-        return list(self.nodes)
-
     async def current_master(self) -> str | None:
         return self.master.name
 
     async def wait_master(self, timeout: float) -> str | None:
         return self.master.name
 
-    def node(self, name: str) -> Node:
-        return self.nodes[name]
-
     def links(self) -> list[Link]:
         ha = self.master.port + 1
         return [Link("ha:master-slave", (PROXY_HOST, ha), (HOST, ha))]
 
     async def start(self) -> None:
-        self.namesrv.start()
-        if not await _poll(lambda: self._alive_and_open(self.namesrv, self.namesrv_port), START_TIMEOUT_S, 0.05):
-            raise RuntimeError(f"the name server did not start{self.explain()}")
+        await self._start_namesrv()
         for node in self.nodes.values():
             await self.restart(node.name)
-
-    def kill(self, name: str) -> None:
-        self.nodes[name].process.kill()
 
     async def restart(self, name: str) -> None:
         node = self.nodes[name]
         node.process.start()
-        if not await _poll(lambda: self._alive_and_open(node.process, node.port), START_TIMEOUT_S, 0.05):
-            raise RuntimeError(f"{name} did not open its port{self.explain()}")
-        if not await _poll(lambda: self._registered(node), START_TIMEOUT_S, 0.1):
-            raise RuntimeError(f"{name} did not register with the name server{self.explain()}")
-
-    def pause(self, name: str) -> None:
-        self.nodes[name].process.pause()
-
-    def resume(self, name: str) -> None:
-        self.nodes[name].process.resume()
+        await self._wait_port(node)
+        await self._wait_registered(node)
 
     async def wait_stable(self, timeout: float) -> Stability:
         offsets: dict[str, int] = {}
@@ -260,40 +322,6 @@ class MasterSlaveLayout:
         ok = await _poll(check, timeout, 0.2)
         return Stability(ok, why, dict(offsets))
 
-    async def max_offset(self, name: str) -> int:
-        """The node's commitLogMaxOffset, -1 when it does not answer."""
-        try:
-            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
-                info = await admin.broker_runtime_info(self.nodes[name].addr)
-            return int(info["commitLogMaxOffset"])
-        except Exception:
-            return -1
-
-    def explain(self) -> str:
-        parts = [f"\n--- {n.name} ({n.process.log_path}) ---\n{n.process.tail(20)}" for n in self.nodes.values()]
-        return "".join(parts) + f"\n--- namesrv ---\n{self.namesrv.tail(8)}"
-
     def close(self) -> None:
-        """Kill every process this layout started (by pid) and clear the disk-full flags."""
-        for node in self.nodes.values():
-            node.process.kill()
-            node.disk_full_flag.unlink(missing_ok=True)
-        self.namesrv.kill()
+        super().close()
         self._closed = True
-
-    # -- helpers ----------------------------------------------------------------------
-    @staticmethod
-    async def _alive_and_open(proc: ChildProcess, port: int) -> bool:
-        if not proc.alive:
-            raise RuntimeError(f"{proc.name} exited with {proc.exit_code}:\n{proc.tail()}")
-        return await tcp_open(HOST, port)
-
-    async def _registered(self, node: Node) -> bool:
-        if not node.process.alive:
-            raise RuntimeError(f"{node.name} exited with {node.process.exit_code}:\n{node.process.tail()}")
-        try:
-            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
-                route = await admin.route("TBW102")
-        except Exception:
-            return False
-        return any(d.broker_addrs.get(node.broker_id) == node.addr for d in route.broker_datas)

@@ -139,26 +139,18 @@ def produce_bench(
 ) -> None:
     """Sends to broker processes: the C++ client and ours side by side (default), the C++ client
     vs a stub broker, or our client SYNC vs ASYNC master."""
-    if client == "dledger":
+    if client in ("dledger", "ledgermq"):
         body_size = body_size or 256
-        dl_run, sync_run = bench_dledger_vs_sync(messages, body_size, concurrency)
+        if client == "dledger":
+            runs = bench_dledger_vs_sync(messages, body_size, concurrency)
+            labels = ("3-node DLedger group", "SYNC_MASTER + slave")
+        else:
+            runs = bench_sync_vs_async(messages, body_size, concurrency)
+            labels = ("SYNC_MASTER + slave", "ASYNC_MASTER + slave")
         rows = []
-        for label, pr in (("3-node DLedger group", dl_run), ("SYNC_MASTER + slave", sync_run)):
+        for label, pr in zip(labels, runs, strict=True):
             bad = sum(n for status, n in pr.statuses.items() if status != "SEND_OK")
             rows.append((f"ledgermq client -> {label}" + (f" ({bad} not SEND_OK)" if bad else ""), pr.run))
-        _client_table(
-            f"ledgermq bench produce: {messages} sends of {body_size} bytes, ledgermq client, {concurrency} senders",
-            [(rows[0][0], rows[0][1], rows[1][0], rows[1][1]), (rows[1][0], rows[1][1], "itself", rows[1][1])],
-            as_json,
-        )
-        return
-    if client == "ledgermq":
-        body_size = body_size or 256
-        sync_run, async_run = bench_sync_vs_async(messages, body_size, concurrency)
-        rows = []
-        for role, pr in (("SYNC_MASTER", sync_run), ("ASYNC_MASTER", async_run)):
-            bad = sum(n for status, n in pr.statuses.items() if status != "SEND_OK")
-            rows.append((f"ledgermq client -> {role} + slave" + (f" ({bad} not SEND_OK)" if bad else ""), pr.run))
         _client_table(
             f"ledgermq bench produce: {messages} sends of {body_size} bytes, ledgermq client, {concurrency} senders",
             [(rows[0][0], rows[0][1], rows[1][0], rows[1][1]), (rows[1][0], rows[1][1], "itself", rows[1][1])],

@@ -20,7 +20,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -209,6 +210,28 @@ def up(
     slave_port = slave_port or broker_port + 10
     slave_conf = data / "conf" / "broker-a-s.properties"
     slave_conf.write_text(broker_properties("broker-a", slave_port, ns, data / "broker-a-s", broker_id=1))
+    with _running_cluster(data, namesrv_port, timeout) as (procs, stopping):
+        procs.append(_spawn(["broker", "-c", str(conf)], data / "logs" / "broker-a.log"))
+        _wait_port(broker_port, procs[-1], timeout)
+        if not no_slave:
+            procs.append(_spawn(["broker", "-c", str(slave_conf)], data / "logs" / "broker-a-s.log"))
+            _wait_port(slave_port, procs[-1], timeout)
+        click.echo(f"name server      {ns}            log {data / 'logs' / 'namesrv.log'}")
+        click.echo(f"broker-a master  127.0.0.1:{broker_port}   HA port {broker_port + 1}   store {data / 'broker-a'}")
+        if not no_slave:
+            click.echo(f"broker-a slave   127.0.0.1:{slave_port}   replicating   store {data / 'broker-a-s'}")
+        click.echo("")
+        click.echo(SNIPPET.format(ns=ns))
+        click.echo("Ctrl-C stops the cluster.")
+        _supervise(procs, stopping)
+
+
+@contextmanager
+def _running_cluster(
+    data: Path, namesrv_port: int, timeout: float
+) -> Iterator[tuple[list[subprocess.Popen[bytes]], Callable[[], bool]]]:
+    """A running name server, the list the caller adds its brokers to, and whether a signal
+    asked to stop; every process in the list is stopped on the way out."""
     procs: list[subprocess.Popen[bytes]] = []
     stopping = False
 
@@ -224,19 +247,7 @@ def up(
                    data / "logs" / "namesrv.log")
         )  # fmt: skip
         _wait_port(namesrv_port, procs[-1], timeout)
-        procs.append(_spawn(["broker", "-c", str(conf)], data / "logs" / "broker-a.log"))
-        _wait_port(broker_port, procs[-1], timeout)
-        if not no_slave:
-            procs.append(_spawn(["broker", "-c", str(slave_conf)], data / "logs" / "broker-a-s.log"))
-            _wait_port(slave_port, procs[-1], timeout)
-        click.echo(f"name server      {ns}            log {data / 'logs' / 'namesrv.log'}")
-        click.echo(f"broker-a master  127.0.0.1:{broker_port}   HA port {broker_port + 1}   store {data / 'broker-a'}")
-        if not no_slave:
-            click.echo(f"broker-a slave   127.0.0.1:{slave_port}   replicating   store {data / 'broker-a-s'}")
-        click.echo("")
-        click.echo(SNIPPET.format(ns=ns))
-        click.echo("Ctrl-C stops the cluster.")
-        _supervise(procs, lambda: stopping)
+        yield procs, lambda: stopping
     finally:
         _stop(procs)
         click.echo("cluster stopped", err=True)
@@ -260,21 +271,7 @@ def _up_dledger(data: Path, namesrv_port: int, ports: list[int], timeout: float)
         confs[n] = data / "conf" / f"{GROUP}-{n}.properties"
         confs[n].parent.mkdir(parents=True, exist_ok=True)
         confs[n].write_text(dledger_properties(n, port, ns, data / f"{GROUP}-{n}", peers))
-    procs: list[subprocess.Popen[bytes]] = []
-    stopping = False
-
-    def on_signal(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        procs.append(
-            _spawn(["namesrv", "-p", str(namesrv_port), "--kv-config", str(data / "namesrv" / "kvConfig.json")],
-                   data / "logs" / "namesrv.log")
-        )  # fmt: skip
-        _wait_port(namesrv_port, procs[-1], timeout)
+    with _running_cluster(data, namesrv_port, timeout) as (procs, stopping):
         for n in DLEDGER_IDS:
             procs.append(_spawn(["broker", "-c", str(confs[n])], data / "logs" / f"{GROUP}-{n}.log"))
         for proc, port in zip(procs[1:], ports, strict=True):
@@ -292,7 +289,4 @@ def _up_dledger(data: Path, namesrv_port: int, ports: list[int], timeout: float)
         click.echo("")
         click.echo(SNIPPET.format(ns=ns))
         click.echo("Ctrl-C stops the cluster.")
-        _supervise(procs, lambda: stopping)
-    finally:
-        _stop(procs)
-        click.echo("cluster stopped", err=True)
+        _supervise(procs, stopping)

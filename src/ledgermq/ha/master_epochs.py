@@ -12,19 +12,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import struct
 import zlib
 
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.epoch_file import EpochFile, EpochState
 from ledgermq.ha.epochs import Decision, EpochLog, reconcile
 from ledgermq.ha.handshake import Hello
-from ledgermq.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from ledgermq.store.dispatch import RECORD_HEAD_SIZE, starts_record
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-_RECORD_HEAD = struct.Struct(">ii20xq")  # TOTALSIZE, MAGICCODE, ..., PHYSICALOFFSET (bytes 28-35)
 _FINGERPRINT_BYTES = 64
 
 
@@ -148,8 +146,4 @@ class MasterEpochs:
         store = self.store
         if offset >= store.max_phy_offset or offset % store.config.mapped_file_size_commitlog == 0:
             return True
-        head = store.read_commitlog(offset, _RECORD_HEAD.size)
-        if len(head) < _RECORD_HEAD.size:
-            return False
-        _size, magic, physical = _RECORD_HEAD.unpack(head)
-        return bool(magic == BLANK_MAGIC_CODE or (magic == MESSAGE_MAGIC_CODE and physical == offset))
+        return starts_record(store.read_commitlog(offset, RECORD_HEAD_SIZE), offset) is True

@@ -31,7 +31,6 @@ import contextlib
 import logging
 import random
 import socket
-import struct
 import time
 import zlib
 from collections.abc import Callable
@@ -54,7 +53,7 @@ from ledgermq.ha.epoch_file import EpochFile, EpochState
 from ledgermq.ha.epochs import Agree, EpochLog, Fetch, describe_truncation
 from ledgermq.ha.handshake import ANSWER_MAGIC, check_length, decode_answer, encode_hello
 from ledgermq.ha.session import Reject, SlaveSession
-from ledgermq.protocol.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
+from ledgermq.store.dispatch import starts_record
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -74,7 +73,6 @@ _BULK_HOLD_S = 0.05
 _CONNECT_TIMEOUT_S = 3.0
 _HANDSHAKE_TIMEOUT_S = 30.0  # a fetch may move many megabytes
 _FETCH_WINDOW = 1024 * 1024
-_RECORD_HEAD = struct.Struct(">ii20xq")  # TOTALSIZE, MAGICCODE, ..., PHYSICALOFFSET
 
 MasterAddressProvider = Callable[[], str | None]
 
@@ -411,7 +409,7 @@ class HAClient:
                 break
             if size:
                 if self._verify_at is not None:
-                    if offset == self._verify_at and not _starts_record(view[start : start + size], offset):
+                    if offset == self._verify_at and starts_record(view[start : start + size], offset) is False:
                         reject = (
                             f"the master's bytes at the agreed offset {offset} do not start a record: "
                             "its log diverges from ours"
@@ -453,15 +451,6 @@ async def _recv_exact(loop: asyncio.AbstractEventLoop, sock: socket.socket, n: i
             raise _Drop("master closed the connection during the handshake")
         buf += chunk
     return bytes(buf)
-
-
-def _starts_record(body: memoryview, offset: int) -> bool:
-    """Whether commit-log bytes at ``offset`` begin a record that names ``offset`` (or a
-    segment's blank end); too short a body to tell passes."""
-    if len(body) < _RECORD_HEAD.size:
-        return True
-    _size, magic, physical = _RECORD_HEAD.unpack_from(body, 0)
-    return bool(magic == BLANK_MAGIC_CODE or (magic == MESSAGE_MAGIC_CODE and physical == offset))
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

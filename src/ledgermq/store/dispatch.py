@@ -187,3 +187,19 @@ def whole_records_end(buf: RecordBuffer, base_offset: int, segment_size: int, *,
         else:
             break
     return pos
+
+
+_RECORD_HEAD = struct.Struct(">ii20xq")  # TOTALSIZE, MAGICCODE, ..., PHYSICALOFFSET (bytes 28-35)
+RECORD_HEAD_SIZE = _RECORD_HEAD.size
+
+
+def starts_record(head: RecordBuffer, offset: int) -> bool | None:
+    """Whether commit-log bytes at ``offset`` begin a record naming ``offset`` as its own
+    position, or a segment's blank end; None when ``head`` is too short to tell.
+
+    Replication checks this where a copy starts: a position inside a record means the two
+    logs do not agree there."""
+    if len(head) < RECORD_HEAD_SIZE:
+        return None
+    _size, magic, physical = _RECORD_HEAD.unpack_from(head, 0)
+    return bool(magic == M.BLANK_MAGIC_CODE or (magic == M.MESSAGE_MAGIC_CODE and physical == offset))

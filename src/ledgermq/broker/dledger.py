@@ -22,13 +22,26 @@ leader carries on where the old one was at its last sync. A due message is propo
 real topic and its level's offset moves only once that proposal committed, so a leader
 that dies or steps down mid-delivery costs a redelivery (at-least-once, as RocketMQ),
 never a loss.
+
+A driver that fail-stops (a write failed, e.g. ENOSPC on a full disk: going on after a
+lost write could break Raft's promises) is restarted by ``_supervise``: the failure is
+logged at ERROR and shown (``state`` "failed" in dledgerStatus, the driver's ``failed``
+reason, ``ledgermq_dledger_driver_failures_total``); the driver already told the broker it
+is a follower with no leader, so it registers as a slave and refuses sends. Then the
+failed driver is stopped, the DLedger files are re-recovered in place
+(``MessageStore.reopen_dledger``: a torn tail is cut, committed entries are kept and
+checkpointed again) and a new driver is built on the same store, retrying with back-off
+(``RestartPolicy``) while that fails, e.g. while the disk is still full. The new driver
+catches up from the leader like any follower, and may be elected again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ledgermq.config import StoreConfig
 from ledgermq.errors import ConfigError
@@ -46,6 +59,21 @@ from ledgermq.store.results import PutResult, PutStatus
 log = logging.getLogger(__name__)
 
 RoleListener = Callable[[bool], None]  # True: this broker is now the group's master
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPolicy:
+    """How a broker restarts a Raft driver that fail-stopped: the first try after
+    ``first_delay_s``, each failed try (or a new driver failing again soon) doubling the
+    wait up to ``max_delay_s``; a driver that ran ``healthy_after_s`` resets it."""
+
+    first_delay_s: float = 0.5
+    max_delay_s: float = 5.0
+    healthy_after_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.first_delay_s <= self.max_delay_s:
+            raise ConfigError("RestartPolicy: need 0 < first_delay_s <= max_delay_s")
 
 
 def follower_broker_id(self_id: str) -> int:
@@ -69,7 +97,14 @@ def check_settings(cfg: StoreConfig) -> None:
 
 
 class BrokerDLedger:
-    def __init__(self, store: MessageStore, cfg: StoreConfig, listen_host: str, on_role: RoleListener) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        cfg: StoreConfig,
+        listen_host: str,
+        on_role: RoleListener,
+        restart: RestartPolicy | None = None,
+    ) -> None:
         check_settings(cfg)
         self.store = store
         self.self_id = cfg.dleger_self_id
@@ -88,11 +123,39 @@ class BrokerDLedger:
             heartbeat_ticks=1,
             election_timeout_ticks=max(3, cfg.dleger_election_timeout_ms // tick),
         )
+        self.restart_policy = restart or RestartPolicy()
         self.log: StoreLog | None = None
         self.driver: RaftDriver | None = None
+        self.state = "stopped"
+        """"running", "failed" (the driver fail-stopped; restarting it), "stopped"."""
+        self.driver_failures = 0
+        self.driver_restarts = 0
+        self._supervisor: asyncio.Task[None] | None = None
+        self._reopen: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         """After the store started (its log is read here)."""
+        driver = self._new_driver()
+        await self.server.start()
+        await driver.start()
+        self.state = "running"
+        self._supervisor = asyncio.create_task(self._supervise(), name=f"dledger-supervisor-{self.self_id}")
+
+    async def stop(self) -> None:
+        self.state = "stopped"
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
+        if self._reopen is not None and not self._reopen.done():
+            with contextlib.suppress(Exception):
+                await self._reopen  # a re-recovery under way finishes before the store closes
+        if self.driver is not None:
+            await self.driver.stop()
+        await self.server.stop()
+
+    def _new_driver(self) -> RaftDriver:
         self.log = StoreLog(self.store)
         dl = self.store.dledger
         applied = max(dl.committed_index + 1, 0) if dl is not None else 0
@@ -104,13 +167,84 @@ class BrokerDLedger:
             on_role_change=self._role_changed,
             applied=applied,
         )
-        await self.server.start()
-        await self.driver.start()
+        return self.driver
 
-    async def stop(self) -> None:
-        if self.driver is not None:
-            await self.driver.stop()
-        await self.server.stop()
+    # -- fail-stop and restart ----------------------------------------------------------
+    async def _supervise(self) -> None:
+        """Wait for the driver to fail, then restart it; never ends but by ``stop``."""
+        loop = asyncio.get_running_loop()
+        policy = self.restart_policy
+        delay = policy.first_delay_s
+        while True:
+            try:
+                driver = self.driver
+                assert driver is not None
+                started = loop.time()
+                st = await self._failure_of(driver)
+                self.state = "failed"
+                self.driver_failures += 1
+                if loop.time() - started >= policy.healthy_after_s:
+                    delay = policy.first_delay_s
+                log.error(
+                    "DLedger %s: the Raft driver failed (%s); this broker serves as a slave without Raft "
+                    "until it is restarted: stopping it, re-recovering the DLedger store, new driver in %.1f s",
+                    self.self_id,
+                    st.failed,
+                    delay,
+                )
+                with contextlib.suppress(Exception):
+                    await driver.stop()
+                delay = await self._restart(delay)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("DLedger %s: the driver supervisor failed; it goes on", self.self_id)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, policy.max_delay_s)
+
+    @staticmethod
+    async def _failure_of(driver: RaftDriver) -> RaftStatus:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                return await driver.wait_for(lambda s: s.failed is not None, timeout=60.0)
+
+    async def _restart(self, delay: float) -> float:
+        """Re-recover the store and start a new driver, retrying with back-off until one
+        starts; returns the back-off the next failure starts from."""
+        policy = self.restart_policy
+        attempt = 0
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, policy.max_delay_s)
+            attempt += 1
+            try:
+                self._reopen = asyncio.ensure_future(asyncio.to_thread(self.store.reopen_dledger))
+                await asyncio.shield(self._reopen)
+                driver = self._new_driver()
+                await driver.start()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error(
+                    "DLedger %s: restart attempt %d failed (%s: %s); next in %.1f s",
+                    self.self_id,
+                    attempt,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                continue
+            self.driver_restarts += 1
+            self.state = "running"
+            st = driver.status()
+            log.warning(
+                "DLedger %s: Raft driver restarted (attempt %d; log ends at %d, commit %d); catching up",
+                self.self_id,
+                attempt,
+                st.last_index,
+                st.commit,
+            )
+            return delay
 
     def status(self) -> RaftStatus | None:
         return self.driver.status() if self.driver is not None else None

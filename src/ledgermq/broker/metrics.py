@@ -26,7 +26,8 @@ scrape's ``instance`` tells them apart).
   its max offset; read it from the master's ``ledgermq_ha_slave_lag_bytes``.
 * a broker in DLedger mode (labels ``broker`` and ``group``, the dLegerGroup):
   ``ledgermq_dledger_term``, ``ledgermq_dledger_is_leader``,
-  ``ledgermq_dledger_commit_index``, ``ledgermq_dledger_last_index``; on the leader,
+  ``ledgermq_dledger_commit_index``, ``ledgermq_dledger_last_index``,
+  ``ledgermq_dledger_driver_failures_total``; on the leader,
   ``ledgermq_dledger_member_lag`` (label ``member``, n<k>; itself included): the leader's
   last index minus the member's match index, in Raft entries. The master-slave (HA)
   metrics are not exported in DLedger mode.
@@ -124,6 +125,13 @@ class BrokerCollector:
             g = _gauge(metric, doc, ["broker", "group"])
             g.add_metric(labels, (1 if st.role is Role.LEADER else 0) if metric.endswith("is_leader") else value)
             yield g
+        failures = CounterMetricFamily(
+            "ledgermq_dledger_driver_failures",
+            "Times this member's Raft driver fail-stopped (a write failed) and was restarted or is being restarted.",
+            labels=["broker", "group"],
+        )
+        failures.add_metric(labels, dl.driver_failures if dl is not None else 0)
+        yield failures
         if st.role is Role.LEADER:
             lag = _gauge(
                 "ledgermq_dledger_member_lag",

@@ -3,7 +3,8 @@
 GET_DLEDGER_STATUS (60002, ledgermq-only) answers JSON: ``group``, ``selfId``, ``role``
 (LEADER/FOLLOWER/CANDIDATE...), ``term``, ``leader`` ("" while unknown), ``commitIndex``,
 ``appliedIndex``, ``lastIndex``, ``persistedIndex``, ``peers`` (id -> Raft address),
-``failed`` ("" unless the driver stopped on an error) and, on the leader only, ``members``:
+``failed`` ("" unless the driver stopped on an error), ``state`` ("running", or "failed"
+while a fail-stopped driver is being restarted), ``driverFailures`` and, on the leader only, ``members``:
 one ``{"id", "matchIndex", "lag"}`` per member (itself included), lag = lastIndex - match.
 
 DLEDGER_TRANSFER_LEADER (60003, ext ``target``: ``n<k>``) asks the leader to hand over to
@@ -54,6 +55,8 @@ def dledger_status_doc(broker: Broker, dl: BrokerDLedger, st: RaftStatus) -> dic
         "peers": dict(dl.transport.peers),
         "members": members if st.role is Role.LEADER else [],
         "failed": st.failed or "",
+        "state": dl.state,
+        "driverFailures": dl.driver_failures,
     }
 
 

@@ -368,6 +368,8 @@ class DLedgerStatus:
     peers: dict[str, str] = field(default_factory=dict)
     members: list[DLedgerMember] = field(default_factory=list)  # on the leader only
     failed: str = ""
+    state: str = ""  # "running", or "failed" while a fail-stopped driver is being restarted
+    driver_failures: int = 0
 
     @property
     def is_leader(self) -> bool:
@@ -391,4 +393,6 @@ def decode_dledger_status(doc: dict[str, Any]) -> DLedgerStatus:
         peers={str(k): str(v) for k, v in (doc.get("peers") or {}).items()},
         members=[DLedgerMember(str(m["id"]), _int(m, "matchIndex"), _int(m, "lag")) for m in doc.get("members") or []],
         failed=str(doc.get("failed") or ""),
+        state=str(doc.get("state") or ""),
+        driver_failures=_int(doc, "driverFailures"),
     )

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from ledgermq.config import StoreConfig
 from ledgermq.errors import ConfigError
@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 RoleListener = Callable[[bool], None]  # True: this broker is now the group's master
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class RestartPolicy:
     """How a broker restarts a Raft driver that fail-stopped: the first try after
     ``first_delay_s``, each failed try (or a new driver failing again soon) doubling the
@@ -247,7 +247,14 @@ class BrokerDLedger:
             return delay
 
     def status(self) -> RaftStatus | None:
-        return self.driver.status() if self.driver is not None else None
+        """The driver's status; a failed driver's core is frozen in the role it had, so it is
+        shown as what the broker acts as then: a follower that knows no leader."""
+        if self.driver is None:
+            return None
+        st = self.driver.status()
+        if st.failed is not None:
+            st = dataclasses.replace(st, role=Role.FOLLOWER, leader=None, match={})
+        return st
 
     def _role_changed(self, role: Role, term: int, leader: str | None) -> None:
         master = role is Role.LEADER

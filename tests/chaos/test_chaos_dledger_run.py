@@ -1,6 +1,7 @@
 """The short chaos profile of ``make test`` on a DLedger group: a name server and three
 DLedger-mode brokers as real processes, one cycle of each fault kind that applies (SIGKILL
-and restart, SIGSTOP/SIGCONT, the leader cut off from its peers at the Raft link proxies),
+and restart, SIGSTOP/SIGCONT, the leader cut off from its peers at the Raft link proxies, a
+full disk that fail-stops a node's Raft driver until the broker restarts it),
 no acknowledged message lost, every member identical to the leader. ``make chaos`` runs the
 long profile.
 """
@@ -14,7 +15,7 @@ import pytest
 from tests.chaos.profile import run_short_profile
 
 SEED = 3
-KINDS = "kill,suspend,partition"
+KINDS = "kill,suspend,partition,disk-full"
 
 
 @pytest.mark.slow

@@ -43,9 +43,13 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
+from ledgermq.broker.dledger_identity import IdentityCheck, store_identity
 from ledgermq.config import StoreConfig
 from ledgermq.errors import ConfigError
-from ledgermq.net.server import RemotingServer
+from ledgermq.net.client import RemotingClient
+from ledgermq.net.server import RemotingServer, RequestContext
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
 from ledgermq.raft import NotLeaderError, ProposalDroppedError, Role
 from ledgermq.raftio.driver import ProposalOutcomeUnknownError, RaftDriver, RaftDriverConfig, RaftStatus
 from ledgermq.raftio.store_log import StoreLog
@@ -115,6 +119,9 @@ class BrokerDLedger:
         self.server = RemotingServer(listen_host, port, name=f"dledger {cfg.dleger_group}/{self.self_id}")
         self.transport = RaftTransport(self.self_id, peers)
         self.transport.attach(self.server)
+        self.group = cfg.dleger_group
+        self.identity_check: IdentityCheck | None = None
+        self.server.register(RequestCode.DLEDGER_STORE_IDENTITY, self._identity)
         tick = cfg.dleger_heartbeat_interval_ms
         self.driver_config = RaftDriverConfig(
             self.self_id,
@@ -134,9 +141,18 @@ class BrokerDLedger:
         self._reopen: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
-        """After the store started (its log is read here)."""
-        driver = self._new_driver()
+        """After the store started (its log is read here). The Raft driver starts once a
+        quorum of members (itself included) holds the same commit log below the DLedger
+        data (``dledger_identity``); ConfigError if that can never be."""
+        identity = await asyncio.to_thread(store_identity, self.store)
+        self.identity_check = IdentityCheck(self.group, self.self_id, self.transport.peers, identity)
         await self.server.start()
+        client = RemotingClient(connect_timeout=1.0)
+        try:
+            await self.identity_check.wait_for_quorum(client)
+        finally:
+            await client.close()
+        driver = self._new_driver()
         await driver.start()
         self.state = "running"
         self._supervisor = asyncio.create_task(self._supervise(), name=f"dledger-supervisor-{self.self_id}")
@@ -154,6 +170,12 @@ class BrokerDLedger:
         if self.driver is not None:
             await self.driver.stop()
         await self.server.stop()
+
+    async def _identity(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        check = self.identity_check
+        if check is None:
+            return cmd.response(ResponseCode.SYSTEM_BUSY, f"DLedger {self.self_id} is starting")
+        return await check.process(ctx, cmd)
 
     def _new_driver(self) -> RaftDriver:
         self.log = StoreLog(self.store)

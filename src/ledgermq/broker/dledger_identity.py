@@ -127,7 +127,8 @@ class IdentityCheck:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"malformed store identity: {exc}")
         if not theirs.agrees(self.identity):
             log.error(
-                "DLedger %s: member %s holds %s, this member %s: it will not start with this group",
+                "DLedger %s: member %s holds %s, this member %s; neither counts the other towards the quorum "
+                "it needs to start",
                 self.self_id,
                 ext.get("selfId"),
                 theirs.describe(),

@@ -176,9 +176,13 @@ def test_a_master_slave_group_moves_to_dledger_keeping_every_message_and_offset(
                 await producer.shutdown()
             successor = await _master(group)
             assert successor is not None and successor != leader
-            back = await read_broker(successor, group.addr(successor), TOPIC, QUEUES)
-            held = _held(back)
             everything = {**acked, **new}
+            deadline = time.monotonic() + 10  # its reput may still be dispatching the newest
+            while True:
+                held = _held(await read_broker(successor, group.addr(successor), TOPIC, QUEUES))
+                if {s: held.get(s) for s in everything} == everything or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
             assert {s: held.get(s) for s in everything} == everything
             async with AdminClient(group.namesrv_addr, timeout=5.0) as admin:
                 found = await admin.query_message(group.addr(successor), TOPIC, "key-1")

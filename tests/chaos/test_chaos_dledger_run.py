@@ -28,3 +28,8 @@ def test_short_dledger_profile_loses_nothing(tmp_path: Path) -> None:
     assert {d["replica"] for d in verdict["divergence"]} == {"n0", "n1", "n2"} - {summary["stability"]["master"]}
     partition = next(f for f in summary["faults"] if f["kind"] == "partition")
     assert len(partition["notes"]["links"]) == 4, report  # the leader cut from and to both peers
+    # In each broker's last life (its log is appended across restarts), every driver the
+    # full disk failed was restarted by the broker.
+    for log in (tmp_path / "data").glob("*/logs/n*.log"):
+        last_life = log.read_text(errors="replace").rsplit("===== chaos start", 1)[-1]
+        assert last_life.count("the Raft driver failed") == last_life.count("Raft driver restarted"), (log.name, report)

@@ -157,11 +157,12 @@ class MappedFileQueue:
             fsync_dir(self.directory)
 
     def delete_first_while(
-        self, condition: Callable[[MappedFile], bool], max_files: int, force_after_s: float
+        self, condition: Callable[[MappedFile], bool], max_files: int, force_after_s: float, *, keep_last: bool = True
     ) -> list[MappedFile]:
-        """Delete leading segments (never the active last one) while ``condition`` holds."""
+        """Delete leading segments while ``condition`` holds; never the active last one unless
+        ``keep_last`` is False (a sealed log nothing is appended to any more)."""
         removed: list[MappedFile] = []
-        for mf in self.files[:-1]:
+        for mf in self.files[:-1] if keep_last else list(self.files):
             if len(removed) >= max_files or not condition(mf):
                 break
             if not mf.destroy(force_after_s):

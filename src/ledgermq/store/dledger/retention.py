@@ -91,8 +91,8 @@ class DLedgerCleanService(CleanService):
         def may_delete(mf: MappedFile, head: EntryInfo) -> bool:
             if not plan.expired(mf):
                 return False
-            if head.index > ledger.committed_index or head.pos > dispatched:
-                return False  # not committed (durably) or not dispatched yet: never
+            if head.index > ledger.committed_index or head.end > dispatched:
+                return False  # not committed (durably) or not applied yet: never
             if floor is not None and head.index > floor:
                 held.append(f"{mf.path.name} is needed up to index {floor}")
                 return False

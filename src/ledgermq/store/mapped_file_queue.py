@@ -174,6 +174,19 @@ class MappedFileQueue:
                 self.files = [m for m in self.files if id(m) not in gone]
         return removed
 
+    def detach_first_while(self, condition: Callable[[MappedFile], bool]) -> list[MappedFile]:
+        """Take leading segments (never the last) out of the list while ``condition`` holds,
+        without deleting them: the caller destroys them, outside its own locks (unlinking a
+        big file takes a while). Readers holding one keep it until they let go."""
+        with self._lock:
+            files = self.files
+            n = 0
+            while n < len(files) - 1 and condition(files[n]):
+                n += 1
+            if n:
+                self.files = files[n:]
+            return files[:n]
+
     def close(self) -> None:
         for mf in self.files:
             mf.close()

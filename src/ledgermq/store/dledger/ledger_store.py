@@ -343,11 +343,13 @@ class DLedgerStore:
         ``next_head`` is the first entry of the file after ``file``: deleting ``file`` makes
         its index the new first index, which is what the caller's rules are about (committed,
         dispatched, needed by a peer). A file whose next file does not start with an entry,
-        or that is not fully flushed, is never deleted. The first index moves before a file
-        becomes unreadable; a file a reader still holds is set aside and removed when the
-        reader lets go (it stays in the list, unavailable, and a later round retries it).
+        or that is not fully flushed, is never deleted. Under the store's lock (so appends and
+        truncation see a consistent list) a file leaves the list and the first index moves,
+        before it becomes unreadable; it is unlinked outside the lock, and the directory is
+        fsynced after each one, so a crash leaves a prefix deleted, never a hole. A file a
+        reader still holds is renamed aside and removed as soon as the reader lets go.
         Recovery needs nothing more: it takes the first index from the first data file.
-        ``pause`` runs between deletions, outside the store's lock.
+        ``pause`` runs between deletions, outside the lock.
         """
         removed: list[MappedFile] = []
         while len(removed) < max_files:
@@ -364,17 +366,14 @@ class DLedgerStore:
                 if head is None or mf.flushed < mf.wrote or not may_delete(mf, head):
                     break
                 self._first_index = max(self._first_index, head.index)
-                gone = self.data.delete_first_while(_is(mf), 1, force_after_s)
-            if not gone:
-                break  # a reader still holds it; it is unavailable already, and retried later
+                self.data.detach_first_while(_is(mf))
+            _destroy(mf, force_after_s)
             removed.append(mf)
         with self._lock:
-            if not self._closed:
-                boundary = self._first_index * INDEX_UNIT_SIZE
-                self.index.delete_first_while(lambda m: m.end_offset <= boundary, 1 << 30, force_after_s)
-                for queue in (self.data, self.index):
-                    if queue.directory.exists():
-                        fsync_dir(queue.directory)
+            boundary = self._first_index * INDEX_UNIT_SIZE
+            stale = [] if self._closed else self.index.detach_first_while(lambda m: m.end_offset <= boundary)
+        for mf in stale:
+            _destroy(mf, force_after_s)
         return removed
 
     # -- durability ------------------------------------------------------------------
@@ -447,3 +446,11 @@ def _first_entry(mf: MappedFile) -> EntryInfo | None:
 
 def _is(target: MappedFile) -> Callable[[MappedFile], bool]:
     return lambda mf: mf is target
+
+
+def _destroy(mf: MappedFile, force_after_s: float) -> None:
+    """Unlink (or set aside, while a reader holds it) a file already out of its list, and
+    make that durable before the next one goes."""
+    mf.destroy(force_after_s)
+    if mf.path.parent.exists():
+        fsync_dir(mf.path.parent)

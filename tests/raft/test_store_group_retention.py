@@ -132,8 +132,15 @@ def test_the_group_replicates_on_after_the_leader_deleted_old_files(tmp_path: Pa
             # Appends resume: the lagger needs what is gone, so it is stuck, reported once.
             leader.driver.transport.outbound_filter = None
             await group.until(lambda: watch.needs.stuck == {lagger.node_id}, 5, "the lagger reported stuck")
+            loop = asyncio.get_running_loop()
+            sent_before, t0 = leader.driver.transport.stats()[lagger.node_id].sent_messages, loop.time()
             await send(20, "c")
             await group.until(lambda: queues(other.store) == expected(), 10, "replication after the deletion")
+            # No spinning on the stuck member: over a one-second window, about a heartbeat per
+            # 50 ms tick goes to it.
+            await group.until(lambda: loop.time() > t0 + 1.0, 5, "the measuring window")
+            to_lagger = leader.driver.transport.stats()[lagger.node_id].sent_messages - sent_before
+            assert 0 < to_lagger <= 2 * (loop.time() - t0) / 0.05 + 20, to_lagger
             st = leader.driver.status()
             assert st.role is Role.LEADER and st.failed is None and st.commit == st.last_index
             assert lead_ledger.first_index == first

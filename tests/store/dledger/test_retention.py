@@ -27,8 +27,11 @@ from ledgermq.protocol import message as M
 from ledgermq.store import message_store
 from ledgermq.store.dledger import INDEX_UNIT_SIZE
 from ledgermq.store.dledger.retention import DLedgerCleanService
+from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import GetStatus
+from ledgermq.testing.crash import abandon
+from tests.conftest import small_config
 from tests.store.dledger.mode_helpers import HOST, TOPIC, Driver, dledger_config
 
 DATA_FILE = 4096
@@ -278,8 +281,6 @@ def test_first_index_and_queues_survive_a_restart_after_deletion(open_store) -> 
 
 
 def test_recovery_after_a_crash_with_deleted_files_comes_up_with_the_right_first_index(tmp_path: Path) -> None:
-    from ledgermq.testing.crash import abandon
-
     clock = clock_at(4)
     cfg = dledger_config(tmp_path / "s", **RETENTION)
     store = MessageStore(cfg, clock=clock, store_host=HOST, disk_usage=DiskGauge())
@@ -300,3 +301,45 @@ def test_recovery_after_a_crash_with_deleted_files_comes_up_with_the_right_first
         assert store.min_offset_in_queue(TOPIC, 0) == first
     finally:
         store.shutdown()
+
+
+def test_a_switched_stores_old_log_goes_first_then_dledger_files(open_store, tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    native = MessageStore(small_config(root, mapped_file_size_commitlog=DATA_FILE))
+    native.start()
+    olds = 0
+    while len(native.commitlog.queue.files) < 3:
+        assert native.put_message(MessageInput(TOPIC, b"%06d" % olds + bytes(200), queue_id=0)).ok
+        olds += 1
+    assert native.wait_dispatched()
+    native.shutdown()
+
+    clock = clock_at(4)
+    store = open_store(clock, DiskGauge())
+    assert store.dledger is not None
+    divided = store.dledger.divided_offset
+    d = Driver(store)
+    news = fill(d, 3)
+    old_paths = [mf.path for mf in store.dledger.queue.files]
+    paths = data_paths(store)
+    set_ages(clock, old_paths + paths, [OLD_H] * (len(old_paths) + len(paths)))
+
+    # The old log goes first, all of it (it is sealed: its last segment is no active file).
+    assert cleaner(store).clean_once() == len(old_paths)
+    assert not any(p.exists() for p in old_paths) and all(p.exists() for p in paths)
+    assert store.min_phy_offset == divided
+    assert store.min_offset_in_queue(TOPIC, 0) == olds
+    assert store.get_message(TOPIC, 0, 0, 32).status is GetStatus.OFFSET_TOO_SMALL
+    # Then the DLedger files, as in any DLedger store.
+    assert cleaner(store).clean_once() == 2
+    first = store.dledger.ledger.first_index
+    low = store.min_offset_in_queue(TOPIC, 0)
+    assert low > olds
+    store.shutdown()
+
+    store = open_store(clock, DiskGauge())  # no old log left: the store starts as a plain DLedger one
+    assert store.dledger is not None and store.dledger.ledger.first_index == first
+    assert store.min_offset_in_queue(TOPIC, 0) == low
+    assert store.max_offset_in_queue(TOPIC, 0) == olds + news
+    got = store.get_message(TOPIC, 0, low, 32)
+    assert got.status is GetStatus.FOUND and seq(got.messages[0]) == low - olds

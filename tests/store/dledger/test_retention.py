@@ -343,3 +343,22 @@ def test_a_switched_stores_old_log_goes_first_then_dledger_files(open_store, tmp
     assert store.max_offset_in_queue(TOPIC, 0) == olds + news
     got = store.get_message(TOPIC, 0, low, 32)
     assert got.status is GetStatus.FOUND and seq(got.messages[0]) == low - olds
+
+
+def test_a_file_a_reader_holds_is_removed_when_the_reader_lets_go(open_store) -> None:
+    clock = clock_at(4)
+    store = open_store(clock, DiskGauge())
+    fill(Driver(store), 3)
+    paths = data_paths(store)
+    set_ages(clock, paths, [OLD_H, YOUNG_H, YOUNG_H])
+    ledger = store.dledger.ledger  # type: ignore[union-attr]
+    held = ledger.data.files[0]
+    assert held.pin()
+    new_first = first_entry_index(store, paths[1])
+    assert cleaner(store).clean_once() == 1
+    # Out of use at once (the first index moved, the name is free), gone once let go.
+    assert ledger.first_index == new_first and data_paths(store) == paths[1:]
+    assert not paths[0].exists() and held.path.exists() and held.path.name.endswith(".deleted")
+    assert held.read(0, 4)  # the reader can still finish its read
+    held.unpin()
+    assert not held.path.exists()

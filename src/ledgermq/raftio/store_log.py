@@ -41,6 +41,12 @@ class StoreLog(LedgerStorage):
         self.flush_interval_s = store.config.flush_interval_commitlog_ms / 1000
         self._last_fsync = 0.0
 
+    @property
+    def write_inline(self) -> bool:
+        """Under ASYNC_FLUSH an entry is persisted once written: no fsync to wait for, so no
+        thread hand-off either (the fsync on the timer still runs in a thread)."""
+        return not self.sync_flush
+
     def flush(self) -> tuple[int, int]:
         """fsync under SYNC_FLUSH; under ASYNC_FLUSH at most every flushIntervalCommitLog."""
         now = time.monotonic()  # paces fsyncs, decides nothing about order or safety
@@ -64,6 +70,7 @@ class StoreLog(LedgerStorage):
         self.message_store.write_entries(
             [(e.index - 1, e.term, b"" if e.kind is EntryKind.NOOP else e.data) for e in entries]
         )
+        self.remember(entries)
 
     def commit(self, entries: Sequence[Entry]) -> None:
         """The driver's ``on_commit``: these entries (in index order) are committed."""

@@ -193,7 +193,7 @@ class RaftDriver:
         self._running = False
         self._wake = asyncio.Event()
         self._persist_wake = asyncio.Event()
-        self._persist_queue: list[tuple[Entry, ...]] = []
+        self._persist_queue: list[tuple[tuple[Entry, ...], bool]] = []  # (entries, own proposals)
         self._pending: dict[int, _Pending] = {}
         self._commit_hint = self.node.commit
         self._checkpoint_due = False
@@ -396,15 +396,17 @@ class RaftDriver:
             self._commit_hint = rd.hard_state.commit
         written: Entry | None = None
         if rd.entries_to_persist:
+            # A leader appends only its own proposals (and its NOOP) in its own term.
+            own = self.node.role is Role.LEADER and rd.entries_to_persist[0].term == self.node.term
             if self._inline_writes:
                 try:
-                    self.storage.write(rd.entries_to_persist)
+                    self.storage.write(rd.entries_to_persist, own=own)
                 except Exception as exc:
                     self._fail(exc, "writing entries")
                     return  # the node stops; nothing of this Ready is sent
                 written = rd.entries_to_persist[-1]
             else:
-                self._persist_queue.append(rd.entries_to_persist)
+                self._persist_queue.append((rd.entries_to_persist, own))
                 self._persist_wake.set()
         if rd.messages:
             try:
@@ -530,16 +532,18 @@ class RaftDriver:
                     self._fail(exc, "writing entries")
                     return
                 if batches:
-                    last = batches[-1][-1]
+                    last = batches[-1][0][-1]
                     self.node.persisted(last.index, last.term)
                     self._wake.set()
             if not self._running and not self._persist_queue:
                 return
 
-    def _write(self, batches: list[tuple[Entry, ...]], checkpoint: int | None, flush: bool = False) -> None:
+    def _write(
+        self, batches: list[tuple[tuple[Entry, ...], bool]], checkpoint: int | None, flush: bool = False
+    ) -> None:
         """Worker thread: write every batch (each may cut what an earlier one wrote), fsync once."""
-        for batch in batches:
-            self.storage.write(batch)
+        for batch, own in batches:
+            self.storage.write(batch, own=own)
         if batches or flush:
             self.storage.flush()
         if checkpoint is not None:

@@ -100,8 +100,11 @@ class LedgerStorage:
         DLedgerStore is fsynced before every acknowledgement, so False here."""
         return False
 
-    def write(self, entries: Sequence[Entry]) -> None:
+    def write(self, entries: Sequence[Entry], *, own: bool = False) -> None:
         """Store ``entries`` (consecutive), first dropping any stored suffix they replace.
+
+        ``own``: a leader's own proposals of its term (the caller may skip what it already
+        knows about them; a bare store has nothing to skip).
 
         The core may hand out entries starting at or below our last index after a conflict;
         everything from ``entries[0].index`` on is cut (durably) before the append. Not

@@ -176,28 +176,35 @@ class DLedgerCommitLog(CommitLog):
             self.last_store_timestamp = now
         return bodies
 
-    def write_entries(self, entries: Sequence[EntryToWrite]) -> list[int]:
+    def write_entries(self, entries: Sequence[EntryToWrite], *, placed: bool = False) -> list[int]:
         """Append entries (leader after ``prepare_append``, or a follower with the leader's
         bytes) and return each entry's data position. Each non-empty body must be one
         stored message; its PHYSICALOFFSET is set to its body position (pos + 48), which a
         leader's bytes already hold on a follower. Queue offsets move past what is written.
-        Raises before writing anything if a body is not a message."""
+        Raises before writing anything if a body is not a message.
+
+        ``placed``: the bodies are this leader's own, encoded here and given their queue
+        offsets by ``prepare_append``; reading each one's place back would only repeat that.
+        """
         prepared: list[tuple[int, int, bytearray]] = []
         facts: list[Placement | None] = []
         for index, term, body in entries:
             buf = body if isinstance(body, bytearray) else bytearray(body)
-            facts.append(_message_facts(buf, index) if buf else None)
+            if not placed:
+                facts.append(_message_facts(buf, index) if buf else None)
             prepared.append((index, term, buf))
         with self.put_lock:
             if self.closed:
                 raise StoreClosedError("the commit log is shut down")
             positions = self.ledger.append_with_pos(prepared, _patch_physical_offset)
             for fact in facts:
-                if fact is not None and SF.gets_queue_entry(fact.sysflag):
+                if fact is None:
+                    continue
+                if SF.gets_queue_entry(fact.sysflag):
                     key = f"{fact.topic}-{fact.queue_id}"
                     if self.queue_offsets.get(key, 0) <= fact.queue_offset:
                         self.queue_offsets[key] = fact.queue_offset + 1
-                if fact is not None and fact.store_timestamp > self.last_store_timestamp:
+                if fact.store_timestamp > self.last_store_timestamp:
                     self.last_store_timestamp = fact.store_timestamp
         return positions
 

@@ -174,7 +174,8 @@ class BrokerDLedger:
             self.store.rebuild_queue_offsets()  # the offsets just given were never used
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"not the DLedger leader: {exc}")
         try:
-            indices = await asyncio.gather(*futures)
+            # Entries commit in index order, so a single proposal needs no gathering.
+            indices = [await futures[0]] if len(futures) == 1 else await asyncio.gather(*futures)
         except ProposalOutcomeUnknownError as exc:
             # It may still commit under the next leader: RocketMQ answers FLUSH_SLAVE_TIMEOUT too.
             return PutResult(PutStatus.FLUSH_SLAVE_TIMEOUT, remark=f"leadership changed before commit: {exc}")

@@ -261,6 +261,7 @@ class RaftNode:
         applicable = min(log.committed, log.persisted)
         return bool(
             st.msgs
+            or st.bcast_pending
             or log.unsent_from <= log.last_index
             or log.applied < applicable
             or st.term != hs.term
@@ -277,6 +278,7 @@ class RaftNode:
             raise InvariantViolation("ready() called again before advance() of the previous Ready")
         st = self._st
         log = st.log
+        replication.flush_deferred_bcast(st)
         entries = log.take_unsent()
         hs = st.hard_state()
         prev = self._prev_hs

@@ -6,7 +6,7 @@ from ledgermq.errors import InvariantViolation
 from ledgermq.raft import quorum
 from ledgermq.raft.progress import ProgressState
 from ledgermq.raft.state import RaftState
-from ledgermq.raft.types import Entry, Message, MsgType
+from ledgermq.raft.types import Entry, Message, MsgType, Role
 
 
 def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> bool:
@@ -41,6 +41,7 @@ def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> boo
             commit=st.log.committed,
         )
     )
+    pr.sent_commit = st.log.committed
     if entries:
         pr.sent_entries(entries[-1].index)
     elif pr.state is ProgressState.PROBE:
@@ -51,6 +52,24 @@ def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> boo
 def bcast_append(st: RaftState) -> None:
     for peer in st.peers:
         maybe_send_append(st, peer)
+
+
+def flush_deferred_bcast(st: RaftState) -> None:
+    """Send what proposals and commit advances since the last Ready left for each peer.
+
+    A leader under load takes many proposals and acknowledgements between two Readies;
+    broadcasting after each would send one Append per peer per proposal (and one more per
+    commit advance). Deferring to ``ready()`` sends one Append per peer with every new
+    entry, or an empty one only to a peer that has not yet heard the current commit index.
+    """
+    if not st.bcast_pending:
+        return
+    st.bcast_pending = False
+    if st.role is not Role.LEADER:
+        return
+    committed = st.log.committed
+    for peer in st.peers:
+        maybe_send_append(st, peer, send_if_empty=st.prs[peer].sent_commit < committed)
 
 
 def bcast_heartbeat(st: RaftState) -> None:
@@ -77,14 +96,14 @@ def maybe_commit(st: RaftState) -> bool:
 def leader_append(st: RaftState, data: bytes) -> int:
     index = st.log.last_index + 1
     st.log.append([Entry(index, st.term, data)])
-    bcast_append(st)
+    st.bcast_pending = True  # sent by the next ready(), with every other proposal until then
     return index
 
 
 def leader_persisted(st: RaftState) -> None:
     """Our own log counts toward the quorum only once the caller says it is durable."""
     if st.prs[st.id].maybe_update(st.log.persisted) and maybe_commit(st):
-        bcast_append(st)
+        st.bcast_pending = True
 
 
 def step_leader(st: RaftState, m: Message) -> None:
@@ -103,8 +122,8 @@ def step_leader(st: RaftState, m: Message) -> None:
             else:
                 pr.inflights.free_le(m.index)
             if maybe_commit(st):
-                bcast_append(st)
-            elif was_paused:
+                st.bcast_pending = True
+            if was_paused:
                 maybe_send_append(st, m.src)
             # Stream what is left while the window allows.
             while maybe_send_append(st, m.src, send_if_empty=False):
@@ -173,8 +192,22 @@ def handle_heartbeat(st: RaftState, m: Message) -> None:
 
 
 def release_acks(st: RaftState) -> list[Message]:
-    """The held-back acks whose entries are now durable (they were queued in index order per leader)."""
-    ready = [m for m in st.msgs_after_persist if m.index <= st.log.persisted]
-    if ready:
-        st.msgs_after_persist = [m for m in st.msgs_after_persist if m.index > st.log.persisted]
-    return ready
+    """The held-back acks whose entries are now durable (they were queued in index order per leader).
+
+    An acceptance says "I hold everything through ``index``", so of several released to
+    the same leader in the same term only the highest says anything: one is sent.
+    """
+    persisted = st.log.persisted
+    ready = [m for m in st.msgs_after_persist if m.index <= persisted]
+    if not ready:
+        return ready
+    st.msgs_after_persist = [m for m in st.msgs_after_persist if m.index > persisted]
+    if len(ready) == 1:
+        return ready
+    highest: dict[tuple[str, int], Message] = {}
+    for m in ready:
+        key = (m.dst, m.term)
+        best = highest.get(key)
+        if best is None or m.index > best.index:
+            highest[key] = m
+    return list(highest.values())

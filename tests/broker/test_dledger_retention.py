@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ledgermq.broker.metrics import BrokerCollector
 from ledgermq.broker.processors.dledger_admin import dledger_status_doc
 from ledgermq.config import FlushDiskType
 from ledgermq.protocol.codes import RequestCode, ResponseCode
@@ -97,5 +98,12 @@ def test_a_dledger_broker_deletes_expired_data_files_on_its_own(tmp_path: Path) 
             doc = dledger_status_doc(h.app.broker, dl, st)
             assert doc["firstIndex"] == ledger.first_index + 1 and doc["lastIndex"] == ledger.last_index + 1
             assert all(m["stuck"] is False for m in doc["members"])
+            metrics = {
+                (m.name, sample.labels.get("member", "")): sample.value
+                for m in BrokerCollector(h.app.broker).collect()
+                for sample in m.samples
+            }
+            assert metrics[("ledgermq_dledger_first_index", "")] == ledger.first_index + 1
+            assert metrics[("ledgermq_dledger_member_stuck", "n0")] == 0
 
     asyncio.run(asyncio.wait_for(main(), 60))

@@ -136,6 +136,7 @@ class BrokerDLedger:
         if master != self.is_master:
             self.is_master = master
             self.on_role(master)
+        self.watch.refresh(self.driver)  # a new leader holds back what its followers need at once
 
     # -- sends ------------------------------------------------------------------------
     async def put(self, msg: MessageInput | BatchInput) -> PutResult:

@@ -90,17 +90,19 @@ class MemberWatch:
         self.needs = needs
         return needs
 
+    def refresh(self, driver: RaftDriver | None) -> None:
+        """Observe ``driver`` now (a missing or failed driver holds nothing back); never raises."""
+        try:
+            if driver is None or driver.failed is not None:
+                self.needs = MemberNeeds()
+            else:
+                self.observe(driver.node, driver.storage)
+        except Exception:
+            log.exception("DLedger %s: member watch failed; retrying", self.self_id)
+
     async def run(self, driver: Callable[[], RaftDriver | None], interval_s: float) -> None:
-        """Observe ``driver()`` (whichever driver runs now) every ``interval_s`` until
-        cancelled. A missing or failed driver holds nothing back; an error is logged, never
-        fatal, and the loop goes on."""
+        """``refresh`` with whichever driver runs now, every ``interval_s`` until cancelled
+        (and call ``refresh`` on role changes, so a new leader holds back at once)."""
         while True:
-            try:
-                d = driver()
-                if d is None or d.failed is not None:
-                    self.needs = MemberNeeds()
-                else:
-                    self.observe(d.node, d.storage)
-            except Exception:
-                log.exception("DLedger %s: member watch failed; retrying", self.self_id)
+            self.refresh(driver())
             await asyncio.sleep(interval_s)

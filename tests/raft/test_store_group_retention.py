@@ -17,10 +17,14 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from ledgermq.config import FlushDiskType
+from ledgermq.protocol import message as M
 from ledgermq.raft import Role
 from ledgermq.raft.types import MsgType
 from ledgermq.raftio.member_watch import MemberWatch
+from ledgermq.store.dledger.reseed import reseed_store
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import GetStatus
 from tests.raft.test_store_group import QUEUES, Node, StoreGroup, queues
@@ -46,13 +50,24 @@ def age_all_files(store: MessageStore, hours: float = 1000.0) -> None:
         os.utime(mf.path, (old, old))
 
 
+def bodies_from(store: MessageStore, queue_id: int, offset: int) -> list[bytes]:
+    out: list[bytes] = []
+    while True:
+        got = store.get_message(TOPIC, queue_id, offset, 32)
+        if not got.message_count:
+            return out
+        out += [M.decode_record(r).body for r in got.messages]
+        offset = got.next_begin_offset
+
+
 def clean(store: MessageStore) -> int:
     """One round (every hour is a deleteWhen hour; the timer is set to an hour)."""
     assert store.cleaner is not None
     return store.cleaner.clean_once()
 
 
-def test_the_group_replicates_on_after_the_leader_deleted_old_files(tmp_path: Path, caplog) -> None:
+@pytest.mark.parametrize("remedy", ["transfer", "reseed"])
+def test_the_group_replicates_on_after_the_leader_deleted_old_files(tmp_path: Path, caplog, remedy: str) -> None:
     caplog.set_level(logging.ERROR, logger="ledgermq.raftio.member_watch")
 
     async def main() -> None:
@@ -153,11 +168,25 @@ def test_the_group_replicates_on_after_the_leader_deleted_old_files(tmp_path: Pa
             ]
             assert len(errors) == 1
 
-            # A leader that still has the entries can feed it: hand leadership over.
-            leader.driver.transfer_leadership(other.node_id)
-            await group.until(
-                lambda: other.driver.status().role is Role.LEADER, 10, "leadership to move to the other follower"
-            )
+            if remedy == "transfer":
+                # A leader that still has the entries can feed it: hand leadership over.
+                leader.driver.transfer_leadership(other.node_id)
+                await group.until(
+                    lambda: other.driver.status().role is Role.LEADER, 10, "leadership to move to the other follower"
+                )
+            else:
+                # Re-seed the stopped follower from a copy of the running leader's store.
+                await group.stop_node(lagger.node_id)
+                aside = await asyncio.to_thread(
+                    reseed_store,
+                    group.root / leader.node_id,
+                    leader.node_id,
+                    group.root / lagger.node_id,
+                    lagger.node_id,
+                )
+                assert aside is not None and aside.is_dir()
+                lagger = await start(lagger.node_id)
+                assert ledger_of(lagger.store).first_index == lead_ledger.first_index
             await send(5, "d")
             ends = [len(q) for q in expected()]
             for node in group.running():
@@ -166,8 +195,13 @@ def test_the_group_replicates_on_after_the_leader_deleted_old_files(tmp_path: Pa
                     10,
                     f"{node.node_id} to have the last sends",
                 )
-            await group.until(lambda: queues(lagger.store) == expected(), 15, "the lagger to catch up")
             await group.until(lambda: not watch.needs.stuck, 5, "the old leader to stop reporting it")
+            # Every message the lagger stores is the group's, at its queue offset.
+            for q in range(QUEUES):
+                low_q = lagger.store.min_offset_in_queue(TOPIC, q)
+                assert bodies_from(lagger.store, q, low_q) == expected()[q][low_q:]
+            if remedy == "transfer":
+                assert queues(lagger.store) == expected()  # it kept its old entries and got the rest
         finally:
             for t in tasks:
                 t.cancel()

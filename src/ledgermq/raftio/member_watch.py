@@ -1,7 +1,7 @@
 """What a DLedger leader's retention must respect, and which followers it can no longer feed.
 
 The Raft core has no snapshots: a follower that needs an entry the leader's retention
-deleted can never be caught up by this leader (the core simply stops sending it; it
+deleted can never be caught up by this leader (the core stops sending it entries; it
 neither crashes nor retries in a loop). Two things follow, decided here:
 
 * **Hold back.** While a follower is connected (the leader heard from it within an election
@@ -11,11 +11,14 @@ neither crashes nor retries in a loop). Two things follow, decided here:
   holds nothing back: a member that is down for good must not fill the disk. The store
   ignores the guard once the disk is past the forcible ratio (85%): a full disk would stop
   the whole group, so a lagging follower is given up instead.
-* **Report.** A follower whose next entry lies below the leader's first index is *stuck*:
-  logged at ERROR once (and once more when it is no longer stuck) and listed in the
+* **Report.** A follower the leader has probed down to its first index without finding
+  that it holds the entry before it (the core then sends it only an empty probe per
+  heartbeat answer, in case its store was re-seeded from a copy) is *stuck*:
+  logged at ERROR once (and at WARNING when it is no longer stuck) and listed in the
   status. It needs a copy of another member's store (docs/dledger.md, "Retention").
 
-``MemberWatch.observe`` runs on the driver's event loop (``run`` polls it); ``keep_from``
+``MemberWatch.observe`` runs on the driver's event loop (``run`` polls it, the broker also
+calls ``refresh`` on role changes); ``keep_from``
 is read from the store's clean thread and only ever returns the last observed value.
 """
 
@@ -56,8 +59,8 @@ def member_needs(node: RaftNode, storage: LogStorage) -> MemberNeeds:
     for peer, (match, nxt, _state) in node.progress().items():
         if peer == node.id:
             continue
-        if nxt < first:
-            stuck.add(peer)
+        if nxt <= first and match < first - 1:
+            stuck.add(peer)  # probed down to our first index, and not known to hold the entry before it
         elif peer in active:
             keep.append(match - 1)
     return MemberNeeds(min(keep) if keep else None, frozenset(stuck))

@@ -82,8 +82,8 @@ class MemberWatch:
         for peer in sorted(needs.stuck - self.needs.stuck):
             log.error(
                 "DLedger %s: member %s needs entries below this leader's first index %d, which retention "
-                "deleted; it cannot catch up from this leader (no snapshots): give it a copy of another "
-                "member's store",
+                "deleted; it cannot catch up from this leader (no snapshots): transfer leadership to a member "
+                "that still has them, or re-seed it (ledgermq store reseed)",
                 self.self_id,
                 peer,
                 storage.first_index(),

@@ -362,3 +362,16 @@ def test_a_file_a_reader_holds_is_removed_when_the_reader_lets_go(open_store) ->
     assert held.read(0, 4)  # the reader can still finish its read
     held.unpin()
     assert not held.path.exists()
+
+
+def test_past_90_percent_proposals_are_refused_until_retention_made_room(open_store) -> None:
+    clock, gauge = clock_at(13), DiskGauge(0.95)
+    store = open_store(clock, gauge)
+    msg = MessageInput(TOPIC, b"x")
+    assert store.check_for_proposal(msg) is None
+    cleaner(store).clean_once()
+    refused = store.check_for_proposal(msg)
+    assert refused is not None and refused.status.name == "SERVICE_NOT_AVAILABLE" and refused.remark == "disk is full"
+    gauge.ratio = 0.50
+    cleaner(store).clean_once()
+    assert store.check_for_proposal(msg) is None

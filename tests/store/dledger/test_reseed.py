@@ -75,3 +75,6 @@ def test_the_cli_command(tmp_path: Path) -> None:
     assert "is now a copy of" in result.output and "before-reseed-1" in result.output
     bad = CliRunner().invoke(cli, ["store", "reseed", str(dst), str(src), "--source-id", "n9", "--target-id", "n0"])
     assert bad.exit_code != 0 and "not a DLedger data directory" in bad.output
+    same = CliRunner().invoke(cli, ["store", "reseed", str(src), str(src), "--source-id", "n0", "--target-id", "n0"])
+    assert same.exit_code != 0 and "separate directories" in same.output
+    assert (src / "dledger-n0" / "data").is_dir()

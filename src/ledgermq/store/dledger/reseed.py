@@ -36,6 +36,9 @@ _NEVER_COPIED = {"lock"}
 def reseed_store(source_root: Path, source_id: str, target_root: Path, target_id: str) -> Path | None:
     """Replace the stopped target's store with a copy of the source's; returns where the
     target's old directory was moved (None if there was none)."""
+    src, dst = source_root.resolve(), target_root.resolve()
+    if src == dst or src in dst.parents or dst in src.parents:
+        raise StoreError(f"source {source_root} and target {target_root} must be separate directories")
     src_ledger = source_root / f"dledger-{source_id}"
     if not (src_ledger / "data").is_dir():
         raise StoreError(f"{src_ledger}/data is not a DLedger data directory")

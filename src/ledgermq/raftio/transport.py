@@ -135,6 +135,7 @@ class _PeerSender:
             for frame in frames:
                 conn.oneway(RemotingCommand.request(RequestCode.RAFT_MESSAGES, body=frame, oneway=True))
                 self.stats.sent_frames += 1
+            conn.flush()  # on the wire now, while this node writes the same entries
         except BaseException:
             self.stats.dropped += len(messages)
             raise

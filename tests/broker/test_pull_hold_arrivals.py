@@ -69,3 +69,26 @@ def test_an_arrival_during_a_drain_is_not_lost() -> None:
         assert await asyncio.wait_for(second, 2.0)
 
     asyncio.run(main())
+
+
+def test_an_arrival_nobody_waits_for_costs_the_loop_nothing_and_a_late_waiter_rereads() -> None:
+    """The reput thread skips queues without waiters; a pull that registers after such an
+    arrival sees the queue's new max offset on its re-read instead of sleeping its timeout."""
+
+    async def main() -> None:
+        hold = PullHoldService()
+        hold.bind(asyncio.get_running_loop())
+        max_offset = 0
+        t = threading.Thread(target=hold.arrived_threadsafe, args=("T", 0, 1))
+        max_offset = 1  # the dispatch that reports the arrival moved the queue first
+        t.start()
+        t.join()
+        assert not hold._drain_scheduled and not hold._arrivals
+        start = asyncio.get_running_loop().time()
+        assert await hold.wait("T", 0, 0, 5.0, current_max=lambda: max_offset)
+        assert asyncio.get_running_loop().time() - start < 1.0
+        assert hold.held == 0
+        # Nothing new: the re-read says so and the waiter parks until its timeout.
+        assert not await hold.wait("T", 0, 1, 0.05, current_max=lambda: max_offset)
+
+    asyncio.run(main())

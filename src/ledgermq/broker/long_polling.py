@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +33,23 @@ class PullHoldService:
     def held(self) -> int:
         return sum(len(v) for v in self._waiters.values())
 
-    async def wait(self, topic: str, queue_id: int, offset: int, timeout: float) -> bool:
-        """Wait until the queue grows beyond ``offset``; False on timeout."""
+    async def wait(
+        self, topic: str, queue_id: int, offset: int, timeout: float, *, current_max: Callable[[], int] | None = None
+    ) -> bool:
+        """Wait until the queue grows beyond ``offset``; False on timeout.
+
+        ``current_max`` reads the queue's max offset now. It is asked once the waiter is
+        registered, which closes the gap between the caller's read and the registration:
+        the reput thread skips queues nobody waits on, so an arrival in that gap is seen
+        here or it sees this waiter.
+        """
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         key = (topic, queue_id)
         entry = (offset, fut)
         self._waiters.setdefault(key, []).append(entry)
         try:
+            if current_max is not None and current_max() > offset:
+                return True
             await asyncio.wait_for(fut, timeout)
             return True
         except TimeoutError:
@@ -70,9 +81,9 @@ class PullHoldService:
         lost: an arrival either joins a drain that is still to run or schedules a new one.
         """
         loop = self._loop
-        if loop is None or loop.is_closed():
-            return
         key = (topic, queue_id)
+        if loop is None or key not in self._waiters or loop.is_closed():
+            return  # nobody waits (a pull registering now re-reads the queue: see ``wait``)
         with self._arrivals_lock:
             if self._arrivals.get(key, -1) < max_offset:
                 self._arrivals[key] = max_offset

@@ -5,7 +5,10 @@ right order, because that order is what makes Raft safe:
 
 1. a changed term or vote is made durable (``currterm``, fsynced) *before* any message of
    the same Ready leaves, so a vote or a term is never forgotten after a peer saw it;
-2. new entries go to a single persist worker that writes and fsyncs them in a thread
+2. messages go to the transport (the leader's appends may leave before its own copy is
+   durable, as Raft allows; a follower's acks are held by the core until durable, so
+   they are in a later Ready than the entries they vouch for);
+3. new entries go to a single persist worker that writes and fsyncs them in a thread
    (``asyncio.to_thread``, so the loop keeps ticking and answering) and only then calls
    ``persisted()``; Readies that queue up meanwhile are written together (group commit),
    always in the order they were handed out. When the storage counts an entry as
@@ -13,8 +16,6 @@ right order, because that order is what makes Raft safe:
    copy into the page cache and is done on the loop, ``persisted()`` right after
    ``advance``, and the worker only fsyncs on the tick timer: a thread hand-off per Ready
    would cost more than the copy;
-3. messages go to the transport (the leader's appends may leave before its own copy is
-   durable, as Raft allows; a follower's acks are held by the core until durable);
 4. committed entries go to ``on_commit`` in order, then the proposals they settle resolve;
 5. ``advance``.
 
@@ -365,10 +366,6 @@ class RaftDriver:
     async def _ready_loop(self) -> None:
         while True:
             await self._wake.wait()
-            # One more turn of the loop first: proposals and messages that arrived in the same
-            # read (a burst of sends, a batch from a peer) join this Ready, so they share one
-            # Append per peer and one write instead of one each.
-            await asyncio.sleep(0)
             self._wake.clear()
             try:
                 while self.failed is None and self.node.has_ready():
@@ -394,6 +391,13 @@ class RaftDriver:
                     self._fail(exc, "saving the term and vote")
                     return  # nothing of this Ready may be sent, and the node stops
             self._commit_hint = rd.hard_state.commit
+        # Messages go before this Ready's entries are written (etcd's rule): a leader's Appends
+        # may leave first, and acks for these entries come in a later Ready, once persisted.
+        if rd.messages:
+            try:
+                self.transport.send(rd.messages)
+            except Exception:
+                log.exception("raft %s: queueing %d messages failed", self.config.self_id, len(rd.messages))
         written: Entry | None = None
         if rd.entries_to_persist:
             # A leader appends only its own proposals (and its NOOP) in its own term.
@@ -403,16 +407,11 @@ class RaftDriver:
                     self.storage.write(rd.entries_to_persist, own=own)
                 except Exception as exc:
                     self._fail(exc, "writing entries")
-                    return  # the node stops; nothing of this Ready is sent
+                    return  # the node stops (its messages vouch only for what was already durable)
                 written = rd.entries_to_persist[-1]
             else:
                 self._persist_queue.append((rd.entries_to_persist, own))
                 self._persist_wake.set()
-        if rd.messages:
-            try:
-                self.transport.send(rd.messages)
-            except Exception:
-                log.exception("raft %s: queueing %d messages failed", self.config.self_id, len(rd.messages))
         if rd.committed_entries:
             await self._apply(rd.committed_entries)
         self._observe_roles()

@@ -45,6 +45,8 @@ LedgerGuard = Callable[[], int | None]
 
 
 class DLedgerCleanService(CleanService):
+    """The native clean service's rounds, deleting DLedger data files (module docstring)."""
+
     name = "dledger-clean-files"
 
     def __init__(
@@ -94,7 +96,7 @@ class DLedgerCleanService(CleanService):
             if head.index > ledger.committed_index or head.end > dispatched:
                 return False  # not committed (durably) or not applied yet: never
             if floor is not None and head.index > floor:
-                held.append(f"{mf.path.name} is needed up to index {floor}")
+                held.append(f"deleting {mf.path.name} would drop index {floor}")
                 return False
             return True
 
@@ -117,7 +119,7 @@ class DLedgerCleanService(CleanService):
 
     def _note_held(self, reason: str | None) -> None:
         if reason is not None and self._held_by is None:
-            log.warning("retention holds back expired DLedger data: %s (a member still needs it)", reason)
+            log.warning("retention holds back expired DLedger data: %s, which a connected member still needs", reason)
         self._held_by = reason
 
     def _delete_old_log(self, plan: CleanRound) -> int:

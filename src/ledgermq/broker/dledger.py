@@ -111,8 +111,9 @@ class BrokerDLedger:
         )
         await self.server.start()
         await self.driver.start()
-        if self._watch_task is None:
+        if self.watch.keep_from not in self.store.ledger_guards():
             self.store.add_ledger_guard(self.watch.keep_from)
+        if self._watch_task is None:
             self._watch_task = asyncio.create_task(
                 self.watch.run(lambda: self.driver, MEMBER_WATCH_INTERVAL_S), name=f"member-watch-{self.self_id}"
             )

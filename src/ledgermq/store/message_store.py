@@ -555,6 +555,10 @@ class MessageStore(StoreReads, DLedgerWrites):
             raise StoreError("ledger guards need a started store in DLedger mode")
         self.cleaner.add_guard(guard)
 
+    def ledger_guards(self) -> list[LedgerGuard]:
+        """The ledger guards registered so far (empty outside DLedger mode)."""
+        return list(self.cleaner.ledger_guards) if isinstance(self.cleaner, DLedgerCleanService) else []
+
     def trigger_delete_files(self) -> None:
         if self.cleaner is not None:
             self.cleaner.trigger()

@@ -9,7 +9,7 @@ from ledgermq.raft.state import RaftState
 from ledgermq.raft.types import Entry, Message, MsgType, Role
 
 
-def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> bool:
+def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True, *, probe_compacted: bool = False) -> bool:
     """Send the next batch to ``to`` if its window allows; an empty Append still carries the commit index.
 
     Durable entries are read back from storage here, ``max_bytes_per_append`` at a time,
@@ -25,8 +25,23 @@ def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> boo
     if prev_term is None:
         # The follower needs entries our storage has compacted away; only a snapshot could
         # help, and the core has none yet, so it stays behind rather than crash the leader.
-        return False
-    entries = st.log.slice(pr.next, st.log.last_index + 1, st.cfg.max_entries_per_append, st.cfg.max_bytes_per_append)
+        # Once per heartbeat answer (``probe_compacted``) an empty probe asks whether it
+        # holds our first entry after all (its store re-seeded from a copy): if so it is
+        # caught up from there; if not, its rejection puts it back here until the next one.
+        if not probe_compacted:
+            return False
+        prev_index = st.log.first_index - 1
+        prev_term = st.log.term(prev_index)
+        if prev_term is None:
+            return False
+        if pr.state is ProgressState.REPLICATE:
+            pr.become_probe()
+        pr.next = prev_index + 1
+        entries: list[Entry] = []
+    else:
+        entries = st.log.slice(
+            pr.next, st.log.last_index + 1, st.cfg.max_entries_per_append, st.cfg.max_bytes_per_append
+        )
     if not entries and not send_if_empty:
         return False
     st.send(
@@ -136,7 +151,7 @@ def step_leader(st: RaftState, m: Message) -> None:
         if pr.state is ProgressState.REPLICATE and pr.inflights.full:
             pr.inflights.free_first_one()
         if pr.match < st.log.last_index:
-            maybe_send_append(st, m.src)
+            maybe_send_append(st, m.src, probe_compacted=True)
 
 
 def _handle_reject(st: RaftState, m: Message) -> None:

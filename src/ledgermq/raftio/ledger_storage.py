@@ -52,7 +52,11 @@ class LedgerStorage:
 
     # -- LogStorage ------------------------------------------------------------------
     def first_index(self) -> int:
-        return self.store.first_index + 1
+        """1 while nothing was deleted; after retention, the raft index *after* the first
+        stored entry: the core needs ``term(first_index() - 1)``, and the stored first
+        entry is the only one below it whose term the store still knows (etcd's dummy entry)."""
+        first = self.store.first_index
+        return first + 1 if first == 0 else first + 2
 
     def last_index(self) -> int:
         return self.store.last_index + 1

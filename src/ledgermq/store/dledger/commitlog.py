@@ -111,8 +111,12 @@ class DLedgerCommitLog(CommitLog):
             return super().min_offset
         if self._ledger is None:
             return 0
-        first = self._ledger.data.first()
-        return first.start_offset if first is not None else self._ledger.end_pos
+        # The first data file still readable (one retention is deleting may wait for a
+        # reader; it is unavailable already), as DLedgerCommitLog.getMinOffset.
+        for mf in self._ledger.data.files:
+            if mf.available:
+                return mf.start_offset
+        return self._ledger.end_pos
 
     @property
     def max_offset(self) -> int:

@@ -52,6 +52,7 @@ from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.raft import NotLeaderError, ProposalDroppedError, Role
 from ledgermq.raftio.driver import ProposalOutcomeUnknownError, RaftDriver, RaftDriverConfig, RaftStatus
+from ledgermq.raftio.member_watch import MemberWatch
 from ledgermq.raftio.store_log import StoreLog
 from ledgermq.raftio.transport import RaftTransport, parse_peers
 from ledgermq.store.commitlog import EncodedMessage
@@ -63,6 +64,7 @@ from ledgermq.store.results import PutResult, PutStatus
 log = logging.getLogger(__name__)
 
 RoleListener = Callable[[bool], None]  # True: this broker is now the group's master
+MEMBER_WATCH_INTERVAL_S = 0.5
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -139,6 +141,9 @@ class BrokerDLedger:
         self.driver_restarts = 0
         self._supervisor: asyncio.Task[None] | None = None
         self._reopen: asyncio.Future[None] | None = None
+        # Retention: what connected followers still need, and who is stuck (raftio/member_watch.py).
+        self.watch = MemberWatch(self.self_id)
+        self._watch_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """After the store started (its log is read here). The Raft driver starts once a
@@ -156,9 +161,18 @@ class BrokerDLedger:
         await driver.start()
         self.state = "running"
         self._supervisor = asyncio.create_task(self._supervise(), name=f"dledger-supervisor-{self.self_id}")
+        if self.watch.keep_from not in self.store.ledger_guards():
+            self.store.add_ledger_guard(self.watch.keep_from)
+        if self._watch_task is None:  # follows whichever driver runs (``self.driver``), restarts included
+            self._watch_task = asyncio.create_task(
+                self.watch.run(lambda: self.driver, MEMBER_WATCH_INTERVAL_S), name=f"member-watch-{self.self_id}"
+            )
 
     async def stop(self) -> None:
         self.state = "stopped"
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            self._watch_task = None
         if self._supervisor is not None:
             self._supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -286,6 +300,7 @@ class BrokerDLedger:
         if master != self.is_master:
             self.is_master = master
             self.on_role(master)
+        self.watch.refresh(self.driver)  # a new leader holds back what its followers need at once
 
     # -- sends ------------------------------------------------------------------------
     async def put(self, msg: MessageInput | BatchInput) -> PutResult:
@@ -324,7 +339,8 @@ class BrokerDLedger:
             self.store.rebuild_queue_offsets()  # the offsets just given were never used
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"not the DLedger leader: {exc}")
         try:
-            indices = await asyncio.gather(*futures)
+            # Entries commit in index order, so a single proposal needs no gathering.
+            indices = [await futures[0]] if len(futures) == 1 else await asyncio.gather(*futures)
         except ProposalOutcomeUnknownError as exc:
             # It may still commit under the next leader: RocketMQ answers FLUSH_SLAVE_TIMEOUT too.
             return PutResult(PutStatus.FLUSH_SLAVE_TIMEOUT, remark=f"leadership changed before commit: {exc}")

@@ -52,4 +52,7 @@ def test_wire_form_and_unknown_end() -> None:
     gone = StoreIdentity(1 << 20, UNKNOWN, 0)  # last old segment deleted: offsets only
     assert gone.agrees(ident) and ident.agrees(gone)
     assert not gone.agrees(StoreIdentity(2 << 20, UNKNOWN, 0))
+    pruned = StoreIdentity(UNKNOWN, UNKNOWN, 0)  # the old log deleted by retention: nothing to compare
+    assert pruned.agrees(ident) and ident.agrees(pruned) and pruned.agrees(StoreIdentity(0, 0, 0))
+    assert "retention" in pruned.describe()
     assert "no native commit log" in StoreIdentity(0, 0, 0).describe()

@@ -13,13 +13,17 @@ the others gave to old messages). That is refused.
 ``StoreIdentity``: the divided offset, where the old log's data ends (the start of the
 blank the switch sealed it with) and the CRC32 of its last message, found by walking the
 last old segment's record sizes (nothing is read for a store that never had a native
-log). Before its Raft driver starts, a broker asks its peers for theirs
-(DLEDGER_STORE_IDENTITY on the Raft port, carrying its own) and starts only once a quorum
-(itself included) agrees; a peer that differs is logged at ERROR, and when too many differ
-for a quorum to ever agree the start is refused with both identities named. A peer that
-does not know the request (an older ledgermq) is counted as agreeing, with a warning, so
-a rolling upgrade still starts. A member cannot be elected or commit without a quorum, so
-waiting for one costs no availability.
+log). Retention may delete the old log (all of it, before any DLedger file) and later the
+first DLedger data files; what is gone cannot be compared, so such a member agrees with
+any other (its Raft log still must match, which Raft itself checks).
+
+Before its Raft driver starts, a broker asks its peers for theirs (DLEDGER_STORE_IDENTITY
+on the Raft port, carrying its own) and starts only once a quorum (itself included)
+agrees; a peer that differs is logged at ERROR, and when too many differ for a quorum to
+ever agree the start is refused with both identities named. A peer that does not know
+the request (an older ledgermq) is counted as agreeing, with a warning, so a rolling
+upgrade still starts. A member cannot be elected or commit without a quorum, so waiting
+for one costs no write availability.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ class StoreIdentity:
     old_last_crc: int  # CRC32 of the old log's last message (0 without one)
 
     def agrees(self, other: StoreIdentity) -> bool:
+        if UNKNOWN in (self.divided_offset, other.divided_offset):
+            return True  # retention deleted the old log (or early DLedger data): nothing to compare
         if self.divided_offset != other.divided_offset:
             return False
         if UNKNOWN in (self.old_end, other.old_end):
@@ -73,6 +79,8 @@ class StoreIdentity:
         return cls(int(ext["dividedOffset"]), int(ext["oldEnd"]), int(ext["oldLastCrc"]))
 
     def describe(self) -> str:
+        if self.divided_offset == UNKNOWN:
+            return "a log whose beginning retention deleted (nothing below it to compare)"
         if self.divided_offset == 0:
             return "no native commit log below its DLedger data"
         end = "unknown (its last old segment is gone)" if self.old_end == UNKNOWN else str(self.old_end)
@@ -85,7 +93,14 @@ class StoreIdentity:
 def store_identity(store: MessageStore) -> StoreIdentity:
     """This store's identity (blocking: walks the last old segment's record heads)."""
     dl = store.dledger
-    if dl is None or dl.divided_offset == 0:
+    if dl is None:
+        return StoreIdentity(0, 0, 0)
+    if dl.divided_offset == 0:
+        first = dl.ledger.data.first()
+        if not dl.queue.files and first is not None and first.start_offset > 0:
+            # Retention deleted the old native log (the divided offset is no longer known)
+            # or the first DLedger data files: a member like this cannot be told apart.
+            return StoreIdentity(UNKNOWN, UNKNOWN, 0)
         return StoreIdentity(0, 0, 0)
     last = dl.queue.find(dl.divided_offset - 1)
     if last is None or not last.pin():

@@ -47,13 +47,14 @@ bench: $(STAMP)
 # OS crash of its master (tail-loss) may lose the last messages its slave had not copied yet:
 # that is the mode's contract, as in RocketMQ, so the async layout runs without tail-loss
 # (docs/chaos.md; `make chaos CHAOS_FAULTS_ASYNC=...` puts it back). tail-loss does not apply
-# to DLedger (SEND_OK needs a quorum's persistence), and disk-full is left out of the dledger
-# profile while a full disk stops a node's Raft driver for good (docs/dledger.md).
+# to DLedger (SEND_OK needs a quorum's persistence). A full disk fail-stops a DLedger node's
+# Raft driver; the broker re-recovers its store and restarts the driver by itself once the
+# disk is free, so disk-full runs in the dledger profile too (docs/dledger.md).
 CHAOS_SEED ?= 1
 CHAOS_CYCLES ?= 100
 CHAOS_FAULTS_SYNC ?= kill,suspend,partition,tail-loss,disk-full
 CHAOS_FAULTS_ASYNC ?= kill,suspend,partition,disk-full
-CHAOS_FAULTS_DLEDGER ?= kill,suspend,partition
+CHAOS_FAULTS_DLEDGER ?= kill,suspend,partition,disk-full
 chaos: $(STAMP)
 	mkdir -p data/chaos
 	rc=0; \

@@ -370,6 +370,8 @@ class DLedgerStatus:
     members: list[DLedgerMember] = field(default_factory=list)  # on the leader only
     failed: str = ""
     first_index: int = 1  # the first raft index this member still stores (retention moves it)
+    state: str = ""  # "running", or "failed" while a fail-stopped driver is being restarted
+    driver_failures: int = 0
 
     @property
     def is_leader(self) -> bool:
@@ -397,4 +399,6 @@ def decode_dledger_status(doc: dict[str, Any]) -> DLedgerStatus:
         ],
         failed=str(doc.get("failed") or ""),
         first_index=_int(doc, "firstIndex", 1),
+        state=str(doc.get("state") or ""),
+        driver_failures=_int(doc, "driverFailures"),
     )

@@ -22,17 +22,34 @@ leader carries on where the old one was at its last sync. A due message is propo
 real topic and its level's offset moves only once that proposal committed, so a leader
 that dies or steps down mid-delivery costs a redelivery (at-least-once, as RocketMQ),
 never a loss.
+
+A driver that fail-stops (a write failed, e.g. ENOSPC on a full disk: going on after a
+lost write could break Raft's promises) is restarted by ``_supervise``: the failure is
+logged at ERROR and shown (``state`` "failed" in dledgerStatus, the driver's ``failed``
+reason, ``ledgermq_dledger_driver_failures_total``); the driver already told the broker it
+is a follower with no leader, so it registers as a slave and refuses sends. Then the
+failed driver is stopped, the DLedger files are re-recovered in place
+(``MessageStore.reopen_dledger``: a torn tail is cut, committed entries are kept and
+checkpointed again) and a new driver is built on the same store, retrying with back-off
+(``RestartPolicy``) while that fails, e.g. while the disk is still full. The new driver
+catches up from the leader like any follower, and may be elected again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
+from ledgermq.broker.dledger_identity import IdentityCheck, store_identity
 from ledgermq.config import StoreConfig
 from ledgermq.errors import ConfigError
-from ledgermq.net.server import RemotingServer
+from ledgermq.net.client import RemotingClient
+from ledgermq.net.server import RemotingServer, RequestContext
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
 from ledgermq.raft import NotLeaderError, ProposalDroppedError, Role
 from ledgermq.raftio.driver import ProposalOutcomeUnknownError, RaftDriver, RaftDriverConfig, RaftStatus
 from ledgermq.raftio.member_watch import MemberWatch
@@ -48,6 +65,21 @@ log = logging.getLogger(__name__)
 
 RoleListener = Callable[[bool], None]  # True: this broker is now the group's master
 MEMBER_WATCH_INTERVAL_S = 0.5
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RestartPolicy:
+    """How a broker restarts a Raft driver that fail-stopped: the first try after
+    ``first_delay_s``, each failed try (or a new driver failing again soon) doubling the
+    wait up to ``max_delay_s``; a driver that ran ``healthy_after_s`` resets it."""
+
+    first_delay_s: float = 0.5
+    max_delay_s: float = 5.0
+    healthy_after_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.first_delay_s <= self.max_delay_s:
+            raise ConfigError("RestartPolicy: need 0 < first_delay_s <= max_delay_s")
 
 
 def follower_broker_id(self_id: str) -> int:
@@ -71,7 +103,14 @@ def check_settings(cfg: StoreConfig) -> None:
 
 
 class BrokerDLedger:
-    def __init__(self, store: MessageStore, cfg: StoreConfig, listen_host: str, on_role: RoleListener) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        cfg: StoreConfig,
+        listen_host: str,
+        on_role: RoleListener,
+        restart: RestartPolicy | None = None,
+    ) -> None:
         check_settings(cfg)
         self.store = store
         self.self_id = cfg.dleger_self_id
@@ -82,6 +121,9 @@ class BrokerDLedger:
         self.server = RemotingServer(listen_host, port, name=f"dledger {cfg.dleger_group}/{self.self_id}")
         self.transport = RaftTransport(self.self_id, peers)
         self.transport.attach(self.server)
+        self.group = cfg.dleger_group
+        self.identity_check: IdentityCheck | None = None
+        self.server.register(RequestCode.DLEDGER_STORE_IDENTITY, self._identity)
         tick = cfg.dleger_heartbeat_interval_ms
         self.driver_config = RaftDriverConfig(
             self.self_id,
@@ -90,14 +132,66 @@ class BrokerDLedger:
             heartbeat_ticks=1,
             election_timeout_ticks=max(3, cfg.dleger_election_timeout_ms // tick),
         )
+        self.restart_policy = restart or RestartPolicy()
         self.log: StoreLog | None = None
         self.driver: RaftDriver | None = None
+        self.state = "stopped"
+        """"running", "failed" (the driver fail-stopped; restarting it), "stopped"."""
+        self.driver_failures = 0
+        self.driver_restarts = 0
+        self._supervisor: asyncio.Task[None] | None = None
+        self._reopen: asyncio.Future[None] | None = None
         # Retention: what connected followers still need, and who is stuck (raftio/member_watch.py).
         self.watch = MemberWatch(self.self_id)
         self._watch_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """After the store started (its log is read here)."""
+        """After the store started (its log is read here). The Raft driver starts once a
+        quorum of members (itself included) holds the same commit log below the DLedger
+        data (``dledger_identity``); ConfigError if that can never be."""
+        identity = await asyncio.to_thread(store_identity, self.store)
+        self.identity_check = IdentityCheck(self.group, self.self_id, self.transport.peers, identity)
+        await self.server.start()
+        client = RemotingClient(connect_timeout=1.0)
+        try:
+            await self.identity_check.wait_for_quorum(client)
+        finally:
+            await client.close()
+        driver = self._new_driver()
+        await driver.start()
+        self.state = "running"
+        self._supervisor = asyncio.create_task(self._supervise(), name=f"dledger-supervisor-{self.self_id}")
+        if self.watch.keep_from not in self.store.ledger_guards():
+            self.store.add_ledger_guard(self.watch.keep_from)
+        if self._watch_task is None:  # follows whichever driver runs (``self.driver``), restarts included
+            self._watch_task = asyncio.create_task(
+                self.watch.run(lambda: self.driver, MEMBER_WATCH_INTERVAL_S), name=f"member-watch-{self.self_id}"
+            )
+
+    async def stop(self) -> None:
+        self.state = "stopped"
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            self._watch_task = None
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
+        if self._reopen is not None and not self._reopen.done():
+            with contextlib.suppress(Exception):
+                await self._reopen  # a re-recovery under way finishes before the store closes
+        if self.driver is not None:
+            await self.driver.stop()
+        await self.server.stop()
+
+    async def _identity(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+        check = self.identity_check
+        if check is None:
+            return cmd.response(ResponseCode.SYSTEM_BUSY, f"DLedger {self.self_id} is starting")
+        return await check.process(ctx, cmd)
+
+    def _new_driver(self) -> RaftDriver:
         self.log = StoreLog(self.store)
         dl = self.store.dledger
         applied = max(dl.committed_index + 1, 0) if dl is not None else 0
@@ -109,25 +203,94 @@ class BrokerDLedger:
             on_role_change=self._role_changed,
             applied=applied,
         )
-        await self.server.start()
-        await self.driver.start()
-        if self.watch.keep_from not in self.store.ledger_guards():
-            self.store.add_ledger_guard(self.watch.keep_from)
-        if self._watch_task is None:
-            self._watch_task = asyncio.create_task(
-                self.watch.run(lambda: self.driver, MEMBER_WATCH_INTERVAL_S), name=f"member-watch-{self.self_id}"
-            )
+        return self.driver
 
-    async def stop(self) -> None:
-        if self._watch_task is not None:
-            self._watch_task.cancel()
-            self._watch_task = None
-        if self.driver is not None:
-            await self.driver.stop()
-        await self.server.stop()
+    # -- fail-stop and restart ----------------------------------------------------------
+    async def _supervise(self) -> None:
+        """Wait for the driver to fail, then restart it; never ends but by ``stop``."""
+        loop = asyncio.get_running_loop()
+        policy = self.restart_policy
+        delay = policy.first_delay_s
+        while True:
+            try:
+                driver = self.driver
+                assert driver is not None
+                started = loop.time()
+                st = await self._failure_of(driver)
+                self.state = "failed"
+                self.driver_failures += 1
+                if loop.time() - started >= policy.healthy_after_s:
+                    delay = policy.first_delay_s
+                log.error(
+                    "DLedger %s: the Raft driver failed (%s); this broker serves as a slave without Raft "
+                    "until it is restarted: stopping it, re-recovering the DLedger store, new driver in %.1f s",
+                    self.self_id,
+                    st.failed,
+                    delay,
+                )
+                with contextlib.suppress(Exception):
+                    await driver.stop()
+                delay = await self._restart(delay)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("DLedger %s: the driver supervisor failed; it goes on", self.self_id)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, policy.max_delay_s)
+
+    @staticmethod
+    async def _failure_of(driver: RaftDriver) -> RaftStatus:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                return await driver.wait_for(lambda s: s.failed is not None, timeout=60.0)
+
+    async def _restart(self, delay: float) -> float:
+        """Re-recover the store and start a new driver, retrying with back-off until one
+        starts; returns the back-off the next failure starts from."""
+        policy = self.restart_policy
+        attempt = 0
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, policy.max_delay_s)
+            attempt += 1
+            try:
+                self._reopen = asyncio.ensure_future(asyncio.to_thread(self.store.reopen_dledger))
+                await asyncio.shield(self._reopen)
+                driver = self._new_driver()
+                await driver.start()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error(
+                    "DLedger %s: restart attempt %d failed (%s: %s); next in %.1f s",
+                    self.self_id,
+                    attempt,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                continue
+            self.driver_restarts += 1
+            self.state = "running"
+            st = driver.status()
+            log.warning(
+                "DLedger %s: Raft driver restarted (attempt %d; log ends at %d, commit %d); catching up",
+                self.self_id,
+                attempt,
+                st.last_index,
+                st.commit,
+            )
+            return delay
 
     def status(self) -> RaftStatus | None:
-        return self.driver.status() if self.driver is not None else None
+        """The driver's status; a failed driver's core is frozen in the role it had, so it is
+        shown as what the broker acts as then: a follower that knows no leader."""
+        if self.driver is None:
+            return None
+        st = self.driver.status()
+        if st.failed is not None:
+            st = dataclasses.replace(st, role=Role.FOLLOWER, leader=None, match={})
+        return st
 
     def _role_changed(self, role: Role, term: int, leader: str | None) -> None:
         master = role is Role.LEADER

@@ -27,7 +27,8 @@ scrape's ``instance`` tells them apart).
 * a broker in DLedger mode (labels ``broker`` and ``group``, the dLegerGroup):
   ``ledgermq_dledger_term``, ``ledgermq_dledger_is_leader``,
   ``ledgermq_dledger_commit_index``, ``ledgermq_dledger_last_index``,
-  ``ledgermq_dledger_first_index`` (the first index still stored); on the leader,
+  ``ledgermq_dledger_first_index`` (the first index still stored),
+  ``ledgermq_dledger_driver_failures_total``; on the leader,
   ``ledgermq_dledger_member_lag`` (label ``member``, n<k>; itself included): the leader's
   last index minus the member's match index, in Raft entries, and
   ``ledgermq_dledger_member_stuck`` (1: the member needs entries the leader's retention
@@ -132,6 +133,13 @@ class BrokerCollector:
             g = _gauge(metric, doc, ["broker", "group"])
             g.add_metric(labels, (1 if st.role is Role.LEADER else 0) if metric.endswith("is_leader") else value)
             yield g
+        failures = CounterMetricFamily(
+            "ledgermq_dledger_driver_failures",
+            "Times this member's Raft driver fail-stopped (a write failed) and was restarted or is being restarted.",
+            labels=["broker", "group"],
+        )
+        failures.add_metric(labels, dl.driver_failures if dl is not None else 0)
+        yield failures
         if st.role is Role.LEADER:
             lag = _gauge(
                 "ledgermq_dledger_member_lag",

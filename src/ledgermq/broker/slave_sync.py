@@ -224,5 +224,9 @@ class SlaveSynchronizer:
             name: SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
             for name, cfg in (doc.get("subscriptionGroupTable") or {}).items()
         }
-        subs.data_version = version
-        subs.persist()
+        before, subs.data_version = subs.data_version, version
+        try:
+            subs.persist()
+        except BaseException:
+            subs.data_version = before  # not written: the next sync tries again (see replace_all)
+            raise

@@ -127,10 +127,18 @@ class TopicConfigManager:
         return tc
 
     def replace_all(self, table: dict[str, TopicConfig], version: DataVersion) -> None:
-        """A slave adopting its master's topics (only when the master's version differs)."""
+        """A slave adopting its master's topics (only when the master's version differs).
+
+        The version is taken only once the file is written: a write that fails (a full
+        disk) leaves the old version, so the next sync writes again instead of skipping a
+        table that a restart would then not find."""
         if version == self.data_version:
             return
         self.table = dict(table)
         self._ensure_system_topics()
-        self.data_version = version
-        self.persist()
+        before, self.data_version = self.data_version, version
+        try:
+            self.persist()
+        except BaseException:
+            self.data_version = before
+            raise

@@ -117,6 +117,9 @@ class RequestCode(enum.IntEnum):
     # Java brokers answer them with REQUEST_CODE_NOT_SUPPORTED.
     GET_DLEDGER_STATUS = 60002
     DLEDGER_TRANSFER_LEADER = 60003
+    # ledgermq-only, between DLedger-mode brokers at start (on the Raft port): which native
+    # commit log lies below each member's DLedger data (broker/dledger_identity.py).
+    DLEDGER_STORE_IDENTITY = 60004
 
 
 class ResponseCode(enum.IntEnum):

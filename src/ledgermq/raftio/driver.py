@@ -496,7 +496,8 @@ class RaftDriver:
 
     def _fail(self, exc: BaseException, doing: str) -> None:
         """Fail-stop (a storage error, or a Ready that could not be carried out): log it, stop
-        taking part, tell everyone waiting. Restarting the driver on the store recovers."""
+        taking part, tell everyone waiting. A new driver on the store, once the store is
+        re-recovered (a failed write may leave a torn tail), recovers: BrokerDLedger does it."""
         if self.failed is not None:
             return
         self.failed = exc

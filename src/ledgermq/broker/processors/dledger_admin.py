@@ -4,9 +4,11 @@ GET_DLEDGER_STATUS (60002, ledgermq-only) answers JSON: ``group``, ``selfId``, `
 (LEADER/FOLLOWER/CANDIDATE...), ``term``, ``leader`` ("" while unknown), ``commitIndex``,
 ``appliedIndex``, ``lastIndex``, ``firstIndex`` (the first raft index still stored:
 retention moves it), ``persistedIndex``, ``peers`` (id -> Raft address), ``failed`` (""
-unless the driver stopped on an error) and, on the leader only, ``members``: one
-``{"id", "matchIndex", "lag", "stuck"}`` per member (itself included), lag = lastIndex -
-match, stuck = it needs entries below the leader's first index (it cannot catch up).
+unless the driver stopped on an error), ``state`` ("running", or "failed" while a
+fail-stopped driver is being restarted), ``driverFailures`` and, on the leader only,
+``members``: one ``{"id", "matchIndex", "lag", "stuck"}`` per member (itself included),
+lag = lastIndex - match, stuck = it needs entries below the leader's first index (it
+cannot catch up).
 
 DLEDGER_TRANSFER_LEADER (60003, ext ``target``: ``n<k>``) asks the leader to hand over to
 ``target`` and waits (at most ``timeoutMillis``, default 5000) until it has stepped down.
@@ -59,6 +61,8 @@ def dledger_status_doc(broker: Broker, dl: BrokerDLedger, st: RaftStatus) -> dic
         "peers": dict(dl.transport.peers),
         "members": members if st.role is Role.LEADER else [],
         "failed": st.failed or "",
+        "state": dl.state,
+        "driverFailures": dl.driver_failures,
     }
 
 

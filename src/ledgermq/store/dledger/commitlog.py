@@ -98,6 +98,39 @@ class DLedgerCommitLog(CommitLog):
         self._set_committed(self.ledger.committed_index)
         return self._ledger
 
+    def reopen_ledger(self) -> DLedgerStore:
+        """Re-recover the DLedger files in place after a failed write (a Raft driver that
+        fail-stopped), keeping what was committed.
+
+        A write that failed part-way leaves the files and the in-memory positions out of
+        step: an entry head without its body, an entry in the data without its index unit,
+        a data file closed by a blank with no next file. Appending on would bury that
+        behind new entries, so the store is closed and opened again, which recovers it
+        exactly as at start-up (the torn tail is cut, missing index units are rebuilt from
+        the data). The committed index known in memory is kept: every committed entry was
+        completely written before the failure (the log publishes an entry only once it is
+        whole), so recovery keeps it; it is checkpointed again at once, and that write
+        failing (a disk still full) fails the reopen, for the caller to retry later.
+        """
+        with self.put_lock:
+            if self.closed:
+                raise StoreClosedError("the commit log is shut down")
+            committed = self._committed_index
+            old = self._ledger
+            if old is not None:
+                old.close(flush=False)  # its bytes stay in the page cache the new maps read
+            new = DLedgerStore.open(self.ledger_config)
+            self._ledger = new
+            if committed > new.last_index:
+                raise StoreError(
+                    f"after re-recovery the DLedger log ends at index {new.last_index} but index {committed} "
+                    f"was committed; refusing to go on"
+                )
+            self._committed_index = -1
+            self._set_committed(max(committed, new.committed_index))
+            new.save_committed_index(self._committed_index)
+            return new
+
     @property
     def ledger(self) -> DLedgerStore:
         if self._ledger is None:

@@ -17,6 +17,8 @@ from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog, EntryToWrite
 from ledgermq.store.reput import ReputService
 
+DLEDGER_APPEND_FAILED = "DLedger append failed"
+
 
 class DLedgerWrites:
     """Methods of ``MessageStore``; the annotations are what its ``__init__`` provides."""
@@ -25,6 +27,7 @@ class DLedgerWrites:
     reput: ReputService | None
     queues: ConsumeQueueTable
     running: bool
+    failed_reason: str | None
 
     def _fail(self, reason: str) -> None:
         raise NotImplementedError
@@ -42,7 +45,7 @@ class DLedgerWrites:
         try:
             return self._dledger_log().write_entries(entries, placed=placed)
         except OSError as exc:
-            self._fail(f"DLedger append failed: {exc}")
+            self._fail(f"{DLEDGER_APPEND_FAILED}: {exc}")
             raise
 
     def commit_to(self, index: int) -> int:
@@ -57,6 +60,20 @@ class DLedgerWrites:
         reput = self.reput
         with reput.lock if reput is not None else contextlib.nullcontext():
             dl.truncate_entries_after(index)
+        self.rebuild_queue_offsets()
+
+    def reopen_dledger(self) -> None:
+        """Re-recover the DLedger files after a Raft driver failed on a write (see
+        ``DLedgerCommitLog.reopen_ledger``), then clear the failure a failed append left and
+        rebuild the next queue offsets from what recovery kept. The reput waits meanwhile.
+        Raises (the store stays failed) if the files cannot be recovered or the checkpoint
+        cannot be written; a caller retries later."""
+        dl = self._dledger_log()
+        reput = self.reput
+        with reput.lock if reput is not None else contextlib.nullcontext():
+            dl.reopen_ledger()
+        if self.failed_reason is not None and self.failed_reason.startswith(DLEDGER_APPEND_FAILED):
+            self.failed_reason = None
         self.rebuild_queue_offsets()
 
     def rebuild_queue_offsets(self) -> None:

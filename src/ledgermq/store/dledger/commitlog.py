@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -67,6 +68,10 @@ class DLedgerCommitLog(CommitLog):
         self._committed_index = -1
         self._committed_end = 0
         self.on_commit: Callable[[], None] | None = None  # wakes the reput
+        self.files_lock = threading.Lock()
+        """Held while retention deletes data files and while ``reopen_ledger`` re-opens them, so
+        a re-recovery never maps a file that retention has taken off the list but not yet
+        unlinked (it would then stay mapped, and retention stuck on it)."""
 
     # -- opening ---------------------------------------------------------------------
     def ledger_has_data(self) -> bool:
@@ -112,7 +117,7 @@ class DLedgerCommitLog(CommitLog):
         whole), so recovery keeps it; it is checkpointed again at once, and that write
         failing (a disk still full) fails the reopen, for the caller to retry later.
         """
-        with self.put_lock:
+        with self.files_lock, self.put_lock:
             if self.closed:
                 raise StoreClosedError("the commit log is shut down")
             committed = self._committed_index

@@ -85,6 +85,10 @@ class DLedgerCleanService(CleanService):
     def delete_files(self, plan: CleanRound) -> int:
         if self.dledger.queue.files:
             return self._delete_old_log(plan)
+        with self.dledger.files_lock:  # a driver restart's re-recovery waits for this pass
+            return self._delete_ledger_files(plan)
+
+    def _delete_ledger_files(self, plan: CleanRound) -> int:
         ledger = self.dledger.ledger
         floor = None if plan.critical else self.guard_floor()
         dispatched = self.dispatched_to()

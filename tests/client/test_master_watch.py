@@ -143,7 +143,7 @@ def test_a_stalled_attempt_is_abandoned_once_the_route_names_a_new_master() -> N
             await watch.watch(hung, TOPIC, "g", "a")
         waited = time.monotonic() - started
         assert info.value.addr == "a" and info.value.new_addr == "b" and info.value.retriable
-        assert routes.lookups == 3
+        assert routes.lookups == 3 and watch.abandoned == 1
         # stalled 50 ms, then three lookups 20 ms apart
         assert 0.05 + 2 * 0.02 <= waited < 1.0
         await asyncio.sleep(0)

@@ -22,6 +22,8 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
     )
     outcomes = ", ".join(f"{k}={v}" for k, v in sorted(verdict.outcomes.items()))
     console.print(f"sends: {verdict.attempts} attempts, {verdict.acked} acknowledged ({outcomes})")
+    abandoned = summary.get("client", {}).get("abandoned_attempts", 0)
+    console.print(f"attempts abandoned for a new master (each may be a duplicate): {abandoned}")
 
     t = Table(title="what each source holds")
     for col in ("source", "records", "lost (acked)", "duplicates", "misplaced", "order", "unacked stored", "errors"):

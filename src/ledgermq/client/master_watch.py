@@ -50,6 +50,7 @@ class MasterWatch:
         self.clock = clock
         self.min_interval = min_interval
         self.lookups = 0  # name server lookups made (tests and logs)
+        self.abandoned = 0  # attempts given up for a new master (each may have been stored)
         self._inflight: dict[str, asyncio.Task[None]] = {}
         self._last: dict[str, float] = {}
 
@@ -107,6 +108,7 @@ class MasterWatch:
                     break
                 new = self.moved(broker_name, addr)
                 if new is not None:
+                    self.abandoned += 1
                     raise MasterMovedError(
                         f"no answer from {addr} for {self.settings.stall_after:.1f}s or more and the route now "
                         f"names {new} as the master of {broker_name}: attempt abandoned (it may have been stored)",

@@ -46,6 +46,9 @@ class FakeRoutes:
     def master_addr(self, broker_name: str) -> str | None:
         return self.masters.get(broker_name)
 
+    def between_masters(self, topic: str) -> bool:
+        return not self.masters
+
     async def update(self, topic: str, *, use_default: bool = False) -> bool:
         self.concurrent += 1
         self.max_concurrent = max(self.max_concurrent, self.concurrent)
@@ -347,5 +350,21 @@ def test_a_queue_chosen_by_the_caller_keeps_its_queue_across_a_move() -> None:
             outgoing(), queue, net.attempt, FaultStrategy(False), SYSTEM_CLOCK, 0, time.monotonic(), 2.0, watch
         )
         assert result.queue == queue and [(c[0], c[1]) for c in net.calls] == [("a", queue), ("b", queue)]
+
+    run(body())
+
+
+def test_wait_for_writable_returns_once_the_route_names_a_master() -> None:
+    async def body() -> None:
+        routes = FakeRoutes({}, move_at=3, moves={"g": "b"})
+        watch = watch_of(routes)
+        started = time.monotonic()
+        await watch.wait_for_writable(TOPIC, 5.0)
+        assert routes.lookups == 3 and time.monotonic() - started < 1.0
+        routes.masters.clear()
+        routes.move_at = None
+        started = time.monotonic()
+        await watch.wait_for_writable(TOPIC, 0.1)  # none comes: back after the delay
+        assert 0.1 <= time.monotonic() - started < 1.0
 
     run(body())

@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 
 from ledgermq.client import FailoverSettings, Message, MQConnectError, Producer, SendStatus
+from ledgermq.client.errors import NoRouteError
 from ledgermq.client.publish_info import TopicPublishInfo
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.route import TopicRouteData
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -32,13 +34,18 @@ FAST = FailoverSettings(stall_after=0.05, route_poll_interval=0.02, backoff_init
 class Stub:
     """The transport and route lookups of one producer."""
 
-    def __init__(self, p: Producer, move_at: int = 3) -> None:
+    def __init__(self, p: Producer, move_at: int = 3, between_masters: bool = False) -> None:
         self.p = p
         self.move_at = move_at
         self.lookups = 0
         self.sent: list[tuple[str, int]] = []  # (address, queue id) of every attempt
-        p.routes.broker_addrs = {GROUP: {0: "A"}}
-        p.routes.publish[TOPIC] = TopicPublishInfo(TOPIC, list(QUEUES))
+        p.routes.routes[TOPIC] = TopicRouteData()
+        if between_masters:  # the old master is gone from the route, no new one yet
+            p.routes.broker_addrs = {GROUP: {2: "C"}}
+            p.routes.publish[TOPIC] = TopicPublishInfo(TOPIC, [])
+        else:
+            p.routes.broker_addrs = {GROUP: {0: "A"}}
+            p.routes.publish[TOPIC] = TopicPublishInfo(TOPIC, list(QUEUES))
         p.remoting.invoke = self.invoke  # type: ignore[method-assign]
         p.routes.update = self.update  # type: ignore[method-assign]
 
@@ -47,6 +54,7 @@ class Stub:
         self.lookups += 1
         if self.lookups >= self.move_at:
             self.p.routes.broker_addrs = {GROUP: {0: "B"}}
+            self.p.routes.publish[TOPIC] = TopicPublishInfo(TOPIC, list(QUEUES))
         return True
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
@@ -59,12 +67,12 @@ class Stub:
 
 
 @asynccontextmanager
-async def stubbed(**kw: Any) -> AsyncIterator[tuple[Producer, Stub]]:
+async def stubbed(between_masters: bool = False, **kw: Any) -> AsyncIterator[tuple[Producer, Stub]]:
     kw.setdefault("failover", FAST)
     p = Producer("pg-move", "127.0.0.1:1", client_ip="127.0.0.1", send_timeout=2.0, **kw)
     p._state = "running"  # started without a name server: the stub is the network
     try:
-        yield p, Stub(p)
+        yield p, Stub(p, between_masters=between_masters)
     finally:
         p._state = "shut down"
         await p.instance.release()
@@ -115,5 +123,28 @@ def test_disabled_failover_waits_the_timeout_on_the_stalled_master() -> None:
                 await p.send(Message(TOPIC, b"x"))
             assert time.monotonic() - started >= 2.0
             assert "A" in str(info.value.__cause__) and stub.sent == [("A", stub.sent[0][1])]
+
+    run(body)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async", "orderly", "batch"])
+def test_a_send_that_finds_no_master_in_the_route_waits_for_one(kind: str) -> None:
+    async def body() -> None:
+        async with stubbed(between_masters=True) as (p, stub):
+            started = time.monotonic()
+            result = await SENDS[kind](p)
+            assert result.status is SendStatus.SEND_OK and [a for a, _ in stub.sent] == ["B"]
+            assert stub.lookups == 3 and time.monotonic() - started < 1.0
+
+    run(body)
+
+
+def test_without_failover_a_send_that_finds_no_master_fails_at_once() -> None:
+    async def body() -> None:
+        async with stubbed(between_masters=True, failover=FailoverSettings(enabled=False)) as (p, stub):
+            stub.move_at = 100
+            with pytest.raises(NoRouteError):
+                await p.send(Message(TOPIC, b"x"))
+            assert stub.sent == []
 
     run(body)

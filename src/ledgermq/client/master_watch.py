@@ -9,7 +9,9 @@ per topic at a time (every waiting send awaits the same one) and at most one eve
   seconds, look the route up again (as often as allowed) and abandon the attempt with
   ``MasterMovedError`` when the route names a different master for its broker group;
 * ``wait_for_new_master(...)``: a back-off that ends early when the route names a master
-  other than the one that failed.
+  other than the one that failed;
+* ``wait_for_writable(...)``: a send that finds its topic's route without any master (the
+  old one gone, the new one not yet registered) waits for one instead of failing at once.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ class Routes(Protocol):
     """What the watch needs of the route cache."""
 
     def master_addr(self, broker_name: str) -> str | None: ...
+
+    def between_masters(self, topic: str) -> bool: ...
 
     async def update(self, topic: str, *, use_default: bool = False) -> bool: ...
 
@@ -76,6 +80,8 @@ class MasterWatch:
             await self.routes.update(topic)
         except MQClientError as exc:
             log.debug("route refresh of %s after a failed or stalled send did not work: %s", topic, exc)
+        except Exception:  # shared by every waiting send: none of them should get its bug
+            log.exception("route refresh of %s failed", topic)
         finally:
             self._inflight.pop(topic, None)
 
@@ -131,6 +137,17 @@ class MasterWatch:
             await self.refresh(topic)
             left = end - self.clock.monotonic()
             if self.moved(broker_name, addr) is not None or left <= 0:
+                return
+            await asyncio.sleep(max(MIN_SLEEP, min(left, self._until_next_lookup(topic))))
+
+    async def wait_for_writable(self, topic: str, delay: float) -> None:
+        """Wait up to ``delay`` seconds, looking the route up as often as allowed, while the
+        topic's route names no master to write to."""
+        end = self.clock.monotonic() + delay
+        while True:
+            await self.refresh(topic)
+            left = end - self.clock.monotonic()
+            if not self.routes.between_masters(topic) or left <= 0:
                 return
             await asyncio.sleep(max(MIN_SLEEP, min(left, self._until_next_lookup(topic))))
 

@@ -284,7 +284,12 @@ class Producer:
         return read_send_response(resp, out, mq, addr)
 
     # -- the retry loop --------------------------------------------------------------------
-    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+    async def _publish_info(self, topic: str, deadline: float | None = None) -> TopicPublishInfo:
+        """The topic's publish info. A send (``deadline``: when its time runs out) that finds
+        the route between masters waits for one (up to half its time left) instead of
+        failing at once; without ``failover`` it fails at once, as Java does."""
+        if deadline is not None and self.failover.enabled and self.routes.between_masters(topic):
+            await self.master_watch.wait_for_writable(topic, (deadline - self.clock.monotonic()) / 2)
         try:
             info = await self.routes.find_publish_info(topic)
         except MQConnectError as exc:
@@ -312,7 +317,7 @@ class Producer:
         begin_first = self.clock.monotonic() if started is None else started
         if retry_not_ok is None:
             retry_not_ok = self.retry_another_broker_when_not_store_ok
-        info = await self._publish_info(out.topic)
+        info = await self._publish_info(out.topic, begin_first + timeout)
         times_total = 1 if oneway else 1 + (self.retry_times if retries is None else retries)
         return await send_with_retries(
             out,
@@ -369,11 +374,13 @@ class Producer:
         """``send(msg, selector, arg)``: the selector picks one of the topic's write queues."""
         self._check_running()
         out = self._prepare(msg)
-        info = await self._publish_info(msg.topic)
+        timeout = self.send_timeout if timeout is None else timeout
+        deadline = self.clock.monotonic() + timeout
+        info = await self._publish_info(msg.topic, deadline)
         queue = selector(list(info.queues), msg, arg)
         if not isinstance(queue, MessageQueue):
             raise MQClientError(f"the queue selector returned {queue!r}, not a MessageQueue")
-        return await self._send_selected(out, queue, timeout)
+        return await self._send_selected(out, queue, deadline - self.clock.monotonic())
 
     async def _send_selected(self, out: Outgoing, queue: MessageQueue, timeout: float | None) -> SendResult:
         if queue.topic != out.topic:
@@ -474,7 +481,7 @@ class Producer:
         attempts are retried on that queue."""
 
         async def run(out: Outgoing, started: float, timeout: float) -> SendResult:
-            info = await self._publish_info(out.topic)
+            info = await self._publish_info(out.topic, started + timeout)
             queue = selector(list(info.queues), msg, arg)
             if not isinstance(queue, MessageQueue):
                 raise MQClientError(f"the queue selector returned {queue!r}, not a MessageQueue")

@@ -148,3 +148,15 @@ def test_without_failover_a_send_that_finds_no_master_fails_at_once() -> None:
             assert stub.sent == []
 
     run(body)
+
+
+def test_an_attempt_on_a_group_without_master_waits_for_one_and_is_no_failure() -> None:
+    async def body() -> None:
+        async with stubbed(retry_times=0) as (p, stub):
+            p.routes.broker_addrs = {GROUP: {2: "C"}}  # the route still has queues, but no master
+            started = time.monotonic()
+            result = await p.send(Message(TOPIC, b"x"))  # one attempt allowed: none failed
+            assert result.status is SendStatus.SEND_OK and [a for a, _ in stub.sent] == ["B"]
+            assert time.monotonic() - started < 1.0
+
+    run(body)

@@ -255,17 +255,24 @@ class Producer:
         return prepare_batch(msgs, self.ids, self.clock, self.max_message_size)
 
     # -- one attempt -----------------------------------------------------------------------
-    async def _broker_addr(self, mq: MessageQueue) -> str:
+    async def _broker_addr(self, mq: MessageQueue, wait: float = 0.0) -> str:
+        """The master's address; with ``failover``, a group between masters is waited for up
+        to ``wait`` seconds (nothing was sent yet, so it is no failed attempt)."""
         addr = self.routes.master_addr(mq.broker_name)
         if addr is None:
             await self.routes.find_publish_info(mq.topic)
+            addr = self.routes.master_addr(mq.broker_name)
+        if addr is None and wait > 0 and self.failover.enabled:
+            await self.master_watch.wait_for_new_master(mq.topic, mq.broker_name, "", wait)
             addr = self.routes.master_addr(mq.broker_name)
         if addr is None:
             raise NoMasterError(f"the broker {mq.broker_name} does not exist (no master address)")
         return addr
 
     async def _send_kernel(self, out: Outgoing, mq: MessageQueue, timeout: float, oneway: bool) -> SendResult | None:
-        addr = await self._broker_addr(mq)
+        begin = self.clock.monotonic()
+        addr = await self._broker_addr(mq, timeout / 2)
+        timeout -= self.clock.monotonic() - begin
         cmd = send_request(
             out, mq, self.group, self.create_topic_key, self.default_topic_queue_nums, self.clock.wall_ms()
         )

@@ -17,6 +17,9 @@ producer notices in two ways, both governed by ``FailoverSettings``:
   than half the time the send has left, ended early as soon as the route names a new
   master. Java retries at once, and its retries are spent within milliseconds, before the
   route shows the new master.
+* **no master in the route** (the old one gone, the new one not yet registered): a send
+  waits for one, up to half the time it has left, instead of failing at once
+  (NoRouteError, or an attempt spent on "no master address"): nothing was sent yet.
 
 Route lookups for both are shared: one lookup per topic at a time, at most one every
 ``route_poll_interval``, whatever the number of waiting sends. ``enabled=False`` gives

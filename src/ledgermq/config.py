@@ -55,6 +55,9 @@ class StoreConfig:
     clean_resource_interval_ms: int = key("cleanResourceInterval", 10_000)
     delete_commitlog_files_interval_ms: int = key("deleteCommitLogFilesInterval", 100)
     destroy_mapped_file_interval_forcibly_ms: int = key("destroyMapedFileIntervalForcibly", 120_000)
+    # Past the forcible ratio (85% disk use) retention deletes files whatever their age
+    # (RocketMQ's cleanImmediately); false keeps fileReservedTime even then.
+    clean_file_forcibly_enable: bool = key("cleanFileForciblyEnable", True)
     max_message_size: int = key("maxMessageSize", 4 * 1024 * 1024)
     check_crc_on_recover: bool = key("checkCRCOnRecover", True)
     message_index_enable: bool = key("messageIndexEnable", True)

@@ -48,3 +48,18 @@ def test_table_takes_lags_from_the_leader_and_shows_unreachable_members() -> Non
 def test_table_without_a_leader_shows_no_lag() -> None:
     rows = _text([("a:1", _doc("n0", "CANDIDATE", 5, 4)), ("a:2", _doc("n1", "FOLLOWER", 4, 4))])
     assert rows["n0"][-1] == "-" and rows["n1"][-1] == "-"
+
+
+def test_a_stuck_member_is_marked_and_the_first_index_decoded() -> None:
+    leader = _doc(
+        "n0",
+        "LEADER",
+        3,
+        90,
+        [{"id": "n0", "matchIndex": 90, "lag": 0}, {"id": "n2", "matchIndex": 7, "lag": 83, "stuck": True}],
+    )
+    assert [m.stuck for m in leader.members] == [False, True]
+    assert leader.first_index == 1  # absent from an older broker's answer: nothing deleted
+    assert decode_dledger_status({"role": "LEADER", "firstIndex": 42}).first_index == 42
+    rows = _text([("a:1", leader), ("a:3", _doc("n2", "FOLLOWER", 3, 7))])
+    assert rows["n2"][-2:] == ["83", "(stuck)"] and rows["n0"][-1] == "0"

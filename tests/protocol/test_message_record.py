@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledgermq.errors import LocalProtocolError, RemoteProtocolError
+from ledgermq.protocol import message as M
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.message import (
     BLANK_MAGIC_CODE,
@@ -23,6 +24,7 @@ from ledgermq.protocol.message import (
     set_append_fields,
     store_timestamp_pos,
 )
+from ledgermq.protocol.msgid import offset_msg_id
 from ledgermq.protocol.properties import decode_properties
 from tests.protocol.golden import (
     IP_10_1_2_3,
@@ -464,3 +466,24 @@ def test_encode_decode_round_trip(
     assert (dec.born_timestamp, dec.prepared_transaction_offset) == (born_ts, prepared)
     assert (dec.queue_offset, dec.physical_offset, dec.store_timestamp) == (queue_offset, phys, store_ts)
     assert (dec.store_size, dec.body_crc) == (len(rec), zlib.crc32(body) & 0x7FFFFFFF)
+
+
+@pytest.mark.parametrize(
+    "born, store", [("10.0.0.1", "10.1.2.3"), ("::1", "10.1.2.3"), ("10.0.0.1", "fe80::2"), ("::1", "::2")]
+)
+def test_fixed_fields_read_in_place_agree_with_a_full_decode(born: str, store: str) -> None:
+    """A DLedger leader answers a send from these two helpers instead of decoding the record."""
+    rec = M.encode_record(
+        topic="T",
+        body=b"payload",
+        properties="KEYS\x01k\x02",
+        born_host=(born, 1234),
+        store_host=(store, 10911),
+        queue_offset=77,
+        store_timestamp=1_700_000_000_123,
+    )
+    decoded = M.decode_record(rec)
+    padded = bytearray(b"\xee" * 5) + rec
+    for buf, at in ((rec, 0), (padded, 5)):
+        assert M.queue_offset_and_store_time(buf, at) == (77, 1_700_000_000_123)
+        assert M.offset_msg_id_of(buf, 4096, at) == offset_msg_id(decoded.store_host, 4096)

@@ -150,10 +150,10 @@ class BrokenDisk(LedgerStorage):
 
     broken = False
 
-    def write(self, entries: Sequence[Entry]) -> None:
+    def write(self, entries: Sequence[Entry], *, own: bool = False) -> None:
         if self.broken:
             raise OSError(28, "No space left on device")
-        super().write(entries)
+        super().write(entries, own=own)
 
 
 def test_storage_failure_stops_the_node_and_the_rest_carry_on(tmp_path: Path) -> None:

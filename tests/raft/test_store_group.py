@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ledgermq.net.server import RemotingServer
 from ledgermq.protocol import message as M
@@ -39,15 +40,19 @@ class Node:
 
 
 class StoreGroup:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, store_kwargs: dict[str, Any] | None = None, **config_overrides: Any) -> None:
         self.root = root
+        self.store_kwargs = store_kwargs or {}
+        self.config_overrides = config_overrides
         self.ids = ["n0", "n1", "n2"]
         self.peers = ";".join(f"{n}-{HOST}:{free_port()}" for n in self.ids)
         self.nodes: dict[str, Node] = {}
 
     async def start_node(self, node_id: str) -> Node:
-        cfg = dledger_config(self.root / node_id, dleger_self_id=node_id, dleger_peers=self.peers)
-        store = MessageStore(cfg, store_host=STORE_HOST)
+        cfg = dledger_config(
+            self.root / node_id, dleger_self_id=node_id, dleger_peers=self.peers, **self.config_overrides
+        )
+        store = MessageStore(cfg, store_host=STORE_HOST, **self.store_kwargs)
         await asyncio.to_thread(store.start)
         log = StoreLog(store)
         addr = parse_peers(self.peers)[node_id]

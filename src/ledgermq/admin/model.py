@@ -348,6 +348,7 @@ class DLedgerMember:
     id: str
     match_index: int
     lag: int  # leader's last index - match index (0: caught up)
+    stuck: bool = False  # it needs entries the leader's retention deleted: it cannot catch up
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +369,7 @@ class DLedgerStatus:
     peers: dict[str, str] = field(default_factory=dict)
     members: list[DLedgerMember] = field(default_factory=list)  # on the leader only
     failed: str = ""
+    first_index: int = 1  # the first raft index this member still stores (retention moves it)
 
     @property
     def is_leader(self) -> bool:
@@ -389,6 +391,10 @@ def decode_dledger_status(doc: dict[str, Any]) -> DLedgerStatus:
         broker_name=str(doc.get("brokerName") or ""),
         broker_id=_int(doc, "brokerId", -1),
         peers={str(k): str(v) for k, v in (doc.get("peers") or {}).items()},
-        members=[DLedgerMember(str(m["id"]), _int(m, "matchIndex"), _int(m, "lag")) for m in doc.get("members") or []],
+        members=[
+            DLedgerMember(str(m["id"]), _int(m, "matchIndex"), _int(m, "lag"), bool(m.get("stuck")))
+            for m in doc.get("members") or []
+        ],
         failed=str(doc.get("failed") or ""),
+        first_index=_int(doc, "firstIndex", 1),
     )

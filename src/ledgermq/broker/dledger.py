@@ -35,6 +35,7 @@ from ledgermq.errors import ConfigError
 from ledgermq.net.server import RemotingServer
 from ledgermq.raft import NotLeaderError, ProposalDroppedError, Role
 from ledgermq.raftio.driver import ProposalOutcomeUnknownError, RaftDriver, RaftDriverConfig, RaftStatus
+from ledgermq.raftio.member_watch import MemberWatch
 from ledgermq.raftio.store_log import StoreLog
 from ledgermq.raftio.transport import RaftTransport, parse_peers
 from ledgermq.store.commitlog import EncodedMessage
@@ -46,6 +47,7 @@ from ledgermq.store.results import PutResult, PutStatus
 log = logging.getLogger(__name__)
 
 RoleListener = Callable[[bool], None]  # True: this broker is now the group's master
+MEMBER_WATCH_INTERVAL_S = 0.5
 
 
 def follower_broker_id(self_id: str) -> int:
@@ -90,6 +92,9 @@ class BrokerDLedger:
         )
         self.log: StoreLog | None = None
         self.driver: RaftDriver | None = None
+        # Retention: what connected followers still need, and who is stuck (raftio/member_watch.py).
+        self.watch = MemberWatch(self.self_id)
+        self._watch_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """After the store started (its log is read here)."""
@@ -106,8 +111,17 @@ class BrokerDLedger:
         )
         await self.server.start()
         await self.driver.start()
+        if self.watch.keep_from not in self.store.ledger_guards():
+            self.store.add_ledger_guard(self.watch.keep_from)
+        if self._watch_task is None:
+            self._watch_task = asyncio.create_task(
+                self.watch.run(lambda: self.driver, MEMBER_WATCH_INTERVAL_S), name=f"member-watch-{self.self_id}"
+            )
 
     async def stop(self) -> None:
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            self._watch_task = None
         if self.driver is not None:
             await self.driver.stop()
         await self.server.stop()
@@ -123,6 +137,7 @@ class BrokerDLedger:
         if master != self.is_master:
             self.is_master = master
             self.on_role(master)
+        self.watch.refresh(self.driver)  # a new leader holds back what its followers need at once
 
     # -- sends ------------------------------------------------------------------------
     async def put(self, msg: MessageInput | BatchInput) -> PutResult:
@@ -161,7 +176,8 @@ class BrokerDLedger:
             self.store.rebuild_queue_offsets()  # the offsets just given were never used
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"not the DLedger leader: {exc}")
         try:
-            indices = await asyncio.gather(*futures)
+            # Entries commit in index order, so a single proposal needs no gathering.
+            indices = [await futures[0]] if len(futures) == 1 else await asyncio.gather(*futures)
         except ProposalOutcomeUnknownError as exc:
             # It may still commit under the next leader: RocketMQ answers FLUSH_SLAVE_TIMEOUT too.
             return PutResult(PutStatus.FLUSH_SLAVE_TIMEOUT, remark=f"leadership changed before commit: {exc}")

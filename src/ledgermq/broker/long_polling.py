@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +20,11 @@ class PullHoldService:
     def __init__(self) -> None:
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Arrivals reported by the reput thread, waiting for the loop: one hand-off (a wake-up
+        # of the loop) per batch instead of one per queue per dispatch round.
+        self._arrivals: dict[tuple[str, int], int] = {}
+        self._arrivals_lock = threading.Lock()
+        self._drain_scheduled = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -26,13 +33,23 @@ class PullHoldService:
     def held(self) -> int:
         return sum(len(v) for v in self._waiters.values())
 
-    async def wait(self, topic: str, queue_id: int, offset: int, timeout: float) -> bool:
-        """Wait until the queue grows beyond ``offset``; False on timeout."""
+    async def wait(
+        self, topic: str, queue_id: int, offset: int, timeout: float, *, current_max: Callable[[], int] | None = None
+    ) -> bool:
+        """Wait until the queue grows beyond ``offset``; False on timeout.
+
+        ``current_max`` reads the queue's max offset now. It is asked once the waiter is
+        registered, which closes the gap between the caller's read and the registration:
+        the reput thread skips queues nobody waits on, so an arrival in that gap is seen
+        here or it sees this waiter.
+        """
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         key = (topic, queue_id)
         entry = (offset, fut)
         self._waiters.setdefault(key, []).append(entry)
         try:
+            if current_max is not None and current_max() > offset:
+                return True
             await asyncio.wait_for(fut, timeout)
             return True
         except TimeoutError:
@@ -57,10 +74,30 @@ class PullHoldService:
                 fut.set_result(None)
 
     def arrived_threadsafe(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """The store's arrival listener: called from the reput thread."""
+        """The store's arrival listener: called from the reput thread.
+
+        Arrivals gather until the loop takes them; only the first of a batch schedules the
+        loop's turn, so a busy store does not wake the loop once per queue per round. None is
+        lost: an arrival either joins a drain that is still to run or schedules a new one.
+        """
         loop = self._loop
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(self.arrived, topic, queue_id, max_offset)
-            except RuntimeError:
-                pass  # the loop is shutting down
+        key = (topic, queue_id)
+        if loop is None or key not in self._waiters or loop.is_closed():
+            return  # nobody waits (a pull registering now re-reads the queue: see ``wait``)
+        with self._arrivals_lock:
+            if self._arrivals.get(key, -1) < max_offset:
+                self._arrivals[key] = max_offset
+            if self._drain_scheduled:
+                return
+            self._drain_scheduled = True
+        try:
+            loop.call_soon_threadsafe(self._drain_arrivals)
+        except RuntimeError:
+            pass  # the loop is shutting down
+
+    def _drain_arrivals(self) -> None:
+        with self._arrivals_lock:
+            arrivals, self._arrivals = self._arrivals, {}
+            self._drain_scheduled = False
+        for (topic, queue_id), max_offset in arrivals.items():
+            self.arrived(topic, queue_id, max_offset)

@@ -26,9 +26,12 @@ scrape's ``instance`` tells them apart).
   its max offset; read it from the master's ``ledgermq_ha_slave_lag_bytes``.
 * a broker in DLedger mode (labels ``broker`` and ``group``, the dLegerGroup):
   ``ledgermq_dledger_term``, ``ledgermq_dledger_is_leader``,
-  ``ledgermq_dledger_commit_index``, ``ledgermq_dledger_last_index``; on the leader,
+  ``ledgermq_dledger_commit_index``, ``ledgermq_dledger_last_index``,
+  ``ledgermq_dledger_first_index`` (the first index still stored); on the leader,
   ``ledgermq_dledger_member_lag`` (label ``member``, n<k>; itself included): the leader's
-  last index minus the member's match index, in Raft entries. The master-slave (HA)
+  last index minus the member's match index, in Raft entries, and
+  ``ledgermq_dledger_member_stuck`` (1: the member needs entries the leader's retention
+  deleted). The master-slave (HA)
   metrics are not exported in DLedger mode.
 
 The HTTP side is a few lines of ``asyncio.start_server``: ``GET /metrics`` answers the
@@ -120,6 +123,11 @@ class BrokerCollector:
             ("ledgermq_dledger_is_leader", "1 if this member is the group's Raft leader (its master).", 0),
             ("ledgermq_dledger_commit_index", "Highest Raft log index known committed.", st.commit),
             ("ledgermq_dledger_last_index", "Last index of this member's Raft log.", st.last_index),
+            (
+                "ledgermq_dledger_first_index",
+                "First index this member still stores (retention moves it).",
+                dl.store.dledger.ledger.first_index + 1 if dl is not None and dl.store.dledger is not None else 1,
+            ),
         ):
             g = _gauge(metric, doc, ["broker", "group"])
             g.add_metric(labels, (1 if st.role is Role.LEADER else 0) if metric.endswith("is_leader") else value)
@@ -130,9 +138,17 @@ class BrokerCollector:
                 "Leader's last index minus the member's match index (Raft entries; the leader's view).",
                 ["broker", "group", "member"],
             )
+            stuck = _gauge(
+                "ledgermq_dledger_member_stuck",
+                "1 if the member needs entries the leader's retention deleted (it cannot catch up).",
+                ["broker", "group", "member"],
+            )
+            stuck_now = dl.watch.needs.stuck if dl is not None else frozenset()
             for member, match in sorted(st.match.items()):
                 lag.add_metric([*labels, member], max(0, st.last_index - match))
+                stuck.add_metric([*labels, member], 1 if member in stuck_now else 0)
             yield lag
+            yield stuck
 
     def _master(self, name: str, conns: list[dict[str, Any]]) -> Iterable[Metric]:
         lbl = ["broker", "slave"]

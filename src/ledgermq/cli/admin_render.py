@@ -299,7 +299,7 @@ def dledger_group_table(group: str, members: list[tuple[str, DLedgerStatus | str
     answers = [st for _, st in members if isinstance(st, DLedgerStatus)]
     leaders = [st for st in answers if st.is_leader]
     leader = max(leaders, key=lambda st: st.term) if leaders else None
-    lags = {m.id: m.lag for m in leader.members} if leader is not None else {}
+    lags = {m.id: f"{m.lag} (stuck)" if m.stuck else str(m.lag) for m in leader.members} if leader is not None else {}
     table = _table(
         "#Member", "#Addr", "#Role", "#Term", "#Leader", "#LogEnd", "#Commit", "#Applied", "#Lag",
         title=f"DLedger group {group}",
@@ -319,6 +319,6 @@ def dledger_group_table(group: str, members: list[tuple[str, DLedgerStatus | str
             str(st.last_index),
             str(st.commit_index),
             str(st.applied_index),
-            "-" if lag is None else str(lag),
+            "-" if lag is None else lag,
         )
     return table

@@ -12,6 +12,7 @@ from rich.table import Table
 from ledgermq.config import StoreConfig, config_from_properties, parse_properties
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.message import decode_records
+from ledgermq.store.dledger.reseed import reseed_store
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
 
@@ -134,3 +135,24 @@ def demo(data: Path, count: int) -> None:
             _summary(s)
     except LedgerError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@store.command()
+@click.argument("source", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.argument("target", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--source-id", required=True, help="dLegerSelfId of the member SOURCE belongs to (n0, n1, ...)")
+@click.option("--target-id", required=True, help="dLegerSelfId of the stopped member TARGET belongs to")
+def reseed(source: Path, target: Path, source_id: str, target_id: str) -> None:
+    """Replace the DLedger store TARGET (its broker stopped) with a copy of SOURCE.
+
+    For a member its leader's retention left behind, or a new machine. SOURCE's broker may
+    keep running; TARGET's old directory is moved aside, not deleted; TARGET keeps its own
+    term and vote (docs/dledger.md, "Retention").
+    """
+    try:
+        aside = reseed_store(source, source_id, target, target_id)
+    except (LedgerError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    console.print(f"{target} is now a copy of {source} (as {target_id})")
+    if aside is not None:
+        console.print(f"the previous {target} is in {aside}")

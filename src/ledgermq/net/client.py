@@ -47,6 +47,11 @@ class RemotingClient:
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
 
+    def open_connection(self, addr: str) -> Connection | None:
+        """The pooled connection to ``addr`` if it is open now (no connecting, no waiting)."""
+        conn = self._connections.get(addr)
+        return conn if conn is not None and conn.is_open else None
+
     async def connection(self, addr: str) -> Connection:
         conn = self._connections.get(addr)
         if conn is not None and conn.is_open:

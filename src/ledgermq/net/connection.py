@@ -5,6 +5,11 @@ resolve the matching pending request (by opaque); requests go to ``on_request``.
 Both sides can send requests (brokers call back into clients), so each connection has
 its own opaque counter and pending table, and closing fails every pending request.
 
+Writes are coalesced: ``send`` queues the encoded frame and the first send of a loop
+turn schedules one flush for the next, so the answers (or requests) produced in one turn
+leave in one write instead of one system call each. A flush happens before ``close``,
+so nothing sent before a close is dropped by it.
+
 Backpressure: when the peer stops reading and our write buffer passes the high-water
 mark, the connection stops reading from that peer (no new work from it) until the
 buffer drains; past ``max_write_buffer`` it is closed rather than allowed to eat memory.
@@ -23,6 +28,9 @@ from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, BadFrame, FrameDecoder
 
 log = logging.getLogger(__name__)
+
+_FLUSH_AT = 256 * 1024
+"""Queued bytes that are written at once instead of at the end of the loop turn."""
 
 
 class ConnectionClosedError(LedgerError):
@@ -61,10 +69,15 @@ class Connection(asyncio.Protocol):
         self.last_active = 0.0
         self.attachment: dict[str, Any] = {}  # per-connection state owned by the application
         self._writing_paused = False
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        self._loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.last_active = asyncio.get_running_loop().time()
@@ -97,6 +110,8 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        self._out = []
+        self._out_bytes = 0
         for fut in self.pending.values():
             if not fut.done():
                 fut.set_exception(ConnectionClosedError(f"connection to {self.peer} closed"))
@@ -127,9 +142,29 @@ class Connection(asyncio.Protocol):
     def send(self, cmd: RemotingCommand) -> None:
         if not self.is_open:
             raise ConnectionClosedError(f"connection to {self.peer} is closed")
-        assert self.transport is not None
-        self.transport.write(cmd.encode())
-        if self.transport.get_write_buffer_size() > self.max_write_buffer:
+        frame = cmd.encode()
+        self._out.append(frame)
+        self._out_bytes += len(frame)
+        if self._out_bytes >= _FLUSH_AT:
+            self.flush()  # big answers go at once, so the write-buffer bound holds as before
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+            loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write what ``send`` queued, in one call (asyncio joins it, uvloop writes it with writev)."""
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        self._out_bytes = 0
+        transport = self.transport
+        if not out or transport is None or transport.is_closing():
+            return
+        if len(out) == 1:
+            transport.write(out[0])
+        else:
+            transport.writelines(out)
+        if transport.get_write_buffer_size() > self.max_write_buffer:
             log.warning("closing %s: write buffer over %d bytes", self.peer, self.max_write_buffer)
             self.close()
 
@@ -160,6 +195,11 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
+        if self._out and not transport.is_closing():
+            self.flush()  # what was sent before the close still leaves
+            transport = self.transport
+            if transport is None or transport.is_closing():
+                return
         if transport.get_write_buffer_size() > 0:
             transport.abort()
         else:

@@ -55,6 +55,8 @@ class RequestContext:
 
 
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
+InlineProcessor = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
+"""A processor that never waits: run where the frame is read, without a task of its own."""
 
 
 class RemotingServer:
@@ -77,6 +79,7 @@ class RemotingServer:
         self.max_inflight_total = max_inflight_total
         self.idle_timeout = idle_timeout
         self.processors: dict[int, Processor] = {}
+        self.inline_processors: dict[int, InlineProcessor] = {}
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
         self.inflight = 0
@@ -86,6 +89,11 @@ class RemotingServer:
 
     def register(self, code: int, processor: Processor) -> None:
         self.processors[int(code)] = processor
+
+    def register_inline(self, code: int, processor: InlineProcessor) -> None:
+        """For requests answered without waiting on anything (Raft's peer messages): a task
+        per request would cost more than the work, and a loop turn of latency."""
+        self.inline_processors[int(code)] = processor
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
@@ -129,6 +137,10 @@ class RemotingServer:
 
     # -- dispatch --------------------------------------------------------------------
     def _on_request(self, conn: Connection, cmd: RemotingCommand) -> None:
+        inline = self.inline_processors.get(cmd.code)
+        if inline is not None:
+            self._run_inline(inline, conn, cmd)
+            return
         processor = self.processors.get(cmd.code)
         if processor is None:
             self._answer(
@@ -162,6 +174,15 @@ class RemotingServer:
         finally:
             conn.inflight -= 1
             self.inflight -= 1
+        if response is not None:
+            self._answer(conn, cmd, response)
+
+    def _run_inline(self, processor: InlineProcessor, conn: Connection, cmd: RemotingCommand) -> None:
+        try:
+            response = processor(RequestContext(conn, self), cmd)
+        except Exception as exc:
+            log.exception("%s: %s from %s failed", self.name, request_name(cmd.code), conn.peer)
+            response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if response is not None:
             self._answer(conn, cmd, response)
 

@@ -84,6 +84,22 @@ def store_timestamp_pos(sysflag: int) -> int:
     return BORNHOST_POS + (20 if sysflag & SF.BORNHOST_V6 else 8)
 
 
+def queue_offset_and_store_time(buf: bytes | bytearray | memoryview, at: int = 0) -> tuple[int, int]:
+    """QUEUEOFFSET and STORETIMESTAMP of an encoded record, read in place (a put result
+    names them; decoding the whole record for two fixed fields would cost ten times more)."""
+    sysflag = _SYSFLAG.unpack_from(buf, at + SYSFLAG_POS)[0]
+    return _LONG.unpack_from(buf, at + QUEUEOFFSET_POS)[0], _LONG.unpack_from(buf, at + store_timestamp_pos(sysflag))[0]
+
+
+def offset_msg_id_of(buf: bytes | bytearray | memoryview, physical_offset: int, at: int = 0) -> str:
+    """The offset message id of an encoded record stored at ``physical_offset``: its
+    STOREHOSTADDRESS bytes (ip, int32 port) followed by the offset, as hex (as ``offset_msg_id``)."""
+    sysflag = _SYSFLAG.unpack_from(buf, at + SYSFLAG_POS)[0]
+    host = at + store_timestamp_pos(sysflag) + 8
+    host_len = 20 if sysflag & SF.STOREHOST_V6 else 8
+    return (bytes(buf[host : host + host_len]) + _LONG.pack(physical_offset)).hex().upper()
+
+
 def record_length(body_len: int, topic_len: int, props_len: int, sysflag: int = 0) -> int:
     """TOTALSIZE for the given parts (``CommitLog.calMsgLength``)."""
     head = _HEADS[_head_index(sysflag)].size

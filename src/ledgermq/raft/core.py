@@ -126,6 +126,16 @@ class RaftNode:
         """The leader's view of each voter as ``(match, next, state)``; empty on a non-leader."""
         return {v: (pr.match, pr.next, pr.state) for v, pr in self._st.prs.items()}
 
+    def recently_active(self) -> frozenset[str]:
+        """On a leader, the voters it heard from within an election timeout (itself included),
+        by check-quorum's measure; empty elsewhere. Retention uses it to tell a connected
+        follower, whose needs it respects, from a silent one."""
+        st = self._st
+        if st.role is not Role.LEADER:
+            return frozenset()
+        now, timeout = st.leader_ticks, st.cfg.election_timeout_ticks
+        return frozenset(v for v, pr in st.prs.items() if v == st.id or now - pr.last_active < timeout)
+
     # -- inputs ------------------------------------------------------------------------
 
     def tick(self) -> None:
@@ -251,6 +261,7 @@ class RaftNode:
         applicable = min(log.committed, log.persisted)
         return bool(
             st.msgs
+            or st.bcast_pending
             or log.unsent_from <= log.last_index
             or log.applied < applicable
             or st.term != hs.term
@@ -267,6 +278,7 @@ class RaftNode:
             raise InvariantViolation("ready() called again before advance() of the previous Ready")
         st = self._st
         log = st.log
+        replication.flush_deferred_bcast(st)
         entries = log.take_unsent()
         hs = st.hard_state()
         prev = self._prev_hs

@@ -53,7 +53,7 @@ class Inflights:
 
 
 class Progress:
-    __slots__ = ("inflights", "last_active", "match", "next", "probe_sent", "state")
+    __slots__ = ("inflights", "last_active", "match", "next", "probe_sent", "sent_commit", "state")
 
     def __init__(self, next_index: int, max_inflight: int) -> None:
         self.match = 0
@@ -61,6 +61,8 @@ class Progress:
         self.state = ProgressState.PROBE
         self.probe_sent = False
         """In PROBE, an Append is out; wait for its answer or the next heartbeat."""
+        self.sent_commit = 0
+        """The commit index the last Append to this peer carried (skips empty Appends that say nothing new)."""
         self.last_active = 0
         """The leader's tick count when this peer last answered (check-quorum)."""
         self.inflights = Inflights(max_inflight)

@@ -6,10 +6,10 @@ from ledgermq.errors import InvariantViolation
 from ledgermq.raft import quorum
 from ledgermq.raft.progress import ProgressState
 from ledgermq.raft.state import RaftState
-from ledgermq.raft.types import Entry, Message, MsgType
+from ledgermq.raft.types import Entry, Message, MsgType, Role
 
 
-def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> bool:
+def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True, *, probe_compacted: bool = False) -> bool:
     """Send the next batch to ``to`` if its window allows; an empty Append still carries the commit index.
 
     Durable entries are read back from storage here, ``max_bytes_per_append`` at a time,
@@ -25,8 +25,23 @@ def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> boo
     if prev_term is None:
         # The follower needs entries our storage has compacted away; only a snapshot could
         # help, and the core has none yet, so it stays behind rather than crash the leader.
-        return False
-    entries = st.log.slice(pr.next, st.log.last_index + 1, st.cfg.max_entries_per_append, st.cfg.max_bytes_per_append)
+        # Once per heartbeat answer (``probe_compacted``) an empty probe asks whether it
+        # holds our first entry after all (its store re-seeded from a copy): if so it is
+        # caught up from there; if not, its rejection puts it back here until the next one.
+        if not probe_compacted:
+            return False
+        prev_index = st.log.first_index - 1
+        prev_term = st.log.term(prev_index)
+        if prev_term is None:
+            return False
+        if pr.state is ProgressState.REPLICATE:
+            pr.become_probe()
+        pr.next = prev_index + 1
+        entries: list[Entry] = []
+    else:
+        entries = st.log.slice(
+            pr.next, st.log.last_index + 1, st.cfg.max_entries_per_append, st.cfg.max_bytes_per_append
+        )
     if not entries and not send_if_empty:
         return False
     st.send(
@@ -41,6 +56,7 @@ def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> boo
             commit=st.log.committed,
         )
     )
+    pr.sent_commit = st.log.committed
     if entries:
         pr.sent_entries(entries[-1].index)
     elif pr.state is ProgressState.PROBE:
@@ -51,6 +67,24 @@ def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True) -> boo
 def bcast_append(st: RaftState) -> None:
     for peer in st.peers:
         maybe_send_append(st, peer)
+
+
+def flush_deferred_bcast(st: RaftState) -> None:
+    """Send what proposals and commit advances since the last Ready left for each peer.
+
+    A leader under load takes many proposals and acknowledgements between two Readies;
+    broadcasting after each would send one Append per peer per proposal (and one more per
+    commit advance). Deferring to ``ready()`` sends one Append per peer with every new
+    entry, or an empty one only to a peer that has not yet heard the current commit index.
+    """
+    if not st.bcast_pending:
+        return
+    st.bcast_pending = False
+    if st.role is not Role.LEADER:
+        return
+    committed = st.log.committed
+    for peer in st.peers:
+        maybe_send_append(st, peer, send_if_empty=st.prs[peer].sent_commit < committed)
 
 
 def bcast_heartbeat(st: RaftState) -> None:
@@ -77,14 +111,14 @@ def maybe_commit(st: RaftState) -> bool:
 def leader_append(st: RaftState, data: bytes) -> int:
     index = st.log.last_index + 1
     st.log.append([Entry(index, st.term, data)])
-    bcast_append(st)
+    st.bcast_pending = True  # sent by the next ready(), with every other proposal until then
     return index
 
 
 def leader_persisted(st: RaftState) -> None:
     """Our own log counts toward the quorum only once the caller says it is durable."""
     if st.prs[st.id].maybe_update(st.log.persisted) and maybe_commit(st):
-        bcast_append(st)
+        st.bcast_pending = True
 
 
 def step_leader(st: RaftState, m: Message) -> None:
@@ -103,8 +137,8 @@ def step_leader(st: RaftState, m: Message) -> None:
             else:
                 pr.inflights.free_le(m.index)
             if maybe_commit(st):
-                bcast_append(st)
-            elif was_paused:
+                st.bcast_pending = True
+            if was_paused:
                 maybe_send_append(st, m.src)
             # Stream what is left while the window allows.
             while maybe_send_append(st, m.src, send_if_empty=False):
@@ -117,7 +151,7 @@ def step_leader(st: RaftState, m: Message) -> None:
         if pr.state is ProgressState.REPLICATE and pr.inflights.full:
             pr.inflights.free_first_one()
         if pr.match < st.log.last_index:
-            maybe_send_append(st, m.src)
+            maybe_send_append(st, m.src, probe_compacted=True)
 
 
 def _handle_reject(st: RaftState, m: Message) -> None:
@@ -173,8 +207,22 @@ def handle_heartbeat(st: RaftState, m: Message) -> None:
 
 
 def release_acks(st: RaftState) -> list[Message]:
-    """The held-back acks whose entries are now durable (they were queued in index order per leader)."""
-    ready = [m for m in st.msgs_after_persist if m.index <= st.log.persisted]
-    if ready:
-        st.msgs_after_persist = [m for m in st.msgs_after_persist if m.index > st.log.persisted]
-    return ready
+    """The held-back acks whose entries are now durable (they were queued in index order per leader).
+
+    An acceptance says "I hold everything through ``index``", so of several released to
+    the same leader in the same term only the highest says anything: one is sent.
+    """
+    persisted = st.log.persisted
+    ready = [m for m in st.msgs_after_persist if m.index <= persisted]
+    if not ready:
+        return ready
+    st.msgs_after_persist = [m for m in st.msgs_after_persist if m.index > persisted]
+    if len(ready) == 1:
+        return ready
+    highest: dict[tuple[str, int], Message] = {}
+    for m in ready:
+        key = (m.dst, m.term)
+        best = highest.get(key)
+        if best is None or m.index > best.index:
+            highest[key] = m
+    return list(highest.values())

@@ -48,6 +48,8 @@ class RaftState:
         self.heartbeat_elapsed = 0
         self.randomized_timeout = config.election_timeout_ticks
         self.lead_transferee: str | None = None
+        self.bcast_pending = False
+        """New entries or a new commit index wait for the next ``ready()`` to go to the peers."""
         self.leader_ticks = 0
         """Ticks since this node became leader; the clock for each peer's ``last_active``."""
         self.reset_randomized_timeout()
@@ -82,6 +84,7 @@ class RaftState:
         self.heartbeat_elapsed = 0
         self.reset_randomized_timeout()
         self.lead_transferee = None
+        self.bcast_pending = False
         self.votes = {}
         self.prs = {}
         # Acks promised to an older term's leader would only confuse the new one.

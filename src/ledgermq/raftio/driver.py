@@ -5,12 +5,17 @@ right order, because that order is what makes Raft safe:
 
 1. a changed term or vote is made durable (``currterm``, fsynced) *before* any message of
    the same Ready leaves, so a vote or a term is never forgotten after a peer saw it;
-2. new entries go to a single persist worker that writes and fsyncs them in a thread
+2. messages go to the transport (the leader's appends may leave before its own copy is
+   durable, as Raft allows; a follower's acks are held by the core until durable, so
+   they are in a later Ready than the entries they vouch for);
+3. new entries go to a single persist worker that writes and fsyncs them in a thread
    (``asyncio.to_thread``, so the loop keeps ticking and answering) and only then calls
    ``persisted()``; Readies that queue up meanwhile are written together (group commit),
-   always in the order they were handed out;
-3. messages go to the transport (the leader's appends may leave before its own copy is
-   durable, as Raft allows; a follower's acks are held by the core until durable);
+   always in the order they were handed out. When the storage counts an entry as
+   persisted once written (``write_inline``: a broker under ASYNC_FLUSH), the write is a
+   copy into the page cache and is done on the loop, ``persisted()`` right after
+   ``advance``, and the worker only fsyncs on the tick timer: a thread hand-off per Ready
+   would cost more than the copy;
 4. committed entries go to ``on_commit`` in order, then the proposals they settle resolve;
 5. ``advance``.
 
@@ -189,10 +194,12 @@ class RaftDriver:
         self._running = False
         self._wake = asyncio.Event()
         self._persist_wake = asyncio.Event()
-        self._persist_queue: list[tuple[Entry, ...]] = []
+        self._persist_queue: list[tuple[tuple[Entry, ...], bool]] = []  # (entries, own proposals)
         self._pending: dict[int, _Pending] = {}
         self._commit_hint = self.node.commit
         self._checkpoint_due = False
+        self._inline_writes = storage.write_inline
+        self._flush_due = False
         self._reported: tuple[Role, int, str | None] = (self.node.role, self.node.term, self.node.leader)
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -351,15 +358,14 @@ class RaftDriver:
             if ticks % checkpoint_every == 0 and self._commit_hint > self.storage.saved_commit:
                 self._checkpoint_due = True
                 self._persist_wake.set()
+            if self._inline_writes:
+                self._flush_due = True  # the storage paces its fsyncs (flushIntervalCommitLog)
+                self._persist_wake.set()
             self._wake.set()
 
     async def _ready_loop(self) -> None:
         while True:
             await self._wake.wait()
-            # One more turn of the loop first: proposals and messages that arrived in the same
-            # read (a burst of sends, a batch from a peer) join this Ready, so they share one
-            # Append per peer and one write instead of one each.
-            await asyncio.sleep(0)
             self._wake.clear()
             try:
                 while self.failed is None and self.node.has_ready():
@@ -385,18 +391,33 @@ class RaftDriver:
                     self._fail(exc, "saving the term and vote")
                     return  # nothing of this Ready may be sent, and the node stops
             self._commit_hint = rd.hard_state.commit
-        if rd.entries_to_persist:
-            self._persist_queue.append(rd.entries_to_persist)
-            self._persist_wake.set()
+        # Messages go before this Ready's entries are written (etcd's rule): a leader's Appends
+        # may leave first, and acks for these entries come in a later Ready, once persisted.
         if rd.messages:
             try:
                 self.transport.send(rd.messages)
             except Exception:
                 log.exception("raft %s: queueing %d messages failed", self.config.self_id, len(rd.messages))
+        written: Entry | None = None
+        if rd.entries_to_persist:
+            # A leader appends only its own proposals (and its NOOP) in its own term.
+            own = self.node.role is Role.LEADER and rd.entries_to_persist[0].term == self.node.term
+            if self._inline_writes:
+                try:
+                    self.storage.write(rd.entries_to_persist, own=own)
+                except Exception as exc:
+                    self._fail(exc, "writing entries")
+                    return  # the node stops (its messages vouch only for what was already durable)
+                written = rd.entries_to_persist[-1]
+            else:
+                self._persist_queue.append((rd.entries_to_persist, own))
+                self._persist_wake.set()
         if rd.committed_entries:
             await self._apply(rd.committed_entries)
         self._observe_roles()
         self.node.advance(rd)
+        if written is not None:
+            self.node.persisted(written.index, written.term)
 
     async def _apply(self, entries: tuple[Entry, ...]) -> None:
         if self.on_commit is not None:
@@ -500,26 +521,29 @@ class RaftDriver:
             batches, self._persist_queue = self._persist_queue, []
             checkpoint = self._commit_hint if self._checkpoint_due else None
             self._checkpoint_due = False
+            flush, self._flush_due = self._flush_due, False
             if self.failed is not None:
                 return
-            if batches or checkpoint is not None:
+            if batches or checkpoint is not None or flush:
                 try:
-                    await asyncio.to_thread(self._write, batches, checkpoint)
+                    await asyncio.to_thread(self._write, batches, checkpoint, flush)
                 except Exception as exc:
                     self._fail(exc, "writing entries")
                     return
                 if batches:
-                    last = batches[-1][-1]
+                    last = batches[-1][0][-1]
                     self.node.persisted(last.index, last.term)
                     self._wake.set()
             if not self._running and not self._persist_queue:
                 return
 
-    def _write(self, batches: list[tuple[Entry, ...]], checkpoint: int | None) -> None:
+    def _write(
+        self, batches: list[tuple[tuple[Entry, ...], bool]], checkpoint: int | None, flush: bool = False
+    ) -> None:
         """Worker thread: write every batch (each may cut what an earlier one wrote), fsync once."""
-        for batch in batches:
-            self.storage.write(batch)
-        if batches:
+        for batch, own in batches:
+            self.storage.write(batch, own=own)
+        if batches or flush:
             self.storage.flush()
         if checkpoint is not None:
             self.storage.save_commit(checkpoint)

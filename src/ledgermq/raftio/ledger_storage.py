@@ -16,6 +16,13 @@ unsafe. The store clamps a checkpoint to what it has flushed.
 Thread safety: the driver writes from one worker thread at a time while the core may read
 terms and entries from the loop thread; the store serialises writers and lets readers
 read up to its published last index without a lock.
+
+Recent entries: what was just written is read back at once, by the leader for its
+Appends and by every member to apply what committed. Those reads would cost an index
+unit, a data read and a header check per entry, so the last entries written (bounded by
+``recent_entries`` and ``recent_bytes``) are kept as the core handed them and served from
+memory; older ones come from the files. A truncation drops the cached suffix with the
+stored one. A reader racing an eviction misses the cache and reads the file instead.
 """
 
 from __future__ import annotations
@@ -34,13 +41,22 @@ class LedgerStorage:
     The store stays owned by the caller (open it before, close it after the driver).
     """
 
-    def __init__(self, store: DLedgerStore) -> None:
+    def __init__(self, store: DLedgerStore, *, recent_entries: int = 16384, recent_bytes: int = 32 << 20) -> None:
         self.store = store
         self._saved_commit = max(store.committed_index + 1, 0)
+        self._recent: dict[int, Entry] = {}
+        self._recent_lo = 0  # the lowest cached index while the cache is not empty
+        self._recent_bytes = 0
+        self._recent_max_entries = recent_entries
+        self._recent_max_bytes = recent_bytes
 
     # -- LogStorage ------------------------------------------------------------------
     def first_index(self) -> int:
-        return self.store.first_index + 1
+        """1 while nothing was deleted; after retention, the raft index *after* the first
+        stored entry: the core needs ``term(first_index() - 1)``, and the stored first
+        entry is the only one below it whose term the store still knows (etcd's dummy entry)."""
+        first = self.store.first_index
+        return first + 1 if first == 0 else first + 2
 
     def last_index(self) -> int:
         return self.store.last_index + 1
@@ -49,6 +65,9 @@ class LedgerStorage:
         """The term of raft ``index``; 0 for index 0. IndexError outside the stored range."""
         if index == 0:
             return 0
+        cached = self._recent.get(index)
+        if cached is not None:
+            return cached.term
         return self.store.term_at(index - 1)
 
     def entries(self, lo: int, hi: int, max_bytes: int) -> list[Entry]:
@@ -56,15 +75,19 @@ class LedgerStorage:
         hi = min(hi, self.last_index() + 1)
         out: list[Entry] = []
         size = 0
+        recent = self._recent
         for index in range(lo, hi):
-            stored = self.store.get(index - 1)
-            size += len(stored.body)
+            entry = recent.get(index)
+            if entry is None:
+                stored = self.store.get(index - 1)
+                if stored.body:
+                    entry = Entry(index, stored.term, stored.body)
+                else:
+                    entry = Entry(index, stored.term, b"", EntryKind.NOOP)
+            size += len(entry.data)
             if out and size > max_bytes:
                 break
-            if stored.body:
-                out.append(Entry(index, stored.term, stored.body))
-            else:
-                out.append(Entry(index, stored.term, b"", EntryKind.NOOP))
+            out.append(entry)
         return out
 
     def all_entries(self) -> list[Entry]:
@@ -73,8 +96,19 @@ class LedgerStorage:
         return self.entries(lo, hi, 1 << 62) if lo < hi else []
 
     # -- writes ----------------------------------------------------------------------
-    def write(self, entries: Sequence[Entry]) -> None:
+    @property
+    def write_inline(self) -> bool:
+        """True when ``write`` is a copy into the page cache and nothing is owed before
+        ``persisted`` (the durability the caller chose is "written", with fsyncs on a timer),
+        so the driver runs it on the loop instead of handing it to a thread. A bare
+        DLedgerStore is fsynced before every acknowledgement, so False here."""
+        return False
+
+    def write(self, entries: Sequence[Entry], *, own: bool = False) -> None:
         """Store ``entries`` (consecutive), first dropping any stored suffix they replace.
+
+        ``own``: a leader's own proposals of its term (the caller may skip what it already
+        knows about them; a bare store has nothing to skip).
 
         The core may hand out entries starting at or below our last index after a conflict;
         everything from ``entries[0].index`` on is cut (durably) before the append. Not
@@ -89,6 +123,35 @@ class LedgerStorage:
         if first <= self.last_index():
             self.store.truncate_after(first - 2)  # keep raft first - 1 = DLedger first - 2
         self.store.append([(e.index - 1, e.term, b"" if e.kind is EntryKind.NOOP else e.data) for e in entries])
+        self.remember(entries)
+
+    def remember(self, entries: Sequence[Entry]) -> None:
+        """Keep ``entries`` (just written, consecutive) as the cached tail, dropping any cached
+        suffix they replaced and the oldest entries past the bounds."""
+        recent = self._recent
+        first = entries[0].index
+        if recent and first <= self._recent_lo + len(recent) - 1:
+            for index in range(max(first, self._recent_lo), self._recent_lo + len(recent)):
+                dropped = recent.pop(index)
+                self._recent_bytes -= len(dropped.data)
+        if not recent:
+            self._recent_lo = first
+            self._recent_bytes = 0
+        elif first != self._recent_lo + len(recent):
+            recent.clear()  # not contiguous with the cache (cannot happen for a Raft log): start over
+            self._recent_lo, self._recent_bytes = first, 0
+        for e in entries:
+            recent[e.index] = e
+            self._recent_bytes += len(e.data)
+        while recent and (len(recent) > self._recent_max_entries or self._recent_bytes > self._recent_max_bytes):
+            old = recent.pop(self._recent_lo)
+            self._recent_bytes -= len(old.data)
+            self._recent_lo += 1
+
+    def forget_recent(self) -> None:
+        """Drop the cache (after the store was changed behind this object's back)."""
+        self._recent.clear()
+        self._recent_bytes = 0
 
     def flush(self) -> tuple[int, int]:
         """fsync what was written; the last durable raft ``(index, term)``."""

@@ -41,6 +41,12 @@ class StoreLog(LedgerStorage):
         self.flush_interval_s = store.config.flush_interval_commitlog_ms / 1000
         self._last_fsync = 0.0
 
+    @property
+    def write_inline(self) -> bool:
+        """Under ASYNC_FLUSH an entry is persisted once written: no fsync to wait for, so no
+        thread hand-off either (the fsync on the timer still runs in a thread)."""
+        return not self.sync_flush
+
     def flush(self) -> tuple[int, int]:
         """fsync under SYNC_FLUSH; under ASYNC_FLUSH at most every flushIntervalCommitLog."""
         now = time.monotonic()  # paces fsyncs, decides nothing about order or safety
@@ -50,9 +56,11 @@ class StoreLog(LedgerStorage):
         last = self.last_index()
         return last, self.term(last)
 
-    def write(self, entries: Sequence[Entry]) -> None:
+    def write(self, entries: Sequence[Entry], *, own: bool = False) -> None:
         """Store ``entries`` through the message store, first cutting any suffix they replace
-        (only ever an uncommitted one: the store refuses to cut below its committed index)."""
+        (only ever an uncommitted one: the store refuses to cut below its committed index).
+        ``own``: the leader's proposals, whose queue offsets ``prepare_append`` already
+        gave out, so the store need not read each message's place back."""
         if not entries:
             return
         for e in entries:
@@ -62,8 +70,9 @@ class StoreLog(LedgerStorage):
         if first <= self.last_index():
             self.message_store.truncate_after(first - 2)  # keep raft first - 1 = DLedger first - 2
         self.message_store.write_entries(
-            [(e.index - 1, e.term, b"" if e.kind is EntryKind.NOOP else e.data) for e in entries]
+            [(e.index - 1, e.term, b"" if e.kind is EntryKind.NOOP else e.data) for e in entries], placed=own
         )
+        self.remember(entries)
 
     def commit(self, entries: Sequence[Entry]) -> None:
         """The driver's ``on_commit``: these entries (in index order) are committed."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ledgermq.errors import ConfigError, LocalProtocolError, RemoteProtocolError
 from ledgermq.net.client import RemotingClient, split_address
+from ledgermq.net.connection import Connection
 from ledgermq.net.server import RemotingServer, RequestContext
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand
@@ -98,34 +99,73 @@ class _PeerSender:
         self.wakeup = asyncio.Event()
         self.stats = PeerStats()
         self.task: asyncio.Task[None] | None = None
+        self.sending = False  # the task is between taking batches and having written them
+        self.backoff = 0.0
 
     def enqueue(self, batch: Sequence[Message]) -> None:
+        if not self.queue and not self.sending and self.backoff == 0.0 and self.task is not None:
+            # The usual case: connected, nothing ahead of this batch. Write it now rather than
+            # wake the task for it (a loop turn later), which keeps the order all the same.
+            conn = self.transport.client.open_connection(self.addr)
+            if conn is not None:
+                try:
+                    self._write(conn, list(batch))
+                except Exception as exc:
+                    self.stats.send_errors += 1
+                    log.debug("raft %s -> %s: send failed: %s", self.transport.self_id, self.peer_id, exc)
+                return
         if len(self.queue) >= self.transport.queue_limit:
             self.stats.dropped += len(self.queue.popleft())
         self.queue.append(batch)
         self.wakeup.set()
 
+    def _write(self, conn: Connection, messages: list[Message]) -> int:
+        """Encode and queue ``messages`` on an open connection; the frames written. Lossy, as
+        Raft allows: what cannot be encoded or sent is counted as dropped (and raised for
+        a send, so the task backs off)."""
+        try:
+            frames = wire.encode_batches(messages, self.transport.max_batch_bytes)
+        except LocalProtocolError:
+            log.exception(
+                "raft %s -> %s: cannot encode %d messages", self.transport.self_id, self.peer_id, len(messages)
+            )
+            self.stats.dropped += len(messages)
+            return 0
+        try:
+            for frame in frames:
+                conn.oneway(RemotingCommand.request(RequestCode.RAFT_MESSAGES, body=frame, oneway=True))
+                self.stats.sent_frames += 1
+            conn.flush()  # on the wire now, while this node writes the same entries
+        except BaseException:
+            self.stats.dropped += len(messages)
+            raise
+        self.stats.sent_messages += len(messages)
+        return len(frames)
+
     async def run(self) -> None:
-        backoff = 0.0
         while True:
             await self.wakeup.wait()
             self.wakeup.clear()
-            if backoff:
-                await asyncio.sleep(backoff)
+            if self.backoff:
+                await asyncio.sleep(self.backoff)
+            self.sending = True
             try:
                 if await self._send_queued():
-                    backoff = 0.0  # only a real delivery proves the peer is back
+                    self.backoff = 0.0  # only a real delivery proves the peer is back
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 # INFO for the first failure of an outage, DEBUG while it lasts.
+                backoff = self.backoff
                 lvl = logging.INFO if backoff == 0.0 else logging.DEBUG
-                backoff = min(max(backoff * 2, self.transport.min_backoff), self.transport.max_backoff)
+                self.backoff = min(max(backoff * 2, self.transport.min_backoff), self.transport.max_backoff)
                 self.stats.send_errors += 1
                 log.log(
                     lvl, "raft %s -> %s (%s): send failed: %s", self.transport.self_id, self.peer_id, self.addr, exc
                 )
                 self.wakeup.set()  # what is still queued goes after the back-off
+            finally:
+                self.sending = False
 
     async def _send_queued(self) -> int:
         """Send everything queued; the number of frames written."""
@@ -135,24 +175,11 @@ class _PeerSender:
             while self.queue:
                 messages += self.queue.popleft()
             try:
-                frames = wire.encode_batches(messages, self.transport.max_batch_bytes)
-            except LocalProtocolError:
-                log.exception(
-                    "raft %s -> %s: cannot encode %d messages", self.transport.self_id, self.peer_id, len(messages)
-                )
-                self.stats.dropped += len(messages)
-                continue
-            try:
-                for frame in frames:
-                    cmd = RemotingCommand.request(RequestCode.RAFT_MESSAGES, body=frame, oneway=True)
-                    await self.transport.client.invoke_oneway(self.addr, cmd)
-                    self.stats.sent_frames += 1
-                    frames_sent += 1
+                conn = await self.transport.client.connection(self.addr)
             except BaseException:
-                # Raft tolerates the loss: the batch is counted as dropped and forgotten.
-                self.stats.dropped += len(messages)
+                self.stats.dropped += len(messages)  # Raft tolerates the loss; the task backs off
                 raise
-            self.stats.sent_messages += len(messages)
+            frames_sent += self._write(conn, messages)
         return frames_sent
 
 
@@ -197,7 +224,7 @@ class RaftTransport:
 
     # -- wiring ----------------------------------------------------------------------
     def attach(self, server: RemotingServer) -> None:
-        server.register(RequestCode.RAFT_MESSAGES, self._process)
+        server.register_inline(RequestCode.RAFT_MESSAGES, self._process)
 
     def set_handler(self, handler: Callable[[list[Message]], None] | None) -> None:
         self._handler = handler
@@ -241,7 +268,7 @@ class RaftTransport:
             self._senders[peer].enqueue(batch)
 
     # -- inbound ---------------------------------------------------------------------
-    async def _process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+    def _process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
         try:
             messages = wire.decode_batch(cmd.body, self.max_batch_bytes)
         except RemoteProtocolError as exc:

@@ -71,26 +71,15 @@ INCOMPLETE = "record not completely written yet"
 TORN_TEXT = "topic or properties hold NUL or non-UTF-8 bytes (torn write?)"
 
 
-def check_record(
-    buf: RecordBuffer,
-    pos: int,
-    limit: int,
-    expected_offset: int,
-    *,
-    check_crc: bool = True,
-    delay_levels_ms: list[int] | None = None,
-    capacity: int | None = None,
-    check_text: bool = True,
-) -> DispatchRequest | Verdict:
-    """Validate the record at ``pos`` (bytes available up to ``limit``).
+_Frame = tuple[int, int, int, int, int, int, int, bytes, int, int]
 
-    ``capacity`` is where the segment ends; a record that fits there but not yet within
-    ``limit`` is ``INCOMPLETE`` (a slave received part of it), not corrupt.
 
-    Returns a DispatchRequest, ``Verdict(remaining, BLANK)`` at a segment's blank end,
-    ``Verdict(0, END_OF_DATA)`` where nothing was written, or ``Verdict(0, reason)``
-    for anything torn or corrupt.
-    """
+def _frame(
+    buf: RecordBuffer, pos: int, limit: int, expected_offset: int, check_crc: bool, capacity: int | None
+) -> _Frame | Verdict:
+    """The fixed fields and the topic of the record at ``pos``, its sizes checked against
+    each other: (total, queue id, queue offset, physical offset, sysflag, store timestamp,
+    prepared offset, topic bytes, where the properties length is, record end)."""
     if limit - pos < 8:
         return Verdict(0, END_OF_DATA)
     total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
@@ -125,12 +114,62 @@ def check_record(
     p += 1 + topic_len
     if topic_len == 0 or p + 2 > end:
         return Verdict(0, "topic is empty or overruns the record")
-    if check_text and b"\x00" in topic_b:
-        return Verdict(0, TORN_TEXT)
     props_len = _SHORT.unpack_from(buf, p)[0]
     p += 2
     if props_len < 0 or p + props_len != end:
         return Verdict(0, f"size {total} disagrees with its fields")
+    return total, queue_id, queue_offset, phys, sysflag, store_ts, prepared, topic_b, p, end
+
+
+@dataclass(slots=True)
+class Placement:
+    """Where a stored message belongs: what moving queue offsets past it needs."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    sysflag: int
+    store_timestamp: int
+    size: int
+
+
+def read_placement(buf: RecordBuffer, pos: int, limit: int, expected_offset: int) -> Placement | Verdict:
+    """``check_record`` without the CRC, the text checks and the properties: a Raft entry's
+    message is validated as one record and placed in its queue on every write, where the
+    properties (keys, tags) are not needed yet; the reput reads them at dispatch."""
+    frame = _frame(buf, pos, limit, expected_offset, False, None)
+    if isinstance(frame, Verdict):
+        return frame
+    total, queue_id, queue_offset, _phys, sysflag, store_ts, _prepared, topic_b, _p, _end = frame
+    return Placement(topic_b.decode("utf-8", "replace"), queue_id, queue_offset, sysflag, store_ts, total)
+
+
+def check_record(
+    buf: RecordBuffer,
+    pos: int,
+    limit: int,
+    expected_offset: int,
+    *,
+    check_crc: bool = True,
+    delay_levels_ms: list[int] | None = None,
+    capacity: int | None = None,
+    check_text: bool = True,
+) -> DispatchRequest | Verdict:
+    """Validate the record at ``pos`` (bytes available up to ``limit``).
+
+    ``capacity`` is where the segment ends; a record that fits there but not yet within
+    ``limit`` is ``INCOMPLETE`` (a slave received part of it), not corrupt.
+
+    Returns a DispatchRequest, ``Verdict(remaining, BLANK)`` at a segment's blank end,
+    ``Verdict(0, END_OF_DATA)`` where nothing was written, or ``Verdict(0, reason)``
+    for anything torn or corrupt.
+    """
+    frame = _frame(buf, pos, limit, expected_offset, check_crc, capacity)
+    if isinstance(frame, Verdict):
+        return frame
+    total, queue_id, queue_offset, phys, sysflag, store_ts, prepared, topic_b, p, end = frame
+    if check_text and b"\x00" in topic_b:
+        return Verdict(0, TORN_TEXT)
     props_b = bytes(buf[p:end])
     if check_text and b"\x00" in props_b:
         return Verdict(0, TORN_TEXT)

@@ -157,11 +157,12 @@ class MappedFileQueue:
             fsync_dir(self.directory)
 
     def delete_first_while(
-        self, condition: Callable[[MappedFile], bool], max_files: int, force_after_s: float
+        self, condition: Callable[[MappedFile], bool], max_files: int, force_after_s: float, *, keep_last: bool = True
     ) -> list[MappedFile]:
-        """Delete leading segments (never the active last one) while ``condition`` holds."""
+        """Delete leading segments while ``condition`` holds; never the active last one unless
+        ``keep_last`` is False (a sealed log nothing is appended to any more)."""
         removed: list[MappedFile] = []
-        for mf in self.files[:-1]:
+        for mf in self.files[:-1] if keep_last else list(self.files):
             if len(removed) >= max_files or not condition(mf):
                 break
             if not mf.destroy(force_after_s):
@@ -172,6 +173,19 @@ class MappedFileQueue:
             with self._lock:
                 self.files = [m for m in self.files if id(m) not in gone]
         return removed
+
+    def detach_first_while(self, condition: Callable[[MappedFile], bool]) -> list[MappedFile]:
+        """Take leading segments (never the last) out of the list while ``condition`` holds,
+        without deleting them: the caller destroys them, outside its own locks (unlinking a
+        big file takes a while). Readers holding one keep it until they let go."""
+        with self._lock:
+            files = self.files
+            n = 0
+            while n < len(files) - 1 and condition(files[n]):
+                n += 1
+            if n:
+                self.files = files[n:]
+            return files[:n]
 
     def close(self) -> None:
         for mf in self.files:

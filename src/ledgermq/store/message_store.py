@@ -40,6 +40,7 @@ from ledgermq.store.dispatch import SCHEDULE_TOPIC, whole_records_end
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.reput import DLedgerReputService
+from ledgermq.store.dledger.retention import DLedgerCleanService, LedgerGuard
 from ledgermq.store.dledger.store_recovery import recover_dledger
 from ledgermq.store.dledger.writes import DLedgerWrites
 from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
@@ -184,7 +185,8 @@ class MessageStore(StoreReads, DLedgerWrites):
 
     def _start_dledger_services(self, reput_from: int) -> None:
         """DLedger mode: the reput follows committed entries; no commit-log flusher (the
-        driver flushes the DLedger files) and no retention (not implemented for DLedger)."""
+        driver flushes the DLedger files); retention deletes DLedger data files
+        (store/dledger/retention.py)."""
         assert self.dledger is not None
         reput = DLedgerReputService(self.dledger, self.queues, self.index, reput_from, self.delay_levels_ms)
         reput.listeners = self._listeners
@@ -199,7 +201,16 @@ class MessageStore(StoreReads, DLedgerWrites):
             lambda: reput.dispatched_ts,
             self.config.flush_interval_consume_queue_ms,
         )
-        for svc in (reput, self.queue_flusher):
+        self.cleaner = DLedgerCleanService(
+            self.config,
+            self.dledger,
+            self.queues,
+            self.index,
+            self.clock,
+            self._disk_usage,
+            lambda: reput.reput_from,
+        )
+        for svc in (reput, self.queue_flusher, self.cleaner):
             svc.start()
 
     def shutdown(self) -> None:
@@ -530,11 +541,23 @@ class MessageStore(StoreReads, DLedgerWrites):
         self._listeners.append(listener)
 
     def add_retention_guard(self, guard: RetentionGuard) -> None:
+        """Keep every commit-log segment ending beyond ``guard()`` (an offset; None: nothing)."""
         if self.dledger is not None:
-            raise StoreError("DLedger mode has no retention (yet): nothing to guard")
+            raise StoreError("DLedger mode guards Raft indices: use add_ledger_guard")
         if self.cleaner is None:
             raise StoreError("start the store before adding retention guards")
         self.cleaner.guards.append(guard)
+
+    def add_ledger_guard(self, guard: LedgerGuard) -> None:
+        """DLedger mode: keep the entry at DLedger index ``guard()`` and everything after it
+        (None: nothing), unless the disk is past the forcible ratio."""
+        if not isinstance(self.cleaner, DLedgerCleanService):
+            raise StoreError("ledger guards need a started store in DLedger mode")
+        self.cleaner.add_guard(guard)
+
+    def ledger_guards(self) -> list[LedgerGuard]:
+        """The ledger guards registered so far (empty outside DLedger mode)."""
+        return list(self.cleaner.ledger_guards) if isinstance(self.cleaner, DLedgerCleanService) else []
 
     def trigger_delete_files(self) -> None:
         if self.cleaner is not None:

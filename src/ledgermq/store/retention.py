@@ -17,6 +17,7 @@ import datetime as dt
 import logging
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ledgermq.clock import Clock
@@ -54,6 +55,20 @@ def _paced(
         return True
 
     return check
+
+
+@dataclass(frozen=True, slots=True)
+class CleanRound:
+    """What one cleaning round may delete: files older than ``reserved_s`` as of ``now_s``,
+    or of any age when ``forcibly``. ``critical``: the disk is past the forcible ratio."""
+
+    now_s: float
+    reserved_s: float
+    forcibly: bool
+    critical: bool
+
+    def expired(self, mf: MappedFile) -> bool:
+        return self.forcibly or self.now_s - mf.last_modified() >= self.reserved_s
 
 
 def disk_usage_ratio(path: Path) -> float:
@@ -102,32 +117,63 @@ class CleanService(ServiceThread):
         live = [n for n in needed if n is not None]
         return min(live) if live else None
 
-    def clean_once(self) -> int:
-        """One round; returns how many commit-log segments were deleted."""
-        ratio = self.disk_usage(self.commitlog.queue.directory) if self.commitlog.queue.files else 0.0
+    def plan_round(self) -> CleanRound | None:
+        """Whether this round deletes anything, and by which rule (None: not time to clean).
+
+        The decision RocketMQ's clean services share: a round runs when the hour is in
+        deleteWhen, the disk is fuller than diskMaxUsedSpaceRatio, or an operator asked;
+        past the forcible ratio (85%) age no longer matters (cleanFileForciblyEnable)."""
+        ratio = self.disk_ratio()
         self._update_disk_full(ratio)
         hour = dt.datetime.fromtimestamp(self.clock.wall_ms() / 1000).hour
         time_up = hour in self.delete_hours
         space_full = ratio > self.config.disk_max_used_space_ratio / 100
-        forcibly = ratio > FORCIBLE_RATIO
+        critical = ratio > FORCIBLE_RATIO
         manual = self.manual_requests > 0
         if manual:
             self.manual_requests -= 1
         if not (time_up or space_full or manual):
+            return None
+        return CleanRound(
+            now_s=self.clock.wall_ms() / 1000,
+            reserved_s=self.reserved_hours * 3600,
+            forcibly=critical and self.config.clean_file_forcibly_enable,
+            critical=critical,
+        )
+
+    @property
+    def reserved_hours(self) -> float:
+        return self.config.file_reserved_time_hours
+
+    def disk_ratio(self) -> float:
+        """Used/total of the partition the files to delete live on."""
+        return self.disk_usage(self.commitlog.queue.directory) if self.commitlog.queue.files else 0.0
+
+    def paced(self, condition: Callable[[MappedFile], bool]) -> Callable[[MappedFile], bool]:
+        """``condition`` with deleteCommitLogFilesInterval between deletions."""
+        pause_s = self.config.delete_commitlog_files_interval_ms / 1000
+        return _paced(condition, pause_s, self._stopping.wait) if pause_s > 0 else condition
+
+    def clean_once(self) -> int:
+        """One round; returns how many commit-log segments were deleted."""
+        plan = self.plan_round()
+        if plan is None:
             return 0
-        reserved_s = self.config.file_reserved_time_hours * 3600
-        now_s = self.clock.wall_ms() / 1000
+        removed = self.delete_files(plan)
+        self.clean_derived()
+        return removed
+
+    def delete_files(self, plan: CleanRound) -> int:
+        """Delete expired leading commit-log segments no retention guard protects."""
         floor = self.protected_from()
 
         def deletable(mf: MappedFile) -> bool:
             if floor is not None and mf.end_offset > floor:
                 return False
-            return forcibly or now_s - mf.last_modified() >= reserved_s
+            return plan.expired(mf)
 
-        pause_s = self.config.delete_commitlog_files_interval_ms / 1000
-        paced = _paced(deletable, pause_s, self._stopping.wait) if pause_s > 0 else deletable
         removed = self.commitlog.queue.delete_first_while(
-            paced,
+            self.paced(deletable),
             DELETE_FILES_BATCH_MAX,
             self.config.destroy_mapped_file_interval_forcibly_ms / 1000,
         )
@@ -137,7 +183,6 @@ class CleanService(ServiceThread):
                 len(removed),
                 ", ".join(m.path.name for m in removed),
             )
-        self.clean_derived()
         return len(removed)
 
     def _update_disk_full(self, ratio: float) -> None:

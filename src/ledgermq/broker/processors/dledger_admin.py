@@ -2,9 +2,11 @@
 
 GET_DLEDGER_STATUS (60002, ledgermq-only) answers JSON: ``group``, ``selfId``, ``role``
 (LEADER/FOLLOWER/CANDIDATE...), ``term``, ``leader`` ("" while unknown), ``commitIndex``,
-``appliedIndex``, ``lastIndex``, ``persistedIndex``, ``peers`` (id -> Raft address),
-``failed`` ("" unless the driver stopped on an error) and, on the leader only, ``members``:
-one ``{"id", "matchIndex", "lag"}`` per member (itself included), lag = lastIndex - match.
+``appliedIndex``, ``lastIndex``, ``firstIndex`` (the first raft index still stored:
+retention moves it), ``persistedIndex``, ``peers`` (id -> Raft address), ``failed`` (""
+unless the driver stopped on an error) and, on the leader only, ``members``: one
+``{"id", "matchIndex", "lag", "stuck"}`` per member (itself included), lag = lastIndex -
+match, stuck = it needs entries below the leader's first index (it cannot catch up).
 
 DLEDGER_TRANSFER_LEADER (60003, ext ``target``: ``n<k>``) asks the leader to hand over to
 ``target`` and waits (at most ``timeoutMillis``, default 5000) until it has stepped down.
@@ -35,10 +37,12 @@ def not_dledger(broker: Broker) -> str:
 
 def dledger_status_doc(broker: Broker, dl: BrokerDLedger, st: RaftStatus) -> dict[str, Any]:
     """The JSON body of GET_DLEDGER_STATUS from one RaftStatus."""
+    stuck = dl.watch.needs.stuck
     members = [
-        {"id": peer, "matchIndex": match, "lag": max(0, st.last_index - match)}
+        {"id": peer, "matchIndex": match, "lag": max(0, st.last_index - match), "stuck": peer in stuck}
         for peer, match in sorted(st.match.items())
     ]
+    ledger = dl.store.dledger
     return {
         "group": broker.store_config.dleger_group,
         "selfId": dl.self_id,
@@ -50,6 +54,7 @@ def dledger_status_doc(broker: Broker, dl: BrokerDLedger, st: RaftStatus) -> dic
         "commitIndex": st.commit,
         "appliedIndex": st.applied,
         "lastIndex": st.last_index,
+        "firstIndex": ledger.ledger.first_index + 1 if ledger is not None else 1,
         "persistedIndex": st.persisted_index,
         "peers": dict(dl.transport.peers),
         "members": members if st.role is Role.LEADER else [],

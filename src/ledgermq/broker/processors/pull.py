@@ -120,7 +120,13 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
         )
         ctx.park()
         try:
-            await broker.pull_hold.wait(topic, queue_id, offset, max(0, timeout_ms) / 1000)
+            await broker.pull_hold.wait(
+                topic,
+                queue_id,
+                offset,
+                max(0, timeout_ms) / 1000,
+                current_max=lambda: broker.store.max_offset_in_queue(topic, queue_id),
+            )
         finally:
             ctx.unpark()
         return await _pull(broker, ctx, cmd, allow_suspend=False)

@@ -35,9 +35,8 @@ from ledgermq.clock import Clock
 from ledgermq.errors import StoreClosedError, StoreError
 from ledgermq.protocol import message as M
 from ledgermq.protocol import sysflag as SF
-from ledgermq.protocol.msgid import offset_msg_id
 from ledgermq.store.commitlog import CommitLog, EncodedMessage
-from ledgermq.store.dispatch import DispatchRequest, check_record
+from ledgermq.store.dispatch import DispatchRequest, Placement, check_record, read_placement
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.entry import BODY_OFFSET
 from ledgermq.store.dledger.ledger_store import DLedgerStore
@@ -112,8 +111,12 @@ class DLedgerCommitLog(CommitLog):
             return super().min_offset
         if self._ledger is None:
             return 0
-        first = self._ledger.data.first()
-        return first.start_offset if first is not None else self._ledger.end_pos
+        # The first data file still readable (one retention is deleting may wait for a
+        # reader; it is unavailable already), as DLedgerCommitLog.getMinOffset.
+        for mf in self._ledger.data.files:
+            if mf.available:
+                return mf.start_offset
+        return self._ledger.end_pos
 
     @property
     def max_offset(self) -> int:
@@ -177,28 +180,35 @@ class DLedgerCommitLog(CommitLog):
             self.last_store_timestamp = now
         return bodies
 
-    def write_entries(self, entries: Sequence[EntryToWrite]) -> list[int]:
+    def write_entries(self, entries: Sequence[EntryToWrite], *, placed: bool = False) -> list[int]:
         """Append entries (leader after ``prepare_append``, or a follower with the leader's
         bytes) and return each entry's data position. Each non-empty body must be one
         stored message; its PHYSICALOFFSET is set to its body position (pos + 48), which a
         leader's bytes already hold on a follower. Queue offsets move past what is written.
-        Raises before writing anything if a body is not a message."""
+        Raises before writing anything if a body is not a message.
+
+        ``placed``: the bodies are this leader's own, encoded here and given their queue
+        offsets by ``prepare_append``; reading each one's place back would only repeat that.
+        """
         prepared: list[tuple[int, int, bytearray]] = []
-        facts: list[DispatchRequest | None] = []
+        facts: list[Placement | None] = []
         for index, term, body in entries:
             buf = body if isinstance(body, bytearray) else bytearray(body)
-            facts.append(_message_facts(buf, index) if buf else None)
+            if not placed:
+                facts.append(_message_facts(buf, index) if buf else None)
             prepared.append((index, term, buf))
         with self.put_lock:
             if self.closed:
                 raise StoreClosedError("the commit log is shut down")
             positions = self.ledger.append_with_pos(prepared, _patch_physical_offset)
             for fact in facts:
-                if fact is not None and SF.gets_queue_entry(fact.sysflag):
+                if fact is None:
+                    continue
+                if SF.gets_queue_entry(fact.sysflag):
                     key = f"{fact.topic}-{fact.queue_id}"
                     if self.queue_offsets.get(key, 0) <= fact.queue_offset:
                         self.queue_offsets[key] = fact.queue_offset + 1
-                if fact is not None and fact.store_timestamp > self.last_store_timestamp:
+                if fact.store_timestamp > self.last_store_timestamp:
                     self.last_store_timestamp = fact.store_timestamp
         return positions
 
@@ -305,17 +315,14 @@ class DLedgerCommitLog(CommitLog):
         """The put result of entries written at ``positions`` (a leader answering a send once
         they are committed): wrote offset = first body position, one offset message id per
         message, naming the store host the record carries."""
-        ids: list[str] = []
-        for body, pos in zip(bodies, positions, strict=True):
-            rec = M.decode_record(body, check_crc=False)
-            ids.append(offset_msg_id(rec.store_host, pos + BODY_OFFSET))
-        first = M.decode_record(bodies[0], check_crc=False)
+        ids = [M.offset_msg_id_of(body, pos + BODY_OFFSET) for body, pos in zip(bodies, positions, strict=True)]
+        queue_offset, store_timestamp = M.queue_offset_and_store_time(bodies[0])
         return AppendResult(
             wrote_offset=positions[0] + BODY_OFFSET,
             wrote_bytes=sum(len(b) for b in bodies),
             msg_ids=ids,
-            store_timestamp=first.store_timestamp,
-            queue_offset=first.queue_offset,
+            store_timestamp=store_timestamp,
+            queue_offset=queue_offset,
             msg_num=len(bodies),
             topic=topic,
             queue_id=queue_id,
@@ -327,13 +334,13 @@ def _patch_physical_offset(body: bytearray, body_pos: int) -> None:
         _LONG.pack_into(body, M.PHYSICALOFFSET_POS, body_pos)
 
 
-def _message_facts(body: bytearray, index: int) -> DispatchRequest:
-    """What a body says about its message (checked against its own PHYSICALOFFSET field)."""
+def _message_facts(body: bytearray, index: int) -> Placement:
+    """Where a body's message belongs (the body checked to be one record naming its own PHYSICALOFFSET)."""
     if len(body) < M.PHYSICALOFFSET_POS + 8:
         raise StoreError(f"entry {index}: a {len(body)}-byte body is not a stored message")
     claimed = _LONG.unpack_from(body, M.PHYSICALOFFSET_POS)[0]
-    v = check_record(body, 0, len(body), claimed, check_crc=False, check_text=False)
-    if not isinstance(v, DispatchRequest) or v.size != len(body):
-        reason = v.reason if not isinstance(v, DispatchRequest) else f"record of {v.size} bytes"
+    v = read_placement(body, 0, len(body), claimed)
+    if not isinstance(v, Placement) or v.size != len(body):
+        reason = v.reason if not isinstance(v, Placement) else f"record of {v.size} bytes"
         raise StoreError(f"entry {index}: the body is not one stored message ({reason})")
     return v

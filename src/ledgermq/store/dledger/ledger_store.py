@@ -57,13 +57,19 @@ from ledgermq.store.dledger.segments import (
     read_index_unit,
     sync_file,
 )
+from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.mapped_file_queue import MappedFileQueue
+from ledgermq.util.atomic_file import fsync_dir
 
 EntryInput = tuple[int, int, bytes | bytearray | memoryview]  # index, term, body
 # Called with the body and the position its first byte will have in the data files
 # (entry pos + BODY_OFFSET), before the entry is encoded: the leader fills the inner
 # message's PHYSICALOFFSET with it.
 BodyPatch = Callable[[bytearray, int], None]
+
+
+# Whether a leading data file may go, given the first entry of the file after it.
+FileCondition = Callable[[MappedFile, EntryInfo], bool]
 
 
 class EntryNotFoundError(StoreError, IndexError):
@@ -322,6 +328,54 @@ class DLedgerStore:
             self._last_index, self._last_term = index, new_term
             self._persisted_index = min(self._persisted_index, index)
 
+    # -- retention -------------------------------------------------------------------
+    def delete_leading_files(
+        self,
+        may_delete: FileCondition,
+        max_files: int,
+        force_after_s: float,
+        pause: Callable[[], object] | None = None,
+    ) -> list[MappedFile]:
+        """Delete leading data files (never the last) while ``may_delete(file, next_head)``
+        holds, moving ``first_index`` to the first entry left, then the index files that only
+        hold units below it (DLedger's CleanSpaceService and reviseLedgerBeginIndex).
+
+        ``next_head`` is the first entry of the file after ``file``: deleting ``file`` makes
+        its index the new first index, which is what the caller's rules are about (committed,
+        dispatched, needed by a peer). A file whose next file does not start with an entry,
+        or that is not fully flushed, is never deleted. Under the store's lock (so appends and
+        truncation see a consistent list) a file leaves the list and the first index moves,
+        before it becomes unreadable; it is unlinked outside the lock, and the directory is
+        fsynced after each one, so a crash leaves a prefix deleted, never a hole. A file a
+        reader still holds is renamed aside and removed as soon as the reader lets go.
+        Recovery needs nothing more: it takes the first index from the first data file.
+        ``pause`` runs between deletions, outside the lock.
+        """
+        removed: list[MappedFile] = []
+        while len(removed) < max_files:
+            if removed and pause is not None:
+                pause()
+            with self._lock:
+                if self._closed:
+                    break
+                files = self.data.files
+                if len(files) < 2:
+                    break
+                mf, nxt = files[0], files[1]
+                head = _first_entry(nxt)
+                if head is None or mf.flushed < mf.wrote or not may_delete(mf, head):
+                    break
+                self._first_index = max(self._first_index, head.index)
+                self.data.detach_first_while(_is(mf))
+            _destroy(mf, force_after_s)
+            removed.append(mf)
+        with self._lock:
+            boundary = self._first_index * INDEX_UNIT_SIZE
+            stale = [] if self._closed else self.index.detach_first_while(lambda m: m.end_offset <= boundary)
+        for mf in stale:
+            _destroy(mf, force_after_s)
+        return removed
+
     # -- durability ------------------------------------------------------------------
     def flush(self) -> int:
         """fdatasync the data, then the index; return the persisted index.
@@ -377,3 +431,26 @@ class DLedgerStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _first_entry(mf: MappedFile) -> EntryInfo | None:
+    """The entry a data file starts with (None if it starts with anything else)."""
+    if not mf.pin():
+        return None
+    try:
+        v = check_entry(mf.mm, 0, mf.wrote, mf.start_offset, capacity=mf.size, check_crc=False)
+    finally:
+        mf.unpin()
+    return v if isinstance(v, EntryInfo) else None
+
+
+def _is(target: MappedFile) -> Callable[[MappedFile], bool]:
+    return lambda mf: mf is target
+
+
+def _destroy(mf: MappedFile, force_after_s: float) -> None:
+    """Unlink (or set aside, while a reader holds it) a file already out of its list, and
+    make that durable before the next one goes."""
+    mf.destroy(force_after_s)
+    if mf.path.parent.exists():
+        fsync_dir(mf.path.parent)

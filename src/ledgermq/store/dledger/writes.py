@@ -34,12 +34,13 @@ class DLedgerWrites:
         or a batch of one topic-queue); returns one entry body per message, to propose."""
         return self._dledger_log().prepare_append(messages, topic, queue_id)
 
-    def write_entries(self, entries: Sequence[EntryToWrite]) -> list[int]:
+    def write_entries(self, entries: Sequence[EntryToWrite], *, placed: bool = False) -> list[int]:
         """Leader and followers: append ``(index, term, body)`` entries to the DLedger log
         (each body's PHYSICALOFFSET becomes its data position + 48); returns entry positions.
-        Nothing is readable or dispatched before ``commit_to`` covers it."""
+        Nothing is readable or dispatched before ``commit_to`` covers it. ``placed``: the
+        bodies came from this store's ``prepare_append`` (their queue offsets are counted)."""
         try:
-            return self._dledger_log().write_entries(entries)
+            return self._dledger_log().write_entries(entries, placed=placed)
         except OSError as exc:
             self._fail(f"DLedger append failed: {exc}")
             raise

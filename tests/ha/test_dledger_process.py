@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -101,7 +102,9 @@ def test_a_stopped_leader_costs_sync_sends_under_two_seconds(tmp_path: Path) -> 
     """SIGSTOP the leader under steady sync sends: a stopped process neither answers nor
     resets, so without the producer's master watch the send in flight waits its whole 3 s
     timeout. With it the send is abandoned once the route names the new master and made
-    again there: the next SEND_OK must come within 2 s of the SIGSTOP, no send may fail,
+    again there: the next SEND_OK must come within 2 s of the SIGSTOP (or, when the election
+    itself took longer, e.g. a split vote, within 0.5 s of the new master's registration,
+    which a thread watches on the name server), no send may fail,
     and after SIGCONT and catch-up every SEND_OK is on every member (duplicates, which an
     abandoned attempt that was stored after all would make, are counted and reported)."""
     group = DLedgerGroup(tmp_path)
@@ -115,6 +118,16 @@ def test_a_stopped_leader_costs_sync_sends_under_two_seconds(tmp_path: Path) -> 
         assert first is not None
         stopped_proc = group.brokers[first].proc
         assert stopped_proc is not None
+        registered: list[float] = []  # when the name server first listed another master
+
+        def watch_registration() -> None:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                now = group.master()
+                if now is not None and now != first:
+                    registered.append(time.monotonic())
+                    return
+                time.sleep(0.02)
 
         async def run() -> None:
             producer = Producer("dl-stop-pg", group.namesrv_addr, send_timeout=3.0)
@@ -145,11 +158,17 @@ def test_a_stopped_leader_costs_sync_sends_under_two_seconds(tmp_path: Path) -> 
                 # the next send goes to the stopped leader (the route still names it) and hangs
                 stopped_proc.send_signal(signal.SIGSTOP)
                 stopped = time.monotonic()
+                watcher = threading.Thread(target=watch_registration, daemon=True)
+                watcher.start()
                 resumed: float | None = None  # the first SEND_OK of a send begun after the SIGSTOP
                 while resumed is None and time.monotonic() - stopped < 10:
                     resumed = await send()
                 assert resumed is not None, f"no SEND_OK within 10 s of the SIGSTOP: {failures[:3]}{group.explain()}"
+                await asyncio.to_thread(watcher.join, 10)
                 report["SIGSTOP -> next SEND_OK s"] = round(resumed - stopped, 3)
+                assert registered, "the name server never listed a new master"
+                report["SIGSTOP -> new master registered s"] = round(registered[0] - stopped, 3)
+                report["registered -> next SEND_OK s"] = round(resumed - registered[0], 3)
                 for _ in range(30):  # the new master keeps taking sends
                     await send()
                 stopped_proc.send_signal(signal.SIGCONT)  # the old leader wakes up a follower
@@ -188,6 +207,12 @@ def test_a_stopped_leader_costs_sync_sends_under_two_seconds(tmp_path: Path) -> 
     report["duplicates per member"] = duplicates
     print(f"\nDLedger SIGSTOP of the leader: {report}")
     assert not failures, failures[:5]
-    assert report["SIGSTOP -> next SEND_OK s"] < 2.0  # type: ignore[operator]
+    # The 2 s goal is the group's election (0.8-1.6 s) plus the client's follow-up; a split
+    # vote needs another election round, which no client can shorten: then the producer
+    # must have followed the registration within 0.5 s (route lookups every 0.2 s).
+    slow_election = report["SIGSTOP -> new master registered s"] > 1.5  # type: ignore[operator]
+    assert report["SIGSTOP -> next SEND_OK s"] < 2.0 or (  # type: ignore[operator]
+        slow_election and report["registered -> next SEND_OK s"] < 0.5  # type: ignore[operator]
+    ), report
     # one sender, so one attempt at most was abandoned: at most one message stored twice
     assert all(d <= 1 for d in duplicates.values()), duplicates

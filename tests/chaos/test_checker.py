@@ -124,6 +124,18 @@ def test_a_stall_without_failures_shows_as_the_slowest_send() -> None:
     assert summarise(ws)[0].slowest_send_s == pytest.approx(3.6)
 
 
+def test_resume_is_injection_to_the_first_success_begun_after_it() -> None:
+    # a send in flight at the fault ends first but began before it; no send fails
+    attempts = [ok(0, 0, 0, 0, start=9.9, end=11.4), ok(1, 1, 0, 1, start=10.2, end=11.3), ok(2, 0, 0, 2, 11.5)]
+    ws = windows(attempts, [fault(0, 10.0, "suspend"), fault(1, 30.0)], 40.0)
+    assert (ws[0].seconds, ws[0].resume_s) == (0.0, pytest.approx(1.3))
+    assert ws[1].resume_s is None  # no send began after the second fault
+    summary = summarise(ws)
+    by = {x.label: x for x in summary}
+    assert by["suspend:master"].resume_max_s == pytest.approx(1.3)
+    assert by["kill:master"].not_resumed == 1
+
+
 def test_a_success_that_began_before_the_failure_does_not_end_the_window() -> None:
     attempts = [ok(0, 1, 0, 0, start=10.1, end=10.9), failed(1, 0, 10.2, 10.5), ok(2, 0, 0, 1, start=12.0, end=12.1)]
     ws = windows(attempts, [fault(0, 10.0)], 20.0)

@@ -195,7 +195,10 @@ def test_transfer_leader_moves_the_master_and_sends_keep_working(group: DLedgerG
         f"{len(failed)} failed within {window:.2f}s (last {tail_s:+.2f}s after the command returned)"
         + (f", e.g. {failed[0][1][:200]}" if failed else "")
     )
-    assert tail_s < 3.0  # the producer finds the new master within a few route refreshes
+    # Refusals during the handover ("leadership is being transferred", "not the DLedger
+    # leader") make the producer back off until its route names the new master, within
+    # the send's own retries: the application sees no failed send at all.
+    assert not failed, f"{len(failed)} sends failed during the transfer: {failed[:3]}"
     assert f"{old} -> {target}" in out.output and group.addr(target) in out.output
     assert group.master() == target  # the name server's master changed before the command returned
     now = statuses(group)

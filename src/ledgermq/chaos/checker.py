@@ -11,6 +11,11 @@
   failed send (any outcome but SEND_OK) that ends after the fault began to the earliest
   end of a SEND_OK that started after it; 0 when no send failed; None when none succeeded
   before the next fault. Summarised as min/median/max per fault label (kind:role).
+  A client that rides a fault out inside its send calls (waiting for a new master,
+  retrying there) fails nothing, and its window is 0; so each fault also gets
+* **resume**: from the fault's injection to the earliest end of a SEND_OK that began at
+  or after it (None when none did before the next fault): how long writes stalled,
+  failed or not. A fault that misses the sends' path shows a few milliseconds.
 """
 
 from __future__ import annotations
@@ -87,6 +92,7 @@ class Window:
     failed_sends: int
     at_least_s: float = 0.0  # when not recovered: from the first failure to the next fault (or the run's end)
     slowest_send_s: float = 0.0  # the longest attempt in the fault's span (a stall that failed nothing shows here)
+    resume_s: float | None = None  # injection -> the first SEND_OK of a send begun after it
 
 
 @dataclass(slots=True)
@@ -100,6 +106,9 @@ class WindowSummary:
     max_s: float
     open_at_least_s: float = 0.0  # the longest lower bound among the windows that never closed
     slowest_send_s: float = 0.0  # the longest send attempt during any of these faults
+    resume_median_s: float = 0.0  # over the faults with a resume (see the module notes)
+    resume_max_s: float = 0.0
+    not_resumed: int = 0  # faults with no SEND_OK begun after them before the next fault
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -109,6 +118,9 @@ class WindowSummary:
             "not_recovered": self.not_recovered,
             "open_at_least_s": round(self.open_at_least_s, 3),
             "slowest_send_s": round(self.slowest_send_s, 3),
+            "resume_median_s": round(self.resume_median_s, 3),
+            "resume_max_s": round(self.resume_max_s, 3),
+            "not_resumed": self.not_resumed,
             "min_s": round(self.min_s, 3),
             "median_s": round(self.median_s, 3),
             "max_s": round(self.max_s, 3),
@@ -161,6 +173,7 @@ class Verdict:
                     "failed_sends": w.failed_sends,
                     "at_least_s": w.at_least_s,
                     "slowest_send_s": round(w.slowest_send_s, 3),
+                    "resume_s": None if w.resume_s is None else round(w.resume_s, 3),
                 }
                 for w in self.windows
             ],
@@ -241,9 +254,14 @@ def windows(attempts: Sequence[Attempt], faults: Sequence[FaultRecord], run_end:
         horizon = later[0] if later else run_end
         span = [a for a in ordered if a.end >= f.injected_at and a.start < horizon]
         slowest = max((a.end - a.start for a in span), default=0.0)
+        resumed = min(
+            (a.end for a in ordered if a.acked and f.injected_at <= a.start < horizon),
+            default=None,
+        )
+        resume = None if resumed is None else resumed - f.injected_at
         failures = [a for a in span if not a.acked]
         if not failures:
-            out.append(Window(f.index, f.label, 0.0, 0, slowest_send_s=slowest))
+            out.append(Window(f.index, f.label, 0.0, 0, slowest_send_s=slowest, resume_s=resume))
             continue
         first = failures[0]
         # The earliest-ending SEND_OK that started after the first failure: with several
@@ -254,9 +272,11 @@ def windows(attempts: Sequence[Attempt], faults: Sequence[FaultRecord], run_end:
             default=None,
         )
         if ok is None:
-            out.append(Window(f.index, f.label, None, len(failures), horizon - first.start, slowest))
+            out.append(Window(f.index, f.label, None, len(failures), horizon - first.start, slowest, resume))
         else:
-            out.append(Window(f.index, f.label, ok.end - first.start, len(failures), slowest_send_s=slowest))
+            out.append(
+                Window(f.index, f.label, ok.end - first.start, len(failures), slowest_send_s=slowest, resume_s=resume)
+            )
     return out
 
 
@@ -268,6 +288,7 @@ def summarise(ws: Iterable[Window]) -> list[WindowSummary]:
     for label in sorted(by_label):
         group = by_label[label]
         secs = [w.seconds for w in group if w.seconds is not None]
+        resumes = [w.resume_s for w in group if w.resume_s is not None]
         out.append(
             WindowSummary(
                 label,
@@ -279,6 +300,9 @@ def summarise(ws: Iterable[Window]) -> list[WindowSummary]:
                 max(secs) if secs else 0.0,
                 max((w.at_least_s for w in group if w.seconds is None), default=0.0),
                 max(w.slowest_send_s for w in group),
+                statistics.median(resumes) if resumes else 0.0,
+                max(resumes, default=0.0),
+                len(group) - len(resumes),
             )
         )
     return out

@@ -22,6 +22,8 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
     )
     outcomes = ", ".join(f"{k}={v}" for k, v in sorted(verdict.outcomes.items()))
     console.print(f"sends: {verdict.attempts} attempts, {verdict.acked} acknowledged ({outcomes})")
+    abandoned = summary.get("client", {}).get("abandoned_attempts", 0)
+    console.print(f"attempts abandoned for a new master (each may be a duplicate): {abandoned}")
 
     t = Table(title="what each source holds")
     for col in ("source", "records", "lost (acked)", "duplicates", "misplaced", "order", "unacked stored", "errors"):
@@ -42,17 +44,38 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
         console.print(d)
 
     w = Table(title="unavailability windows per fault (first failed send -> next SEND_OK; >= : never closed)")
-    for col in ("fault", "count", "unavailable", "not recovered", "min s", "median s", "max s", "slowest send s"):
+    cols = (
+        "fault",
+        "count",
+        "unavailable",
+        "not recovered",
+        "min s",
+        "median s",
+        "max s",
+        "slowest send s",
+        "resume s",
+    )
+    for col in cols:
         w.add_column(col, justify="right" if col != "fault" else "left")
     for ws in verdict.summaries:
         closed = ws.faults > ws.not_recovered
         cells = [f"{x:.2f}" if closed else "-" for x in (ws.min_s, ws.median_s, ws.max_s)]
         if ws.not_recovered:
             cells[2] = f"[red]>={ws.open_at_least_s:.1f}[/red]"  # a window that never closed
+        resume = f"{ws.resume_median_s:.2f} / {ws.resume_max_s:.2f}" + (
+            f" ({ws.not_resumed} none)" if ws.not_resumed else ""
+        )
         w.add_row(
-            ws.label, str(ws.faults), str(ws.unavailable), _bad(ws.not_recovered), *cells, f"{ws.slowest_send_s:.2f}"
+            ws.label,
+            str(ws.faults),
+            str(ws.unavailable),
+            _bad(ws.not_recovered),
+            *cells,
+            f"{ws.slowest_send_s:.2f}",
+            resume,
         )
     console.print(w)
+    console.print("resume s: median / max, from a fault's injection to the first SEND_OK of a send begun after it")
     for note in verdict.notes:
         console.print(f"note: {note}")
     for s in verdict.sources:

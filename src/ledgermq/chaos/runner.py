@@ -196,6 +196,8 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
             "replay": cfg.replay_args(),
         },
         "verdict": verdict.to_json(),
+        # an abandoned attempt may have been stored as well as its retry: a duplicate
+        "client": {"abandoned_attempts": workload.abandoned if workload is not None else 0},
         "stability": stability,
         "healed_at_end": healed,
         "plans": [asdict(p) for p in plans],

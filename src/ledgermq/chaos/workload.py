@@ -81,6 +81,7 @@ class Workload:
         self._ok = asyncio.Event()  # set on every SEND_OK (cleared by waiters)
         self._tasks: list[asyncio.Task[None]] = []
         self._producer: Producer | None = None
+        self.abandoned = 0  # attempts the producer abandoned for a new master (see docs/client.md)
 
     async def start(self) -> None:
         self._producer = Producer(self.group, self.namesrv, send_timeout=self.send_timeout)
@@ -94,6 +95,7 @@ class Workload:
         for t in self._tasks:
             t.cancel()
         if self._producer is not None:
+            self.abandoned = self._producer.master_watch.abandoned
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._producer.shutdown(), 10.0)
 

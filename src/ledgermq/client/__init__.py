@@ -17,7 +17,8 @@ from ledgermq.client.consume_service import (
     ConsumeOrderlyStatus,
 )
 from ledgermq.client.consumer_common import ConsumeFromWhere, MessageModel
-from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, SendFailedError
+from ledgermq.client.errors import MasterMovedError, MQBrokerError, MQClientError, MQConnectError, SendFailedError
+from ledgermq.client.failover import FailoverSettings
 from ledgermq.client.lite_pull_consumer import LitePullConsumer
 from ledgermq.client.message import Message, MessageQueue, SendResult, SendStatus
 from ledgermq.client.producer import Producer
@@ -35,10 +36,12 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
+    "FailoverSettings",
     "LitePullConsumer",
     "MQBrokerError",
     "MQClientError",
     "MQConnectError",
+    "MasterMovedError",
     "Message",
     "MessageExt",
     "MessageModel",

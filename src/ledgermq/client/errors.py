@@ -5,6 +5,9 @@
   started, no route).
 * ``MQConnectError``: the broker or name server could not be reached, closed the
   connection or did not answer in time. Always retriable on another broker.
+* ``MasterMovedError``: an ``MQConnectError`` for an attempt the producer gave up waiting
+  on because the route now names another master for its broker group (the outcome is
+  unknown: the message may have been stored too).
 * ``MQBrokerError(code, remark)``: the broker answered with an error code. ``retriable``
   says whether the Java client would retry the send on another broker
   (``DefaultMQProducer.retryResponseCodes``).
@@ -49,6 +52,15 @@ class NoRouteError(MQClientError):
     topic TBW102); not a connection problem."""
 
 
+class NoMasterError(MQClientError):
+    """The route names no master for the queue's broker group (a master gone, its
+    successor not yet registered); retried like an unreachable master."""
+
+    @property
+    def retriable(self) -> bool:
+        return True
+
+
 class MQConnectError(MQClientError):
     """No connection, a closed connection or no answer in time."""
 
@@ -60,6 +72,16 @@ class MQConnectError(MQClientError):
     @property
     def retriable(self) -> bool:
         return True
+
+
+class MasterMovedError(MQConnectError):
+    """An attempt abandoned while in flight: the route names ``new_addr`` as its broker
+    group's master now. Whether the old master stored the message is unknown, so a retry
+    may store it twice (RocketMQ delivery is at-least-once)."""
+
+    def __init__(self, message: str, addr: str, new_addr: str) -> None:
+        super().__init__(message, addr)
+        self.new_addr = new_addr
 
 
 class MQBrokerError(MQClientError):

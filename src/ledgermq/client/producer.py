@@ -46,8 +46,15 @@ waits for async sends in flight (up to the send timeout), then fails what is lef
 This module is the façade and the glue (lifecycle, routes, the transport of one attempt);
 the rest lives beside it: ``outgoing`` prepares a message once per send, ``send_codec``
 builds the request and reads the answer, ``send_retry`` is the retry policy,
-``selector``/``fault`` pick queues (with ``send_latency_fault_enable``), and
-``async_send`` keeps the async sends' callbacks, budget and tasks.
+``selector``/``fault`` pick queues (with ``send_latency_fault_enable``),
+``async_send`` keeps the async sends' callbacks, budget and tasks, and ``master_watch``
+(settings in ``failover``) follows a broker group's master when it moves: an attempt
+stalled for ``stall_after`` (0.5 s) is abandoned once the route names a new master and
+made again there, and retries on the same group after a not-master answer or an
+unreachable master back off until the route names another master. That goes beyond
+Java 4.9.7 (which waits out the send timeout and retries at once); ``failover=
+FailoverSettings(enabled=False)`` turns it off. An abandoned attempt's outcome is unknown:
+the message may be stored twice (at-least-once, as any retry after a timeout).
 """
 
 from __future__ import annotations
@@ -71,13 +78,17 @@ from ledgermq.client.async_send import (
 )
 from ledgermq.client.errors import (
     ClientStateError,
+    MasterMovedError,
     MessageInvalidError,
     MQClientError,
     MQConnectError,
+    NoMasterError,
     NoRouteError,
 )
+from ledgermq.client.failover import FailoverSettings
 from ledgermq.client.fault import FaultStrategy
 from ledgermq.client.instance import ClientInstance, local_ip
+from ledgermq.client.master_watch import MasterWatch
 from ledgermq.client.message import Message, SendResult
 from ledgermq.client.outgoing import (
     COMPRESS_LEVEL,
@@ -107,11 +118,14 @@ __all__ = [
     "MAX_RECONSUME_TIMES",
     "RECONSUME_TIME",
     "RETRY_PREFIX",
+    "FailoverSettings",
     "Producer",
 ]
 
 log = logging.getLogger(__name__)
 
+# How often a failed send may look the topic's route up when ``failover`` is disabled
+# (enabled, ``FailoverSettings.route_poll_interval`` decides).
 ROUTE_REFRESH_AFTER_FAILURE_S = 0.3
 
 
@@ -142,6 +156,7 @@ class Producer:
         instance_name: str = "DEFAULT",
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
+        failover: FailoverSettings | None = None,
     ) -> None:
         if not group:
             raise MQClientError("the producer group is blank")
@@ -180,7 +195,14 @@ class Producer:
         self.routes.create_topic_key = create_topic_key
         self.routes.default_topic_queue_nums = default_topic_queue_nums
         self.fault = FaultStrategy(send_latency_fault_enable, clock=clock)
-        self._route_refreshed: dict[str, float] = {}  # topic -> when a failed send last refreshed it
+        self.failover = FailoverSettings() if failover is None else failover
+        # the route lookups of failed and stalled sends: one per topic at a time, rate-bounded
+        self.master_watch = MasterWatch(
+            self.routes,
+            self.failover,
+            clock,
+            self.failover.route_poll_interval if self.failover.enabled else ROUTE_REFRESH_AFTER_FAILURE_S,
+        )
         self.ids = UniqueIdGenerator(self.client_ip)
         self._state = "created"
 
@@ -233,17 +255,24 @@ class Producer:
         return prepare_batch(msgs, self.ids, self.clock, self.max_message_size)
 
     # -- one attempt -----------------------------------------------------------------------
-    async def _broker_addr(self, mq: MessageQueue) -> str:
+    async def _broker_addr(self, mq: MessageQueue, wait: float = 0.0) -> str:
+        """The master's address; with ``failover``, a group between masters is waited for up
+        to ``wait`` seconds (nothing was sent yet, so it is no failed attempt)."""
         addr = self.routes.master_addr(mq.broker_name)
         if addr is None:
             await self.routes.find_publish_info(mq.topic)
             addr = self.routes.master_addr(mq.broker_name)
+        if addr is None and wait > 0 and self.failover.enabled:
+            await self.master_watch.wait_for_new_master(mq.topic, mq.broker_name, "", wait)
+            addr = self.routes.master_addr(mq.broker_name)
         if addr is None:
-            raise MQClientError(f"the broker {mq.broker_name} does not exist (no master address)")
+            raise NoMasterError(f"the broker {mq.broker_name} does not exist (no master address)")
         return addr
 
     async def _send_kernel(self, out: Outgoing, mq: MessageQueue, timeout: float, oneway: bool) -> SendResult | None:
-        addr = await self._broker_addr(mq)
+        begin = self.clock.monotonic()
+        addr = await self._broker_addr(mq, timeout / 2)
+        timeout -= self.clock.monotonic() - begin
         cmd = send_request(
             out, mq, self.group, self.create_topic_key, self.default_topic_queue_nums, self.clock.wall_ms()
         )
@@ -251,7 +280,8 @@ class Producer:
             if oneway:
                 await self.remoting.invoke_oneway(addr, cmd)
                 return None
-            resp = await self.remoting.invoke(addr, cmd, timeout)
+            call = self.remoting.invoke(addr, cmd, timeout)
+            resp = await self.master_watch.watch(call, mq.topic, mq.broker_name, addr)
         except ConnectError as exc:
             raise MQConnectError(str(exc), addr) from None
         except ConnectionClosedError as exc:
@@ -261,7 +291,12 @@ class Producer:
         return read_send_response(resp, out, mq, addr)
 
     # -- the retry loop --------------------------------------------------------------------
-    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+    async def _publish_info(self, topic: str, deadline: float | None = None) -> TopicPublishInfo:
+        """The topic's publish info. A send (``deadline``: when its time runs out) that finds
+        the route between masters waits for one (up to half its time left) instead of
+        failing at once; without ``failover`` it fails at once, as Java does."""
+        if deadline is not None and self.failover.enabled and self.routes.between_masters(topic):
+            await self.master_watch.wait_for_writable(topic, (deadline - self.clock.monotonic()) / 2)
         try:
             info = await self.routes.find_publish_info(topic)
         except MQConnectError as exc:
@@ -289,7 +324,7 @@ class Producer:
         begin_first = self.clock.monotonic() if started is None else started
         if retry_not_ok is None:
             retry_not_ok = self.retry_another_broker_when_not_store_ok
-        info = await self._publish_info(out.topic)
+        info = await self._publish_info(out.topic, begin_first + timeout)
         times_total = 1 if oneway else 1 + (self.retry_times if retries is None else retries)
         return await send_with_retries(
             out,
@@ -302,17 +337,10 @@ class Producer:
             begin_first,
             retry_not_ok,
             oneway,
-            refresh=lambda: self._refresh_publish_info(out.topic),
+            # a failed send asks the name server again (rate-bounded), so a new master is
+            # found within a second, not at the next 30 s poll
+            self.master_watch,
         )
-
-    async def _refresh_publish_info(self, topic: str) -> TopicPublishInfo | None:
-        """A failed send asks the name server again (at most every ROUTE_REFRESH_AFTER_FAILURE_S
-        per topic), so a new master is found within a second, not at the next 30 s poll."""
-        now = self.clock.monotonic()
-        if now - self._route_refreshed.get(topic, -1e9) >= ROUTE_REFRESH_AFTER_FAILURE_S:
-            self._route_refreshed[topic] = now
-            await self.routes.update(topic)
-        return await self.routes.find_publish_info(topic)
 
     # -- public sends ----------------------------------------------------------------------
     async def send(self, msg: Message, *, timeout: float | None = None) -> SendResult:
@@ -353,18 +381,29 @@ class Producer:
         """``send(msg, selector, arg)``: the selector picks one of the topic's write queues."""
         self._check_running()
         out = self._prepare(msg)
-        info = await self._publish_info(msg.topic)
+        timeout = self.send_timeout if timeout is None else timeout
+        deadline = self.clock.monotonic() + timeout
+        info = await self._publish_info(msg.topic, deadline)
         queue = selector(list(info.queues), msg, arg)
         if not isinstance(queue, MessageQueue):
             raise MQClientError(f"the queue selector returned {queue!r}, not a MessageQueue")
-        return await self._send_selected(out, queue, timeout)
+        return await self._send_selected(out, queue, deadline - self.clock.monotonic())
 
     async def _send_selected(self, out: Outgoing, queue: MessageQueue, timeout: float | None) -> SendResult:
         if queue.topic != out.topic:
             raise MessageInvalidError(f"the selected queue's topic {queue.topic!r} is not the message's {out.topic!r}")
-        result = await self._send_kernel(out, queue, self.send_timeout if timeout is None else timeout, False)
-        assert result is not None
-        return result
+        timeout = self.send_timeout if timeout is None else timeout
+        begin = self.clock.monotonic()
+        while True:  # one attempt, made again only on the new master of an abandoned one
+            try:
+                result = await self._send_kernel(out, queue, timeout - (self.clock.monotonic() - begin), False)
+            except MasterMovedError as exc:
+                if timeout - (self.clock.monotonic() - begin) <= 0:
+                    raise
+                log.warning("send to %s abandoned, trying its new master at once: %s", queue, exc)
+                continue
+            assert result is not None
+            return result
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's write queues (``fetchPublishMessageQueues``)."""
@@ -449,7 +488,7 @@ class Producer:
         attempts are retried on that queue."""
 
         async def run(out: Outgoing, started: float, timeout: float) -> SendResult:
-            info = await self._publish_info(out.topic)
+            info = await self._publish_info(out.topic, started + timeout)
             queue = selector(list(info.queues), msg, arg)
             if not isinstance(queue, MessageQueue):
                 raise MQClientError(f"the queue selector returned {queue!r}, not a MessageQueue")
@@ -494,4 +533,5 @@ class Producer:
             self.retry_times_when_send_async_failed,
             started,
             timeout,
+            self.master_watch,
         )

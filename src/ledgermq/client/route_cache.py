@@ -161,6 +161,12 @@ class RouteCache:
         """``findBrokerAddressInPublish``."""
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
 
+    def between_masters(self, topic: str) -> bool:
+        """The name servers know the topic's route, but it names no master to write to (a
+        master gone, its successor not yet registered)."""
+        info = self.publish.get(topic)
+        return topic in self.routes and info is not None and not info.ok
+
     def master_addrs(self) -> list[str]:
         return sorted(a for addrs in self.broker_addrs.values() if (a := addrs.get(MASTER_ID)))
 

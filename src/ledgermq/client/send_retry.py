@@ -13,6 +13,20 @@ Every attempt reports its latency to the fault strategy, and all attempts share 
 deadline. The attempt itself is passed in (the producer's ``_send_kernel``), so this
 module holds the policy and nothing of the transport. These are plain functions, the
 producer's send path calls them once per send.
+
+With a ``MasterWatch`` (``failover.FailoverSettings``) two things are added to Java's
+policy, both because a broker group's master can move (DLedger) faster than retries
+notice:
+
+* an attempt abandoned because the route names a new master (``MasterMovedError``) is
+  made again at once on the same queue, now served by that master. It does not use up
+  one of the ``retry_times`` (it was no failure of the broker group, and each one needs
+  the master to have moved, bounded by the send timeout) and is not reported to the
+  fault strategy (the group's new master has done nothing wrong);
+* after a failure that says the group's master is not where the route says (unreachable,
+  SERVICE_NOT_AVAILABLE, no master in the route), a retry that would go to the same
+  broker group first backs off, until the route names another master or the back-off
+  ends. A retry that can go to another broker group goes at once, as in Java.
 """
 
 from __future__ import annotations
@@ -20,14 +34,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, SendFailedError
+from ledgermq.client.errors import (
+    MasterMovedError,
+    MQBrokerError,
+    MQClientError,
+    MQConnectError,
+    NoMasterError,
+    SendFailedError,
+)
 from ledgermq.client.fault import FaultStrategy
+from ledgermq.client.master_watch import MasterWatch
 from ledgermq.client.message import SendResult, SendStatus
 from ledgermq.client.outgoing import Outgoing
 from ledgermq.client.publish_info import TopicPublishInfo
 from ledgermq.client.selector import select_queue
 from ledgermq.clock import Clock
 from ledgermq.protocol.admin_body import MessageQueue
+from ledgermq.protocol.codes import ResponseCode
 
 # The producer's logger, as before this module was split out of it: logging configured
 # for ledgermq.client.producer still sees the warnings of failed attempts.
@@ -35,19 +58,44 @@ log = logging.getLogger("ledgermq.client.producer")
 
 # One attempt: (message, queue, time left in seconds, oneway) -> result, None when oneway.
 Attempt = Callable[[Outgoing, MessageQueue, float, bool], Awaitable[SendResult | None]]
-# A fresher route after a failed attempt (None: keep the one we have).
-Refresh = Callable[[], Awaitable[TopicPublishInfo | None]]
 
 
-async def _refreshed(info: TopicPublishInfo, refresh: Refresh | None) -> TopicPublishInfo:
-    if refresh is None:
+def follows_master(exc: MQClientError) -> str | None:
+    """The master address a failure says is not (or no longer) the group's writable master,
+    "" when the route named none; None for failures a new route would not cure."""
+    if isinstance(exc, MasterMovedError):
+        return None
+    if isinstance(exc, MQConnectError):
+        return exc.addr
+    if isinstance(exc, NoMasterError):
+        return ""
+    if isinstance(exc, MQBrokerError) and exc.code == ResponseCode.SERVICE_NOT_AVAILABLE:
+        return exc.addr
+    return None
+
+
+async def _refreshed(info: TopicPublishInfo, watch: MasterWatch | None, topic: str) -> TopicPublishInfo:
+    if watch is None:
         return info
     try:
-        newer = await refresh()
+        newer = await watch.publish_info(topic)
     except MQClientError as exc:
         log.debug("route refresh after a failed send did not work: %s", exc)
         return info
     return newer if newer is not None and newer.ok else info
+
+
+async def _back_off(
+    watch: MasterWatch | None, queue: MessageQueue, failed_addr: str, previous: int, remaining: float
+) -> bool:
+    """The pause before a retry on the group whose master just failed; True if one was made."""
+    if watch is None:
+        return False
+    delay = watch.settings.backoff(previous, remaining)
+    if delay <= 0:
+        return False
+    await watch.wait_for_new_master(queue.topic, queue.broker_name, failed_addr, delay)
+    return True
 
 
 async def send_with_retries(
@@ -61,44 +109,68 @@ async def send_with_retries(
     begin_first: float,
     retry_not_ok: bool,
     oneway: bool,
-    refresh: Refresh | None = None,
+    watch: MasterWatch | None = None,
 ) -> SendResult | None:
     """Up to ``times_total`` attempts, each on a queue of another broker group than the last,
     until ``timeout`` seconds after ``begin_first`` (a monotonic time). After a failed attempt
-    ``refresh`` (if given) may bring a newer route: a master that died or stepped down is
-    then left for the one that replaced it within the same send."""
+    ``watch`` (if given) brings a newer route: a master that died or stepped down is then
+    left for the one that replaced it within the same send (see the module notes)."""
     last_broker: str | None = None
     brokers: list[str] = []
     last_exc: MQClientError | None = None
     result: SendResult | None = None
     call_timeout = False
-    for _ in range(times_total):
-        mq = select_queue(info, last_broker, fault)
-        if mq is None:
-            break
+    made = backoffs = 0
+    failed: tuple[str, str] | None = None  # (broker name, address) of a master that failed
+    moved: MessageQueue | None = None  # the queue of an attempt abandoned for a new master
+    while made < times_total:
+        if moved is not None:
+            mq, moved = moved, None
+        else:
+            picked = select_queue(info, last_broker, fault)
+            if picked is None:
+                break
+            mq = picked
+            if failed is not None and mq.broker_name == failed[0]:
+                remaining = timeout - (clock.monotonic() - begin_first)
+                if await _back_off(watch, mq, failed[1], backoffs, remaining):
+                    backoffs += 1
+                    info = await _refreshed(info, watch, out.topic)
+                    mq = select_queue(info, last_broker, fault) or mq
+            failed = None
         last_broker = mq.broker_name
-        brokers.append(mq.broker_name)
         begin = clock.monotonic()
         remaining = timeout - (begin - begin_first)
         if remaining <= 0:
             call_timeout = True
             break
+        brokers.append(mq.broker_name)
         try:
             result = await attempt(out, mq, remaining, oneway)
+        except MasterMovedError as exc:
+            log.warning("send to %s abandoned, trying its new master at once: %s", mq, exc)
+            last_exc = exc
+            moved = mq
+            continue
         except MQBrokerError as exc:
+            made += 1
             fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), True)
             log.warning("send to %s failed: %s", mq, exc)
             last_exc = exc
-            if exc.retriable:
-                info = await _refreshed(info, refresh)
-                continue
-            raise
-        except MQClientError as exc:  # connection errors, timeouts, a broker without master
-            fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), True)
-            log.warning("send to %s failed, trying again at once: %s", mq, exc)
-            last_exc = exc
-            info = await _refreshed(info, refresh)
+            if not exc.retriable:
+                raise
+            failed = _failed_master(mq, exc)
+            info = await _refreshed(info, watch, out.topic)
             continue
+        except MQClientError as exc:  # connection errors, timeouts, a broker without master
+            made += 1
+            fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), True)
+            log.warning("send to %s failed: %s", mq, exc)
+            last_exc = exc
+            failed = _failed_master(mq, exc)
+            info = await _refreshed(info, watch, out.topic)
+            continue
+        made += 1
         fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), False)
         if oneway or result is None:
             return None
@@ -107,9 +179,12 @@ async def send_with_retries(
         return result
     if result is not None:
         return result
-    if call_timeout:
-        brokers.pop()  # that attempt was never made
     raise gave_up_error(out, clock, begin_first, brokers, last_exc, call_timeout)
+
+
+def _failed_master(mq: MessageQueue, exc: MQClientError) -> tuple[str, str] | None:
+    addr = follows_master(exc)
+    return None if addr is None else (mq.broker_name, addr)
 
 
 async def send_to_queue_with_retries(
@@ -121,12 +196,21 @@ async def send_to_queue_with_retries(
     retries: int,
     started: float,
     timeout: float,
+    watch: MasterWatch | None = None,
 ) -> SendResult:
     """One queue, up to ``retries`` retries on it, fault items updated: Java's async sends
-    without publish info keep the broker in ``onExceptionImpl``."""
+    without publish info keep the broker in ``onExceptionImpl``. With ``watch``, abandoned
+    attempts and back-offs as ``send_with_retries``."""
     brokers: list[str] = []
     last_exc: MQClientError | None = None
-    for _ in range(1 + retries):
+    made = backoffs = 0
+    failed_addr: str | None = None
+    while made < 1 + retries:
+        if failed_addr is not None:
+            remaining = timeout - (clock.monotonic() - started)
+            if await _back_off(watch, queue, failed_addr, backoffs, remaining):
+                backoffs += 1
+            failed_addr = None
         begin = clock.monotonic()
         remaining = timeout - (begin - started)
         if remaining <= 0:
@@ -134,12 +218,18 @@ async def send_to_queue_with_retries(
         brokers.append(queue.broker_name)
         try:
             result = await attempt(out, queue, remaining, False)
+        except MasterMovedError as exc:
+            log.warning("async send to %s abandoned, trying its new master at once: %s", queue, exc)
+            last_exc = exc
+            continue
         except MQClientError as exc:
+            made += 1
             fault.update_fault_item(queue.broker_name, _elapsed_ms(clock, begin), True)
             if isinstance(exc, MQBrokerError) and not exc.retriable:
                 raise
             log.warning("async send to %s failed: %s", queue, exc)
             last_exc = exc
+            failed_addr = follows_master(exc)
             continue
         fault.update_fault_item(queue.broker_name, _elapsed_ms(clock, begin), False)
         assert result is not None

@@ -84,3 +84,31 @@ def test_kicks_during_a_round_collapse_into_one_more_round(tmp_path: Path) -> No
             assert len(namesrv.rounds) == 2
 
     asyncio.run(main())
+
+
+def test_a_held_back_registration_sends_nothing_until_the_reason_is_gone(tmp_path: Path) -> None:
+    """A DLedger leader whose leadership is not current (paused past an election timeout)
+    must not claim brokerId 0: the registrar asks ``hold_back`` before every round."""
+
+    async def main() -> None:
+        config = broker_config(10911, namesrv_addr=NAMESRV, register_name_server_period_ms=60_000)
+        topics = TopicConfigManager(tmp_path / "topics.json", config, SYSTEM_CLOCK)
+        topics.load()
+        namesrv = HeldNameServer()
+        namesrv.release.set()
+        reason: list[str | None] = ["leadership not current"]
+        asked: list[int] = []
+
+        def hold_back(cfg: object) -> str | None:
+            asked.append(1)
+            return reason[0]
+
+        registrar = Registrar(config, topics, namesrv, hold_back=hold_back)  # type: ignore[arg-type]
+        assert await registrar.register_all() == []
+        await registrar.register_oneway()
+        assert len(asked) == 2 and namesrv.rounds == []
+        reason[0] = None
+        assert len(await registrar.register_all()) == 1
+        assert len(namesrv.rounds) == 1
+
+    asyncio.run(main())

@@ -106,7 +106,9 @@ def test_a_stopped_leader_costs_sync_sends_under_two_seconds(tmp_path: Path) -> 
     itself took longer, e.g. a split vote, within 0.5 s of the new master's registration,
     which a thread watches on the name server), no send may fail,
     and after SIGCONT and catch-up every SEND_OK is on every member (duplicates, which an
-    abandoned attempt that was stored after all would make, are counted and reported)."""
+    abandoned attempt that was stored after all would make, are counted and reported).
+    The woken old leader must not register itself as master again: the name server keeps
+    listing the new leader throughout."""
     group = DLedgerGroup(tmp_path)
     acked: dict[bytes, tuple[int, int]] = {}
     failures: list[str] = []
@@ -171,9 +173,36 @@ def test_a_stopped_leader_costs_sync_sends_under_two_seconds(tmp_path: Path) -> 
                 report["registered -> next SEND_OK s"] = round(resumed - registered[0], 3)
                 for _ in range(30):  # the new master keeps taking sends
                     await send()
+                seen: list[str | None] = []
+                await asyncio.to_thread(
+                    wait_until,
+                    "the new master in the route",
+                    lambda: seen.append(group.master()) or seen[-1] not in (None, first),
+                    10,
+                    0.05,
+                )
+                new_master = seen[-1]
                 stopped_proc.send_signal(signal.SIGCONT)  # the old leader wakes up a follower
+                # It must not claim the group in the name server on waking (its core still
+                # says LEADER until its ticks catch up): the master stays the new leader.
+                after_cont: list[str | None] = []
+
+                def watch_after_cont() -> None:
+                    end = time.monotonic() + 3.0
+                    while time.monotonic() < end:
+                        after_cont.append(group.master())
+                        time.sleep(0.02)
+
+                cont_watch = threading.Thread(target=watch_after_cont, daemon=True)
+                cont_watch.start()
                 for _ in range(30):
                     await send()
+                await asyncio.to_thread(cont_watch.join, 10)
+                wrong = Counter(m for m in after_cont if m != new_master)
+                assert after_cont and not wrong, (
+                    f"after SIGCONT the name server listed {dict(wrong)} as master "
+                    f"({sum(wrong.values())} of {len(after_cont)} looks), not {new_master}{group.explain()}"
+                )
                 report["attempts"] = i
             finally:
                 await producer.shutdown()

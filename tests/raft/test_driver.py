@@ -25,7 +25,7 @@ from ledgermq.raftio.transport import RaftTransport, parse_peers
 from ledgermq.store.dledger import DLedgerStore, DLedgerStoreConfig
 from ledgermq.testing.ports import HOST, free_port
 
-from .driver_cluster import DriverCluster
+from .driver_cluster import ELECTION_TICKS, TICK_MS, DriverCluster
 
 
 def test_config_is_checked_up_front() -> None:
@@ -274,6 +274,36 @@ def test_commit_is_checkpointed_while_running_not_only_at_stop(tmp_path: Path) -
                 index = await leader.driver.propose(b"c%d" % i)
             # committedIndex is DLedger-based: raft index - 1.
             await c.wait(lambda: all(m.store.committed_index >= index - 1 for m in c.running()), 3.0, "checkpoints")
+        finally:
+            await c.stop()
+
+    asyncio.run(main())
+
+
+def test_a_leader_stalled_past_an_election_timeout_stops_claiming_and_steps_down(tmp_path: Path) -> None:
+    """A stopped (SIGSTOP) or starved leader counted no ticks meanwhile, so its core still
+    says LEADER on waking while the others may have elected someone else. Until its tick
+    loop ran, ``leadership_current`` is False (the broker then does not register as master);
+    its first tick after the stall counts the missed election timeout, and check-quorum
+    steps it down at once instead of an election timeout later."""
+
+    async def main() -> None:
+        c = DriverCluster(tmp_path)
+        await c.start()
+        try:
+            leader = await c.wait_leader()
+            d = leader.driver
+            await c.wait(d.leadership_current, 2.0, "a current leadership")
+            stall_s = TICK_MS * ELECTION_TICKS / 1000 * 1.5
+            roles_before = len(leader.roles)
+            time.sleep(stall_s)  # the whole process stalls, as under SIGSTOP
+            assert d.status().role is Role.LEADER  # nothing has run yet...
+            assert not d.leadership_current()  # ...but it no longer claims to lead
+            await c.wait(
+                lambda: d.status().role is not Role.LEADER, TICK_MS / 1000 * 3, "the stalled leader stepping down"
+            )
+            assert any(r[0] is Role.FOLLOWER for r in leader.roles[roles_before:])
+            await c.wait_leader()  # and the group carries on
         finally:
             await c.stop()
 

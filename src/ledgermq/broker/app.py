@@ -88,7 +88,9 @@ class BrokerApp:
                 store, root / "config" / "delayOffset.json", clock, put=self.broker.put
             )
         self.client = RemotingClient()
-        self.registrar = Registrar(config, self.broker.topics, self.client, on_answer=self._on_registration)
+        self.registrar = Registrar(
+            config, self.broker.topics, self.client, on_answer=self._on_registration, hold_back=self._registration_hold
+        )
         self.broker.register_now = self.registrar.register_oneway
         self.master_ha_addr: str | None = None  # learned from name servers (slaves)
         self.master_addr: str | None = None
@@ -234,6 +236,16 @@ class BrokerApp:
                     await schedule.stop()  # persists its offsets; the next sync brings the master's
                 if sync is not None:
                     sync.start()
+
+    def _registration_hold(self, config: BrokerConfig) -> str | None:
+        """A DLedger leader claims brokerId 0 only while its leadership is current: one
+        resumed after a pause (SIGSTOP, a stall) longer than an election timeout may have
+        been replaced, and a stale master registration would displace the real leader's
+        in the name server until that one's next periodic registration."""
+        dledger = self.broker.dledger
+        if dledger is None or config.broker_id != 0 or dledger.leadership_current():
+            return None
+        return "this broker's Raft leadership is not current (paused longer than an election timeout?)"
 
     def _on_registration(self, answer: RegistrationAnswer) -> None:
         """A slave learns (or relearns, after a master change) where its master is."""

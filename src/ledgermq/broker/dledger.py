@@ -282,6 +282,12 @@ class BrokerDLedger:
             )
             return delay
 
+    def leadership_current(self) -> bool:
+        """This broker leads and its Raft driver has run within an election timeout (see
+        ``RaftDriver.leadership_current``)."""
+        driver = self.driver
+        return self.is_master and driver is not None and driver.leadership_current()
+
     def status(self) -> RaftStatus | None:
         """The driver's status; a failed driver's core is frozen in the role it had, so it is
         shown as what the broker acts as then: a follower that knows no leader."""

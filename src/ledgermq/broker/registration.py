@@ -34,11 +34,15 @@ class Registrar:
         topics: TopicConfigManager,
         client: RemotingClient,
         on_answer: Callable[[RegistrationAnswer], None] | None = None,
+        hold_back: Callable[[BrokerConfig], str | None] | None = None,
     ) -> None:
         self.config = config
         self.topics = topics
         self.client = client
         self.on_answer = on_answer
+        self.hold_back = hold_back
+        """Asked before each registration: a reason not to register as ``config`` says now
+        (a DLedger leader that cannot be sure it still leads), or None."""
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
 
@@ -54,7 +58,15 @@ class Registrar:
             configs[name] = tc
         return RegisterBrokerBody(self.topics.data_version, configs).encode()
 
+    def _held_back(self) -> bool:
+        reason = self.hold_back(self.config) if self.hold_back is not None else None
+        if reason is not None:
+            log.info("not registering as brokerId %d now: %s", self.config.broker_id, reason)
+        return reason is not None
+
     async def register_all(self) -> list[RegistrationAnswer]:
+        if self._held_back():
+            return []
         body = self._body()
         results = await asyncio.gather(
             *(self._register(addr, body) for addr in self.config.namesrv_addrs), return_exceptions=True
@@ -72,6 +84,8 @@ class Registrar:
         there too), so a client's next route lookup already finds it; bounded, so a dead
         name server costs a send at most ``timeout``.
         """
+        if self._held_back():
+            return
         body = self._body()
 
         async def one(addr: str) -> None:

@@ -199,6 +199,7 @@ class RaftDriver:
         self._commit_hint = self.node.commit
         self._checkpoint_due = False
         self._inline_writes = storage.write_inline
+        self._last_tick_at: float | None = None
         self._flush_due = False
         self._reported: tuple[Role, int, str | None] = (self.node.role, self.node.term, self.node.leader)
         self._changed = asyncio.Event()
@@ -322,6 +323,19 @@ class RaftDriver:
                 event = self._changed
                 await event.wait()
 
+    def leadership_current(self) -> bool:
+        """Leader, and the tick loop ran within the last election timeout.
+
+        The core's leases are counted in ticks, and a process that was stopped (SIGSTOP, a
+        long stall) counted none meanwhile, so on waking its core still says LEADER though
+        the others may have elected someone else. Until the tick loop has caught up (and
+        check-quorum stepped down), claims made on its behalf, such as registering as the
+        group's master, must wait."""
+        if self.node.role is not Role.LEADER or self.failed is not None or self._last_tick_at is None:
+            return False
+        timeout_s = self.config.tick_interval_ms * self.config.election_timeout_ticks / 1000
+        return asyncio.get_running_loop().time() - self._last_tick_at <= timeout_s
+
     @property
     def pending_proposals(self) -> int:
         return len(self._pending)
@@ -346,14 +360,29 @@ class RaftDriver:
         while True:
             due += interval
             await asyncio.sleep(max(0.0, due - loop.time()))
+            missed = 0
             if loop.time() - due > 5 * interval:
-                due = loop.time()  # after a stall, do not fire a burst of catch-up ticks
+                missed = int((loop.time() - due) / interval)
+                due = loop.time()  # after a stall, do not fire a burst of catch-up ticks...
             if self.failed is not None:
                 continue
             try:
+                if missed >= self.config.election_timeout_ticks and self.node.role is Role.LEADER:
+                    # ...except that a leader stalled past an election timeout (stopped, or
+                    # starved) counts the timeout now: check-quorum then steps it down at
+                    # once unless a quorum is heard from, instead of an election timeout
+                    # later, during which it would still act as the group's master.
+                    log.warning(
+                        "raft %s: stalled for %.1f s while leading; counting the missed election timeout",
+                        self.config.self_id,
+                        missed * interval,
+                    )
+                    for _ in range(self.config.election_timeout_ticks - 1):
+                        self.node.tick()
                 self.node.tick()
             except Exception:
                 log.exception("raft %s: tick failed", self.config.self_id)
+            self._last_tick_at = loop.time()
             ticks += 1
             if ticks % checkpoint_every == 0 and self._commit_hint > self.storage.saved_commit:
                 self._checkpoint_due = True

@@ -368,38 +368,3 @@ def test_wait_for_writable_returns_once_the_route_names_a_master() -> None:
         assert 0.1 <= time.monotonic() - started < 1.0
 
     run(body())
-
-
-# -- FLUSH_SLAVE_TIMEOUT from a master that stepped down -------------------------------------
-def _flush_slave_timeout(mq: MessageQueue) -> SendResult:
-    return SendResult(SendStatus.FLUSH_SLAVE_TIMEOUT, "id", "off", mq, 7)
-
-
-@pytest.mark.parametrize("moved", [True, False])
-def test_flush_slave_timeout_is_sent_again_only_when_its_master_stepped_down(moved: bool) -> None:
-    """A DLedger leader that lost leadership before commit answers FLUSH_SLAVE_TIMEOUT (with
-    the result of its local append); if the route now names another master, that copy may be
-    cut when it rejoins, so the send is made again there. From a master that is still the
-    master (a slow SYNC_MASTER slave), FLUSH_SLAVE_TIMEOUT is returned as RocketMQ does."""
-    routes = FakeRoutes({"g": "a"}, move_at=1 if moved else None, moves={"g": "b"})
-    watch = watch_of(routes)
-    calls: list[str] = []
-
-    async def attempt(out: Outgoing, mq: MessageQueue, timeout: float, oneway: bool) -> SendResult | None:
-        addr = routes.master_addr(mq.broker_name)
-        assert addr is not None
-        calls.append(addr)
-        return _flush_slave_timeout(mq) if addr == "a" else ok(mq)
-
-    async def go() -> SendResult | None:
-        info = TopicPublishInfo(TOPIC, list(routes.queues))
-        return await send_with_retries(
-            outgoing(), info, attempt, FaultStrategy(False), SYSTEM_CLOCK, 3, 2.0, time.monotonic(), False, False, watch
-        )
-
-    result = run(go())
-    assert result is not None
-    if moved:
-        assert calls == ["a", "b"] and result.status is SendStatus.SEND_OK
-    else:
-        assert calls == ["a"] and result.status is SendStatus.FLUSH_SLAVE_TIMEOUT

@@ -145,7 +145,6 @@ async def send_with_retries(
             call_timeout = True
             break
         brokers.append(mq.broker_name)
-        master = watch.routes.master_addr(mq.broker_name) if watch is not None and watch.settings.enabled else None
         try:
             result = await attempt(out, mq, remaining, oneway)
         except MasterMovedError as exc:
@@ -175,36 +174,12 @@ async def send_with_retries(
         fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), False)
         if oneway or result is None:
             return None
-        if result.status is SendStatus.FLUSH_SLAVE_TIMEOUT and watch is not None and master is not None:
-            new_master = await _stepped_down(watch, out.topic, mq.broker_name, master)
-            if new_master is not None:
-                log.warning(
-                    "send to %s answered FLUSH_SLAVE_TIMEOUT and %s is no longer its master (now %s): its copy "
-                    "may not survive, sending again on the new master",
-                    mq,
-                    master,
-                    new_master,
-                )
-                moved = mq
-                continue
         if result.status is not SendStatus.SEND_OK and retry_not_ok:
             continue
         return result
     if result is not None:
         return result
     raise gave_up_error(out, clock, begin_first, brokers, last_exc, call_timeout)
-
-
-async def _stepped_down(watch: MasterWatch, topic: str, broker_name: str, addr: str) -> str | None:
-    """The master that replaced ``addr`` if the route (looked up again) names another one.
-
-    A FLUSH_SLAVE_TIMEOUT from a master that is still the master means what it means in
-    RocketMQ (stored, its replica is late) and is the application's to judge. From a
-    DLedger leader that lost its leadership before the message committed, the stored copy
-    may be cut when it rejoins: the send is made again on the new master (at-least-once;
-    the first copy may commit too, a duplicate)."""
-    await watch.refresh(topic)
-    return watch.moved(broker_name, addr)
 
 
 def _failed_master(mq: MessageQueue, exc: MQClientError) -> tuple[str, str] | None:

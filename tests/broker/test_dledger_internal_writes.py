@@ -35,7 +35,7 @@ def test_the_offset_moves_only_past_messages_the_writer_accepted(
         msg = MessageInput(topic="Orders", body=f"m{i}".encode(), queue_id=0, properties={P.DELAY: "1"})
         assert store.put_message(msg).ok
     assert store.wait_dispatched()
-    answers = [PutStatus.PUT_OK, PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SERVICE_NOT_AVAILABLE]
+    answers = [PutStatus.PUT_OK, PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, PutStatus.SERVICE_NOT_AVAILABLE]
     written: list[bytes] = []
 
     async def put(msg: MessageInput) -> PutResult:

@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 
 from ledgermq.broker.dledger_identity import IdentityCheck, store_identity
 from ledgermq.config import StoreConfig
-from ledgermq.errors import ConfigError, StoreError
+from ledgermq.errors import ConfigError
 from ledgermq.net.client import RemotingClient
 from ledgermq.net.server import RemotingServer, RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
@@ -59,7 +59,7 @@ from ledgermq.store.commitlog import EncodedMessage
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.message_store import MessageStore
-from ledgermq.store.results import AppendResult, PutResult, PutStatus
+from ledgermq.store.results import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -331,35 +331,6 @@ class BrokerDLedger:
             )
         return self.store.check_for_proposal(msg)
 
-    def _local_append(
-        self, bodies: Sequence[bytearray], futures: Sequence[asyncio.Future[int]], topic: str, queue_id: int
-    ) -> AppendResult | None:
-        """Where proposals whose outcome is unknown sit in this node's log, as a put result
-        (RocketMQ's FLUSH_SLAVE_TIMEOUT names the message it stored); None unless every one
-        is still stored here as proposed (same index and term: a new leader may have
-        overwritten the index meanwhile, and another message's place must not be named)."""
-        dl = self.store.dledger
-        if dl is None:
-            return None
-        positions: list[int] = []
-        for fut in futures:
-            if not fut.done() or fut.cancelled():
-                return None
-            exc = fut.exception()
-            if exc is None:
-                index, term = fut.result(), None  # committed: its place is final
-            elif isinstance(exc, ProposalOutcomeUnknownError):
-                index, term = exc.index, exc.term
-            else:
-                return None
-            try:
-                if term is not None and dl.ledger.term_at(index - 1) != term:
-                    return None
-                positions.append(dl.ledger.entry_span(index - 1)[0])
-            except (StoreError, IndexError):
-                return None  # not (or no longer) written here
-        return DLedgerCommitLog.append_result(bodies, positions, topic, queue_id)
-
     async def _propose(self, messages: Sequence[EncodedMessage], topic: str, queue_id: int) -> PutResult:
         driver = self.driver
         assert driver is not None
@@ -377,12 +348,13 @@ class BrokerDLedger:
             # Entries commit in index order, so a single proposal needs no gathering.
             indices = [await futures[0]] if len(futures) == 1 else await asyncio.gather(*futures)
         except ProposalOutcomeUnknownError as exc:
-            # It may still commit under the next leader: RocketMQ answers FLUSH_SLAVE_TIMEOUT too,
-            # with the result of the local append (clients decode those headers).
+            # It may still commit under the next leader. RocketMQ's DLedgerCommitLog answers
+            # this SYSTEM_ERROR ("in-sync replicas not enough"), not FLUSH_SLAVE_TIMEOUT, which
+            # clients hand to the application as stored: with SYSTEM_ERROR they send again (on
+            # the new master), at the price of a possible duplicate.
             return PutResult(
-                PutStatus.FLUSH_SLAVE_TIMEOUT,
-                self._local_append(bodies, futures, topic, queue_id),
-                remark=f"leadership changed before commit: {exc}",
+                PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH,
+                remark=f"in-sync replicas not enough: leadership changed before commit ({exc}); it may still commit",
             )
         except ProposalDroppedError as exc:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(exc))

@@ -53,6 +53,8 @@ STATUS_CODES = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+    # RocketMQ's DLedgerCommitLog: not FLUSH_SLAVE_TIMEOUT, which clients take as stored.
+    PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: ResponseCode.SYSTEM_ERROR,
 }
 
 

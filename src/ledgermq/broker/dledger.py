@@ -124,13 +124,18 @@ class BrokerDLedger:
         self.group = cfg.dleger_group
         self.identity_check: IdentityCheck | None = None
         self.server.register(RequestCode.DLEDGER_STORE_IDENTITY, self._identity)
-        tick = cfg.dleger_heartbeat_interval_ms
+        # Ticks finer than the heartbeat: the core draws election timeouts in whole ticks, and
+        # with one tick per heartbeat (100 ms) an 800 ms timeout had 8 possible values, so two
+        # followers of a dead leader timed out in the same tick about one election in eight
+        # and split the vote (a second round: +1 s). Five ticks per heartbeat give 40 values.
+        heartbeat_ticks = 5 if cfg.dleger_heartbeat_interval_ms >= 10 else 1
+        tick = max(1, cfg.dleger_heartbeat_interval_ms // heartbeat_ticks)
         self.driver_config = RaftDriverConfig(
             self.self_id,
             cfg.dleger_peers,
             tick_interval_ms=tick,
-            heartbeat_ticks=1,
-            election_timeout_ticks=max(3, cfg.dleger_election_timeout_ms // tick),
+            heartbeat_ticks=heartbeat_ticks,
+            election_timeout_ticks=max(3 * heartbeat_ticks, cfg.dleger_election_timeout_ms // tick),
         )
         self.restart_policy = restart or RestartPolicy()
         self.log: StoreLog | None = None

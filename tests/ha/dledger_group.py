@@ -85,6 +85,16 @@ class DLedgerGroup:
         except Exception:
             return -1
 
+    def wait_caught_up(self, member: str, leader: str) -> None:
+        """Until ``member``'s commit log ends where ``leader``'s does (and holds something)."""
+        wait_until(
+            f"{member} to catch up with {leader}",
+            lambda: self.max_offset(member) == self.max_offset(leader) > 0,
+            30,
+            0.2,
+            self.explain,
+        )
+
     def close(self) -> None:
         for b in self.brokers.values():
             if b.alive:

@@ -79,13 +79,7 @@ def test_a_dledger_group_elects_a_new_master_by_itself_and_keeps_every_acknowled
         assert second is not None and second != first
         group.brokers[first].start()  # the old leader returns on its store and catches up
         wait_until(f"{first}'s port", lambda: tcp_open(group.ports[first]), 20)
-        wait_until(
-            f"{first} to catch up with {second}",
-            lambda: group.max_offset(first) == group.max_offset(second) > 0,
-            30,
-            0.2,
-            group.explain,
-        )
+        group.wait_caught_up(first, second)
         for b in group.brokers.values():  # clean stops, then each store is read on its own
             assert b.stop() == 0, group.explain()
     finally:
@@ -211,13 +205,7 @@ def test_a_stopped_leader_costs_sync_sends_under_two_seconds(tmp_path: Path) -> 
         second = group.master()
         report["leaders"] = (first, second)
         assert second is not None and second != first
-        wait_until(
-            f"{first} to catch up with {second}",
-            lambda: group.max_offset(first) == group.max_offset(second) > 0,
-            30,
-            0.2,
-            group.explain,
-        )
+        group.wait_caught_up(first, second)
         for b in group.brokers.values():
             assert b.stop() == 0, group.explain()
     finally:

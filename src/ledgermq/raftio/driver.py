@@ -387,7 +387,7 @@ class RaftDriver:
             if ticks % checkpoint_every == 0 and self._commit_hint > self.storage.saved_commit:
                 self._checkpoint_due = True
                 self._persist_wake.set()
-            if self._inline_writes:
+            if self._inline_writes and not self._flush_due and self.storage.flush_due():
                 self._flush_due = True  # the storage paces its fsyncs (flushIntervalCommitLog)
                 self._persist_wake.set()
             self._wake.set()

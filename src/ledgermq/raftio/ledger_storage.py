@@ -104,6 +104,11 @@ class LedgerStorage:
         DLedgerStore is fsynced before every acknowledgement, so False here."""
         return False
 
+    def flush_due(self) -> bool:
+        """Whether a timed ``flush`` would make anything durable now (``write_inline``
+        storages only: the others flush after every write)."""
+        return self.store.persisted_index < self.store.last_index
+
     def write(self, entries: Sequence[Entry], *, own: bool = False) -> None:
         """Store ``entries`` (consecutive), first dropping any stored suffix they replace.
 

@@ -47,6 +47,14 @@ class StoreLog(LedgerStorage):
         thread hand-off either (the fsync on the timer still runs in a thread)."""
         return not self.sync_flush
 
+    def flush_due(self) -> bool:
+        """Whether a timed fsync would do anything now: something written is not yet durable
+        and flushIntervalCommitLog has passed (checked on the loop, so an idle or recently
+        flushed log costs the driver no thread hand-off per tick)."""
+        if self.store.persisted_index >= self.store.last_index:
+            return False
+        return self.sync_flush or time.monotonic() - self._last_fsync >= self.flush_interval_s
+
     def flush(self) -> tuple[int, int]:
         """fsync under SYNC_FLUSH; under ASYNC_FLUSH at most every flushIntervalCommitLog."""
         now = time.monotonic()  # paces fsyncs, decides nothing about order or safety

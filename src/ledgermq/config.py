@@ -82,6 +82,9 @@ class StoreConfig:
     # campaigns after a random [T, 2T) without hearing from its leader.
     dleger_heartbeat_interval_ms: int = key("dLegerHeartBeatIntervalMs", 100)
     dleger_election_timeout_ms: int = key("dLegerElectionTimeoutMs", 800)
+    # ledgermq's own: consume-queue files share at most this many open descriptors (fewer
+    # under a low open-file limit); see store/open_files.py.
+    max_open_consume_queue_files: int = key("maxOpenConsumeQueueFiles", 1024)
 
     @property
     def commitlog_path(self) -> Path:
@@ -112,6 +115,8 @@ class StoreConfig:
             raise ConfigError("mappedFileSizeCommitLog must be at least 4096")
         if self.mapped_file_size_consume_queue % 20 or self.mapped_file_size_consume_queue <= 0:
             raise ConfigError("mappedFileSizeConsumeQueue must be a positive multiple of 20")
+        if self.max_open_consume_queue_files < 8:
+            raise ConfigError("maxOpenConsumeQueueFiles must be at least 8")
         if not 10 <= self.disk_max_used_space_ratio <= 95:
             raise ConfigError("diskMaxUsedSpaceRatio must be within 10..95")
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:

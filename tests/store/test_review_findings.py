@@ -7,6 +7,8 @@ steps directly; the only waits are bounded waits for a condition the bug prevent
 
 from __future__ import annotations
 
+import os
+
 import threading
 from pathlib import Path
 
@@ -101,31 +103,32 @@ def _fill_segments(store, segments: int, topic: str = "T") -> None:  # type: ign
 def test_retention_does_not_unmap_a_consume_queue_segment_a_reader_holds(
     retention_store, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
-    """ConsumeQueue.delete_expired destroys segments with force_after_s=0, so a segment
-    pinned by read_units (a pull on another thread) is unmapped under the reader, whose
-    mmap slice then raises ValueError("mmap closed or invalid") out of get_message.
-    RocketMQ (MappedFileQueue.deleteExpiredFileByOffset) waits up to 60 s for readers:
-    mappedFile.destroy(1000 * 60)."""
-    from ledgermq.store.mapped_file import MappedFile
+    """Retention deleting a consume-queue segment while a pull on another thread reads
+    it must not raise out of get_message (it once unmapped the segment under the reader).
+    Segments are now read with pread through a borrowed descriptor; a reader that comes
+    after the deletion sees the segment gone."""
+    from ledgermq.store.open_files import Borrower, OpenFiles
 
     store = retention_store()
     _fill_segments(store, 3)
     cq = store.queues.get("T", 0)
     assert cq is not None and len(cq.files.files) >= 2
     target = cq.files.files[0]
-    original_read = MappedFile.read
+    original_acquire = OpenFiles.acquire
     ran = []
 
-    def read_while_cleaning(self: MappedFile, pos: int, size: int) -> bytes:
-        if self is target and not ran:
+    def acquire_then_clean(self: OpenFiles, f: Borrower) -> int:
+        fd = original_acquire(self, f)
+        if f is target and not ran:
             ran.append(True)
-            # The clean thread runs between the reader's pin() and its read().
+            # The clean thread runs between the reader's borrowing of a descriptor and its pread.
             assert store.cleaner is not None
             store.cleaner.clean_once()
-        return original_read(self, pos, size)
+            assert target.retired and not os.path.exists(target.path)  # deleted under the reader
+        return fd
 
-    monkeypatch.setattr(MappedFile, "read", read_while_cleaning)
-    result = store.get_message("T", 0, 0, 32)  # raises ValueError today
+    monkeypatch.setattr(OpenFiles, "acquire", acquire_then_clean)
+    result = store.get_message("T", 0, 0, 32)
     assert ran
     assert result.status in (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_TOO_SMALL, GetStatus.FOUND)
 

@@ -14,6 +14,7 @@ from ledgermq.cli.runtime import read_properties, serve
 from ledgermq.config import StoreConfig, config_from_properties, known_keys
 from ledgermq.errors import ConfigError
 from ledgermq.ha.config import HAConfig
+from ledgermq.store.open_files import raise_open_file_limit
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,25 @@ def broker(conf: Path | None, namesrv: str | None) -> None:
         ha_cfg = HAConfig.from_properties(props)
     except ConfigError as exc:
         raise click.ClickException(f"{conf}: {exc}") from exc
+    limit = raise_open_file_limit()
     app = BrokerApp(broker_cfg, store_cfg, ha_config=ha_cfg)
+    budget = app.broker.store.open_file_budget
+    raised = f", raised from {limit.raised_from}" if limit.raised_from is not None else ""
+    log.info(
+        "open-file limit %d (hard %d%s): consume-queue files share at most %d open descriptors",
+        limit.soft,
+        limit.hard,
+        raised,
+        budget,
+    )
+    if budget < store_cfg.max_open_consume_queue_files:
+        log.warning(
+            "the open-file limit %d allows only %d open consume-queue files (maxOpenConsumeQueueFiles=%d); "
+            "a busy broker will reopen them often",
+            limit.soft,
+            budget,
+            store_cfg.max_open_consume_queue_files,
+        )
 
     async def start() -> None:
         await app.start()

@@ -14,6 +14,12 @@ reput service writes it from the commit log, and recovery trims or rebuilds it.
 A queue that starts at a logical offset above zero (its head was never dispatched here,
 e.g. a slave that joined late) is padded with "pre-blank" units (offset 0, size
 Integer.MAX_VALUE), as RocketMQ does, so byte position still equals 20 * offset.
+
+The files are RocketMQ's, but how they are held is not: segments are read and written
+with pread/pwrite through descriptors borrowed from one bounded ``OpenFiles`` cache,
+nothing is opened at start-up, and the directory entries of new segments are made
+durable by the flush (``DirSync``), so the number of queues bounds neither the open
+files nor the time it takes to make a message readable.
 """
 
 from __future__ import annotations
@@ -21,24 +27,57 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ledgermq.store.mapped_file import MappedFile, SegmentGoneError
-from ledgermq.store.mapped_file_queue import MappedFileQueue
+from ledgermq.store.mapped_file import SegmentGoneError
+from ledgermq.store.open_files import OpenFiles
+from ledgermq.store.queue_files import DirSync, QueueFiles
+from ledgermq.store.queue_segment import QueueSegment
 
 log = logging.getLogger(__name__)
 
 UNIT = struct.Struct(">qiq")
 UNIT_SIZE = UNIT.size  # 20
 _PRE_BLANK = UNIT.pack(0, 0x7FFFFFFF, 0)
+_SCAN_CHUNK = UNIT_SIZE * 4096  # units read at a time when walking a segment
+DEFAULT_OPEN_FILES = 1024
+# Above this many segments to flush at once, one sync() is cheaper than an fdatasync each.
+SYNC_ALL_ABOVE = 256
+
+
+def _units(seg: QueueSegment, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """(position, offset, size, tags) of the units in ``[start, end)`` of ``seg``."""
+    pos = start
+    while pos < end:
+        chunk = seg.read(pos, min(_SCAN_CHUNK, end - pos))
+        n = len(chunk) - len(chunk) % UNIT_SIZE
+        if n <= 0:
+            return
+        for i, (offset, size, tags) in enumerate(UNIT.iter_unpack(chunk[:n])):
+            yield pos + i * UNIT_SIZE, offset, size, tags
+        pos += n
 
 
 class ConsumeQueue:
-    def __init__(self, topic: str, queue_id: int, root: Path, segment_size: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        root: Path,
+        segment_size: int,
+        open_files: OpenFiles | None = None,
+        dir_sync: DirSync | None = None,
+    ) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.files = MappedFileQueue(root / topic / str(queue_id), segment_size)
+        self.files = QueueFiles(
+            os.path.join(root, topic, str(queue_id)),
+            segment_size,
+            open_files or OpenFiles(DEFAULT_OPEN_FILES),
+            dir_sync or DirSync(),
+        )
         self.segment_size = segment_size
         self.max_physic_offset = -1  # end (offset + size) of the newest unit
         self.min_logic_offset = 0  # in bytes
@@ -54,32 +93,31 @@ class ConsumeQueue:
         if not files:
             return
         end = files[0].start_offset
-        for mf in files[max(0, len(files) - 3) :]:
-            pos = 0
-            mm = mf.mm
-            while pos < mf.size:
-                offset, size, _tags = UNIT.unpack_from(mm, pos)
+        for seg in files[max(0, len(files) - 3) :]:
+            pos = seg.size
+            for at, offset, size, _tags in _units(seg, 0, seg.size):
                 if offset < 0 or size <= 0:
+                    pos = at
                     break
                 if size != 0x7FFFFFFF:
                     self.max_physic_offset = offset + size
-                pos += UNIT_SIZE
-            end = mf.start_offset + pos
-            if pos < mf.size:
+            end = seg.start_offset + pos
+            if pos < seg.size:
                 break
         self.files.truncate_after(end)
 
     def truncate_dirty(self, phy_offset: int) -> None:
         """Drop units pointing at or beyond ``phy_offset`` (the commit log lost them)."""
-        files = self.files.files
+        if self.max_physic_offset <= phy_offset:
+            return  # nothing points beyond it (recover() found the newest unit)
         cut: int | None = None
-        for mf in reversed(files):
-            pos = mf.wrote - UNIT_SIZE
+        for seg in reversed(self.files.files):
+            pos = seg.wrote - UNIT_SIZE
             while pos >= 0:
-                offset, size, _tags = UNIT.unpack_from(mf.mm, pos)
+                offset, size, _tags = UNIT.unpack(seg.read(pos, UNIT_SIZE))
                 if size == 0x7FFFFFFF or offset + size <= phy_offset:
                     break  # pre-blank padding is never beyond anything
-                cut = mf.start_offset + pos
+                cut = seg.start_offset + pos
                 pos -= UNIT_SIZE
             if pos >= 0:
                 break
@@ -91,7 +129,7 @@ class ConsumeQueue:
         self.max_physic_offset = -1
         last = self.files.last()
         if last is not None and last.wrote >= UNIT_SIZE:
-            offset, size, _ = UNIT.unpack_from(last.mm, last.wrote - UNIT_SIZE)
+            offset, size, _ = UNIT.unpack(last.read(last.wrote - UNIT_SIZE, UNIT_SIZE))
             if size != 0x7FFFFFFF:
                 self.max_physic_offset = offset + size
 
@@ -104,12 +142,12 @@ class ConsumeQueue:
         if offset + size <= self.max_physic_offset:
             return True  # already dispatched (recovery replays from a safe point)
         expect = cq_offset * UNIT_SIZE
-        mf = self.files.last_for_write(start_if_empty=expect)
-        if mf.first_create_in_queue and mf.wrote == 0 and expect > mf.start_offset:
+        seg = self.files.last_for_write(start_if_empty=expect)
+        if seg.first_create_in_queue and seg.wrote == 0 and expect > seg.start_offset:
             self.min_logic_offset = expect
-            blanks = (expect - mf.start_offset) // UNIT_SIZE
-            mf.append(_PRE_BLANK * blanks)
-        current = mf.write_offset
+            blanks = (expect - seg.start_offset) // UNIT_SIZE
+            seg.append(_PRE_BLANK * blanks)
+        current = seg.write_offset
         if expect < current:
             return True
         if expect != current:
@@ -121,7 +159,7 @@ class ConsumeQueue:
                 current // UNIT_SIZE,
             )
             return False
-        mf.append(UNIT.pack(offset, size, tags_code))
+        seg.append(UNIT.pack(offset, size, tags_code))
         self.max_physic_offset = offset + size
         if store_ts > self.last_store_timestamp:
             self.last_store_timestamp = store_ts
@@ -142,21 +180,22 @@ class ConsumeQueue:
     def read_units(self, index: int, max_units: int) -> bytes:
         """Raw units from logical ``index`` on, within one segment, at most ``max_units``."""
         pos = index * UNIT_SIZE
-        mf = self.files.find(pos)
-        if mf is None or not mf.pin():
+        seg = self.files.find(pos)
+        if seg is None:
+            return b""
+        rel = pos - seg.start_offset
+        n = max(0, min(max_units * UNIT_SIZE, seg.wrote - rel))
+        n -= n % UNIT_SIZE
+        if n == 0:
             return b""
         try:
-            rel = pos - mf.start_offset
-            n = max(0, min(max_units * UNIT_SIZE, mf.wrote - rel))
-            return mf.read(rel, n - n % UNIT_SIZE)
+            return seg.read(rel, n)
         except SegmentGoneError:
             return b""
-        finally:
-            mf.unpin()
 
     def unit(self, index: int) -> tuple[int, int, int] | None:
         raw = self.read_units(index, 1)
-        if not raw:
+        if len(raw) < UNIT_SIZE:
             return None
         offset, size, tags = UNIT.unpack(raw)
         return int(offset), int(size), int(tags)
@@ -197,23 +236,25 @@ class ConsumeQueue:
         first = self.files.first()
         if first is None:
             return
-        pos = max(self.min_logic_offset - first.start_offset, 0)
-        while pos < first.wrote:
-            offset, size, _ = UNIT.unpack_from(first.mm, pos)
+        pos = first.wrote
+        for at, offset, size, _tags in _units(first, max(self.min_logic_offset - first.start_offset, 0), first.wrote):
             if size != 0x7FFFFFFF and offset >= phy_min:
+                pos = at
                 break
-            pos += UNIT_SIZE
         self.min_logic_offset = first.start_offset + pos
 
     def delete_expired(self, phy_min: int) -> int:
-        """Delete whole segments whose last unit points below ``phy_min``."""
+        """Delete whole segments whose last unit points below ``phy_min``. A pull still
+        reading one keeps its descriptor, so deletion never waits for readers."""
 
-        def expired(mf: MappedFile) -> bool:
-            offset, _size, _ = UNIT.unpack_from(mf.mm, mf.size - UNIT_SIZE)  # last unit of a full segment
+        def expired(seg: QueueSegment) -> bool:
+            try:
+                offset, _size, _ = UNIT.unpack(seg.read(seg.size - UNIT_SIZE, UNIT_SIZE))
+            except (SegmentGoneError, struct.error):
+                return False
             return bool(offset < phy_min)
 
-        # Like RocketMQ, wait up to a minute for pulls still reading an expired segment.
-        removed = self.files.delete_first_while(expired, max_files=1 << 30, force_after_s=60)
+        removed = self.files.delete_first_while(expired)
         if removed:
             self.correct_min_offset(phy_min)
         return len(removed)
@@ -223,29 +264,38 @@ class ConsumeQueue:
 
 
 class ConsumeQueueTable:
-    """All consume queues of a store, created on first dispatch."""
+    """All consume queues of a store, created on first dispatch, sharing one bounded set
+    of open descriptors."""
 
-    def __init__(self, root: Path, segment_size: int) -> None:
+    def __init__(self, root: Path, segment_size: int, open_files: OpenFiles | None = None) -> None:
         self.root = root
         self.segment_size = segment_size
+        self.open_files = open_files or OpenFiles(DEFAULT_OPEN_FILES)
+        self.dir_sync = DirSync()
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._dirty: set[ConsumeQueue] = set()  # written since the last flush
+        self._dirty_lock = threading.Lock()
 
     def load(self) -> None:
-        if not self.root.exists():
+        try:
+            topics = list(os.scandir(self.root))
+        except FileNotFoundError:
             return
-        for topic in sorted(os.listdir(self.root)):
-            tdir = self.root / topic
-            if not tdir.is_dir():
-                continue
-            for qname in sorted(os.listdir(tdir)):
-                if qname.isdigit() and (tdir / qname).is_dir():
-                    cq = ConsumeQueue(topic, int(qname), self.root, self.segment_size)
-                    try:
+        try:
+            for tdir in sorted(topics, key=lambda e: e.name):
+                if not tdir.is_dir():
+                    continue
+                for qdir in sorted(os.scandir(tdir.path), key=lambda e: e.name):
+                    if qdir.name.isdigit() and qdir.is_dir():
+                        cq = self._new(tdir.name, int(qdir.name))
                         cq.load()
-                    except BaseException:
-                        self.close()
-                        raise
-                    self.queues[(topic, int(qname))] = cq
+                        self.queues[(tdir.name, int(qdir.name))] = cq
+        except BaseException:
+            self.close()
+            raise
+
+    def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return ConsumeQueue(topic, queue_id, self.root, self.segment_size, self.open_files, self.dir_sync)
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))
@@ -253,20 +303,49 @@ class ConsumeQueueTable:
     def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
-            cq = ConsumeQueue(topic, queue_id, self.root, self.segment_size)
-            self.queues = {**self.queues, (topic, queue_id): cq}
+            cq = self._new(topic, queue_id)
+            # In place: one insertion is atomic for readers on other threads (they copy
+            # with list(...) or look up one key); copying the table per new queue would
+            # make creating N queues cost O(N^2).
+            self.queues[(topic, queue_id)] = cq
         return cq
+
+    def mark_dirty(self, cq: ConsumeQueue) -> None:
+        with self._dirty_lock:
+            self._dirty.add(cq)
 
     def all(self) -> list[ConsumeQueue]:
         return list(self.queues.values())
 
     def max_physic_offset(self) -> int:
-        return max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
+        return max((cq.max_physic_offset for cq in self.all()), default=-1)
 
     def flush(self) -> None:
-        for cq in self.all():
-            cq.flush()
+        """Make every dispatched unit and every new segment's directory entry durable.
+
+        Only queues written since the last flush are visited. When many are, one
+        ``sync()`` replaces thousands of fdatasyncs (each a journal commit)."""
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+        segments = [seg for cq in dirty for seg in cq.files.files if seg.wrote > seg.flushed]
+        if len(segments) > SYNC_ALL_ABOVE:
+            marks = [(seg, seg.wrote) for seg in segments]
+            self.dir_sync.take()  # sync() covers directory entries too
+            os.sync()
+            for seg, wrote in marks:
+                seg.flushed = max(seg.flushed, wrote)
+            return
+        for seg in segments:
+            seg.flush()
+        self.dir_sync.sync()
+
+    def flush_all(self) -> None:
+        """Flush every queue, dirty-marked or not (shutdown, and tests)."""
+        with self._dirty_lock:
+            self._dirty = set(self.all())
+        self.flush()
 
     def close(self) -> None:
         for cq in self.all():
             cq.close()
+        self.open_files.close_all()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -47,6 +48,7 @@ from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, Gr
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
 from ledgermq.store.message_input import BatchInput, MessageInput
+from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult, recover
 from ledgermq.store.reput import ArrivalListener, ReputService
@@ -94,7 +96,11 @@ class MessageStore(StoreReads, DLedgerWrites):
         self.commitlog: CommitLog = self.dledger or CommitLog(
             config.commitlog_path, config.mapped_file_size_commitlog, clock
         )
-        self.queues = ConsumeQueueTable(config.consume_queue_path, config.mapped_file_size_consume_queue)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        self.open_file_budget = capacity_for(FileLimit(soft, hard, None), config.max_open_consume_queue_files)
+        self.queues = ConsumeQueueTable(
+            config.consume_queue_path, config.mapped_file_size_consume_queue, OpenFiles(self.open_file_budget)
+        )
         self.index: IndexService | None = (
             IndexService(config.index_path, config.max_hash_slot_num, config.max_index_num, clock)
             if config.message_index_enable
@@ -377,6 +383,8 @@ class MessageStore(StoreReads, DLedgerWrites):
     def _refuse_put(self, topic: str, body_size: int, queue_id: int = 0, *, proposal: bool = False) -> PutResult | None:
         if not self.running or self.failed_reason is not None:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.failed_reason or "store is not running")
+        if self.reput is not None and self.reput.dispatch_error is not None:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.reput.dispatch_error)
         if proposal:
             pass  # a Raft leader's proposal: its role, not the store's config, decides
         elif self.config.is_slave:
@@ -581,6 +589,8 @@ class MessageStore(StoreReads, DLedgerWrites):
             "commitLogFlushedOffset": str(self.flushed_phy_offset),
             "dispatchBehindBytes": str(self.dispatch_behind_bytes),
             "consumeQueues": str(len(self.queues.all())),
+            "consumeQueueOpenFiles": f"{self.queues.open_files.open_count}/{self.open_file_budget}",
+            "dispatchError": self.reput.dispatch_error or "" if self.reput else "",
             "storeFailed": self.failed_reason or "",
             "writeFence": self.write_fence or "",
         }

@@ -45,6 +45,7 @@ def dispatch(req: DispatchRequest, queues: ConsumeQueueTable, index: IndexServic
     if SF.gets_queue_entry(req.sysflag):
         cq = queues.find_or_create(req.topic, req.queue_id)
         cq.put(req.commit_log_offset, req.size, req.tags_code, req.queue_offset, req.store_timestamp)
+        queues.mark_dirty(cq)
     if index is not None:
         index.build(req)
 
@@ -69,6 +70,11 @@ class ReputService(ServiceThread):
         self.dispatched_ts = 0
         self.listeners: list[ArrivalListener] = []
         self.stuck_reason: str | None = None
+        # Set while a record cannot be dispatched (a full disk, no descriptor, a directory
+        # that cannot be made): the store refuses puts, since it could not make them
+        # readable, and the record is tried again every pass until it goes through.
+        self.dispatch_error: str | None = None
+        self.dispatch_failures = 0
         self.hold_off: HoldOff | None = None
         self._run_until = 0.0  # no holding off before this (monotonic seconds)
         self._held = False  # the last pass stopped early because of ``hold_off``
@@ -155,7 +161,8 @@ class ReputService(ServiceThread):
                 check_text=False,  # complete records from a master may carry NULs; only recovery cares
             )
             if isinstance(v, DispatchRequest):
-                dispatch(v, self.queues, self.index)
+                if not self.dispatch_one(v):
+                    break
                 if SF.gets_queue_entry(v.sysflag):
                     arrivals[(v.topic, v.queue_id)] = v.queue_offset + 1
                 self.dispatched_ts = v.store_timestamp
@@ -182,6 +189,22 @@ class ReputService(ServiceThread):
                 break
         self.reput_from = start + pos
         return count
+
+    def dispatch_one(self, req: DispatchRequest) -> bool:
+        """Dispatch one record; on failure record why (sticky until it succeeds)."""
+        try:
+            dispatch(req, self.queues, self.index)
+        except Exception as exc:
+            self.dispatch_failures += 1
+            reason = f"cannot make {req.topic}-{req.queue_id} offset {req.queue_offset} readable: {exc}"
+            if self.dispatch_error is None:
+                log.error("dispatch failing, refusing writes until it recovers: %s", reason, exc_info=True)
+            self.dispatch_error = reason
+            return False
+        if self.dispatch_error is not None:
+            log.warning("dispatch recovered after %d failed attempts: %s", self.dispatch_failures, self.dispatch_error)
+            self.dispatch_error = None
+        return True
 
     def _notify(self, arrivals: dict[tuple[str, int], int]) -> None:
         for (topic, queue_id), max_offset in arrivals.items():

@@ -17,7 +17,7 @@ from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import DispatchRequest, Verdict, check_record
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.index import IndexService
-from ledgermq.store.reput import HoldOff, ReputService, dispatch
+from ledgermq.store.reput import HoldOff, ReputService
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,8 @@ class DLedgerReputService(ReputService):
                             log.error("reput stopped: %s", reason)
                         self.stuck_reason = reason
                         break
-                    dispatch(v, self.queues, self.index)
+                    if not self.dispatch_one(v):
+                        break
                     if SF.gets_queue_entry(v.sysflag):
                         arrivals[(v.topic, v.queue_id)] = v.queue_offset + 1
                     self.dispatched_ts = v.store_timestamp

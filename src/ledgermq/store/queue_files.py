@@ -1,0 +1,188 @@
+"""The segments of one consume queue: an ordered run of equal-size ``QueueSegment``s.
+
+The consume-queue counterpart of ``MappedFileQueue``: the same absolute offsets and
+segment names, but nothing is opened at load (a store with a hundred thousand queues
+starts without a hundred thousand open files) and a new segment's directory entry is
+made durable by the next consume-queue flush, not at creation (``DirSync``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable
+
+from ledgermq.errors import StoreError
+from ledgermq.store.mapped_file import DELETED_SUFFIX, parse_segment_name, segment_name
+from ledgermq.store.open_files import OpenFiles
+from ledgermq.store.queue_segment import QueueSegment
+from ledgermq.util.atomic_file import fsync_dir
+
+
+class DirSync:
+    """Directories whose new entries are not durable yet.
+
+    Creating a queue's first segment makes the topic and queue directories and the file;
+    their directory entries reach the disk when the consume-queue flush calls ``sync``,
+    which it does before it writes the checkpoint. Recovery after a crash re-dispatches
+    from that checkpoint, so a file whose entry was lost is written again."""
+
+    def __init__(self) -> None:
+        self._pending: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, *directories: str) -> None:
+        with self._lock:
+            self._pending.update(directories)
+
+    def take(self) -> list[str]:
+        with self._lock:
+            pending, self._pending = self._pending, set()
+        # Children first, so a parent's entry for a child is synced after the child's own.
+        return sorted(pending, key=len, reverse=True)
+
+    def sync(self) -> None:
+        for directory in self.take():
+            with contextlib.suppress(FileNotFoundError):  # a deleted topic
+                fsync_dir(directory)
+
+
+class QueueFiles:
+    def __init__(self, directory: str, file_size: int, open_files: OpenFiles, dir_sync: DirSync) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.open_files = open_files
+        self.dir_sync = dir_sync
+        self.files: list[QueueSegment] = []  # replaced, never mutated: readers take a snapshot
+        self._lock = threading.Lock()
+
+    # -- loading ---------------------------------------------------------------------
+    def load(self) -> None:
+        """List the segments on disk (none is opened); a wrong size stops start-up."""
+        try:
+            entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            return
+        segments: list[QueueSegment] = []
+        for entry in entries:
+            name = entry.name
+            if name.endswith((".tmp", DELETED_SUFFIX)):
+                os.unlink(entry.path)  # a creation or a deletion a crash interrupted
+                continue
+            if parse_segment_name(name) is None:
+                continue
+            size = entry.stat().st_size
+            if size != self.file_size:
+                raise StoreError(
+                    f"{entry.path} is {size} bytes but the configured segment size "
+                    f"is {self.file_size}; fix the config or move the file away"
+                )
+            seg = QueueSegment(entry.path, self.file_size, self.open_files)
+            seg.wrote = seg.flushed = self.file_size  # recovery moves the last ones back
+            segments.append(seg)
+        segments.sort(key=lambda s: s.start_offset)
+        self.files = segments
+
+    # -- lookups ---------------------------------------------------------------------
+    def first(self) -> QueueSegment | None:
+        files = self.files
+        return files[0] if files else None
+
+    def last(self) -> QueueSegment | None:
+        files = self.files
+        return files[-1] if files else None
+
+    def min_offset(self) -> int:
+        files = self.files
+        return files[0].start_offset if files else 0
+
+    def max_offset(self) -> int:
+        files = self.files
+        return files[-1].write_offset if files else 0
+
+    def find(self, offset: int) -> QueueSegment | None:
+        files = self.files
+        if not files or offset < files[0].start_offset:
+            return None
+        idx = (offset - files[0].start_offset) // self.file_size
+        if idx < len(files) and files[idx].start_offset <= offset < files[idx].end_offset:
+            return files[idx]
+        for seg in files:  # a gap in the names: fall back to a scan
+            if seg.start_offset <= offset < seg.end_offset:
+                return seg
+        return None
+
+    # -- growth ----------------------------------------------------------------------
+    def last_for_write(self, start_if_empty: int = 0) -> QueueSegment:
+        last = self.last()
+        if last is not None and not last.is_full:
+            return last
+        start = last.end_offset if last is not None else start_if_empty - start_if_empty % self.file_size
+        return self._create(start)
+
+    def _create(self, start: int) -> QueueSegment:
+        first = not self.files
+        if first:
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create consume-queue directory {self.directory}: {exc}") from exc
+        seg = QueueSegment.create(os.path.join(self.directory, segment_name(start)), self.file_size, self.open_files)
+        seg.first_create_in_queue = first
+        with self._lock:
+            self.files = [*self.files, seg]
+        if first:
+            topic_dir = os.path.dirname(self.directory)
+            self.dir_sync.add(self.directory, topic_dir, os.path.dirname(topic_dir))
+        else:
+            self.dir_sync.add(self.directory)
+        return seg
+
+    # -- flush -----------------------------------------------------------------------
+    def flush(self) -> None:
+        for seg in self.files:
+            if seg.wrote > seg.flushed:
+                seg.flush()
+
+    def unflushed(self) -> bool:
+        return any(seg.wrote > seg.flushed for seg in self.files)
+
+    # -- truncation and deletion -----------------------------------------------------
+    def truncate_after(self, offset: int) -> None:
+        """Drop every byte at or beyond ``offset``. Readers are safe throughout: they read
+        below ``wrote`` only, and a removed segment stays readable until they let go."""
+        keep: list[QueueSegment] = []
+        removed = False
+        for seg in self.files:
+            if seg.end_offset <= offset:
+                keep.append(seg)
+            elif seg.start_offset <= offset and not (offset == seg.start_offset and keep):
+                seg.truncate_to(offset - seg.start_offset)
+                keep.append(seg)
+            else:
+                seg.destroy()
+                removed = True
+        with self._lock:
+            self.files = keep
+        if removed and os.path.isdir(self.directory):
+            fsync_dir(self.directory)
+
+    def delete_first_while(self, condition: Callable[[QueueSegment], bool]) -> list[QueueSegment]:
+        """Delete leading segments while ``condition`` holds, never the last one."""
+        removed: list[QueueSegment] = []
+        for seg in self.files[:-1]:
+            if not condition(seg):
+                break
+            removed.append(seg)
+        if removed:
+            gone = {id(s) for s in removed}
+            with self._lock:
+                self.files = [s for s in self.files if id(s) not in gone]
+            for seg in removed:
+                seg.destroy()
+        return removed
+
+    def close(self) -> None:
+        for seg in self.files:
+            seg.close()

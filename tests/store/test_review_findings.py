@@ -8,7 +8,6 @@ steps directly; the only waits are bounded waits for a condition the bug prevent
 from __future__ import annotations
 
 import os
-
 import threading
 from pathlib import Path
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -265,11 +266,12 @@ def ledgermq_cmd(*args: str) -> list[str]:
 class ProcessCluster:
     """``ledgermq namesrv`` + ``ledgermq broker`` as child processes (like ``ledgermq cluster up``)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, broker_nofile: int | None = None) -> None:
         self.root = root
         self.ns_port = free_port()
         self.broker_port = free_port(span=2)
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.broker_nofile = broker_nofile  # the broker's open-file limit (soft = hard), if set
 
     @property
     def ns_addr(self) -> str:
@@ -279,10 +281,21 @@ class ProcessCluster:
     def broker_addr(self) -> str:
         return f"{HOST}:{self.broker_port}"
 
-    def _spawn(self, args: list[str], log_name: str) -> None:
+    def _spawn(self, args: list[str], log_name: str, nofile: int | None = None) -> None:
         log = open(self.root / log_name, "ab")  # noqa: SIM115 - closed once the child is gone
+
+        def limit_files() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         try:
-            proc = subprocess.Popen(ledgermq_cmd(*args), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                ledgermq_cmd(*args),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=limit_files if nofile is not None else None,
+            )
         finally:
             log.close()  # the child holds its own copy
         self.procs.append(proc)
@@ -323,7 +336,7 @@ class ProcessCluster:
                 ]
             )
         )
-        self._spawn(["broker", "-c", str(conf)], "broker.log")
+        self._spawn(["broker", "-c", str(conf)], "broker.log", self.broker_nofile)
         self._wait_port(self.broker_port, self.procs[-1], deadline)
         while asyncio.run(ns_route(self.ns_addr, "TBW102")) is None:
             if time.monotonic() > deadline:

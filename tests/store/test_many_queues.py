@@ -91,7 +91,7 @@ def test_a_dispatch_failure_refuses_puts_until_it_goes_through(store_factory: St
     def no_space() -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    failpoints.arm("consume_queue.before_create", no_space)
+    failpoints.arm("consume_queue.before_put", no_space)
     try:
         accepted = [put(store, "New", b"first", 0)]  # stored before anyone knew it cannot be dispatched
         assert store.reput is not None
@@ -102,7 +102,7 @@ def test_a_dispatch_failure_refuses_puts_until_it_goes_through(store_factory: St
         assert "No space left" in store.runtime_info()["dispatchError"]
         assert not _readable(store, "New", 0, b"first")
     finally:
-        failpoints.disarm("consume_queue.before_create")
+        failpoints.disarm("consume_queue.before_put")
     _wait(lambda: store.reput is not None and store.reput.dispatch_error is None)
     accepted.append(put(store, "Old", b"after", 0))
     assert store.wait_dispatched(timeout=10)
@@ -110,6 +110,36 @@ def test_a_dispatch_failure_refuses_puts_until_it_goes_through(store_factory: St
     got = store.get_message("Old", 0, 1, 4)
     assert got.status is GetStatus.FOUND and b"after" in got.chunks[0]
     assert store.runtime_info()["dispatchError"] == ""
+
+
+def test_a_queue_file_that_cannot_be_created_refuses_puts_but_keeps_what_was_accepted_readable(
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
+    root = tmp_path / "store"
+    store = store_factory(root=root)
+
+    def no_space() -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    failpoints.arm("consume_queue.before_create", no_space)
+    try:
+        put(store, "Held", b"in-memory", 0)
+        _wait(lambda: store.queues.creator.error is not None)
+        assert _readable(store, "Held", 0, b"in-memory")  # readable before its file exists
+        refused = store.put_message(MessageInput(topic="Held", body=b"refused", queue_id=0))
+        assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE and "No space left" in refused.remark
+        assert not (root / "consumequeue" / "Held" / "0" / f"{0:020d}").exists()
+    finally:
+        failpoints.disarm("consume_queue.before_create")
+    _wait(lambda: store.queues.creator.error is None and store.queues.creator.backlog == 0)
+    assert (root / "consumequeue" / "Held" / "0" / f"{0:020d}").exists()
+    put(store, "Held", b"again", 0)
+    assert store.wait_dispatched(timeout=10)
+    got = store.get_message("Held", 0, 0, 4)
+    assert got.status is GetStatus.FOUND and got.message_count == 2
+    store.shutdown()
+    reopened = store_factory(root=root).get_message("Held", 0, 0, 4)
+    assert reopened.message_count == 2 and b"in-memory" in reopened.chunks[0]
 
 
 def test_creating_a_queue_does_not_sync_its_directory_until_the_flush(
@@ -123,7 +153,9 @@ def test_creating_a_queue_does_not_sync_its_directory_until_the_flush(
     for q in range(4):
         put(store, "Fresh", b"x", q)
     assert store.wait_dispatched(timeout=10)
-    assert synced == []  # dispatch made four queues without one directory fsync
+    _wait(lambda: store.queues.creator.backlog == 0)
+    assert (Path(store.config.consume_queue_path) / "Fresh" / "3").is_dir()
+    assert synced == []  # four queues and their files made without one directory fsync
     store.queues.flush()
     queue_dirs = {str(Path(store.config.consume_queue_path) / "Fresh" / str(q)) for q in range(4)}
     assert queue_dirs | {str(Path(store.config.consume_queue_path) / "Fresh")} <= set(synced)

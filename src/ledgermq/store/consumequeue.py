@@ -31,9 +31,11 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ledgermq.errors import StoreFullError
+from ledgermq.failpoints import failpoint
 from ledgermq.store.mapped_file import SegmentGoneError
 from ledgermq.store.open_files import OpenFiles
-from ledgermq.store.queue_files import DirSync, QueueFiles
+from ledgermq.store.queue_files import DirSync, QueueFiles, SegmentCreator
 from ledgermq.store.queue_segment import QueueSegment
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,7 @@ UNIT = struct.Struct(">qiq")
 UNIT_SIZE = UNIT.size  # 20
 _PRE_BLANK = UNIT.pack(0, 0x7FFFFFFF, 0)
 _SCAN_CHUNK = UNIT_SIZE * 4096  # units read at a time when walking a segment
+_FIRST_CHUNK = UNIT_SIZE * 204  # within one 4 KiB page
 DEFAULT_OPEN_FILES = 1024
 # Above this many segments to flush at once, one sync() is cheaper than an fdatasync each.
 SYNC_ALL_ABOVE = 256
@@ -50,8 +53,10 @@ SYNC_ALL_ABOVE = 256
 def _units(seg: QueueSegment, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
     """(position, offset, size, tags) of the units in ``[start, end)`` of ``seg``."""
     pos = start
+    step = _FIRST_CHUNK  # most scans stop within the first page (a queue's few units)
     while pos < end:
-        chunk = seg.read(pos, min(_SCAN_CHUNK, end - pos))
+        chunk = seg.read(pos, min(step, end - pos))
+        step = min(step * 4, _SCAN_CHUNK)
         n = len(chunk) - len(chunk) % UNIT_SIZE
         if n <= 0:
             return
@@ -68,7 +73,7 @@ class ConsumeQueue:
         root: Path,
         segment_size: int,
         open_files: OpenFiles | None = None,
-        dir_sync: DirSync | None = None,
+        creator: SegmentCreator | None = None,
     ) -> None:
         self.topic = topic
         self.queue_id = queue_id
@@ -76,7 +81,7 @@ class ConsumeQueue:
             os.path.join(root, topic, str(queue_id)),
             segment_size,
             open_files or OpenFiles(DEFAULT_OPEN_FILES),
-            dir_sync or DirSync(),
+            creator or SegmentCreator(DirSync()),
         )
         self.segment_size = segment_size
         self.max_physic_offset = -1  # end (offset + size) of the newest unit
@@ -141,6 +146,7 @@ class ConsumeQueue:
         """
         if offset + size <= self.max_physic_offset:
             return True  # already dispatched (recovery replays from a safe point)
+        failpoint("consume_queue.before_put")
         expect = cq_offset * UNIT_SIZE
         seg = self.files.last_for_write(start_if_empty=expect)
         if seg.first_create_in_queue and seg.wrote == 0 and expect > seg.start_offset:
@@ -272,6 +278,7 @@ class ConsumeQueueTable:
         self.segment_size = segment_size
         self.open_files = open_files or OpenFiles(DEFAULT_OPEN_FILES)
         self.dir_sync = DirSync()
+        self.creator = SegmentCreator(self.dir_sync)
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._dirty: set[ConsumeQueue] = set()  # written since the last flush
         self._dirty_lock = threading.Lock()
@@ -295,7 +302,7 @@ class ConsumeQueueTable:
             raise
 
     def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
-        return ConsumeQueue(topic, queue_id, self.root, self.segment_size, self.open_files, self.dir_sync)
+        return ConsumeQueue(topic, queue_id, self.root, self.segment_size, self.open_files, self.creator)
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))
@@ -323,18 +330,23 @@ class ConsumeQueueTable:
     def flush(self) -> None:
         """Make every dispatched unit and every new segment's directory entry durable.
 
-        Only queues written since the last flush are visited. When many are, one
-        ``sync()`` replaces thousands of fdatasyncs (each a journal commit)."""
+        Pending segments get their files first. Only queues written since the last
+        flush are visited; when many are, one ``sync()`` replaces thousands of
+        fdatasyncs (each a journal commit)."""
+        self.creator.drain()
+        if self.creator.error is not None:
+            raise StoreFullError(self.creator.error)  # nothing is synced or checkpointed past it
         with self._dirty_lock:
             dirty, self._dirty = self._dirty, set()
         segments = [seg for cq in dirty for seg in cq.files.files if seg.wrote > seg.flushed]
         if len(segments) > SYNC_ALL_ABOVE:
-            marks = [(seg, seg.wrote) for seg in segments]
+            # A segment started after the drain above has no file yet: flush() creates it.
+            marks = [(seg, seg.wrote) for seg in segments if seg.pending is None]
             self.dir_sync.take()  # sync() covers directory entries too
             os.sync()
             for seg, wrote in marks:
                 seg.flushed = max(seg.flushed, wrote)
-            return
+            segments = [seg for seg in segments if seg.pending is not None]
         for seg in segments:
             seg.flush()
         self.dir_sync.sync()

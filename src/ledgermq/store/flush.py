@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 
+from ledgermq.errors import StoreFullError
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.consumequeue import ConsumeQueueTable
@@ -149,7 +150,10 @@ class ConsumeQueueFlushService(ServiceThread):
 
     def step(self) -> None:
         logics_ts = self.dispatched_ts()  # read before flushing: never claim more than flushed
-        self.queues.flush()
+        try:
+            self.queues.flush()
+        except StoreFullError:
+            return  # a queue file cannot be created (the creator says why); no checkpoint past it
         if logics_ts:
             self.checkpoint.logics_ts = logics_ts
         if self.index is not None:

@@ -49,6 +49,7 @@ from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
+from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult, recover
 from ledgermq.store.reput import ArrivalListener, ReputService
@@ -110,6 +111,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         self.reput: ReputService | None = None
         self.commitlog_flusher: AsyncFlushService | GroupCommitService | None = None
         self.queue_flusher: ConsumeQueueFlushService | None = None
+        self.segment_creator = SegmentCreatorService(self.queues.creator)
         self.cleaner: CleanService | None = None
         self._disk_usage = disk_usage
         self._listeners: list[ArrivalListener] = []
@@ -186,7 +188,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             cfg.flush_interval_consume_queue_ms,
         )
         self.cleaner = CleanService(cfg, self.commitlog, self.queues, self.index, self.clock, self._disk_usage)
-        for svc in (self.reput, self.commitlog_flusher, self.queue_flusher, self.cleaner):
+        for svc in (self.reput, self.segment_creator, self.commitlog_flusher, self.queue_flusher, self.cleaner):
             svc.start()
 
     def _start_dledger_services(self, reput_from: int) -> None:
@@ -216,7 +218,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             self._disk_usage,
             lambda: reput.reput_from,
         )
-        for svc in (reput, self.queue_flusher, self.cleaner):
+        for svc in (reput, self.segment_creator, self.queue_flusher, self.cleaner):
             svc.start()
 
     def shutdown(self) -> None:
@@ -225,11 +227,14 @@ class MessageStore(StoreReads, DLedgerWrites):
             return
         self.running = False
         # Reput first so every record has its units, then flushers write them down.
-        services = [s for s in (self.cleaner, self.reput, self.commitlog_flusher, self.queue_flusher) if s]
+        services = [
+            s for s in (self.cleaner, self.reput, self.segment_creator, self.commitlog_flusher, self.queue_flusher) if s
+        ]
         for svc in services:
             svc.stop()
         clean = (
             self.failed_reason is None
+            and self.queues.creator.error is None
             and (self.reput is None or self.reput.stuck_reason is None)
             and not any(svc.alive for svc in services)
         )
@@ -385,6 +390,8 @@ class MessageStore(StoreReads, DLedgerWrites):
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.failed_reason or "store is not running")
         if self.reput is not None and self.reput.dispatch_error is not None:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.reput.dispatch_error)
+        if self.queues.creator.error is not None:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.queues.creator.error)
         if proposal:
             pass  # a Raft leader's proposal: its role, not the store's config, decides
         elif self.config.is_slave:
@@ -572,10 +579,14 @@ class MessageStore(StoreReads, DLedgerWrites):
             self.cleaner.trigger()
 
     def wait_dispatched(self, offset: int | None = None, timeout: float = 10.0) -> bool:
-        """Wait until the consume queues cover the commit log up to ``offset`` (default: all)."""
+        """Wait until the consume queues cover the commit log up to ``offset`` (default: all)
+        and every queue file they need exists (tests and tools look at the files)."""
         if self.reput is None:
             return False
-        return self.reput.wait_for(self.commitlog.max_offset if offset is None else offset, timeout)
+        if not self.reput.wait_for(self.commitlog.max_offset if offset is None else offset, timeout):
+            return False
+        self.queues.creator.drain()
+        return self.queues.creator.error is None
 
     @property
     def dispatch_behind_bytes(self) -> int:
@@ -590,7 +601,8 @@ class MessageStore(StoreReads, DLedgerWrites):
             "dispatchBehindBytes": str(self.dispatch_behind_bytes),
             "consumeQueues": str(len(self.queues.all())),
             "consumeQueueOpenFiles": f"{self.queues.open_files.open_count}/{self.open_file_budget}",
-            "dispatchError": self.reput.dispatch_error or "" if self.reput else "",
+            "dispatchError": (self.reput.dispatch_error if self.reput else None) or self.queues.creator.error or "",
+            "consumeQueueFilesPending": str(self.queues.creator.backlog),
             "storeFailed": self.failed_reason or "",
             "writeFence": self.write_fence or "",
         }

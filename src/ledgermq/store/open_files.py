@@ -138,13 +138,15 @@ class OpenFiles:
 
     def _evict(self) -> None:
         excess = len(self._open) - self.capacity
-        for key in list(self._open)[: excess + 8]:
+        victims = []
+        for f in self._open.values():  # least recently used first
             if excess <= 0:
                 break
-            f = self._open[key]
             if f.borrowed <= 0:
-                self._close(f)
+                victims.append(f)
                 excess -= 1
+        for f in victims:
+            self._close(f)
 
     def _close(self, f: Borrower) -> None:
         self._open.pop(id(f), None)

@@ -2,15 +2,18 @@
 
 The consume-queue counterpart of ``MappedFileQueue``: the same absolute offsets and
 segment names, but nothing is opened at load (a store with a hundred thousand queues
-starts without a hundred thousand open files) and a new segment's directory entry is
-made durable by the next consume-queue flush, not at creation (``DirSync``).
+starts without a hundred thousand open files), a new segment starts in memory and gets
+its file from ``SegmentCreator`` off the dispatch path, and its directory entry is made
+durable by the next consume-queue flush (``DirSync``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
 
 from ledgermq.errors import StoreError
@@ -18,6 +21,9 @@ from ledgermq.store.mapped_file import DELETED_SUFFIX, parse_segment_name, segme
 from ledgermq.store.open_files import OpenFiles
 from ledgermq.store.queue_segment import QueueSegment
 from ledgermq.util.atomic_file import fsync_dir
+from ledgermq.util.service import ServiceThread
+
+log = logging.getLogger(__name__)
 
 
 class DirSync:
@@ -48,12 +54,67 @@ class DirSync:
                 fsync_dir(directory)
 
 
+class SegmentCreator:
+    """Gives pending segments their files, in the order they were started.
+
+    ``drain`` runs on the store's creator thread, and inline in the flush (which must not
+    sync or checkpoint past a segment that has no file yet). A failure (a full disk, no
+    descriptor left) is kept in ``error`` until a creation succeeds: the store refuses
+    puts meanwhile, since what it accepted could not be made durable, and the segment
+    stays pending (and readable) to be tried again."""
+
+    def __init__(self, dir_sync: DirSync) -> None:
+        self.dir_sync = dir_sync
+        self._queue: deque[QueueSegment] = deque()
+        self._lock = threading.Lock()  # one drain at a time, so creations keep their order
+        self.error: str | None = None
+        self.failures = 0
+        self.wake: Callable[[], None] = lambda: None
+
+    def submit(self, seg: QueueSegment) -> None:
+        self._queue.append(seg)
+        self.wake()
+
+    @property
+    def backlog(self) -> int:
+        return len(self._queue)
+
+    def drain(self) -> int:
+        """Create every pending segment submitted so far; return how many were created."""
+        created = 0
+        with self._lock:
+            while self._queue:
+                seg = self._queue[0]
+                try:
+                    done = seg.materialize()
+                except OSError as exc:
+                    self.failures += 1
+                    reason = f"cannot create consume-queue file {seg.path}: {exc}"
+                    if self.error is None:
+                        log.error("%s; refusing writes until it can", reason)
+                    self.error = reason
+                    return created
+                self._queue.popleft()
+                if done:
+                    created += 1
+                    directory = os.path.dirname(seg.path)
+                    if seg.first_create_in_queue:
+                        topic_dir = os.path.dirname(directory)
+                        self.dir_sync.add(directory, topic_dir, os.path.dirname(topic_dir))
+                    else:
+                        self.dir_sync.add(directory)
+                if self.error is not None:
+                    log.warning("consume-queue files can be created again (after %d failures)", self.failures)
+                    self.error = None
+        return created
+
+
 class QueueFiles:
-    def __init__(self, directory: str, file_size: int, open_files: OpenFiles, dir_sync: DirSync) -> None:
+    def __init__(self, directory: str, file_size: int, open_files: OpenFiles, creator: SegmentCreator) -> None:
         self.directory = directory
         self.file_size = file_size
         self.open_files = open_files
-        self.dir_sync = dir_sync
+        self.creator = creator
         self.files: list[QueueSegment] = []  # replaced, never mutated: readers take a snapshot
         self._lock = threading.Lock()
 
@@ -122,21 +183,14 @@ class QueueFiles:
         return self._create(start)
 
     def _create(self, start: int) -> QueueSegment:
-        first = not self.files
-        if first:
-            try:
-                os.makedirs(self.directory, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(f"cannot create consume-queue directory {self.directory}: {exc}") from exc
-        seg = QueueSegment.create(os.path.join(self.directory, segment_name(start)), self.file_size, self.open_files)
-        seg.first_create_in_queue = first
+        """A new pending segment: readable at once, its file made by the creator."""
+        seg = QueueSegment(
+            os.path.join(self.directory, segment_name(start)), self.file_size, self.open_files, pending=True
+        )
+        seg.first_create_in_queue = not self.files
         with self._lock:
             self.files = [*self.files, seg]
-        if first:
-            topic_dir = os.path.dirname(self.directory)
-            self.dir_sync.add(self.directory, topic_dir, os.path.dirname(topic_dir))
-        else:
-            self.dir_sync.add(self.directory)
+        self.creator.submit(seg)
         return seg
 
     # -- flush -----------------------------------------------------------------------
@@ -186,3 +240,20 @@ class QueueFiles:
     def close(self) -> None:
         for seg in self.files:
             seg.close()
+
+
+class SegmentCreatorService(ServiceThread):
+    """The thread that gives pending consume-queue segments their files."""
+
+    name = "cq-create"
+
+    def __init__(self, creator: SegmentCreator) -> None:
+        super().__init__(0.2)  # also the retry interval after a failure
+        self.creator = creator
+        creator.wake = self.wakeup
+
+    def step(self) -> None:
+        self.creator.drain()
+
+    def on_stop(self) -> None:
+        self.creator.drain()

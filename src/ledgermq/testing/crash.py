@@ -12,7 +12,7 @@ from ledgermq.store.message_store import MessageStore
 
 
 def abandon(store: MessageStore) -> None:
-    for svc in (store.cleaner, store.reput, store.commitlog_flusher, store.queue_flusher):
+    for svc in (store.cleaner, store.reput, store.segment_creator, store.commitlog_flusher, store.queue_flusher):
         if svc is not None:
             svc.stop(final_step=False)
     store.running = False

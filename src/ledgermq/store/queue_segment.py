@@ -182,9 +182,9 @@ class QueueSegment:
         try:
             os.lseek(fd, page_end, os.SEEK_DATA)
         except OSError as exc:
-            if exc.errno == errno.ENXIO:
-                return True  # only a hole follows
-            return False  # the file system cannot tell: truncate to be sure
+            # ENXIO: only a hole follows. Anything else: the file system cannot tell, so
+            # the caller truncates to be sure.
+            return exc.errno == errno.ENXIO
         return False
 
     # -- reads -----------------------------------------------------------------------

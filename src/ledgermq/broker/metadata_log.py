@@ -143,6 +143,60 @@ def decode_line(line: bytes) -> Change:
         raise ValueError(f"not JSON: {exc}") from None
 
 
+def parse_changes(path: Path, data: bytes) -> tuple[list[Change], int]:
+    """The records of a change log's bytes and the length of its whole records.
+
+    A damaged last line is a torn write (dropped, with a warning); a damaged line before
+    it is a ConfigError naming ``path`` and the line number."""
+    changes: list[Change] = []
+    good = 0
+    lines = data.split(b"\n")
+    complete = lines[:-1]  # the piece after the last \n is empty or a torn write
+    for number, line in enumerate(complete, start=1):
+        try:
+            changes.append(decode_line(line))
+        except ValueError as exc:
+            if number == len(complete) and not lines[-1]:
+                log.warning("%s: last line %d is torn (%s); dropped", path, number, exc)
+                break
+            raise ConfigError(
+                f"{path} line {number} is damaged ({exc}); it is not the last line, so this is not "
+                "a torn write: restore the file or cut it at that line"
+            ) from None
+        good += len(line) + 1
+    if lines[-1]:
+        log.warning("%s: a torn last record (%d bytes) dropped", path, len(lines[-1]))
+    return changes, good
+
+
+def replay(doc: Any, table_key: str, changes: Iterable[Change]) -> dict[str, Any]:
+    """The snapshot document ``doc`` with ``changes`` applied to its ``table_key`` table
+    (``topicConfigTable``, ...), in the snapshot's own JSON shape; ``dataVersion`` becomes
+    the last change's. Idempotent for a suffix of the history that ``doc`` already holds."""
+    out: dict[str, Any] = dict(doc) if isinstance(doc, dict) else {}
+    table: dict[str, Any] = dict(out.get(table_key) or {})
+    for change in changes:
+        if change.op == "del":
+            table.pop(change.key, None)
+        elif change.op == "put":
+            table[change.key] = change.value
+        else:
+            table[change.key] = {**(table.get(change.key) or {}), **(change.value or {})}
+        if change.data_version is not None:
+            out["dataVersion"] = change.data_version
+    out[table_key] = table
+    return out
+
+
+def read_current(path: Path, table_key: str) -> dict[str, Any]:
+    """What a broker starting now would load from ``path``: the snapshot with its change
+    log replayed. Read-only (a torn tail is skipped, not cut): for tools and tests that
+    look at a running broker's files, whose snapshot alone lags behind."""
+    changes_path = path.with_name(path.name + CHANGES_SUFFIX)
+    data = changes_path.read_bytes() if changes_path.exists() else b""
+    return replay(load_json(path), table_key, parse_changes(changes_path, data)[0])
+
+
 class MetadataLog:
     """The snapshot file ``path`` and its change log; the owner applies the changes.
 
@@ -163,30 +217,15 @@ class MetadataLog:
 
     # -- load ------------------------------------------------------------------------------
     def load(self) -> tuple[Any | None, list[Change]]:
-        """The snapshot document (None if there is none) and the changes to replay over it."""
+        """The snapshot document (None if there is none) and the changes to replay over it.
+
+        A torn last record is cut off the file, so the next append starts on a clean line."""
         doc = load_json(self.path)
         self._snapshot_size = self._stat_size(self.path)
         self.close_file()
         self._size = None
-        changes: list[Change] = []
         data = self.changes_path.read_bytes() if self.changes_path.exists() else b""
-        good = 0
-        lines = data.split(b"\n")
-        complete = lines[:-1]  # the piece after the last \n is empty or a torn write
-        for number, line in enumerate(complete, start=1):
-            try:
-                changes.append(decode_line(line))
-            except ValueError as exc:
-                if number == len(complete) and not lines[-1]:
-                    log.warning("%s: last line %d is torn (%s); dropped", self.changes_path, number, exc)
-                    break
-                raise ConfigError(
-                    f"{self.changes_path} line {number} is damaged ({exc}); it is not the last line, so this "
-                    "is not a torn write: restore the file or cut it at that line"
-                ) from None
-            good += len(line) + 1
-        if lines[-1]:
-            log.warning("%s: a torn last record (%d bytes) dropped", self.changes_path, len(lines[-1]))
+        changes, good = parse_changes(self.changes_path, data)
         self._size = good
         if good < len(data):
             os.fsync(self._open())  # _open cuts the torn rest off

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledgermq.broker.metadata_log import Change, MetadataLog, MetadataLogSettings
+from ledgermq.broker.metadata_log import Change, MetadataLog, MetadataLogSettings, replay
 
 TOPIC_GROUP_SEPARATOR = "@"
+TABLE_KEY = "offsetTable"
 
 
 class ConsumerOffsetManager:
@@ -47,20 +48,9 @@ class ConsumerOffsetManager:
             self._rewrite = False
 
     def load(self) -> None:
-        doc, changes = self.log.load()
-        doc = doc or {}
-        self.table = {
-            key: {int(q): int(o) for q, o in queues.items()} for key, queues in (doc.get("offsetTable") or {}).items()
-        }
-        for change in changes:
-            if change.op == "del":
-                self.table.pop(change.key, None)
-                continue
-            queues = {int(q): int(o) for q, o in (change.value or {}).items()}
-            if change.op == "put":
-                self.table[change.key] = queues
-            else:
-                self.table.setdefault(change.key, {}).update(queues)
+        snapshot, changes = self.log.load()
+        doc = replay(snapshot, TABLE_KEY, changes)
+        self.table = {key: {int(q): int(o) for q, o in queues.items()} for key, queues in doc[TABLE_KEY].items()}
         self.dirty = False
         self._loaded = True
 
@@ -93,7 +83,7 @@ class ConsumerOffsetManager:
             self.log.close_file()  # never loaded: the table is not the file's, do not write it
 
     def to_json(self) -> dict[str, object]:
-        return {"offsetTable": {k: dict(sorted(v.items())) for k, v in sorted(self.table.items())}}
+        return {TABLE_KEY: {k: dict(sorted(v.items())) for k, v in sorted(self.table.items())}}
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.commit_key(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", queue_id, offset)

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledgermq.broker.metadata_log import Change, MetadataLog, MetadataLogSettings
+from ledgermq.broker.metadata_log import Change, MetadataLog, MetadataLogSettings, replay
 from ledgermq.clock import Clock
 from ledgermq.protocol.route import DataVersion
 
+TABLE_KEY = "subscriptionGroupTable"
 SYSTEM_GROUPS = (
     "TOOLS_CONSUMER",
     "FILTERSRV_CONSUMER",
@@ -80,18 +81,11 @@ class SubscriptionGroupManager:
 
     def load(self) -> None:
         """The snapshot, then its change log replayed in order (dataVersion as of the last change)."""
-        doc, changes = self.log.load()
-        doc = doc or {}
+        snapshot, changes = self.log.load()
+        doc = replay(snapshot, TABLE_KEY, changes)
         self.data_version = DataVersion.from_json(doc.get("dataVersion"))
-        for name, cfg in (doc.get("subscriptionGroupTable") or {}).items():
+        for name, cfg in doc[TABLE_KEY].items():
             self.table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
-        for change in changes:
-            if change.op == "del":
-                self.table.pop(change.key, None)
-            else:
-                self.table[change.key] = SubscriptionGroupConfig.from_json({**change.value, "groupName": change.key})
-            if change.data_version is not None:
-                self.data_version = DataVersion.from_json(change.data_version)
         for name in SYSTEM_GROUPS:
             self.table.setdefault(name, SubscriptionGroupConfig(name))
         self._loaded = True
@@ -114,7 +108,7 @@ class SubscriptionGroupManager:
     def to_json(self) -> dict[str, Any]:
         return {
             "dataVersion": self.data_version.to_json(),
-            "subscriptionGroupTable": {k: v.to_json() for k, v in sorted(self.table.items())},
+            TABLE_KEY: {k: v.to_json() for k, v in sorted(self.table.items())},
         }
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:

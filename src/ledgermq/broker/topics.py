@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ledgermq.broker.config import BrokerConfig
-from ledgermq.broker.metadata_log import Change, MetadataLog, MetadataLogSettings
+from ledgermq.broker.metadata_log import Change, MetadataLog, MetadataLogSettings, replay
 from ledgermq.clock import Clock
 from ledgermq.protocol.names import NOT_ALLOWED_SEND_TOPICS as NOT_ALLOWED_SEND_TOPICS
 from ledgermq.protocol.names import TOPIC_MAX_LENGTH, TOPIC_NAME_PATTERN
@@ -30,6 +30,7 @@ DLQ_PREFIX = "%DLQ%"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 MAX_TOPIC_LENGTH = TOPIC_MAX_LENGTH
+TABLE_KEY = "topicConfigTable"
 
 
 def topic_error(topic: str) -> str | None:
@@ -60,18 +61,11 @@ class TopicConfigManager:
 
     def load(self) -> None:
         """The snapshot, then its change log replayed in order (dataVersion as of the last change)."""
-        doc, changes = self.log.load()
-        doc = doc or {}
+        snapshot, changes = self.log.load()
+        doc = replay(snapshot, TABLE_KEY, changes)
         self.data_version = DataVersion.from_json(doc.get("dataVersion"))
-        for name, tc in (doc.get("topicConfigTable") or {}).items():
+        for name, tc in doc[TABLE_KEY].items():
             self.table[name] = TopicConfig.from_json({"topicName": name, **tc})
-        for change in changes:
-            if change.op == "del":
-                self.table.pop(change.key, None)
-            else:
-                self.table[change.key] = TopicConfig.from_json({**change.value, "topicName": change.key})
-            if change.data_version is not None:
-                self.data_version = DataVersion.from_json(change.data_version)
         self._ensure_system_topics()
         self._loaded = True
 
@@ -96,7 +90,7 @@ class TopicConfigManager:
         """The topics.json document (TopicConfigSerializeWrapper)."""
         return {
             "dataVersion": self.data_version.to_json(),
-            "topicConfigTable": {k: v.to_json() for k, v in sorted(self.table.items())},
+            TABLE_KEY: {k: v.to_json() for k, v in sorted(self.table.items())},
         }
 
     def persist(self) -> None:

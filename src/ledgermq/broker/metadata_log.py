@@ -307,7 +307,7 @@ class MetadataLog:
             self.compact()
         except Exception:
             log.exception("%s: compaction failed; the change log keeps growing", self.path)
-            self._compact_at = self.log_size + max(64 * 1024, self._threshold() // 4)
+            self._compact_at = self.log_size + self._threshold() // 4
 
     def _threshold(self) -> int:
         return max(self.settings.compact_min_bytes, self._snapshot_size)

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from ledgermq.broker.metadata_log import read_current
 from ledgermq.config import BrokerRole
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue, decode_mq_table, loads_lenient
@@ -69,7 +70,7 @@ def test_create_topic_shows_in_all_topic_config_and_topics_json(tmp_path: Path) 
             }
             assert doc["dataVersion"]["counter"] == before + 1
             assert "TBW102" in doc["topicConfigTable"]
-            on_disk = fastjson.loads((tmp_path / "config" / "topics.json").read_bytes())
+            on_disk = read_current(tmp_path / "config" / "topics.json", "topicConfigTable")
             assert on_disk["topicConfigTable"]["Orders"]["writeQueueNums"] == 2
 
             # Updating replaces the config; C++-style numeric header values are fine.
@@ -127,7 +128,7 @@ def test_delete_topic(tmp_path: Path) -> None:
             doc = await all_topics(h)
             assert "Gone" not in doc["topicConfigTable"]
             assert doc["dataVersion"]["counter"] == version + 1
-            on_disk = fastjson.loads((tmp_path / "config" / "topics.json").read_bytes())
+            on_disk = read_current(tmp_path / "config" / "topics.json", "topicConfigTable")
             assert "Gone" not in on_disk["topicConfigTable"]
             # Deleting an unknown topic is not an error; system topics are protected.
             assert (await h.call(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Never"})).code == 0
@@ -302,7 +303,7 @@ def test_subscription_group_create_list_delete(tmp_path: Path) -> None:
                 "whichBrokerWhenConsumeSlowly": 1,
             }
             assert "TOOLS_CONSUMER" in doc["subscriptionGroupTable"]
-            on_disk = fastjson.loads((tmp_path / "config" / "subscriptionGroup.json").read_bytes())
+            on_disk = read_current(tmp_path / "config" / "subscriptionGroup.json", "subscriptionGroupTable")
             assert on_disk["subscriptionGroupTable"]["cg1"]["retryMaxTimes"] == 3
 
             # An empty body changes nothing (RocketMQ decodes it to null); bad bodies are errors.

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from ledgermq.broker.metadata_log import read_current
 from ledgermq.config import FlushDiskType
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.batch import BatchEntry, encode_batch
@@ -319,7 +320,7 @@ def test_auto_create_from_tbw102_takes_min_of_requested_and_default_queues(tmp_p
             t3, t100 = topics.get("Auto3"), topics.get("Auto100")
             assert t3 is not None and (t3.read_queue_nums, t3.write_queue_nums, t3.perm) == (3, 3, 6)
             assert t100 is not None and (t100.read_queue_nums, t100.write_queue_nums, t100.perm) == (8, 8, 6)
-            saved = orjson.loads((tmp_path / "config" / "topics.json").read_bytes())["topicConfigTable"]
+            saved = read_current(tmp_path / "config" / "topics.json", "topicConfigTable")["topicConfigTable"]
             assert saved["Auto3"]["writeQueueNums"] == 3 and saved["Auto100"]["readQueueNums"] == 8
 
             # An existing topic is not changed by a later d.

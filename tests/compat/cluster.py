@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from ledgermq.broker.metadata_log import read_current
 from ledgermq.net.client import RemotingClient
-from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import TopicRouteData
@@ -259,10 +259,11 @@ class Cluster:
 
     # -- broker state on disk ------------------------------------------------------------------
     def persisted_offsets(self, group: str, topic: str) -> dict[int, int]:
-        """The broker's config/consumerOffset.json entry for topic@group ({} when absent or unreadable)."""
+        """The broker's saved offsets of topic@group: config/consumerOffset.json with its change
+        log replayed ({} when absent or unreadable)."""
         path = self.store_dir / "config" / "consumerOffset.json"
         try:
-            doc = fastjson.loads(path.read_bytes())
+            doc = read_current(path, "offsetTable")
         except Exception:
             return {}
         table = (doc.get("offsetTable") or {}).get(f"{topic}@{group}") or {}

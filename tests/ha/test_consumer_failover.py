@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ledgermq.admin.client import AdminClient
-from ledgermq.protocol import fastjson
+from ledgermq.broker.metadata_log import read_current
 from tests.compat.cluster import HAVE_CPP_CLIENT, HOST, Cluster, ServerProcess, free_port, route, tail, wait_until
 
 pytestmark = pytest.mark.skipif(
@@ -74,7 +74,7 @@ class Slave:
 
     def persisted_offsets(self) -> dict[int, int]:
         try:
-            doc = fastjson.loads((self.store_dir / "config" / "consumerOffset.json").read_bytes())
+            doc = read_current(self.store_dir / "config" / "consumerOffset.json", "offsetTable")
         except Exception:
             return {}
         table = (doc.get("offsetTable") or {}).get(f"{TOPIC}@{GROUP}") or {}

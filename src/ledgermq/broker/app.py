@@ -168,6 +168,7 @@ class BrokerApp:
         self._tasks = [
             asyncio.create_task(self._every(self.config.flush_consumer_offset_interval_ms, self._persist_offsets)),
             asyncio.create_task(self._every(10_000, self._scan_clients)),
+            asyncio.create_task(self._every(b.topics.log.settings.sync_interval_ms, self._sync_metadata)),
         ]
         log.info("broker %s (id %d) serving on port %d", self.config.broker_name, self.config.broker_id, self.port)
 
@@ -195,6 +196,7 @@ class BrokerApp:
             await self.broker.ha.stop()
         await self.client.close()
         self._persist_offsets()
+        self._close_metadata()
         await asyncio.to_thread(self.broker.store.shutdown)
 
     async def _every(self, interval_ms: int, fn: object) -> None:
@@ -260,6 +262,22 @@ class BrokerApp:
     def _persist_offsets(self) -> None:
         if self.broker.offsets.dirty:
             self.broker.offsets.persist()
+
+    def _sync_metadata(self) -> None:
+        """fsync the topic and group change logs: appended changes survive a power loss."""
+        self.broker.topics.sync()
+        self.broker.subscriptions.sync()
+
+    def _close_metadata(self) -> None:
+        """Fold every change log into its JSON file, so the files alone are complete (a
+        Java broker reads them). A failure is logged: the log still holds the changes, and
+        the store must shut down cleanly regardless."""
+        b = self.broker
+        for manager in (b.topics, b.subscriptions, b.offsets):
+            try:
+                manager.close()
+            except Exception:
+                log.exception("could not compact %s at shutdown; its change log keeps the changes", manager.path)
 
     def _scan_clients(self) -> None:
         now = self.clock.wall_ms()

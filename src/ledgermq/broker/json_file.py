@@ -33,8 +33,11 @@ def load_json(path: Path) -> Any | None:
     return None
 
 
-def save_json(path: Path, doc: Any) -> None:
+def save_json(path: Path, doc: Any) -> int:
+    """Write ``doc`` to ``path`` atomically, keeping the previous file as .bak; returns the size."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         os.replace(path, path.with_name(path.name + ".bak"))
-    write_atomic(path, fastjson.dumps_pretty(doc))
+    data = fastjson.dumps_pretty(doc)
+    write_atomic(path, data)
+    return len(data)

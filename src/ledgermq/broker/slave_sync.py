@@ -38,14 +38,12 @@ def merge_newer_offsets(offsets: ConsumerOffsetManager, doc: object) -> bool:
         raise ValueError("an offset table body is a JSON object")
     changed = False
     for key, queues in (doc.get("offsetTable") or {}).items():
-        mine = offsets.table.setdefault(str(key), {})
+        mine = offsets.table.get(str(key), {})
         for qid, offset in queues.items():
             q, o = int(qid), int(offset)
             if o > mine.get(q, -1):
-                mine[q] = o
+                offsets.commit_key(str(key), q, o)
                 changed = True
-    if changed:
-        offsets.dirty = True
     return changed
 
 

@@ -1,4 +1,9 @@
-"""Subscription groups (RocketMQ ``SubscriptionGroupManager``), config/subscriptionGroup.json."""
+"""Subscription groups (RocketMQ ``SubscriptionGroupManager``), config/subscriptionGroup.json.
+
+A change appends one record to ``subscriptionGroup.json.changes`` (``metadata_log``), so
+auto-created groups cost O(1) each; ``persist`` writes the whole file (a slave adopting
+its master's table, shutdown).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledgermq.broker.json_file import load_json, save_json
+from ledgermq.broker.metadata_log import Change, MetadataLog, MetadataLogSettings, replay
 from ledgermq.clock import Clock
 from ledgermq.protocol.route import DataVersion
 
+TABLE_KEY = "subscriptionGroupTable"
 SYSTEM_GROUPS = (
     "TOOLS_CONSUMER",
     "FILTERSRV_CONSUMER",
@@ -62,28 +68,47 @@ class SubscriptionGroupConfig:
 
 
 class SubscriptionGroupManager:
-    def __init__(self, path: Path, clock: Clock, auto_create: bool) -> None:
+    def __init__(
+        self, path: Path, clock: Clock, auto_create: bool, log_settings: MetadataLogSettings | None = None
+    ) -> None:
         self.path = path
         self.clock = clock
         self.auto_create = auto_create
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = DataVersion()
+        self.log = MetadataLog(path, self.to_json, log_settings)
+        self._loaded = False
 
     def load(self) -> None:
-        doc = load_json(self.path) or {}
+        """The snapshot, then its change log replayed in order (dataVersion as of the last change)."""
+        snapshot, changes = self.log.load()
+        doc = replay(snapshot, TABLE_KEY, changes)
         self.data_version = DataVersion.from_json(doc.get("dataVersion"))
-        for name, cfg in (doc.get("subscriptionGroupTable") or {}).items():
+        for name, cfg in doc[TABLE_KEY].items():
             self.table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
         for name in SYSTEM_GROUPS:
             self.table.setdefault(name, SubscriptionGroupConfig(name))
+        self._loaded = True
 
     def persist(self) -> None:
-        save_json(self.path, self.to_json())
+        """Write the whole table as subscriptionGroup.json and empty the change log."""
+        self.log.compact()
+
+    def sync(self) -> None:
+        """fsync the change log (the broker's short timer): changes survive a power loss."""
+        self.log.sync()
+
+    def close(self) -> None:
+        """Clean shutdown: subscriptionGroup.json alone holds every group (Java compatible)."""
+        if self._loaded:
+            self.log.close()
+        else:
+            self.log.close_file()  # never loaded: the table is not the file's, do not write it
 
     def to_json(self) -> dict[str, Any]:
         return {
             "dataVersion": self.data_version.to_json(),
-            "subscriptionGroupTable": {k: v.to_json() for k, v in sorted(self.table.items())},
+            TABLE_KEY: {k: v.to_json() for k, v in sorted(self.table.items())},
         }
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
@@ -97,11 +122,11 @@ class SubscriptionGroupManager:
     def update(self, cfg: SubscriptionGroupConfig) -> None:
         self.table[cfg.group_name] = cfg
         self.data_version = self.data_version.next(self.clock.wall_ms())
-        self.persist()
+        self.log.append((Change("put", cfg.group_name, cfg.to_json(), self.data_version.to_json()),))
 
     def delete(self, group: str) -> bool:
         if self.table.pop(group, None) is None:
             return False
         self.data_version = self.data_version.next(self.clock.wall_ms())
-        self.persist()
+        self.log.append((Change("del", group, data_version=self.data_version.to_json()),))
         return True

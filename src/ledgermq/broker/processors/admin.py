@@ -343,9 +343,8 @@ async def delete_subscription_group(broker: Broker, ctx: RequestContext, cmd: Re
         offsets = broker.offsets
         gone = [key for key in offsets.table if len(parts := key.split("@")) == 2 and parts[1] == group]
         for key in gone:
-            del offsets.table[key]
+            offsets.remove(key)
         if gone:
-            offsets.dirty = True
             log.warning("deleteSubscriptionGroup: offsets of %s removed: %s", group, gone)
     return cmd.response(ResponseCode.SUCCESS)
 

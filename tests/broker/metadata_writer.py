@@ -1,0 +1,32 @@
+"""Child process for metadata crash tests: apply numbered changes, print each acknowledged one.
+
+Usage: python metadata_writer.py CONFIG_DIR KIND COUNT
+Prints ``ack N`` once change N returned (it counts as saved), ``done`` after a clean close.
+Failpoints come from LEDGERMQ_FAILPOINTS (e.g. "metadata_log.after_snapshot=exit@2").
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ledgermq.failpoints import arm_from_env
+from tests.broker.metadata_ops import apply, open_manager
+
+
+def main() -> None:
+    config_dir, kind, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    arm_from_env()
+    manager = open_manager(kind, config_dir)
+    manager.load()
+    if kind == "topics":
+        manager.persist()  # as BrokerApp.start does: a compaction before the first change
+    for i in range(count):
+        apply(kind, manager, i)
+        print(f"ack {i}", flush=True)
+    manager.close()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()

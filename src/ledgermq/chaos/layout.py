@@ -41,9 +41,14 @@ GROUP = "chaos-a"
 SEGMENT = 256 * 1024
 CQ_SEGMENT = 20 * 1000
 START_TIMEOUT_S = 30.0
-# Where a full disk bites: a new segment (commit log, consume queue, index) and every
-# atomically replaced metadata file (offsets, topics, checkpoint).
-DISK_FULL_POINTS = ("mapped_file_queue.before_create", "atomic_file.before_fsync")
+# Where a full disk bites: a new segment (commit log, consume queue, index), every
+# atomically replaced file (checkpoint, metadata snapshots) and the metadata change logs.
+DISK_FULL_POINTS = (
+    "mapped_file_queue.before_create",
+    "consume_queue.before_create",
+    "atomic_file.before_fsync",
+    "metadata_log.before_append",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,8 @@ UNIT_SIZE = UNIT.size  # 20
 _PRE_BLANK = UNIT.pack(0, 0x7FFFFFFF, 0)
 _SCAN_CHUNK = UNIT_SIZE * 4096  # units read at a time when walking a segment
 _FIRST_CHUNK = UNIT_SIZE * 204  # within one 4 KiB page
+_PAGE = 4096
+_ZEROS = bytes(_PAGE)
 DEFAULT_OPEN_FILES = 1024
 # Above this many segments to flush at once, one sync() is cheaper than an fdatasync each.
 SYNC_ALL_ABOVE = 256
@@ -87,6 +89,9 @@ class ConsumeQueue:
         self.max_physic_offset = -1  # end (offset + size) of the newest unit
         self.min_logic_offset = 0  # in bytes
         self.last_store_timestamp = 0
+        # (position, commit-log offset) of the first real unit, as recovery read it: lets
+        # the minimum be corrected at start-up without reading the queue again.
+        self._recovered_first: tuple[int, int] | None = None
 
     # -- recovery --------------------------------------------------------------------
     def load(self) -> None:
@@ -95,7 +100,7 @@ class ConsumeQueue:
     def recover(self) -> None:
         """Find the last valid unit (offset >= 0 and size > 0) and drop what follows."""
         files = self.files.files
-        if not files:
+        if not files or (len(files) == 1 and self._recover_within_first_page(files[0])):
             return
         end = files[0].start_offset
         for seg in files[max(0, len(files) - 3) :]:
@@ -110,6 +115,30 @@ class ConsumeQueue:
             if pos < seg.size:
                 break
         self.files.truncate_after(end)
+
+    def _recover_within_first_page(self, seg: QueueSegment) -> bool:
+        """The common case at start-up, in one pread and one lseek: a queue's only segment
+        whose units end within its first page, followed by nothing but zeros and a hole.
+        A store with 80,000 queues restarts in seconds only if this costs microseconds.
+        False (nothing changed but ``max_physic_offset``, which the full scan redoes)
+        sends the queue through the full scan."""
+        head, hole_after = seg.head(_PAGE)
+        n = len(head) - len(head) % UNIT_SIZE
+        end = -1
+        first: tuple[int, int] | None = None
+        for i, (offset, size, _tags) in enumerate(UNIT.iter_unpack(head[:n])):
+            if offset < 0 or size <= 0:
+                end = i * UNIT_SIZE
+                break
+            if size != 0x7FFFFFFF:
+                self.max_physic_offset = offset + size
+                if first is None:
+                    first = (i * UNIT_SIZE, offset)
+        if end < 0 or not hole_after or head[end:] != _ZEROS[: len(head) - end]:
+            return False
+        seg.wrote = seg.flushed = end
+        self._recovered_first = first
+        return True
 
     def truncate_dirty(self, phy_offset: int) -> None:
         """Drop units pointing at or beyond ``phy_offset`` (the commit log lost them)."""
@@ -241,6 +270,10 @@ class ConsumeQueue:
         """Move the logical minimum past units whose messages were deleted."""
         first = self.files.first()
         if first is None:
+            return
+        known, self._recovered_first = self._recovered_first, None
+        if known is not None and known[1] >= phy_min and self.min_logic_offset <= first.start_offset + known[0]:
+            self.min_logic_offset = first.start_offset + known[0]  # recovery already read the first unit
             return
         pos = first.wrote
         for at, offset, size, _tags in _units(first, max(self.min_logic_offset - first.start_offset, 0), first.wrote):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
+from typing import Any
 
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol import fastjson
@@ -134,13 +135,17 @@ def inflate(data: bytes, max_inflated: int = MAX_INFLATED) -> bytes:
     return out
 
 
+def _json(raw: bytes, what: str) -> Any:
+    try:
+        return fastjson.loads(raw)
+    except (RemoteProtocolError, ValueError, TypeError) as exc:
+        raise RemoteProtocolError(f"compressed register body: {what} is not JSON: {exc}") from exc
+
+
 def decode_compressed(data: bytes, max_inflated: int = MAX_INFLATED) -> RegisterBrokerBody:
     """``RegisterBrokerBody.decode(data, true)``; refuses rather than half-reads."""
     reader = _Reader(inflate(data, max_inflated))
-    try:
-        version = DataVersion.from_json(fastjson.loads(reader.chunk("the DataVersion")))
-    except (ValueError, TypeError) as exc:
-        raise RemoteProtocolError(f"compressed register body: DataVersion is not JSON: {exc}") from exc
+    version = DataVersion.from_json(_json(reader.chunk("the DataVersion"), "the DataVersion"))
     count = reader.int32("the topic count")
     if count * 4 > len(reader.data) - reader.pos:  # each needs at least its length field
         raise RemoteProtocolError(f"compressed register body announces {count} topics but is too short for them")
@@ -148,10 +153,7 @@ def decode_compressed(data: bytes, max_inflated: int = MAX_INFLATED) -> Register
     for i in range(count):
         tc = parse_topic_config_line(reader.text(f"topic config #{i}"))
         table[tc.topic_name] = tc
-    try:
-        servers = fastjson.loads(reader.chunk("the filter-server list"))
-    except (ValueError, TypeError) as exc:
-        raise RemoteProtocolError(f"compressed register body: filter-server list is not JSON: {exc}") from exc
+    servers = _json(reader.chunk("the filter-server list"), "the filter-server list")
     if not isinstance(servers, list):
         raise RemoteProtocolError("compressed register body: the filter-server list is not a JSON array")
     if reader.pos != len(reader.data):

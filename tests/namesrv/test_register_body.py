@@ -92,7 +92,7 @@ def test_plain_json_bodies_still_decode() -> None:
         (zlib.compress(java_layout()[:-3]), "ends inside"),
         (zlib.compress(java_layout() + b"junk"), "after its end"),
         (zlib.compress(java_layout(lines=[b"Spaced name 1 1 6 SINGLE_TAG"])), "is not 'name read write perm"),
-        (zlib.compress(java_layout(lines=[b"T 1 x 6 SINGLE_TAG"])), "writeQueueNums 'x' is not an integer"),
+        (zlib.compress(java_layout(lines=[b"T 1 x 6 SINGLE_TAG"])), "writeQueueNums b'x' is not an integer"),
         (zlib.compress(java_layout(lines=[b"T 1 1 6 NO_SUCH"])), "no topic filter type"),
         (zlib.compress(java_layout(lines=[b"T 1 99999999999 6 SINGLE_TAG"])), "beyond a Java int"),
         (zlib.compress(java_layout(version=b"{nope")), "DataVersion"),
@@ -111,8 +111,11 @@ def test_a_body_inflating_past_the_limit_is_refused() -> None:
 
 
 def test_java_topic_lines_tolerate_a_trailing_space_like_string_split() -> None:
-    assert parse_topic_config_line("T 1 2 6 SINGLE_TAG ") == TopicConfig("T", 1, 2, 6)
-    assert parse_topic_config_line("T +1 2 6 SINGLE_TAG") == TopicConfig("T", 1, 2, 6)  # Integer.parseInt
+    assert parse_topic_config_line(b"T 1 2 6 SINGLE_TAG ") == TopicConfig("T", 1, 2, 6)
+    assert parse_topic_config_line(b"T +1 2 6 SINGLE_TAG") == TopicConfig("T", 1, 2, 6)  # Integer.parseInt
+    for odd in (b"T 1_0 2 6 SINGLE_TAG", b"T \xd9\xa1 2 6 SINGLE_TAG", b"T - 2 6 SINGLE_TAG"):
+        with pytest.raises(RemoteProtocolError):  # int() would take these; Java does not
+            parse_topic_config_line(odd)
 
 
 # -- the name server ---------------------------------------------------------------------------

@@ -22,7 +22,6 @@ is why increments (one or a few topics) stay plain JSON.
 
 from __future__ import annotations
 
-import re
 import struct
 import zlib
 from typing import Any
@@ -37,7 +36,6 @@ small frame must not make the name server allocate without bound."""
 
 TOPIC_FILTER_TYPES = frozenset({"SINGLE_TAG", "MULTI_TAG"})
 _INT = struct.Struct(">i")
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")  # what Integer.parseInt takes (ASCII digits)
 
 
 def topic_config_line(tc: TopicConfig) -> str:
@@ -45,32 +43,39 @@ def topic_config_line(tc: TopicConfig) -> str:
     return f"{tc.topic_name} {tc.read_queue_nums} {tc.write_queue_nums} {tc.perm} {tc.topic_filter_type}"
 
 
-def _java_int(text: str, what: str) -> int:
-    if not _JAVA_INT.fullmatch(text):
-        raise RemoteProtocolError(f"{what} {text!r} is not an integer")
+def _java_int(text: bytes, what: str) -> int:
+    """Integer.parseInt, strictly: ASCII digits with an optional sign (Python's int() would
+    also take spaces and underscores), within a Java int."""
+    digits = text[1:] if text[:1] in (b"+", b"-") else text
+    if not digits.isdigit():  # bytes.isdigit: ASCII digits only
+        raise RemoteProtocolError(f"{what} {text[:40]!r} is not an integer")
     value = int(text)
     if not -(2**31) <= value < 2**31:
-        raise RemoteProtocolError(f"{what} {text!r} is beyond a Java int")
+        raise RemoteProtocolError(f"{what} {text[:40]!r} is beyond a Java int")
     return value
 
 
-def parse_topic_config_line(line: str) -> TopicConfig:
+def parse_topic_config_line(line: bytes) -> TopicConfig:
     """Java's ``TopicConfig.decode``, strict: where Java would store a config named null
-    (anything but five fields, which its name-server then fails on) this refuses."""
-    fields = line.split(" ")
+    (anything but five fields, which its name server then fails on) this refuses."""
+    fields = line.split(b" ")
     while fields and not fields[-1]:  # Java's String.split drops trailing empty strings
         fields.pop()
     if len(fields) != 5 or not fields[0]:
         raise RemoteProtocolError(f"topic config {line[:200]!r} is not 'name read write perm filterType'")
     name, read, write, perm, filter_type = fields
-    if filter_type not in TOPIC_FILTER_TYPES:
-        raise RemoteProtocolError(f"topic config {name!r}: no topic filter type {filter_type[:40]!r}")
+    try:
+        topic, filter_name = name.decode(), filter_type.decode()
+    except UnicodeDecodeError as exc:
+        raise RemoteProtocolError(f"topic config {line[:200]!r} is not UTF-8") from exc
+    if filter_name not in TOPIC_FILTER_TYPES:
+        raise RemoteProtocolError(f"topic config {topic!r}: no topic filter type {filter_name[:40]!r}")
     return TopicConfig(
-        name,
+        topic,
         _java_int(read, "readQueueNums"),
         _java_int(write, "writeQueueNums"),
         _java_int(perm, "perm"),
-        filter_type,
+        filter_name,
     )
 
 
@@ -99,7 +104,7 @@ class _Reader:
 
     def int32(self, what: str) -> int:
         if self.pos + 4 > len(self.data):
-            raise RemoteProtocolError(f"compressed register body ends inside {what}")
+            raise RemoteProtocolError(f"compressed register body ends inside {what} (or its length)")
         (value,) = _INT.unpack_from(self.data, self.pos)
         self.pos += 4
         if value < 0:
@@ -107,18 +112,12 @@ class _Reader:
         return int(value)
 
     def chunk(self, what: str) -> bytes:
-        length = self.int32(f"the length of {what}")
+        length = self.int32(what)
         if self.pos + length > len(self.data):
             raise RemoteProtocolError(f"compressed register body ends inside {what} ({length} bytes announced)")
         out = self.data[self.pos : self.pos + length]
         self.pos += length
         return out
-
-    def text(self, what: str) -> str:
-        try:
-            return self.chunk(what).decode()
-        except UnicodeDecodeError as exc:
-            raise RemoteProtocolError(f"compressed register body: {what} is not UTF-8") from exc
 
 
 def inflate(data: bytes, max_inflated: int = MAX_INFLATED) -> bytes:
@@ -150,8 +149,8 @@ def decode_compressed(data: bytes, max_inflated: int = MAX_INFLATED) -> Register
     if count * 4 > len(reader.data) - reader.pos:  # each needs at least its length field
         raise RemoteProtocolError(f"compressed register body announces {count} topics but is too short for them")
     table: dict[str, TopicConfig] = {}
-    for i in range(count):
-        tc = parse_topic_config_line(reader.text(f"topic config #{i}"))
+    for _ in range(count):
+        tc = parse_topic_config_line(reader.chunk("a topic config"))
         table[tc.topic_name] = tc
     servers = _json(reader.chunk("the filter-server list"), "the filter-server list")
     if not isinstance(servers, list):

@@ -333,3 +333,13 @@ def test_a_held_back_registration_sends_nothing_until_the_reason_is_gone(tmp_pat
             await registrar.stop()
 
     asyncio.run(main())
+
+
+def test_force_register_and_compressed_register_are_read_from_broker_conf() -> None:
+    from ledgermq.cli.broker_cmd import load_broker_configs
+
+    base = {"brokerName": "b", "brokerIP1": "127.0.0.1"}
+    default, _ = load_broker_configs(base)
+    assert (default.force_register, default.compressed_register) == (False, True)
+    cfg, _ = load_broker_configs({**base, "forceRegister": "true", "compressedRegister": "false"})
+    assert (cfg.force_register, cfg.compressed_register) == (True, False)

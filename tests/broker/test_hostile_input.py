@@ -352,7 +352,7 @@ class Env:
         store = app.broker.store
         assert app.server._server is not None and app.server._server.is_serving()
         assert all(not t.done() for t in app._tasks), app._tasks
-        assert app.registrar._task is not None and not app.registrar._task.done()
+        assert app.registrar.running
         schedule = app.broker.schedule
         assert schedule is not None and schedule._task is not None and not schedule._task.done()
         assert ns.server._server is not None and ns.server._server.is_serving()

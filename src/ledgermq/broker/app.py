@@ -91,7 +91,7 @@ class BrokerApp:
         self.registrar = Registrar(
             config, self.broker.topics, self.client, on_answer=self._on_registration, hold_back=self._registration_hold
         )
-        self.broker.register_now = self.registrar.register_oneway
+        self.broker.register_now = self.registrar.sync
         self.master_ha_addr: str | None = None  # learned from name servers (slaves)
         self.master_addr: str | None = None
         self.ha_client: HAClient | None = None
@@ -132,7 +132,7 @@ class BrokerApp:
                 self.server.register(code, bind(fn, self.broker))
         self.server.on_disconnect.append(self._on_disconnect)
         self.broker.consumers.on_group_changed.append(self._notify_group_changed)
-        self.broker.topics.on_change.append(lambda _tc: self.registrar.kick())
+        self.broker.topics.on_change.append(self.registrar.topic_changed)
 
     @property
     def port(self) -> int:

@@ -30,6 +30,14 @@ class BrokerConfig:
     broker_permission: int = key("brokerPermission", 6)
     register_name_server_period_ms: int = key("registerNameServerPeriod", 30_000)
     register_broker_timeout_ms: int = key("registerBrokerTimeoutMills", 6000)
+    # RocketMQ defaults forceRegister to true: every period sends the whole table to every
+    # name server. ledgermq asks QUERY_DATA_VERSION first and sends the table only where
+    # the name server's version differs; true restores RocketMQ's behaviour.
+    force_register: bool = key("forceRegister", False)
+    # RocketMQ defaults compressedRegister to false. ledgermq compresses full registrations
+    # of COMPRESS_MIN_TOPICS topics or more (4.9's deflated layout, which every 4.3+ name
+    # server reads); false sends plain JSON always, for older name servers.
+    compressed_register: bool = key("compressedRegister", True)
     long_polling_enable: bool = key("longPollingEnable", True)
     short_polling_time_ms: int = key("shortPollingTimeMills", 1000)
     flush_consumer_offset_interval_ms: int = key("flushConsumerOffsetInterval", 5000)

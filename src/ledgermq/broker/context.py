@@ -39,7 +39,7 @@ class Broker:
     schedule: ScheduleService | None = None
     ha: HAService | None = None  # a master's replication service
     dledger: BrokerDLedger | None = None  # DLedger mode: the Raft group decides the master
-    # Registers with the name servers right away (oneway); set by BrokerApp.
+    # Waits (bounded) until the topic changes made so far reached the name servers; set by BrokerApp.
     register_now: Callable[[], Awaitable[None]] | None = None
 
     # -- the broker's one way to write ------------------------------------------------

@@ -1,23 +1,52 @@
-"""Registering with every name server: at start, every registerNameServerPeriod, on topic
-changes, and unregistering at shutdown. Each name server is independent: one that is down
-does not delay the others, and every failure is logged and retried next period."""
+"""Registering with every name server, at a cost proportional to what changed.
+
+RocketMQ 4.9's scheme (BrokerController ``registerIncrementBrokerData``,
+``registerBrokerAll`` / ``needRegister``), with each name server handled on its own:
+
+* a topic change sends an *increment*: only the changed topics, with the new data
+  version. Name servers upsert and keep the topics a registration does not name.
+  Changes arriving together (concurrent creates) share one increment per name server;
+* every registerNameServerPeriod a master asks QUERY_DATA_VERSION. A name server holding
+  our version counts the query as our heartbeat; one that differs (it restarted, it
+  missed an increment) gets the *full* table, deflated when large. forceRegister=true
+  sends the full table every period instead, as RocketMQ does by default;
+* the full table also goes at start, after any failed send to that name server, on a
+  kick (a role change), and whenever the connection to the name server is not the one
+  the last full registration went over: name servers forget a broker whose connection
+  closes, so a new connection means a name server that may know nothing of us, and an
+  increment alone would leave it a partial table with a current version.
+
+Each name server has its own task: one that is down does not delay the others, and a
+failure is logged and retried (full) after ``RETRY_S`` or at the next change/period.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.registration_requests import (
+    full_registration,
+    increment_registration,
+    query_data_version,
+    unregister_command,
+)
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.net.client import RemotingClient
-from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.net.connection import Connection
+from ledgermq.protocol import fastjson
+from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.route import PERM_WRITE, RegisterBrokerBody, TopicConfig
+from ledgermq.protocol.route import DataVersion, TopicConfig
 
 log = logging.getLogger(__name__)
+
+RETRY_S = 3.0
+"""After a failed send, a name server is tried again (with the full table) this much later,
+or at the next period; changes in between are not sent to it one by one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +54,23 @@ class RegistrationAnswer:
     namesrv: str
     master_addr: str | None
     ha_server_addr: str | None
+
+
+class RegistrationRefused(Exception):
+    """A name server answered a registration or query with an error code."""
+
+
+@dataclass(slots=True, eq=False)
+class _Link:
+    """What one name server still lacks, and how far its sends have got."""
+
+    addr: str
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    pending: set[str] = field(default_factory=set)  # topics changed since its last send
+    full_due: bool = True
+    registered_on: Connection | None = None  # the connection its last full registration used
+    retry_at: float = 0.0
+    done_seq: int = 0  # every change numbered up to this has been sent (or given up on)
 
 
 class Registrar:
@@ -35,144 +81,160 @@ class Registrar:
         client: RemotingClient,
         on_answer: Callable[[RegistrationAnswer], None] | None = None,
         hold_back: Callable[[BrokerConfig], str | None] | None = None,
+        period_s: float | None = None,
     ) -> None:
         self.config = config
         self.topics = topics
         self.client = client
         self.on_answer = on_answer
         self.hold_back = hold_back
-        """Asked before each registration: a reason not to register as ``config`` says now
+        """Asked before each send: a reason not to register as ``config`` says now
         (a DLedger leader that cannot be sure it still leads), or None."""
-        self._task: asyncio.Task[None] | None = None
-        self._kick = asyncio.Event()
+        self.period_s = period_s
+        """Override of the registerNameServerPeriod (clamped to 10..60 s as in RocketMQ); tests."""
+        self._links = [_Link(addr) for addr in config.namesrv_addrs]
+        self._seq = 0
+        self._progress = asyncio.Condition()
+        self._tasks: list[asyncio.Task[None]] = []
 
-    def _body(self) -> bytes:
-        perm = self.config.broker_permission
-        configs = {}
-        for name, tc in self.topics.table.items():
-            if not perm & PERM_WRITE:  # a read-only broker advertises its topics read-only
-                tc = TopicConfig(
-                    tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm & perm,
-                    tc.topic_filter_type, tc.topic_sys_flag, tc.order,
-                )  # fmt: skip
-            configs[name] = tc
-        return RegisterBrokerBody(self.topics.data_version, configs).encode()
+    # -- what the broker calls -----------------------------------------------------------
+    def topic_changed(self, tc: TopicConfig) -> None:
+        """TopicConfigManager.on_change: send ``tc`` to every name server as an increment."""
+        self._seq += 1
+        for link in self._links:
+            link.pending.add(tc.topic_name)
+            link.wake.set()
 
-    def _held_back(self) -> bool:
-        reason = self.hold_back(self.config) if self.hold_back is not None else None
-        if reason is not None:
-            log.info("not registering as brokerId %d now: %s", self.config.broker_id, reason)
-        return reason is not None
+    def kick(self) -> None:
+        """Send the full table to every name server now (the broker's identity changed)."""
+        self._seq += 1
+        for link in self._links:
+            link.full_due = True
+            link.retry_at = 0.0
+            link.wake.set()
 
-    async def register_all(self) -> list[RegistrationAnswer]:
-        if self._held_back():
-            return []
-        body = self._body()
-        results = await asyncio.gather(
-            *(self._register(addr, body) for addr in self.config.namesrv_addrs), return_exceptions=True
-        )
-        answers = [r for r in results if isinstance(r, RegistrationAnswer)]
-        for answer in answers:
-            if self.on_answer is not None:
-                self.on_answer(answer)
-        return answers
-
-    async def register_oneway(self, timeout: float = 1.0) -> None:
-        """Push the current topics to every name server without waiting for answers.
-
-        Called before answering a send that created a topic (RocketMQ registers oneway
-        there too), so a client's next route lookup already finds it; bounded, so a dead
-        name server costs a send at most ``timeout``.
-        """
-        if self._held_back():
+    async def sync(self, timeout: float | None = None) -> None:
+        """Wait until every change made so far has been sent to every name server (or the
+        send failed), at most ``timeout`` (default registerBrokerTimeoutMills), as RocketMQ
+        answers UPDATE_AND_CREATE_TOPIC only after its increment. Callers waiting together
+        wait for the same increment."""
+        target = self._seq
+        if not self._tasks:
             return
-        body = self._body()
-
-        async def one(addr: str) -> None:
-            try:
-                async with asyncio.timeout(timeout):
-                    await self.client.invoke_oneway(addr, self._command(body))
-            except Exception as exc:
-                log.warning("oneway registration with %s failed: %s", addr, exc)
-
-        await asyncio.gather(*(one(addr) for addr in self.config.namesrv_addrs))
-
-    def _command(self, body: bytes) -> RemotingCommand:
-        cfg = self.config
-        return RemotingCommand.request(
-            RequestCode.REGISTER_BROKER,
-            {
-                "brokerAddr": cfg.broker_addr,
-                "brokerId": cfg.broker_id,
-                "brokerName": cfg.broker_name,
-                "clusterName": cfg.cluster_name,
-                "haServerAddr": cfg.ha_server_addr,
-                "compressed": False,
-                "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF,
-            },
-            body,
-        )
-
-    async def _register(self, namesrv: str, body: bytes) -> RegistrationAnswer:
-        cfg = self.config
-        cmd = self._command(body)
+        limit = self.config.register_broker_timeout_ms / 1000 if timeout is None else timeout
         try:
-            resp = await self.client.invoke(namesrv, cmd, cfg.register_broker_timeout_ms / 1000)
-        except Exception as exc:
-            log.warning("register with name server %s failed: %s", namesrv, exc)
-            raise
-        if resp.code != ResponseCode.SUCCESS:
-            log.warning("name server %s refused registration: %s %s", namesrv, resp.code, resp.remark)
-            raise RuntimeError(resp.remark)
-        return RegistrationAnswer(
-            namesrv, resp.ext_fields.get("masterAddr") or None, resp.ext_fields.get("haServerAddr") or None
-        )
+            async with asyncio.timeout(limit), self._progress:
+                await self._progress.wait_for(lambda: all(link.done_seq >= target for link in self._links))
+        except TimeoutError:
+            log.warning("topic changes not confirmed by every name server within %.1fs", limit)
+
+    @property
+    def running(self) -> bool:
+        return all(not t.done() for t in self._tasks)
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._run(link), name=f"register {link.addr}") for link in self._links]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
 
     async def unregister_all(self) -> None:
-        cfg = self.config
-        for addr in cfg.namesrv_addrs:
-            cmd = RemotingCommand.request(
-                RequestCode.UNREGISTER_BROKER,
-                {
-                    "brokerAddr": cfg.broker_addr,
-                    "brokerId": cfg.broker_id,
-                    "brokerName": cfg.broker_name,
-                    "clusterName": cfg.cluster_name,
-                },
-            )
+        for addr in self.config.namesrv_addrs:
             try:
-                await self.client.invoke(addr, cmd, 3.0)
+                await self.client.invoke(addr, unregister_command(self.config), 3.0)
             except Exception as exc:
                 log.warning("unregister from name server %s failed: %s", addr, exc)
 
-    def kick(self) -> None:
-        """Register again now (a topic was created or changed)."""
-        self._kick.set()
+    # -- one name server -----------------------------------------------------------------
+    def _period(self) -> float:
+        if self.period_s is not None:
+            return self.period_s
+        return min(max(self.config.register_name_server_period_ms, 10_000), 60_000) / 1000
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-
-    async def _loop(self) -> None:
-        period = min(max(self.config.register_name_server_period_ms, 10_000), 60_000) / 1000
+    async def _run(self, link: _Link) -> None:
+        loop = asyncio.get_running_loop()
+        next_check = loop.time() + self._period()
         while True:
-            # Cleared before the round reads the topics, never after: a topic created while a
-            # round is in flight kicks again and gets its own round at once. (Clearing after the
-            # round lost that kick, and the topic stayed unrouted for a whole period.)
-            self._kick.clear()
+            # Cleared before this round reads the topics, never after: a change made while
+            # a send is in flight wakes the loop again at once.
+            link.wake.clear()
+            now = loop.time()
+            periodic = now >= next_check
+            if periodic:
+                next_check = now + self._period()
+            seq = self._seq
+            if periodic or link.pending or (link.full_due and now >= link.retry_at):
+                await self._round(link, periodic)
+            elif link.full_due:  # backing off after a failure: the retry will carry these
+                link.pending.clear()
+            link.done_seq = max(link.done_seq, seq)
+            async with self._progress:
+                self._progress.notify_all()
+            deadline = min(next_check, link.retry_at) if link.full_due else next_check
             try:
-                await self.register_all()
-            except Exception:
-                log.exception("registration round failed; retrying in %.0fs", period)
-            try:
-                async with asyncio.timeout(period):  # not wait_for: it can swallow stop's cancel on 3.11
-                    await self._kick.wait()
+                async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                    await link.wake.wait()
             except TimeoutError:
                 pass
+
+    async def _round(self, link: _Link, periodic: bool) -> None:
+        try:
+            await self._send(link, periodic)
+        except Exception as exc:
+            link.full_due = True
+            link.retry_at = asyncio.get_running_loop().time() + RETRY_S
+            log.warning("registration with %s failed (full table again in %.0fs): %s", link.addr, RETRY_S, exc)
+
+    async def _send(self, link: _Link, periodic: bool) -> None:
+        reason = self.hold_back(self.config) if self.hold_back is not None else None
+        if reason is not None:
+            log.info("not registering as brokerId %d now: %s", self.config.broker_id, reason)
+            link.full_due = True  # the full table once allowed: asked again after RETRY_S
+            link.retry_at = asyncio.get_running_loop().time() + RETRY_S
+            link.pending.clear()
+            return
+        conn = await self.client.connection(link.addr)
+        cfg = self.config
+        if link.full_due or conn is not link.registered_on:
+            await self._full(link, conn)
+        elif link.pending:
+            names, link.pending = link.pending, set()
+            cmd = increment_registration(cfg, self.topics, sorted(names), self.topics.data_version)
+            await self._register(link, conn, cmd)
+        elif periodic and (cfg.force_register or not cfg.is_master):
+            await self._full(link, conn)  # a slave's table is empty: it registers for the answer
+        elif periodic and await self._differs(link, conn, self.topics.data_version):
+            await self._full(link, conn)
+
+    async def _full(self, link: _Link, conn: Connection) -> None:
+        link.pending.clear()  # the table as it is now includes them
+        link.full_due = True  # until it is answered
+        await self._register(link, conn, full_registration(self.config, self.topics))
+        link.full_due = False
+        link.registered_on = conn
+
+    async def _register(self, link: _Link, conn: Connection, cmd: RemotingCommand) -> None:
+        resp = await conn.request(cmd, self.config.register_broker_timeout_ms / 1000)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RegistrationRefused(f"refused: {resp.code} {resp.remark}")
+        answer = RegistrationAnswer(
+            link.addr, resp.ext_fields.get("masterAddr") or None, resp.ext_fields.get("haServerAddr") or None
+        )
+        if self.on_answer is not None:
+            self.on_answer(answer)
+
+    async def _differs(self, link: _Link, conn: Connection, version: DataVersion) -> bool:
+        """QUERY_DATA_VERSION, read as RocketMQ's BrokerOuterAPI.needRegister reads it."""
+        timeout = self.config.register_broker_timeout_ms / 1000
+        resp = await conn.request(query_data_version(self.config, version), timeout)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RegistrationRefused(f"QUERY_DATA_VERSION refused: {resp.code} {resp.remark}")
+        changed = resp.ext_fields.get("changed", "").strip().lower() == "true"
+        if resp.body and DataVersion.from_json(fastjson.loads(resp.body)) != version:
+            changed = True
+        if changed:
+            log.info("name server %s holds another data version than %s: sending the full table", link.addr, version)
+        return changed

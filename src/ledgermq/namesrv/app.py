@@ -59,12 +59,21 @@ class NamesrvApp:
     def _on_disconnect(self, conn: Connection) -> None:
         self.routes.on_connection_closed(conn)
 
+    def _expire_brokers(self) -> None:
+        """Drop silent brokers and close their connections (RocketMQ's scanNotActiveBroker):
+        the broker then reconnects and registers its full table, not just changes."""
+        connections = {addr: info.connection_id for addr, info in self.routes.live.items()}
+        for addr in self.routes.scan_not_active(self.clock.wall_ms()):
+            conn = connections.get(addr)
+            if isinstance(conn, Connection):
+                conn.close()
+
     async def _scan_loop(self) -> None:
         interval = self.config.scan_interval_ms / 1000
         await asyncio.sleep(min(5.0, interval))
         while True:
             try:
-                self.routes.scan_not_active(self.clock.wall_ms())
+                self._expire_brokers()
             except Exception:
                 log.exception("broker expiry scan failed; it runs again in %.1fs", interval)
             await asyncio.sleep(interval)

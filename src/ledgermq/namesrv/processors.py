@@ -16,7 +16,8 @@ from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers import MissingField, bool_field, field, int_field
-from ledgermq.protocol.route import DataVersion, RegisterBrokerBody
+from ledgermq.protocol.register_body import decode_register_body
+from ledgermq.protocol.route import DataVersion
 
 
 @dataclass(slots=True)
@@ -44,9 +45,8 @@ async def register_broker(state: NamesrvState, ctx: RequestContext, cmd: Remotin
     crc = int_field(cmd, "bodyCrc32", 0)
     if crc and (zlib.crc32(cmd.body) & 0x7FFFFFFF) != crc:
         return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-    if bool_field(cmd, "compressed"):
-        return cmd.response(ResponseCode.SYSTEM_ERROR, "compressed registration bodies are not supported")
-    body = RegisterBrokerBody.decode(cmd.body)
+    # Decoded in full before anything is applied: a corrupt body changes nothing.
+    body = decode_register_body(cmd.body, bool_field(cmd, "compressed"))
     result = state.routes.register_broker(
         cluster=field(cmd, "clusterName"),
         broker_addr=field(cmd, "brokerAddr"),

@@ -87,8 +87,12 @@ class RouteInfo:
         if topic_configs is not None and broker_id == MASTER_ID:
             prev = self.live.get(broker_addr)
             if first or prev is None or prev.data_version != data_version:
-                for tc in topic_configs.values():
-                    self._update_queue_data(broker_name, tc)
+                # Upsert only, as RocketMQ 4.x does: a topic absent from the body keeps its
+                # route (an increment names only the changed topics; deleting a route is
+                # DELETE_TOPIC_IN_NAMESRV's job). So the work is O(topics in the body).
+                created = sum(self._update_queue_data(broker_name, tc) for tc in topic_configs.values())
+                if created:
+                    log.info("%d new topic route(s) on %s, e.g. %s", created, broker_name, next(iter(topic_configs)))
         if broker_addr not in self.live:
             log.info("broker registered: %s (%s id %d), HA %s", broker_addr, broker_name, broker_id, ha_server_addr)
         self.live[broker_addr] = BrokerLiveInfo(now_ms, data_version, ha_server_addr, connection_id)
@@ -98,14 +102,17 @@ class RouteInfo:
                 return RegisterResult(self.live[master].ha_server_addr, master)
         return RegisterResult()
 
-    def _update_queue_data(self, broker_name: str, tc: TopicConfig) -> None:
+    def _update_queue_data(self, broker_name: str, tc: TopicConfig) -> bool:
+        """Upsert one topic's queues on ``broker_name``; True if the route is new. (Logged
+        by the caller once per registration: a full registration after a restart brings
+        thousands, and a log line each cost more than applying them.)"""
         queues = self.topic_queues.setdefault(tc.topic_name, {})
         new = QueueData(broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
         old = queues.get(broker_name)
         if old != new:
-            if old is None:
-                log.info("new topic route: %s on %s", tc.topic_name, broker_name)
+            log.debug("topic route %s on %s: %s", tc.topic_name, broker_name, new)
             queues[broker_name] = new
+        return old is None
 
     def is_topic_config_changed(self, broker_addr: str, data_version: DataVersion) -> bool:
         prev = self.live.get(broker_addr)
@@ -136,7 +143,11 @@ class RouteInfo:
 
     # -- liveness --------------------------------------------------------------------
     def scan_not_active(self, now_ms: int) -> list[str]:
-        """Drop brokers silent for longer than ``expiry_ms``; return their addresses."""
+        """Drop brokers silent for longer than ``expiry_ms``; return their addresses.
+
+        The caller closes their registration connections, as RocketMQ does: a broker
+        sends its full table on a new connection and only changes on the one it has, so
+        a route table forgotten under a connection left open would never be refilled."""
         dead = [addr for addr, info in self.live.items() if now_ms - info.last_update_ms > self.expiry_ms]
         for addr in dead:
             log.warning("broker %s expired: no registration for %d ms", addr, self.expiry_ms)

@@ -145,7 +145,11 @@ async def update_and_create_topic(broker: Broker, ctx: RequestContext, cmd: Remo
         int_field(cmd, "topicSysFlag", 0),
     )
     log.info("updateAndCreateTopic from %s: %s", ctx.peer, tc)
-    broker.topics.update(tc)  # persists, bumps the data version, re-registers
+    broker.topics.update(tc)  # persists, bumps the data version, queues the increment
+    if broker.register_now is not None:
+        # As RocketMQ answers only after registerIncrementBrokerData: the route exists when
+        # the creator hears back. Concurrent creates wait for one shared increment.
+        await broker.register_now()
     return cmd.response(ResponseCode.SUCCESS)
 
 

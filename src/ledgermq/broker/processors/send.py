@@ -120,7 +120,7 @@ async def _check(broker: Broker, cmd: RemotingCommand) -> tuple[TopicConfig, int
     if isinstance(tc, RemotingCommand):
         return tc
     if not known and broker.register_now is not None:
-        await broker.register_now()  # routable before the producer hears back
+        await broker.register_now()  # routable before the producer hears back (one increment per burst)
     if not tc.perm & PERM_WRITE:
         return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
     queue_id = int_field(cmd, "queueId", -1)

@@ -211,3 +211,62 @@ def test_dir_sync_takes_children_before_parents() -> None:
     ds.add("/a/b/c", "/a/b", "/a")
     assert ds.take() == ["/a/b/c", "/a/b", "/a"]
     assert ds.take() == []
+
+
+def test_a_clean_restart_takes_the_saved_positions_without_reading_a_queue(
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
+    root = tmp_path / "store"
+    store = store_factory(root=root)
+    for q in range(QUEUES):
+        put(store, "Pos", f"p-{q}".encode(), q)
+        put(store, "Pos", f"p2-{q}".encode(), q)
+    assert store.wait_dispatched(timeout=10)
+    before = {q: (store.queues.get("Pos", q).min_offset, store.queues.get("Pos", q).max_offset) for q in range(QUEUES)}  # type: ignore[union-attr]
+    store.shutdown()
+    assert (root / "consumequeue.positions").exists()
+
+    store = store_factory(root=root)
+    assert not (root / "consumequeue.positions").exists()  # never trusted twice
+    assert store.queue_positions_used
+    assert store.queues.open_files.opens == 0  # no queue file was opened to start
+    for q in range(QUEUES):
+        cq = store.queues.get("Pos", q)
+        assert cq is not None and (cq.min_offset, cq.max_offset) == before[q]
+        got = store.get_message("Pos", q, 0, 4)
+        assert got.message_count == 2 and f"p-{q}".encode() in got.chunks[0]
+    put(store, "Pos", b"third", 0)
+    assert store.wait_dispatched(timeout=10)
+    assert store.get_message("Pos", 0, 2, 4).message_count == 1
+
+
+def test_positions_are_ignored_after_a_crash_or_when_the_store_changed_meanwhile(
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
+    root = tmp_path / "store"
+    store = store_factory(root=root)
+    put(store, "Pos", b"one", 0)
+    assert store.wait_dispatched(timeout=10)
+    store.shutdown()
+    saved = (root / "consumequeue.positions").read_bytes()
+
+    # Another broker (a Java one: same formats) ran on the store and stopped cleanly.
+    other = store_factory(root=root)
+    put(other, "Pos", b"two", 0)
+    assert other.wait_dispatched(timeout=10)
+    other.shutdown()
+    (root / "consumequeue.positions").write_bytes(saved)  # stale: it describes the first run
+
+    store = store_factory(root=root)
+    assert not store.queue_positions_used  # read from disk
+    assert store.get_message("Pos", 0, 0, 4).message_count == 2
+
+    store.shutdown()
+    saved = (root / "consumequeue.positions").read_bytes()
+    store = store_factory(root=root)
+    abandon(store)
+    (root / "consumequeue.positions").write_bytes(saved)
+    store = store_factory(root=root)
+    assert store.recovery is not None and store.recovery.abnormal
+    assert not store.queue_positions_used
+    assert store.get_message("Pos", 0, 0, 4).message_count == 2

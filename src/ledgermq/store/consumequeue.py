@@ -30,10 +30,11 @@ import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ledgermq.errors import StoreFullError
 from ledgermq.failpoints import failpoint
-from ledgermq.store.mapped_file import SegmentGoneError
+from ledgermq.store.mapped_file import SegmentGoneError, segment_name
 from ledgermq.store.open_files import OpenFiles
 from ledgermq.store.queue_files import DirSync, QueueFiles, SegmentCreator
 from ledgermq.store.queue_segment import QueueSegment
@@ -92,6 +93,50 @@ class ConsumeQueue:
         # (position, commit-log offset) of the first real unit, as recovery read it: lets
         # the minimum be corrected at start-up without reading the queue again.
         self._recovered_first: tuple[int, int] | None = None
+        self._positions_known = False
+
+    # -- positions at a clean stop (queue_positions.py) ----------------------------------
+    def position(self) -> list[Any]:
+        files = self.files.files
+        first_phys = -1
+        if files:
+            raw = self.read_units(self.min_offset, 1)
+            if len(raw) == UNIT_SIZE:
+                offset, size, _ = UNIT.unpack(raw)
+                first_phys = offset if size != 0x7FFFFFFF else -1
+        return [
+            self.topic,
+            self.queue_id,
+            [seg.start_offset for seg in files],
+            files[-1].wrote if files else 0,
+            self.max_physic_offset,
+            self.min_logic_offset,
+            first_phys,
+            self.last_store_timestamp,
+        ]
+
+    def restore(self, entry: list[Any]) -> None:
+        """Take the position a clean stop saved (``position``) instead of reading files."""
+        starts, last_wrote = entry[2], entry[3]
+        segments = []
+        for start in starts:
+            seg = QueueSegment(
+                os.path.join(self.files.directory, segment_name(start)),
+                self.segment_size,
+                self.files.open_files,
+                start=int(start),
+            )
+            seg.wrote = seg.flushed = self.segment_size
+            segments.append(seg)
+        if segments:
+            segments[-1].wrote = segments[-1].flushed = int(last_wrote)
+        self.files.files = segments
+        self.max_physic_offset = int(entry[4])
+        self.min_logic_offset = int(entry[5])
+        self.last_store_timestamp = int(entry[7])
+        if segments and int(entry[6]) >= 0:
+            self._recovered_first = (self.min_logic_offset - segments[0].start_offset, int(entry[6]))
+        self._positions_known = True
 
     # -- recovery --------------------------------------------------------------------
     def load(self) -> None:
@@ -99,6 +144,9 @@ class ConsumeQueue:
 
     def recover(self) -> None:
         """Find the last valid unit (offset >= 0 and size > 0) and drop what follows."""
+        if self._positions_known:
+            self._positions_known = False  # from a clean stop's positions file: nothing to find
+            return
         files = self.files.files
         if not files or (len(files) == 1 and self._recover_within_first_page(files[0])):
             return
@@ -333,6 +381,17 @@ class ConsumeQueueTable:
         except BaseException:
             self.close()
             raise
+
+    def load_positions(self, entries: list[list[Any]]) -> None:
+        """Build the table from a clean stop's positions (queue_positions.py)."""
+        for entry in entries:
+            topic, queue_id = str(entry[0]), int(entry[1])
+            cq = self._new(topic, queue_id)
+            cq.restore(entry)
+            self.queues[(topic, queue_id)] = cq
+
+    def positions(self) -> list[list[Any]]:
+        return [cq.position() for cq in self.all()]
 
     def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
         return ConsumeQueue(topic, queue_id, self.root, self.segment_size, self.open_files, self.creator)

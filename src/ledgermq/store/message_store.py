@@ -34,6 +34,7 @@ from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.names import TOPIC_NAME_PATTERN
+from ledgermq.store import queue_positions
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
@@ -121,6 +122,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         # Why puts are refused for now (a recovering master; for good in DLedger mode).
         self.write_fence: str | None = DLEDGER_PUT_REFUSED if self.dledger is not None else None
         self.recovery: RecoveryResult | None = None
+        self.queue_positions_used = False  # this start took a clean stop's queue positions
 
     # == lifecycle ===================================================================
     def start(self) -> RecoveryResult:
@@ -130,7 +132,15 @@ class MessageStore(StoreReads, DLedgerWrites):
             last_exit_ok = self.lock.last_exit_ok
             self.checkpoint = Checkpoint.load(self.root / "checkpoint")
             self.commitlog.load()
-            self.queues.load()
+            positions_file = self.root / queue_positions.FILE_NAME
+            fingerprint = self._fingerprint()
+            saved = queue_positions.take(positions_file, fingerprint) if last_exit_ok else None
+            self.queue_positions_used = saved is not None
+            if saved is None:
+                queue_positions.discard(positions_file)
+                self.queues.load()
+            else:
+                self.queues.load_positions(saved)
             rebuild_from = None
             if self.index is not None:
                 rebuild_from = self.index.load(last_exit_ok, self.checkpoint.index_ts)
@@ -235,13 +245,31 @@ class MessageStore(StoreReads, DLedgerWrites):
         clean = (
             self.failed_reason is None
             and self.queues.creator.error is None
-            and (self.reput is None or self.reput.stuck_reason is None)
+            and (self.reput is None or (self.reput.stuck_reason is None and self.reput.dispatch_error is None))
             and not any(svc.alive for svc in services)
         )
+        if clean:
+            self._save_queue_positions()
         self._close_files()
         if clean:
             self.lock.mark_clean_exit()
         self.lock.release()
+
+    def _fingerprint(self) -> dict[str, object]:
+        return queue_positions.store_fingerprint(
+            self.root,
+            self.config.commitlog_path,
+            self.config.consume_queue_path,
+            self.config.mapped_file_size_consume_queue,
+        )
+
+    def _save_queue_positions(self) -> None:
+        """Let the next start skip reading every queue (queue_positions.py); after the
+        flushers' last pass, so the checkpoint it names is final."""
+        try:
+            queue_positions.save(self.root / queue_positions.FILE_NAME, self._fingerprint(), self.queues.positions())
+        except OSError as exc:
+            log.warning("could not save consume-queue positions (%s); the next start reads the queues", exc)
 
     def _close_files(self) -> None:
         self.commitlog.close()

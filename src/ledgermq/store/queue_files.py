@@ -131,7 +131,8 @@ class QueueFiles:
             if name.endswith((".tmp", DELETED_SUFFIX)):
                 os.unlink(entry.path)  # a creation or a deletion a crash interrupted
                 continue
-            if parse_segment_name(name) is None:
+            start = parse_segment_name(name)
+            if start is None:
                 continue
             size = entry.stat().st_size
             if size != self.file_size:
@@ -139,7 +140,7 @@ class QueueFiles:
                     f"{entry.path} is {size} bytes but the configured segment size "
                     f"is {self.file_size}; fix the config or move the file away"
                 )
-            seg = QueueSegment(entry.path, self.file_size, self.open_files)
+            seg = QueueSegment(entry.path, self.file_size, self.open_files, start=start)
             seg.wrote = seg.flushed = self.file_size  # recovery moves the last ones back
             segments.append(seg)
         segments.sort(key=lambda s: s.start_offset)

@@ -36,8 +36,11 @@ class QueueSegment:
     __slots__ = ("borrowed", "fd", "files", "first_create_in_queue", "flushed", "lock", "path", "pending",
                  "retired", "size", "start_offset", "wrote")  # fmt: skip
 
-    def __init__(self, path: str, size: int, files: OpenFiles, *, pending: bool = False) -> None:
-        start = parse_segment_name(os.path.basename(path))
+    def __init__(
+        self, path: str, size: int, files: OpenFiles, *, pending: bool = False, start: int | None = None
+    ) -> None:
+        if start is None:
+            start = parse_segment_name(os.path.basename(path))
         if start is None:
             raise ValueError(f"{path} is not a 20-digit segment name")
         self.path = path
@@ -208,8 +211,11 @@ class QueueSegment:
 
     def head(self, n: int) -> tuple[bytes, bool]:
         """The first ``n`` bytes, and whether only a hole follows them (recovery's fast
-        path: one descriptor borrowed for both)."""
-        fd = self.files.acquire(self)
+        path). The descriptor is opened for this alone, unless one is open already:
+        start-up reads every queue once, and cycling each through the LRU would only
+        cost an eviction per queue."""
+        own = self.fd < 0
+        fd = os.open(self.path, os.O_RDONLY) if own else self.files.acquire(self)
         try:
             data = os.pread(fd, n, 0)
             if n >= self.size:
@@ -220,7 +226,10 @@ class QueueSegment:
                 return data, exc.errno == errno.ENXIO
             return data, False
         finally:
-            self.files.release(self)
+            if own:
+                os.close(fd)
+            else:
+                self.files.release(self)
 
     # -- lifetime --------------------------------------------------------------------
     def destroy(self) -> None:

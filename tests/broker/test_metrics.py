@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import struct
 import time
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ledgermq import failpoints
 from ledgermq.broker.app import BrokerApp
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.config import BrokerRole, StoreConfig
@@ -18,6 +21,11 @@ from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.testing.ports import free_port
+
+
+def _no_space() -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -119,6 +127,28 @@ def test_master_and_slave_export_store_and_ha_metrics(tmp_path: Path) -> None:
             assert _one(m, "ledgermq_commitlog_max_offset", broker="broker-a") == max_offset
             assert _one(m, "ledgermq_commitlog_min_offset", broker="broker-a") == 0
             assert _one(m, "ledgermq_store_dispatch_behind_bytes") == 0
+            assert _one(m, "ledgermq_store_dispatch_failing") == 0
+            assert _one(m, "ledgermq_store_dispatch_failures_total") == 0
+            assert _one(m, "ledgermq_store_consume_queues") == len(m_store.queues.queues) >= 4
+            assert 0 < _one(m, "ledgermq_store_consume_queue_open_files") <= 1024
+            failpoints.arm("consume_queue.before_put", _no_space)
+            try:
+                await _send(client, master, 99)  # stored; its dispatch fails
+                await _until(lambda: m_store.dispatch_problem is not None, 10, "the dispatch failure")
+                refused = await _send(client, master, 100)
+                assert refused.code != ResponseCode.SUCCESS and "readable" in (refused.remark or "")
+                failing = await _scrape(m_port)
+                assert _one(failing, "ledgermq_store_dispatch_failing") == 1
+                assert _one(failing, "ledgermq_store_dispatch_failures_total") >= 1
+            finally:
+                failpoints.disarm("consume_queue.before_put")
+            await _until(lambda: m_store.dispatch_problem is None, 10, "the dispatch to recover")
+            assert _one(await _scrape(m_port), "ledgermq_store_dispatch_failing") == 0
+            await _until(lambda: m_store.dispatch_behind_bytes == 0, 10, "the master's dispatch")
+            max_offset = m_store.max_phy_offset
+            await _until(lambda: s_store.max_phy_offset == max_offset, 20, "the slave to catch up again")
+            await _until(lambda: [s.acked_offset for s in ha.status()] == [max_offset], 20, "the slave's ack")
+            m = await _scrape(m_port)
             (slave_addr,) = [lbl["slave"] for lbl, _ in m["ledgermq_ha_slave_connected"]]
             assert _one(m, "ledgermq_ha_slave_connected", broker="broker-a", slave=slave_addr) == 1
             assert _one(m, "ledgermq_ha_slave_in_sync", slave=slave_addr) == 1

@@ -9,7 +9,10 @@ All metrics carry ``broker`` (the brokerName; master and slaves of a group share
 scrape's ``instance`` tells them apart).
 
 * every broker: ``ledgermq_commitlog_max_offset``, ``ledgermq_commitlog_min_offset``,
-  ``ledgermq_store_dispatch_behind_bytes``;
+  ``ledgermq_store_dispatch_behind_bytes``, ``ledgermq_store_dispatch_failing`` (1 while
+  puts are refused because what is stored cannot be made readable),
+  ``ledgermq_store_dispatch_failures_total``, ``ledgermq_store_consume_queues``,
+  ``ledgermq_store_consume_queue_open_files``, ``ledgermq_store_consume_queue_files_pending``;
 * a master, per slave (label ``slave``, its HA address; slaves that went away recently are
   kept with ``connected`` 0, as in haStatus): ``ledgermq_ha_slave_acked_offset`` (-1 before
   its first report), ``ledgermq_ha_slave_lag_bytes``, ``ledgermq_ha_slave_lag_seconds``
@@ -99,11 +102,35 @@ class BrokerCollector:
                 "Commit-log bytes not yet dispatched.",
                 store.dispatch_behind_bytes,
             ),
+            (
+                "ledgermq_store_dispatch_failing",
+                "1 while stored messages cannot be dispatched into their consume queues or their queue "
+                "files cannot be created (puts are refused meanwhile; the reason is in the log and in "
+                "brokerStatus' dispatchError).",
+                1 if store.dispatch_problem else 0,
+            ),
+            ("ledgermq_store_consume_queues", "Consume queues in the store.", len(store.queues.queues)),
+            (
+                "ledgermq_store_consume_queue_open_files",
+                "Descriptors open on consume-queue files (bounded by maxOpenConsumeQueueFiles).",
+                store.queues.open_files.open_count,
+            ),
+            (
+                "ledgermq_store_consume_queue_files_pending",
+                "New consume-queue segments still held in memory, their files not yet created.",
+                store.queues.creator.backlog,
+            ),
         ):
             g = _gauge(metric, doc, ["broker"])
             g.add_metric([name], value)
             yield g
 
+        yield _broker_counter(
+            "ledgermq_store_dispatch_failures",
+            "Failed attempts to dispatch a record or create a consume-queue file.",
+            name,
+            store.dispatch_failures,
+        )
         if b.dledger is not None:
             yield from self._dledger(name)
             return

@@ -617,6 +617,16 @@ class MessageStore(StoreReads, DLedgerWrites):
         return self.queues.creator.error is None
 
     @property
+    def dispatch_problem(self) -> str | None:
+        """Why stored messages cannot be made readable (or durable in their queues) right
+        now, or None; puts are refused while it is set."""
+        return (self.reput.dispatch_error if self.reput else None) or self.queues.creator.error
+
+    @property
+    def dispatch_failures(self) -> int:
+        return (self.reput.dispatch_failures if self.reput else 0) + self.queues.creator.failures
+
+    @property
     def dispatch_behind_bytes(self) -> int:
         return self.commitlog.max_offset - (self.reput.reput_from if self.reput else 0)
 
@@ -629,7 +639,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             "dispatchBehindBytes": str(self.dispatch_behind_bytes),
             "consumeQueues": str(len(self.queues.all())),
             "consumeQueueOpenFiles": f"{self.queues.open_files.open_count}/{self.open_file_budget}",
-            "dispatchError": (self.reput.dispatch_error if self.reput else None) or self.queues.creator.error or "",
+            "dispatchError": self.dispatch_problem or "",
             "consumeQueueFilesPending": str(self.queues.creator.backlog),
             "storeFailed": self.failed_reason or "",
             "writeFence": self.write_fence or "",

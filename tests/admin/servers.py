@@ -338,6 +338,18 @@ class ProcessCluster:
         )
         self._spawn(["broker", "-c", str(conf)], "broker.log", self.broker_nofile)
         self._wait_port(self.broker_port, self.procs[-1], deadline)
+        self._wait_registered(deadline)
+
+    def restart_broker(self, *, kill: bool = False) -> None:
+        """Stop the broker (SIGTERM, or SIGKILL with ``kill``) and start it again."""
+        proc = self.procs.pop()
+        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        proc.wait(STOP_TIMEOUT)
+        deadline = time.monotonic() + START_TIMEOUT * 2
+        self._spawn(["broker", "-c", str(self.root / "broker.properties")], "broker.log", self.broker_nofile)
+        self._wait_port(self.broker_port, self.procs[-1], deadline)
+
+    def _wait_registered(self, deadline: float) -> None:
         while asyncio.run(ns_route(self.ns_addr, "TBW102")) is None:
             if time.monotonic() > deadline:
                 raise AssertionError("the broker did not register in time")

@@ -443,12 +443,6 @@ class ConsumeQueueTable:
             seg.flush()
         self.dir_sync.sync()
 
-    def flush_all(self) -> None:
-        """Flush every queue, dirty-marked or not (shutdown, and tests)."""
-        with self._dirty_lock:
-            self._dirty = set(self.all())
-        self.flush()
-
     def close(self) -> None:
         for cq in self.all():
             cq.close()

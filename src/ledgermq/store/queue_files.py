@@ -200,9 +200,6 @@ class QueueFiles:
             if seg.wrote > seg.flushed:
                 seg.flush()
 
-    def unflushed(self) -> bool:
-        return any(seg.wrote > seg.flushed for seg in self.files)
-
     # -- truncation and deletion -----------------------------------------------------
     def truncate_after(self, offset: int) -> None:
         """Drop every byte at or beyond ``offset``. Readers are safe throughout: they read

@@ -65,7 +65,7 @@ class ScaleSettings:
     duration: float = 10.0  # seconds per send phase (four phases, ABBA)
     route_timeout: float = 120.0  # creation done -> the name server lists every topic
     readable_timeout: float = 300.0  # last SEND_OK -> every message readable
-    stall: float = 15.0  # give up on readability this long without progress
+    stall: float = 30.0  # give up on readability this long without progress
     restart_timeout: float = 300.0
     nofile: int | None = None  # the broker's soft open-file limit (None: inherited)
     data: Path | None = None  # work directory, kept (None: a temporary one, removed)

@@ -131,32 +131,30 @@ async def wait_readable(
     admin: AdminClient, broker_addr: str, baseline: int, tally: SendTally, timeout: float, stall: float
 ) -> Readability:
     """Poll runtime info until the consume queues hold every SEND_OK'd message (beyond
-    ``baseline``) with nothing left to dispatch; give up after ``timeout`` s, or after
-    ``stall`` s without progress once nothing is left to dispatch."""
+    ``baseline``) with nothing left to dispatch. Give up after ``timeout`` s, or after
+    ``stall`` s of no progress: neither more readable messages nor less left to dispatch
+    (a broker out of descriptors retries the same dispatch forever)."""
     readable, behind, failed, note = 0, -1, "", ""
+    least_behind = -1
     progress_at = time.monotonic()
     origin = tally.last_ok or tally.ended
     while True:
         now = time.monotonic()
         try:
             stored, behind, failed = await stored_messages(admin, broker_addr)
-            if stored - baseline != readable:
-                readable, progress_at = stored - baseline, now
+            if stored - baseline != readable or (least_behind < 0 or behind < least_behind):
+                progress_at = now
+            readable = stored - baseline
+            least_behind = behind if least_behind < 0 else min(least_behind, behind)
         except Exception as exc:
             note = f"runtime info: {exc}"
         if readable >= tally.ok and behind == 0:
             return Readability(readable, time.monotonic() - origin, True, behind, failed, "")
         if now - origin > timeout:
             return Readability(readable, now - origin, False, behind, failed, note or f"gave up after {timeout:.0f}s")
-        if behind == 0 and now - progress_at > stall:
-            return Readability(
-                readable,
-                now - origin,
-                False,
-                behind,
-                failed,
-                note or f"nothing left to dispatch, no progress for {stall:.0f}s",
-            )
+        if now - progress_at > stall:
+            why = f"no progress for {stall:.0f}s, {behind:,} bytes left to dispatch"
+            return Readability(readable, now - origin, False, behind, failed, note or why)
         await asyncio.sleep(POLL_S)
 
 

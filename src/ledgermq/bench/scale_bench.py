@@ -208,7 +208,9 @@ class _Run:
             "readable_after_s",
             step,
             "last SEND_OK -> every message readable",
-            round(ready.seconds, 3) if ready.complete else f"never ({ready.note})",
+            round(ready.seconds, 3)
+            if ready.complete
+            else f"never: {ready.readable:,} after {ready.seconds:.0f}s ({ready.note})",
             "s",
             alarm=not ready.complete,
         )

@@ -14,9 +14,9 @@ the broker registers through a recording proxy, ``register_proxy``). In order:
    each queue's max offset is 1. SEND_OKs that never become readable are a mismatch, and
    the report flags it: a broker out of descriptors kept answering SEND_OK for those.
 3. The broker's open descriptors (/proc/<pid>/fd), its open-file limit and RSS.
-4. Restart: SIGTERM and wait, start, time until the name server routes a bench topic to
-   it and a send is SEND_OK; then the same after SIGKILL (the name server still holds the
-   killed broker's route, so there the send is what is waited for).
+4. Restart: SIGTERM and wait, start, time until the broker has registered again (seen by
+   the proxy), the name server routes a bench topic to it and a send is SEND_OK; then the
+   same after SIGKILL.
 5. Send rate with ``send_inflight`` in flight to one topic (A) and round-robin over R
    topics (B), ``duration`` s per phase, ABBA, and B / A.
 
@@ -256,7 +256,7 @@ class _Run:
         r.add(
             key,
             step,
-            f"start after {how} -> routed and a send is SEND_OK",
+            f"start after {how} -> registered, routed, a send SEND_OK",
             round(seconds, 2) if seconds >= 0 else why[:90],
             "s",
             alarm=seconds < 0,

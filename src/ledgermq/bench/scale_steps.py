@@ -195,10 +195,13 @@ async def check_queues(
 
 # -- 4. restart ------------------------------------------------------------------------
 async def wait_serving(cluster: ScaleCluster, admin: AdminClient, topic: str, timeout: float) -> tuple[float, str]:
-    """From now until the name server routes ``topic`` to the broker and a send to it is
-    SEND_OK: (seconds, "") or (-1, why not)."""
+    """From now until the broker has registered again (a REGISTER_BROKER through the proxy
+    since now), the name server routes ``topic`` to it, and a send to it is SEND_OK:
+    (seconds, "") or (-1, why not). The new registration is required because after a
+    SIGKILL the name server still holds the dead broker's route."""
     pool = SendPool(cluster.broker_addr, BROKER_NAME, b"restart-probe", 1)
-    started = time.monotonic()
+    started, since = time.monotonic(), time.time()
+    registered = False
     last = "nothing tried"
     try:
         while time.monotonic() - started < timeout:
@@ -206,9 +209,12 @@ async def wait_serving(cluster: ScaleCluster, admin: AdminClient, topic: str, ti
             if proc is None or proc.poll() is not None:
                 return -1.0, f"the broker exited ({None if proc is None else proc.returncode})"
             try:
+                registered = registered or any(r.t >= since for r in cluster.registrations())
                 route = await admin.route(topic)
                 addrs = [a for b in route.broker_datas for a in b.broker_addrs.values()]
-                if cluster.broker_addr not in addrs:
+                if not registered:
+                    last = "not registered again yet"
+                elif cluster.broker_addr not in addrs:
                     last = "route without the broker"
                 else:
                     last = await pool.send_one(pool.clients[0], (topic, 0))

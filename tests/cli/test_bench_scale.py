@@ -22,7 +22,7 @@ EVERY_FIGURE = {
     "register_count", "register_bytes_total", "register_body_last", "broker_cpu_create_s", "broker_fds_after_create",
     "sent", "send_ok", "send_rate", "readable", "readable_after_s", "queues_at_1", "mismatch", "broker_cpu_send_s",
     "broker_fds", "broker_nofile", "broker_rss_mib", "stop_clean_s", "restart_clean_s", "restart_kill_s",
-    "rr_one_topic_rate", "rr_spread_rate", "rr_ratio",
+    "rr_one_topic_rate", "rr_spread_rate", "rr_ratio", "rr_settle_s",
 }  # fmt: skip
 
 

@@ -18,7 +18,8 @@ the broker registers through a recording proxy, ``register_proxy``). In order:
    the proxy), the name server routes a bench topic to it and a send is SEND_OK; then the
    same after SIGKILL.
 5. Send rate with ``send_inflight`` in flight to one topic (A) and round-robin over R
-   topics (B), ``duration`` s per phase, ABBA, and B / A.
+   topics (B), ``duration`` s per phase, ABBA, and B / A; each phase starts once the
+   broker has nothing left to dispatch (the waits are reported).
 
 Every figure carries the host's 1-minute load average when it was taken.
 """
@@ -93,7 +94,7 @@ class ScaleReport:
     def add(
         self, key: str, step: str, label: str, value: float | int | str, unit: str = "", alarm: bool = False
     ) -> None:
-        self.figures.append(Figure(key, step, label, value, unit, procstat.load_average(), alarm))
+        self.figures.append(Figure(key, step, label, value, unit, round(procstat.load_average(), 2), alarm))
 
     def value(self, key: str) -> float | int | str | None:
         return next((f.value for f in self.figures if f.key == key), None)
@@ -271,7 +272,7 @@ class _Run:
         self.progress(f"sending {s.duration:g}s per phase: one topic / {len(spread):,} topics, ABBA")
         pool = SendPool(self.cluster.broker_addr, BROKER_NAME, b"x" * s.body_size, s.send_inflight)
         try:
-            rr = await round_robin(pool, spread, s.queues, s.duration)
+            rr = await round_robin(pool, self.admin, spread, s.queues, s.duration, s.readable_timeout)
         finally:
             await pool.close()
         r.add(
@@ -285,6 +286,15 @@ class _Run:
             "rr_spread_rate", step, f"same, round robin over {rr.topics:,} topics", round(rr.spread.rate, 1), "msgs/s"
         )
         r.add("rr_ratio", step, "round robin / one topic", round(rr.ratio, 3))
+        waits = ", ".join(f"{w:.1f}" if w >= 0 else "gave up" for w in rr.settle_s)
+        r.add(
+            "rr_settle_s",
+            step,
+            f"waits for dispatch lag 0 before each phase: {waits}",
+            round(sum(max(w, 0.0) for w in rr.settle_s), 2),
+            "s",
+            alarm=min(rr.settle_s) < 0,
+        )
         failed = rr.one_topic.failed + rr.spread.failed
         if failed:
             r.add("rr_failed", step, "sends not SEND_OK in these phases", failed, alarm=True)

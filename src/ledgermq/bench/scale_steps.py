@@ -234,6 +234,7 @@ class RoundRobin:
     one_topic: SendTally  # both A phases together
     spread: SendTally  # both B phases together
     topics: int
+    settle_s: list[float]  # before each phase: seconds until nothing was left to dispatch (-1: gave up)
 
     @property
     def ratio(self) -> float:
@@ -248,8 +249,25 @@ def _merge(a: SendTally, b: SendTally) -> SendTally:
     return merged
 
 
-async def round_robin(pool: SendPool, topics: Sequence[str], queues: int, seconds: float) -> RoundRobin:
-    """Sends to one topic (A) and round-robin over ``topics`` (B), ``seconds`` each, ABBA."""
+async def settle(admin: AdminClient, broker_addr: str, timeout: float) -> float:
+    """Seconds until the broker has nothing left to dispatch (-1: not within ``timeout``)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            if (await stored_messages(admin, broker_addr))[1] == 0:
+                return time.monotonic() - started
+        except Exception:
+            pass
+        await asyncio.sleep(POLL_S)
+    return -1.0
+
+
+async def round_robin(
+    pool: SendPool, admin: AdminClient, topics: Sequence[str], queues: int, seconds: float, settle_timeout: float
+) -> RoundRobin:
+    """Sends to one topic (A) and round-robin over ``topics`` (B), ``seconds`` each, ABBA.
+    Each phase starts once nothing is left to dispatch, so none inherits the dispatch work
+    of the one before (a first message in a queue costs its consume-queue file)."""
     first = topics[0]
 
     def one(i: int) -> Target:
@@ -259,7 +277,8 @@ async def round_robin(pool: SendPool, topics: Sequence[str], queues: int, second
         return topics[i % len(topics)], (i // len(topics)) % queues
 
     plan: list[Callable[[int], Target]] = [one, spread, spread, one]
-    runs = []
+    runs, settled = [], []
     for target in plan:
+        settled.append(await settle(admin, pool.broker_addr, settle_timeout))
         runs.append(await pool.run(target, MAX_SENDS_PER_PHASE, seconds))
-    return RoundRobin(_merge(runs[0], runs[3]), _merge(runs[1], runs[2]), len(topics))
+    return RoundRobin(_merge(runs[0], runs[3]), _merge(runs[1], runs[2]), len(topics), settled)

@@ -63,11 +63,20 @@ def render(report: ScaleReport, console: Console) -> None:
 @click.option("--fill-topics", type=int, default=None, help="topics whose every queue gets a message [default: all]")
 @click.option("--send-inflight", default=DEFAULTS.send_inflight, show_default=True, help="sends at once")
 @click.option("--body-size", default=DEFAULTS.body_size, show_default=True, help="bytes per message body")
-@click.option("--round-robin-topics", default=DEFAULTS.round_robin_topics, show_default=True)
+@click.option(
+    "--round-robin-topics",
+    default=DEFAULTS.round_robin_topics,
+    show_default=True,
+    help="topics of the round-robin phases (the first ones created)",
+)
 @click.option("--duration", default=DEFAULTS.duration, show_default=True, help="seconds per send phase (ABBA)")
-@click.option("--readable-timeout", default=DEFAULTS.readable_timeout, show_default=True)
+@click.option(
+    "--readable-timeout", default=DEFAULTS.readable_timeout, show_default=True, help="seconds to wait for readability"
+)
 @click.option("--stall", default=DEFAULTS.stall, show_default=True, help="give up readability after no progress")
-@click.option("--restart-timeout", default=DEFAULTS.restart_timeout, show_default=True)
+@click.option(
+    "--restart-timeout", default=DEFAULTS.restart_timeout, show_default=True, help="seconds to wait for a restart"
+)
 @click.option("--broker-nofile", type=int, default=None, help="the broker's open-file limit [default: inherited]")
 @click.option(
     "--data",

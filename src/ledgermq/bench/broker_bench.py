@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -134,11 +135,11 @@ def spawn_namesrv(work: Path, port: int) -> subprocess.Popen[bytes]:
     return ns
 
 
-def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+def _spawn(args: list[str], log: Path, preexec: Callable[[], None] = die_with_parent) -> subprocess.Popen[bytes]:
+    """``python -m args...`` with its output in ``log``; ``preexec`` runs in the child (it
+    must call ``die_with_parent`` too, as the default does)."""
     with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(
-            [sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
-        )
+        proc = subprocess.Popen([sys.executable, "-m", *args], stdout=out, stderr=subprocess.STDOUT, preexec_fn=preexec)
     _LOGS[proc.pid] = log
     return proc
 

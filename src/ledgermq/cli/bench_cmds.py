@@ -272,3 +272,7 @@ def replication_bench(mb: int, ha_transfer_batch: int | None, as_json: bool) -> 
 from ledgermq.cli.bench_spark_cmd import spark_bench  # noqa: E402 - the Spark bench lives in its own module
 
 bench.add_command(spark_bench)
+
+from ledgermq.cli.bench_scale_cmd import scale_bench  # noqa: E402 - the scale bench lives in its own module
+
+bench.add_command(scale_bench)

@@ -1,0 +1,66 @@
+"""What a bench reads about a process and the host from /proc: descriptors, memory, CPU, load.
+
+The scale bench quotes these beside its figures: a broker's open descriptors and RSS are
+what grows with its topics and queues, its CPU seconds say where a slow step spent its
+time, and the host's load average says how much of a figure is other work sharing the
+machine. Linux only; a process that is gone reads as -1 rather than raising, so a broker
+that died mid-run does not cost the figures already measured.
+"""
+
+from __future__ import annotations
+
+import os
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def load_average() -> float:
+    """The host's 1-minute load average (about 1.0 is one busy process)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return -1.0
+
+
+def fd_count(pid: int) -> int:
+    """Open file descriptors of ``pid`` (entries of /proc/<pid>/fd); -1 if unreadable."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return -1
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of ``pid`` (VmRSS); -1 if unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds ``pid`` has used so far; -1 if unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return -1.0
+
+
+def nofile_limit(pid: int) -> int:
+    """The soft RLIMIT_NOFILE of ``pid`` (from /proc/<pid>/limits); -1 if unreadable."""
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            for line in f:
+                if line.startswith("Max open files"):
+                    soft = line.split()[3]
+                    return -1 if soft == "unlimited" else int(soft)
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1

@@ -27,6 +27,7 @@ from ledgermq.net.client import split_address
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.frame import FrameDecoder
+from ledgermq.protocol.register_body import decode_register_body
 
 # Far above the name server's own frame cap: an oversized registration is the name
 # server's to refuse (and the bench's to report), not the proxy's.
@@ -35,12 +36,23 @@ READ_CHUNK = 1 << 16
 TOPIC_KEY = b'"topicName"'
 
 
+def _topic_count(cmd: RemotingCommand) -> int:
+    """Topics in a registration body, plain JSON or 4.9's compressed form; -1 if unreadable."""
+    compressed = str(cmd.ext_fields.get("compressed", "false")).lower() == "true"
+    if not compressed:
+        return cmd.body.count(TOPIC_KEY)
+    try:
+        return len(decode_register_body(cmd.body, True).topic_configs)
+    except RemoteProtocolError:
+        return -1
+
+
 def registration_record(cmd: RemotingCommand, now: float) -> dict[str, object]:
     """One line of the record file for a REGISTER_BROKER request."""
     return {
         "t": round(now, 6),
         "body": len(cmd.body),
-        "topics": cmd.body.count(TOPIC_KEY),
+        "topics": _topic_count(cmd),
         "compressed": cmd.ext_fields.get("compressed", "false"),
     }
 

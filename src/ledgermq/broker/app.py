@@ -18,7 +18,18 @@ from ledgermq.broker.dledger import BrokerDLedger, check_settings, follower_brok
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.offsets import ConsumerOffsetManager
-from ledgermq.broker.processors import admin, clients, dledger_admin, ha_status, locks, pull, queries, send, send_back
+from ledgermq.broker.processors import (
+    admin,
+    clients,
+    dledger_admin,
+    ha_status,
+    locks,
+    pull,
+    queries,
+    send,
+    send_back,
+    stats,
+)
 from ledgermq.broker.processors.common import bind
 from ledgermq.broker.registration import Registrar, RegistrationAnswer
 from ledgermq.broker.schedule import ScheduleService
@@ -39,7 +50,7 @@ from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-PROCESSOR_MODULES = [send, pull, clients, queries, admin, locks, send_back, ha_status, dledger_admin]
+PROCESSOR_MODULES = [send, pull, clients, queries, admin, locks, send_back, ha_status, dledger_admin, stats]
 
 
 class BrokerApp:
@@ -169,6 +180,7 @@ class BrokerApp:
             asyncio.create_task(self._every(self.config.flush_consumer_offset_interval_ms, self._persist_offsets)),
             asyncio.create_task(self._every(10_000, self._scan_clients)),
             asyncio.create_task(self._every(b.topics.log.settings.sync_interval_ms, self._sync_metadata)),
+            asyncio.create_task(self._every(1_000, self._sample_stats)),
         ]
         log.info("broker %s (id %d) serving on port %d", self.config.broker_name, self.config.broker_id, self.port)
 
@@ -198,6 +210,11 @@ class BrokerApp:
         self._persist_offsets()
         self._close_metadata()
         await asyncio.to_thread(self.broker.store.shutdown)
+
+    def _sample_stats(self) -> None:
+        """TPS and stats-item samples (broker/stats.py), and the midnight snapshots."""
+        store = self.broker.store
+        self.broker.stats.tick(lambda: sum(cq.max_offset for cq in store.queues.all()))
 
     async def _every(self, interval_ms: int, fn: object) -> None:
         while True:

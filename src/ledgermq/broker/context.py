@@ -11,6 +11,7 @@ from ledgermq.broker.dledger import BrokerDLedger
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.schedule import ScheduleService
+from ledgermq.broker.stats import BrokerStats
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import Clock
@@ -36,6 +37,7 @@ class Broker:
     pull_hold: PullHoldService
     clock: Clock
     extras: dict[str, object] = field(default_factory=dict)
+    stats: BrokerStats = field(default_factory=BrokerStats)  # message and request counters (metrics, admin)
     schedule: ScheduleService | None = None
     ha: HAService | None = None  # a master's replication service
     dledger: BrokerDLedger | None = None  # DLedger mode: the Raft group decides the master

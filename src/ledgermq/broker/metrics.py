@@ -49,46 +49,95 @@ import contextlib
 import logging
 import math
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from ledgermq.broker.context import Broker
 from ledgermq.broker.processors.ha_status import ha_runtime_info
+from ledgermq.broker.stats import StatsSettings
+from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.raft import Role
+from ledgermq.store.retention import disk_usage_ratio
+from ledgermq.util.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
 # HAService closes such connections with "... is beyond the master's max offset ..." (ha/session.py).
 REFUSED_MARKER = "beyond the master's max offset"
 DIVERGED_MARKER = "ahead of or diverged"
-_MAX_LABEL_CHARS = 200
 _REQUEST_TIMEOUT_S = 5.0
 _MAX_REQUEST_HEAD = 16 * 1024
+BASE_LABELS = ["cluster", "broker", "broker_id"]
+
+# ledgermq_ha_client_error_state: the kind of the slave's last HA failure, never its text.
+HA_ERROR_NONE, HA_ERROR_NO_MASTER, HA_ERROR_CONNECT, HA_ERROR_DIVERGED, HA_ERROR_OTHER = range(5)
 
 
-def _broker_counter(metric: str, doc: str, broker: str, value: float) -> CounterMetricFamily:
-    """A counter with the ``broker`` label only, already holding its one value."""
-    family = CounterMetricFamily(metric, doc, labels=["broker"])
-    family.add_metric([broker], value)
+def ha_error_state(error: str, refused: bool) -> int:
+    """A small number for the HA client's last error text (the text stays in the log and
+    in ``admin haStatus``): a label value must never be free text."""
+    if refused or DIVERGED_MARKER in error or REFUSED_MARKER in error:
+        return HA_ERROR_DIVERGED
+    if not error:
+        return HA_ERROR_NONE
+    if "no master HA address" in error:
+        return HA_ERROR_NO_MASTER
+    if error.startswith(("OSError", "ConnectionRefusedError", "ConnectionResetError", "TimeoutError")) or any(
+        w in error for w in ("timed out", "does not resolve", "no handshake", "Connection")
+    ):
+        return HA_ERROR_CONNECT
+    return HA_ERROR_OTHER
+
+
+def _name(enum_type: type[RequestCode] | type[ResponseCode], code: int) -> str:
+    try:
+        return enum_type(code).name
+    except ValueError:
+        return "NONE" if code < 0 else str(code)
+
+
+def _histogram(
+    name: str, doc: str, labels: list[str], series: Iterable[tuple[list[str], LatencyHistogram]]
+) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc, labels=labels)
+    for values, h in series:
+        family.add_metric(values, h.cumulative(), h.sum)
     return family
-
-
-def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=labels)
 
 
 class BrokerCollector:
     """Computes every metric from the broker at scrape time (event-loop thread)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, settings: StatsSettings | None = None) -> None:
         self.broker = broker
+        self.settings = settings or broker.stats.settings
+
+    def _base(self) -> list[str]:
+        c = self.broker.config
+        return [c.cluster_name, c.broker_name, str(c.broker_id)]
+
+    def _gauge(self, name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, labels=[*BASE_LABELS, *extra])
+
+    def _counter(self, name: str, doc: str, extra: tuple[str, ...] = ()) -> CounterMetricFamily:
+        return CounterMetricFamily(name, doc, labels=[*BASE_LABELS, *extra])
+
+    def _one_gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
+        g = self._gauge(name, doc)
+        g.add_metric(self._base(), value)
+        return g
+
+    def _one_counter(self, name: str, doc: str, value: float) -> CounterMetricFamily:
+        c = self._counter(name, doc)
+        c.add_metric(self._base(), value)
+        return c
 
     def collect(self) -> Iterator[Metric]:
         b = self.broker
-        name = b.config.broker_name
         store = b.store
         for metric, doc, value in (
             ("ledgermq_commitlog_max_offset", "Commit-log max (write) offset in bytes.", store.max_phy_offset),
@@ -120,32 +169,134 @@ class BrokerCollector:
                 "New consume-queue segments still held in memory, their files not yet created.",
                 store.queues.creator.backlog,
             ),
+            (
+                "ledgermq_store_commitlog_size_bytes",
+                "Bytes of commit-log segment files on disk (segments times their fixed size).",
+                sum(mf.size for mf in list(store.commitlog.queue.files)),
+            ),
+            (
+                "ledgermq_store_disk_used_ratio",
+                "Used fraction of the partition holding the commit log (-1: unknown); retention "
+                "deletes at diskMaxUsedSpaceRatio and refuses writes near full.",
+                _disk_ratio(Path(b.store_config.commitlog_path)),
+            ),
         ):
-            g = _gauge(metric, doc, ["broker"])
-            g.add_metric([name], value)
-            yield g
-
-        yield _broker_counter(
+            yield self._one_gauge(metric, doc, value)
+        yield self._one_counter(
             "ledgermq_store_dispatch_failures",
             "Failed attempts to dispatch a record or create a consume-queue file.",
-            name,
             store.dispatch_failures,
         )
+        yield _histogram(
+            "ledgermq_commitlog_flush_seconds",
+            "Duration of commit-log flushes (fsync of the dirty segments) that wrote something.",
+            BASE_LABELS,
+            [(self._base(), store.flush_latency)],
+        )
+        yield from self._traffic()
+        yield from self._lag()
+        yield from self._requests()
         if b.dledger is not None:
-            yield from self._dledger(name)
+            yield from self._dledger()
             return
         info = ha_runtime_info(b)
         if b.ha is not None:
-            yield from self._master(name, info["haConnectionInfo"])
+            yield from self._master(info["haConnectionInfo"])
         elif not info["master"]:
-            yield from self._slave(name, info["haClientRuntimeInfo"])
+            yield from self._slave(info["haClientRuntimeInfo"])
 
-    def _dledger(self, name: str) -> Iterable[Metric]:
+    # -- messages in and out, requests, lag ---------------------------------------------
+    def _traffic(self) -> Iterable[Metric]:
+        base = self._base()
+        stats = self.broker.stats
+        msgs_in = self._counter("ledgermq_messages_in", "Messages stored by sends, per topic.", ("topic",))
+        bytes_in = self._counter("ledgermq_bytes_in", "Commit-log bytes written by sends, per topic.", ("topic",))
+        for topic, s in sorted(stats.topic_put.items()):
+            msgs_in.add_metric([*base, topic], s.nums)
+            bytes_in.add_metric([*base, topic], s.size)
+        msgs_out = self._counter(
+            "ledgermq_messages_out", "Messages returned by pulls, per topic and group.", ("topic", "group")
+        )
+        bytes_out = self._counter(
+            "ledgermq_bytes_out", "Bytes of messages returned by pulls, per topic and group.", ("topic", "group")
+        )
+        for (topic, group), s in sorted(stats.group_get.items()):
+            msgs_out.add_metric([*base, topic, group], s.nums)
+            bytes_out.add_metric([*base, topic, group], s.size)
+        yield from (msgs_in, bytes_in, msgs_out, bytes_out)
+        pulls = self._counter(
+            "ledgermq_pull_results", "Pulls answered, by whether they returned messages.", ("result",)
+        )
+        pulls.add_metric([*base, "found"], stats.get_found)
+        pulls.add_metric([*base, "miss"], stats.get_miss)
+        yield pulls
+
+    def _lag(self) -> Iterable[Metric]:
+        """Per group and topic (always) and per queue (at most ``max_lag_series`` series, in
+        sorted order; the rest are counted in ``ledgermq_consumer_lag_series_dropped``):
+        the store's max offset minus the group's committed offset, for committed offsets."""
+        base = self._base()
+        store = self.broker.store
+        limit = self.settings.max_lag_series
+        total = self._gauge(
+            "ledgermq_consumer_lag_messages",
+            "Messages not yet consumed: queue max offset minus the group's committed offset, summed per topic.",
+            ("group", "topic"),
+        )
+        per_queue = self._gauge(
+            "ledgermq_consumer_queue_lag_messages",
+            "Queue max offset minus the group's committed offset (bounded count of series).",
+            ("group", "topic", "queue"),
+        )
+        series = dropped = 0
+        for key, queues in sorted(self.broker.offsets.table.items()):
+            topic, _, group = key.partition("@")
+            lag_sum = 0
+            for queue_id, committed in sorted(queues.items()):
+                lag = max(0, store.max_offset_in_queue(topic, queue_id) - committed) if committed >= 0 else 0
+                lag_sum += lag
+                if series < limit:
+                    per_queue.add_metric([*base, group, topic, str(queue_id)], lag)
+                    series += 1
+                else:
+                    dropped += 1
+            total.add_metric([*base, group, topic], lag_sum)
+        yield total
+        yield per_queue
+        yield self._one_gauge(
+            "ledgermq_consumer_lag_series_dropped",
+            "Per-queue lag series left out of this scrape (over the bound); the per-topic sum still counts them.",
+            dropped,
+        )
+
+    def _requests(self) -> Iterable[Metric]:
+        base = self._base()
+        stats = self.broker.stats
+        yield _histogram(
+            "ledgermq_request_duration_seconds",
+            "Time from a request's dispatch to its answer, by request code and response code "
+            "(held pulls include their hold).",
+            [*BASE_LABELS, "code", "status"],
+            [
+                ([*base, _name(RequestCode, code), _name(ResponseCode, status)], h)
+                for (code, status), h in sorted(stats.requests.items())
+            ],
+        )
+        if self.broker.ha is not None:
+            yield _histogram(
+                "ledgermq_ha_replication_wait_seconds",
+                "SYNC_MASTER: how long a send waited for a slave's acknowledgement (timeouts included).",
+                BASE_LABELS,
+                [(base, stats.replication)],
+            )
+
+    # -- DLedger, HA -------------------------------------------------------------------
+    def _dledger(self) -> Iterable[Metric]:
         dl = self.broker.dledger
         st = dl.status() if dl is not None else None
         if st is None:
             return
-        labels = [name, self.broker.store_config.dleger_group]
+        labels = [*self._base(), self.broker.store_config.dleger_group]
         for metric, doc, value in (
             ("ledgermq_dledger_term", "The Raft term this member is in.", st.term),
             ("ledgermq_dledger_is_leader", "1 if this member is the group's Raft leader (its master).", 0),
@@ -157,26 +308,26 @@ class BrokerCollector:
                 dl.store.dledger.ledger.first_index + 1 if dl is not None and dl.store.dledger is not None else 1,
             ),
         ):
-            g = _gauge(metric, doc, ["broker", "group"])
+            g = self._gauge(metric, doc, ("group",))
             g.add_metric(labels, (1 if st.role is Role.LEADER else 0) if metric.endswith("is_leader") else value)
             yield g
-        failures = CounterMetricFamily(
+        failures = self._counter(
             "ledgermq_dledger_driver_failures",
             "Times this member's Raft driver fail-stopped (a write failed) and was restarted or is being restarted.",
-            labels=["broker", "group"],
+            ("group",),
         )
         failures.add_metric(labels, dl.driver_failures if dl is not None else 0)
         yield failures
         if st.role is Role.LEADER:
-            lag = _gauge(
+            lag = self._gauge(
                 "ledgermq_dledger_member_lag",
                 "Leader's last index minus the member's match index (Raft entries; the leader's view).",
-                ["broker", "group", "member"],
+                ("group", "member"),
             )
-            stuck = _gauge(
+            stuck = self._gauge(
                 "ledgermq_dledger_member_stuck",
                 "1 if the member needs entries the leader's retention deleted (it cannot catch up).",
-                ["broker", "group", "member"],
+                ("group", "member"),
             )
             stuck_now = dl.watch.needs.stuck if dl is not None else frozenset()
             for member, match in sorted(st.match.items()):
@@ -185,19 +336,24 @@ class BrokerCollector:
             yield lag
             yield stuck
 
-    def _master(self, name: str, conns: list[dict[str, Any]]) -> Iterable[Metric]:
-        lbl = ["broker", "slave"]
-        acked = _gauge("ledgermq_ha_slave_acked_offset", "Latest commit-log offset the slave acknowledged.", lbl)
-        lag_b = _gauge("ledgermq_ha_slave_lag_bytes", "Master max offset minus the slave's acknowledged offset.", lbl)
-        lag_s = _gauge(
+    def _master(self, conns: list[dict[str, Any]]) -> Iterable[Metric]:
+        base = self._base()
+        slave = ("slave",)
+        acked = self._gauge("ledgermq_ha_slave_acked_offset", "Latest commit-log offset the slave acknowledged.", slave)
+        lag_b = self._gauge(
+            "ledgermq_ha_slave_lag_bytes", "Master max offset minus the slave's acknowledged offset.", slave
+        )
+        lag_s = self._gauge(
             "ledgermq_ha_slave_lag_seconds",
             "Age of the oldest message the slave has not acknowledged (NaN: unknown).",
-            lbl,
+            slave,
         )
-        conn = _gauge("ledgermq_ha_slave_connected", "1 if the slave's HA connection is open.", lbl)
-        sync = _gauge("ledgermq_ha_slave_in_sync", "1 if the slave is connected and within haSlaveFallbehindMax.", lbl)
+        conn = self._gauge("ledgermq_ha_slave_connected", "1 if the slave's HA connection is open.", slave)
+        sync = self._gauge(
+            "ledgermq_ha_slave_in_sync", "1 if the slave is connected and within haSlaveFallbehindMax.", slave
+        )
         for c in conns:
-            labels = [name, c["addr"]]
+            labels = [*base, c["addr"]]
             acked.add_metric(labels, c["slaveAckOffset"])
             lag_b.add_metric(labels, c["diff"])
             lag_ms = c["lagTimeMillis"]
@@ -205,89 +361,92 @@ class BrokerCollector:
             conn.add_metric(labels, 1 if c["connected"] else 0)
             sync.add_metric(labels, 1 if c["inSync"] else 0)
         yield from (acked, lag_b, lag_s, conn, sync)
-
-        in_sync = _gauge("ledgermq_ha_in_sync_slaves", "Slaves connected and within haSlaveFallbehindMax.", ["broker"])
-        in_sync.add_metric([name], sum(1 for c in conns if c["inSync"]))
-        yield in_sync
-
-        total = CounterMetricFamily(
-            "ledgermq_ha_refused_connections",
-            "HA connections closed for reporting an offset beyond the master's max (slave ahead/diverged, stranger).",
-            labels=["broker"],
+        yield self._one_gauge(
+            "ledgermq_ha_in_sync_slaves",
+            "Slaves connected and within haSlaveFallbehindMax.",
+            sum(1 for c in conns if c["inSync"]),
         )
         ha = self.broker.ha
-        total.add_metric([name], ha.refused_connections if ha is not None else 0)
-        yield total
+        yield self._one_counter(
+            "ledgermq_ha_refused_connections",
+            "HA connections closed for reporting an offset beyond the master's max (slave ahead/diverged, stranger).",
+            ha.refused_connections if ha is not None else 0,
+        )
         if ha is None:
             return
-        epoch = _gauge("ledgermq_ha_epoch", "The master's replication epoch (one per start as master).", ["broker"])
-        epoch.add_metric([name], ha.epochs.last_epoch)
-        yield epoch
-        recovering = _gauge(
+        yield self._one_gauge(
+            "ledgermq_ha_epoch", "The master's replication epoch (one per start as master).", ha.epochs.last_epoch
+        )
+        yield self._one_gauge(
             "ledgermq_ha_recovering",
             "1 while a master that restarted after a crash refuses writes until its slave returns its lost tail.",
-            ["broker"],
+            1 if ha.recovering else 0,
         )
-        recovering.add_metric([name], 1 if ha.recovering else 0)
-        yield recovering
-        yield _broker_counter(
+        yield self._one_counter(
             "ledgermq_ha_truncated_slaves",
             "Slaves told to truncate a tail that diverged from this master's log or that it lacks.",
-            name,
             ha.truncated_slaves,
         )
-        yield _broker_counter(
+        yield self._one_counter(
             "ledgermq_ha_took_back_bytes",
             "Bytes this master took back from a slave after losing the tail of its commit log.",
-            name,
             ha.took_back_bytes,
         )
 
-    def _slave(self, name: str, client: dict[str, Any]) -> Iterable[Metric]:
+    def _slave(self, client: dict[str, Any]) -> Iterable[Metric]:
+        base = self._base()
         master = client["masterAddr"]
-        connected = _gauge(
-            "ledgermq_ha_client_connected", "1 if the HA connection to the master is open.", ["broker", "master"]
+        connected = self._gauge(
+            "ledgermq_ha_client_connected", "1 if the HA connection to the master is open.", ("master",)
         )
-        connected.add_metric([name, master], 1 if client["connected"] else 0)
+        connected.add_metric([*base, master], 1 if client["connected"] else 0)
         yield connected
-        connects = CounterMetricFamily(
-            "ledgermq_ha_client_connects", "HA connections made to a master.", labels=["broker"]
+        yield self._one_counter("ledgermq_ha_client_connects", "HA connections made to a master.", client["connects"])
+        yield self._one_gauge(
+            "ledgermq_ha_client_reported_offset",
+            "Offset last reported to the master (-1: none yet).",
+            client["reportedOffset"],
         )
-        connects.add_metric([name], client["connects"])
-        yield connects
-        reported = _gauge(
-            "ledgermq_ha_client_reported_offset", "Offset last reported to the master (-1: none yet).", ["broker"]
-        )
-        reported.add_metric([name], client["reportedOffset"])
-        yield reported
         error: str = client["lastError"]
-        errors = _gauge(
+        errors = self._gauge(
             "ledgermq_ha_client_errors",
-            "1 while the last HA connection failed; the reason is in label last_error.",
-            ["broker", "master", "last_error"],
+            "1 while the last HA connection failed (kind: ledgermq_ha_client_error_state; text: log, admin haStatus).",
+            ("master",),
         )
-        errors.add_metric([name, master, error[:_MAX_LABEL_CHARS]], 1 if error else 0)
+        errors.add_metric([*base, master], 1 if error else 0)
         yield errors
-        diverged = _gauge(
+        yield self._one_gauge(
+            "ledgermq_ha_client_error_state",
+            "Kind of the slave's last HA failure: 0 none, 1 no master address known, 2 connecting or handshake "
+            "failed, 3 refused as diverged/ahead of the master, 4 other.",
+            ha_error_state(error, bool(client.get("refused"))),
+        )
+        yield self._one_gauge(
             "ledgermq_ha_client_diverged",
             "1 while the master refuses this slave (its log diverged and nobody may decide which to keep), "
             "or the last HA failure says our log is ahead of or diverged from the master's.",
-            ["broker"],
+            1 if client.get("refused") or DIVERGED_MARKER in error else 0,
         )
-        diverged.add_metric([name], 1 if client.get("refused") or DIVERGED_MARKER in error else 0)
-        yield diverged
-        yield _broker_counter(
+        yield self._one_counter(
             "ledgermq_ha_client_truncations",
             "Times the master told this slave to cut a tail that diverged or that the master lacked.",
-            name,
             client.get("truncations", 0),
         )
-        yield _broker_counter(
+        yield self._one_counter(
             "ledgermq_ha_client_truncated_bytes",
             "Commit-log bytes this slave truncated on its master's word.",
-            name,
             client.get("truncatedBytes", 0),
         )
+
+
+def _disk_ratio(path: Path) -> float:
+    """Used fraction of the partition that holds (or will hold) ``path``; -1 if unknown."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    try:
+        return disk_usage_ratio(path)
+    except OSError:
+        return -1.0
 
 
 class BrokerMetrics:

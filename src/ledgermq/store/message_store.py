@@ -56,6 +56,7 @@ from ledgermq.store.recovery import RecoveryResult, recover
 from ledgermq.store.reput import ArrivalListener, ReputService
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
+from ledgermq.util.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         self.reput: ReputService | None = None
         self.commitlog_flusher: AsyncFlushService | GroupCommitService | None = None
+        self.flush_latency = LatencyHistogram()  # commit-log flushes (fsyncs), by the flush thread
         self.queue_flusher: ConsumeQueueFlushService | None = None
         self.segment_creator = SegmentCreatorService(self.queues.creator)
         self.cleaner: CleanService | None = None
@@ -185,10 +187,12 @@ class MessageStore(StoreReads, DLedgerWrites):
         self.reput.listeners = self._listeners
         self.reput.dispatch_available()  # catch up before serving (normal-recovery rebuild)
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.commitlog_flusher = GroupCommitService(self.commitlog, self.checkpoint, self._flush_failed)
+            self.commitlog_flusher = GroupCommitService(
+                self.commitlog, self.checkpoint, self._flush_failed, self.flush_latency
+            )
         else:
             self.commitlog_flusher = AsyncFlushService(
-                self.commitlog, self.checkpoint, cfg.flush_interval_commitlog_ms, self._flush_failed
+                self.commitlog, self.checkpoint, cfg.flush_interval_commitlog_ms, self._flush_failed, self.flush_latency
             )
         self.queue_flusher = ConsumeQueueFlushService(
             self.queues,

@@ -138,6 +138,7 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
         "maxOffset": result.max_offset,
     }
     body = result.body() if code == ResponseCode.SUCCESS else b""
+    broker.stats.count_get(topic, group, result.message_count if body else 0, len(body))
     return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, ext, body)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 from ledgermq.broker.context import Broker
 from ledgermq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, topic_error
@@ -158,6 +159,8 @@ async def _finish(
     if result.ok and wait and broker.dledger is None and broker.store_config.broker_role is BrokerRole.SYNC_MASTER:
         await _wait_for_slave(broker, result)
     code = STATUS_CODES[result.status]
+    if result.append is not None:  # stored (RocketMQ counts SLAVE/FLUSH timeouts too: the message is kept)
+        broker.stats.count_put(result.append.topic, result.append.msg_num, result.append.wrote_bytes)
     if result.append is None:
         remark = result.remark
         if result.status is PutStatus.SERVICE_NOT_AVAILABLE:
@@ -206,8 +209,12 @@ async def _wait_for_slave(broker: Broker, result: PutResult) -> None:
     end = result.append.next_offset
     if broker.ha is None or not broker.ha.slave_ok(end):
         result.status = PutStatus.SLAVE_NOT_AVAILABLE
-    elif not await broker.ha.wait_for_ack(end, broker.store_config.sync_flush_timeout_ms / 1000):
-        result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+    else:
+        start = time.perf_counter()
+        acked = await broker.ha.wait_for_ack(end, broker.store_config.sync_flush_timeout_ms / 1000)
+        broker.stats.replication.observe(time.perf_counter() - start)  # timeouts included
+        if not acked:
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
 
 
 async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:

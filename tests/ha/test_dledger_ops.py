@@ -8,6 +8,7 @@ killed by pid at the end.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 import urllib.request
@@ -73,12 +74,15 @@ def caught_up(group: DLedgerGroup) -> bool:
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The ledgermq_dledger_* samples, keyed without the cluster and broker_id labels
+    (every metric carries them; broker_id follows the Raft role)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as resp:
         text = resp.read().decode()
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    assert all({"cluster", "broker", "broker_id"} <= s.labels.keys() for s in samples)
     return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("cluster", "broker_id")))): s.value
+        for s in samples
         if s.name.startswith("ledgermq_dledger_")
     }
 
@@ -126,6 +130,9 @@ def test_dledger_metrics_follow_the_raft_status(group: DLedgerGroup) -> None:
         lags = {dict(k[1])["member"]: v for k, v in m.items() if k[0] == "ledgermq_dledger_member_lag"}
         assert lags == ({p: 0 for p in group.ids} if n == leader else {})
         assert not any(k[0].startswith("ledgermq_ha_") for k in m)
+    dashboard = (Path(__file__).resolve().parents[2] / "conf" / "grafana-ledgermq.json").read_text()
+    wanted = set(re.findall(r"\bledgermq_dledger_[a-z_]+", dashboard))
+    assert wanted and wanted <= {k[0] for k in scrape(group.metrics_ports[leader])}
 
 
 def test_transfer_leader_moves_the_master_and_sends_keep_working(group: DLedgerGroup) -> None:

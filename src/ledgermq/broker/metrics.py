@@ -1,13 +1,31 @@
 """Prometheus metrics of one broker, served as text on ``127.0.0.1:metricsPort`` (0: off).
 
-Every value is computed when scraped, from the store and from the same HARuntimeInfo that
-``admin haStatus`` prints (``ha_runtime_info``): nothing runs in the background. Each
+Every value is computed when scraped, from the store, from the same HARuntimeInfo that
+``admin haStatus`` prints (``ha_runtime_info``) and from the plain counters of
+broker/stats.py (bumped by the processors; no prometheus_client object on the hot path). Each
 broker has its own ``CollectorRegistry`` (never prometheus_client's global one), so
 several brokers in one process do not clash.
 
-All metrics carry ``broker`` (the brokerName; master and slaves of a group share it, the
-scrape's ``instance`` tells them apart).
+All metrics carry ``cluster``, ``broker`` (the brokerName) and ``broker_id`` (0: master;
+in DLedger mode it follows the Raft role), so master and slaves of a group differ.
 
+* every broker, traffic (counted in broker/stats.py, cheap on the hot path):
+  ``ledgermq_messages_in_total`` / ``ledgermq_bytes_in_total`` (label ``topic``: stored
+  sends, as TOPIC_PUT_NUMS/SIZE), ``ledgermq_messages_out_total`` /
+  ``ledgermq_bytes_out_total`` (``topic``, ``group``: messages returned by pulls, as
+  GROUP_GET_NUMS/SIZE), ``ledgermq_pull_results_total`` (``result`` found|miss),
+  ``ledgermq_request_duration_seconds`` (histogram; ``code`` the RequestCode name,
+  ``status`` the ResponseCode name or NONE for one-way; a held pull includes its hold);
+* every broker, consumer lag computed at scrape time from the offset table and the store,
+  for groups with committed offsets: ``ledgermq_consumer_lag_messages`` (``group``,
+  ``topic``: summed over queues, always complete), ``ledgermq_consumer_queue_lag_messages``
+  (``group``, ``topic``, ``queue``; at most ``StatsSettings.max_lag_series`` series, in
+  sorted order) and ``ledgermq_consumer_lag_series_dropped`` (per-queue series left out);
+* every broker, disk: ``ledgermq_store_commitlog_size_bytes`` (segment files times their
+  size), ``ledgermq_store_disk_used_ratio`` (partition of the commit log),
+  ``ledgermq_commitlog_flush_seconds`` (histogram of commit-log fsyncs that wrote);
+* a master: ``ledgermq_ha_replication_wait_seconds`` (histogram: a SYNC_MASTER send's wait
+  for its slave's acknowledgement, timeouts included; empty on an ASYNC_MASTER);
 * every broker: ``ledgermq_commitlog_max_offset``, ``ledgermq_commitlog_min_offset``,
   ``ledgermq_store_dispatch_behind_bytes``, ``ledgermq_store_dispatch_failing`` (1 while
   puts are refused because what is stored cannot be made readable),
@@ -22,12 +40,14 @@ scrape's ``instance`` tells them apart).
   diverged from its master, or a stranger);
 * a slave: ``ledgermq_ha_client_connected`` (label ``master``),
   ``ledgermq_ha_client_connects_total``, ``ledgermq_ha_client_reported_offset``,
-  ``ledgermq_ha_client_errors`` (1 while the last connection attempt failed, with its reason
-  in label ``last_error``; 0 once connected again) and ``ledgermq_ha_client_diverged``
+  ``ledgermq_ha_client_errors`` (1 while the last connection attempt failed; 0 once
+  connected again), ``ledgermq_ha_client_error_state`` (its kind as a number: 0 none, 1 no
+  master address, 2 connect/handshake failed, 3 refused as diverged, 4 other; the text is in
+  the log and in ``admin haStatus``, never in a label) and ``ledgermq_ha_client_diverged``
   (1 while that reason is that our commit log is ahead of or diverged from the master's).
   The slave's lag behind its master is not exported: a 4.x master never tells its slave
   its max offset; read it from the master's ``ledgermq_ha_slave_lag_bytes``.
-* a broker in DLedger mode (labels ``broker`` and ``group``, the dLegerGroup):
+* a broker in DLedger mode (label ``group``, the dLegerGroup):
   ``ledgermq_dledger_term``, ``ledgermq_dledger_is_leader``,
   ``ledgermq_dledger_commit_index``, ``ledgermq_dledger_last_index``,
   ``ledgermq_dledger_first_index`` (the first index still stored),
@@ -37,6 +57,10 @@ scrape's ``instance`` tells them apart).
   ``ledgermq_dledger_member_stuck`` (1: the member needs entries the leader's retention
   deleted). The master-slave (HA)
   metrics are not exported in DLedger mode.
+
+Renamed or changed labels (no metric was removed): every metric gained ``cluster`` and
+``broker_id``; ``ledgermq_ha_client_errors`` lost its ``last_error`` label (free text: an
+unbounded label value) in favour of ``ledgermq_ha_client_error_state``.
 
 The HTTP side is a few lines of ``asyncio.start_server``: ``GET /metrics`` answers the
 0.0.4 text format, any other path 404, any other method 405; one request per connection.

@@ -162,6 +162,13 @@ def test_traffic_lag_requests_and_consume_stats(tmp_path: Path) -> None:
             )
             assert missing.code == ResponseCode.SYSTEM_ERROR and "not exist" in (missing.remark or "")
 
+            who = await client.invoke(
+                master.config.broker_addr,
+                RemotingCommand.request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": TOPIC}),
+                10,
+            )
+            assert who.code == ResponseCode.SUCCESS and fastjson.loads(who.body)["groupList"] == [GROUP]
+
             # The dashboard only asks for metrics a broker exports.
             names = {n.removesuffix(suf) for n in {*m, *s} for suf in ("_bucket", "_count", "_sum", "")}
             dashboard = json.loads(DASHBOARD.read_text())
@@ -205,6 +212,7 @@ def test_stats_windows_and_bounds() -> None:
     size = stats.key_stats("TOPIC_PUT_SIZE", "T")
     assert size is not None and size[0].sum == 300 and size[0].avgpt == 50
     assert stats.tps(1, 60) == 0.1 and stats.tps(2, 60) == 0.3
+    assert abs(stats.group_get_tps("T", "g") - 0.3) < 1e-9 and stats.group_get_tps("T", "h") == 0.0
     assert stats.get_found == 6 and stats.get_miss == 6 and stats.get_msgs == 18
     assert stats.key_stats("NOPE", "T") is None and stats.key_stats("GROUP_GET_NUMS", "T@h") is None
     small = BrokerStats()

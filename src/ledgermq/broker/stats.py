@@ -196,6 +196,11 @@ class BrokerStats:
         """RocketMQ's "10 s, 1 min, 10 min" TPS triple (summed over ``indexes``)."""
         return " ".join(f"{sum(self.tps(i, s) for i in indexes):.2f}" for s in (10, 60, 600))
 
+    def group_get_tps(self, topic: str, group: str) -> float:
+        """RocketMQ's tpsGroupGetNums: messages per second pulled in the last minute."""
+        s = self.group_get.get((topic, group))
+        return window(s.minute, False).tps if s is not None else 0.0
+
     def key_stats(self, name: str, key: str) -> tuple[WindowStats, WindowStats, WindowStats] | None:
         """VIEW_BROKER_STATS_DATA: (minute, hour, day) of one stats item, None if unknown."""
         size = name.endswith("_SIZE")

@@ -376,7 +376,8 @@ async def get_consume_stats(broker: Broker, ctx: RequestContext, cmd: RemotingCo
                 "consumerOffset": consumer_offset,
                 "lastTimestamp": max(0, last),
             }
-    body = fastjson.dumps({"consumeTps": 0.0, "offsetTable": mq_table(table)})
+    consume_tps = sum(broker.stats.group_get_tps(t, group) for t in topics)  # GROUP_GET_NUMS, last minute
+    body = fastjson.dumps({"consumeTps": consume_tps, "offsetTable": mq_table(table)})
     return cmd.response(ResponseCode.SUCCESS, body=body)
 
 

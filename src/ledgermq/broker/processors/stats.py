@@ -1,6 +1,7 @@
-"""VIEW_BROKER_STATS_DATA: one stats item's minute / hour / day figures (``mqadmin statsAll``
-and ``brokerConsumeStats`` read TOPIC_PUT_NUMS by topic and GROUP_GET_NUMS by
-``topic@group`` this way). The counting is in broker/stats.py."""
+"""What ``mqadmin statsAll`` asks a broker besides consumeStats: VIEW_BROKER_STATS_DATA (one
+stats item's minute / hour / day figures: TOPIC_PUT_NUMS by topic, GROUP_GET_NUMS by
+``topic@group``; the counting is in broker/stats.py) and QUERY_TOPIC_CONSUME_BY_WHO (the
+groups consuming a topic: online subscribers and groups with committed offsets)."""
 
 from __future__ import annotations
 
@@ -22,4 +23,14 @@ async def view_broker_stats_data(broker: Broker, ctx: RequestContext, cmd: Remot
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(body))
 
 
-PROCESSORS = {RequestCode.VIEW_BROKER_STATS_DATA: view_broker_stats_data}
+async def query_topic_consume_by_who(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    topic = field(cmd, "topic")
+    groups = {g for g, info in broker.consumers.groups.items() if topic in info.subscriptions}
+    groups.update(broker.offsets.groups_of_topic(topic))
+    return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"groupList": sorted(groups)}))
+
+
+PROCESSORS = {
+    RequestCode.VIEW_BROKER_STATS_DATA: view_broker_stats_data,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: query_topic_consume_by_who,
+}

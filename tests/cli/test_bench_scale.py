@@ -59,6 +59,7 @@ def test_scale_bench_under_a_descriptor_limit_below_the_queue_count(tmp_path: Pa
     assert figures["send_ok"]["value"] == 320
     assert figures["mismatch"]["value"] == 0 and not figures["mismatch"]["alarm"]
     assert not figures["readable_after_s"]["alarm"] and "MISMATCH" not in output
+    assert figures["broker_nofile"]["value"] == 300
     assert figures["broker_fds"]["value"] < 300
 
 

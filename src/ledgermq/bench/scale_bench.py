@@ -68,7 +68,7 @@ class ScaleSettings:
     readable_timeout: float = 300.0  # last SEND_OK -> every message readable
     stall: float = 30.0  # give up on readability this long without progress
     restart_timeout: float = 300.0
-    nofile: int | None = None  # the broker's soft open-file limit (None: inherited)
+    nofile: int | None = None  # the broker's open-file limit, soft and hard (None: inherited)
     data: Path | None = None  # work directory, kept (None: a temporary one, removed)
 
 

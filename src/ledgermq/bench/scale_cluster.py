@@ -37,13 +37,16 @@ class Registration:
 
 
 def _child_setup(nofile: int | None) -> Callable[[], None]:
-    """``preexec_fn``: die with the bench, and optionally a lower soft open-file limit."""
+    """``preexec_fn``: die with the bench, and optionally a lower open-file limit. Soft and
+    hard both: the broker raises its soft limit to the hard one at start, so a lower soft
+    limit alone would constrain nothing."""
 
     def setup() -> None:
         die_with_parent()
         if nofile is not None:
             _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))
+            low = min(nofile, hard) if hard != resource.RLIM_INFINITY else nofile
+            resource.setrlimit(resource.RLIMIT_NOFILE, (low, low))
 
     return setup
 

@@ -285,7 +285,8 @@ def run(namesrv_arg: str | None, total: int, timeout: float) -> int:
             .select(F.col("value").cast("string").alias("count"), "storeTimestamp")
             .orderBy("storeTimestamp")
         )  # fmt: skip
-        print(f"{results.count()} window counts in {COUNTS}; the last ones:")
+        # append mode: the newest windows are still open (the watermark has not passed them)
+        print(f"{results.count()} closed window counts in {COUNTS}; the last ones:")
         for row in results.tail(10):
             print("  ", row["count"])
         spark.stop()

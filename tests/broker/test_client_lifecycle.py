@@ -2,7 +2,7 @@
 UNREGISTER_CLIENT, connection close, GET_CONSUMER_LIST_BY_GROUP, consumer offsets and their persistence.
 
 Expected behaviour: J broker/.../processor/ClientManageProcessor.java, ConsumerManageProcessor.java,
-broker/.../client/ConsumerManager.java and ConsumerGroupInfo.java (4.9.7); ROCKETMQ-FACTS §3.3, §3.5.
+broker/.../client/ConsumerManager.java and ConsumerGroupInfo.java (4.9.7); docs/formats.md §3.3, §3.5.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ TAG_A = 2598919  # "TagA".hashCode()
 
 
 def java_heartbeat(client_id: str = "10.0.0.5@12345#8231945513600", group: str = "cg") -> bytes:
-    """The Java body of ROCKETMQ-FACTS §3.5."""
+    """The Java body of docs/formats.md §3.5."""
     doc = {
         "clientID": client_id,
         "consumerDataSet": [

@@ -1,7 +1,7 @@
 """PULL_MESSAGE over the wire: status mapping, subscriptions, tag filtering, long polling, commit offsets.
 
 Expected behaviour: J broker/.../processor/PullMessageProcessor.java (4.9.7) and
-DefaultMessageStore.getMessage, as summarised in ROCKETMQ-FACTS §3.2.
+DefaultMessageStore.getMessage, as summarised in docs/formats.md §3.2.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID and QUERY_MESSAGE (KEYS, UNIQ_KEY
 
 Expected behaviour: J broker/.../processor/AdminBrokerProcessor.java (offset queries),
 QueryMessageProcessor.java, store/.../DefaultMessageStore.java and ConsumeQueue.getOffsetInQueueByTime
-(4.9.7); ROCKETMQ-FACTS §3.3.
+(4.9.7); docs/formats.md §3.3.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """SEND_MESSAGE (v1), SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and the C++ batch (V2, m="1") over the wire.
 
 Expected behaviour is RocketMQ 4.9.7's (J broker/.../processor/SendMessageProcessor.java,
-AbstractSendMessageProcessor.msgCheck, common/.../topic/TopicValidator.java) and ROCKETMQ-FACTS §3.1/§4.
+AbstractSendMessageProcessor.msgCheck, common/.../topic/TopicValidator.java) and docs/formats.md §3.1/§4.
 Where ledgermq deliberately differs (C++ batches stored as separate messages; a read-only
 broker refusing every send) the test says so.
 

@@ -1,4 +1,4 @@
-"""DESIGN.md's contract for client/: no store/, broker/ or raft/ imports; fault and
+"""The layering contract (docs/architecture.md) for client/: no store/, broker/ or raft/ imports; fault and
 selector stay pure (no asyncio or sockets). (tests/unit/test_layering.py could take
 these over.)"""
 

@@ -167,7 +167,7 @@ def test_remote_failure_to_ask_is_minus_two(
 ) -> None:
     broker.fail = lambda mq: error
     remote.update_offset(A0, 4, False)
-    with caplog.at_level(logging.WARNING, logger="ledgermq.client.offset_store"):
+    with caplog.at_level(logging.DEBUG, logger="ledgermq.client.offset_store"):  # a warning only if it lasts
         assert run(remote.read_offset(A0, STORE)) == OFFSET_UNREADABLE == -2
     assert "could not fetch" in caplog.text
     assert run(remote.read_offset(A0, MEMORY)) == 4
@@ -204,7 +204,7 @@ def test_remote_broker_errors_do_not_lose_memory_offsets(
     remote.update_offset(A0, 10, False)
     remote.update_offset(B0, 20, False)
     broker.fail = lambda mq: MQConnectError("down", "b") if mq.broker_name == "broker-b" else None
-    with caplog.at_level(logging.ERROR, logger="ledgermq.client.offset_store"):
+    with caplog.at_level(logging.DEBUG, logger="ledgermq.client.offset_store"):  # a warning only if it lasts
         run(remote.persist_all({A0, B0}))  # does not raise
     assert broker.updates == [(A0, 10, True)]  # the other broker's commit still went out
     assert "could not commit offset 20" in caplog.text

@@ -1,4 +1,4 @@
-"""The HA stream codec: golden bytes (ROCKETMQ-FACTS §5.5), incremental decoding, caps."""
+"""The HA stream codec: golden bytes (docs/formats.md §5.5), incremental decoding, caps."""
 
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ def test_cpp_style_route_request_gets_a_cpp_readable_answer(tmp_path: Path) -> N
     """A GET_ROUTEINFO_BY_TOPIC as the C++ client writes it (jsoncpp FastWriter: trailing newline,
     remark "", version 333, AccessKey/OnsChannel/Signature) gets an answer C++ can read: JSON
     header (type byte 0), numeric code/opaque/flag, the opaque echoed, an extFields object, and
-    a route body with numeric queue counts and perm (FACTS 1, 3.4, 7.3)."""
+    a route body with numeric queue counts and perm (docs/formats.md §1, §3.4)."""
 
     async def main() -> None:
         async with namesrv(config(tmp_path)) as app, client() as broker:

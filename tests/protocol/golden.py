@@ -1,6 +1,6 @@
 """Independent reference builders for the protocol tests.
 
-Everything here is written from the layout tables in ROCKETMQ-FACTS §4 with plain
+Everything here is written from the layout tables in docs/formats.md §4 with plain
 ``struct.pack`` calls, one field at a time, and deliberately shares no code or
 ``Struct`` definitions with ``ledgermq.protocol``: a golden test that reused the
 codec's own format strings would only prove the codec agrees with itself.

@@ -1,4 +1,4 @@
-"""Batch send bodies (ROCKETMQ-FACTS §4.6): entries of TOTALSIZE, MAGIC 0, BODYCRC 0, FLAG,
+"""Batch send bodies (docs/formats.md §4.6): entries of TOTALSIZE, MAGIC 0, BODYCRC 0, FLAG,
 BODYLEN + body, PROPLEN (int16) + properties."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""RemotingCommand encode/decode against frames built by hand from ROCKETMQ-FACTS §1.
+"""RemotingCommand encode/decode against frames built by hand from docs/formats.md §1.
 
 Reference frames here are assembled with ``struct.pack`` one field at a time, and JSON headers
 are written out as literal bytes (or with the standard library's ``json``), so a passing test
@@ -200,7 +200,7 @@ def test_json_non_ascii_is_utf8_and_header_len_counts_bytes() -> None:
 
 def test_default_version_and_language() -> None:
     cmd = RemotingCommand.request(10)
-    assert cmd.version == CURRENT_VERSION == 407  # V4_9_7 (facts §1)
+    assert cmd.version == CURRENT_VERSION == 407  # V4_9_7 (docs/formats.md §1)
     doc = json_header_doc(cmd.encode())
     assert doc["version"] == 407
     assert doc["language"] == "PYTHON"
@@ -565,7 +565,7 @@ def test_binary_header_with_overrunning_lengths_is_rejected() -> None:
     assert decode_command(struct.pack(">i", (1 << 24) | len(good)) + good).ext_fields == {"k": "v"}
 
 
-# -- codes spot check (facts §2) -------------------------------------------------------------------
+# -- codes spot check (docs/formats.md §2) -------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Compressed bodies (ROCKETMQ-FACTS §4.2): the store keeps the compressed bytes, the CRC covers
+"""Compressed bodies (docs/formats.md §4.2): the store keeps the compressed bytes, the CRC covers
 them, and consumers inflate zlib (compression type 0 or 0x300). Other types are refused."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""fastjson-tolerant JSON (facts §3.4, §3.6): RocketMQ's Java side writes Map<Integer|Long, ...> keys
+"""fastjson-tolerant JSON (docs/formats.md §3.4, §3.6): RocketMQ's Java side writes Map<Integer|Long, ...> keys
 unquoted (``{0:"addr"}``); ``loads`` must read that as well as standard JSON, and ``dumps`` must
 write standard JSON with sorted keys.
 """
@@ -56,7 +56,7 @@ def test_loads_accepts_bytes_bytearray_and_str() -> None:
         ('{0:"a"}', {"0": "a"}),
         ('{0:"10.0.0.1:10911",1:"10.0.0.2:10911"}', {"0": "10.0.0.1:10911", "1": "10.0.0.2:10911"}),
         ('{"T@g":{0:12,1:7}}', {"T@g": {"0": 12, "1": 7}}),
-        # consumerOffset.json shape (facts §3.6)
+        # consumerOffset.json shape (docs/formats.md §3.6)
         (
             '{"offsetTable":{"T@cg":{0:12,1:7},"%RETRY%cg@cg":{0:0}}}',
             {"offsetTable": {"T@cg": {"0": 12, "1": 7}, "%RETRY%cg@cg": {"0": 0}}},

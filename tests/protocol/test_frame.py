@@ -1,4 +1,4 @@
-"""FrameDecoder: splitting a TCP byte stream into RemotingCommand / BadFrame items (facts §1).
+"""FrameDecoder: splitting a TCP byte stream into RemotingCommand / BadFrame items (docs/formats.md §1).
 
 Frames are built by hand with ``struct.pack`` (length = 4 + headerLen + bodyLen, header word =
 type << 24 | headerLen). Hypothesis runs are derandomized so failures reproduce on every run.

@@ -1,4 +1,4 @@
-"""Java String.hashCode (ROCKETMQ-FACTS §4.4): the consume-queue tag code and the index key hash."""
+"""Java String.hashCode (docs/formats.md §4.4): the consume-queue tag code and the index key hash."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("TagA", 2598919),  # the example in the facts
+        ("TagA", 2598919),  # the example of docs/formats.md §4.4
         ("", 0),
         ("a", 97),
         ("Aa", 2112),  # the classic collision pair

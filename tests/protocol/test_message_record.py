@@ -1,4 +1,4 @@
-"""Stored message record codec (ROCKETMQ-FACTS §4.1, §4.2): golden bytes, decode, limits,
+"""Stored message record codec (docs/formats.md §4.1, §4.2): golden bytes, decode, limits,
 multi-record bodies and the append-time fields."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Offset message ids (ROCKETMQ-FACTS §4.5) and UNIQ_KEY client ids (MessageClientIDSetter layout:
+"""Offset message ids (docs/formats.md §4.5) and UNIQ_KEY client ids (MessageClientIDSetter layout:
 ip, int16 pid, int32 per-process salt, int32 ms since the start of the month, int16 counter)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The 0x01/0x02 property string (ROCKETMQ-FACTS §4.3, MessageDecoder.string2messageProperties)."""
+"""The 0x01/0x02 property string (docs/formats.md §4.3, MessageDecoder.string2messageProperties)."""
 
 from __future__ import annotations
 

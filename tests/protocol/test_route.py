@@ -1,4 +1,4 @@
-"""Name-server bodies (facts §3.4, §3.6): TopicRouteData, REGISTER_BROKER's body, DataVersion, TopicConfig."""
+"""Name-server bodies (docs/formats.md §3.4, §3.6): TopicRouteData, REGISTER_BROKER's body, DataVersion, TopicConfig."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from ledgermq.protocol.route import (
 
 PROPS = settings(max_examples=100, derandomize=True, deadline=None)
 
-# The TopicRouteData example of facts §3.4, minified.
+# The TopicRouteData example of docs/formats.md §3.4, minified.
 FACTS_ROUTE_JSON = (
     b'{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911","1":"10.0.0.2:10911"},"brokerName":"broker-a",'
     b'"cluster":"DefaultCluster"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,'
@@ -199,7 +199,7 @@ def test_data_version_from_json(doc: dict[str, Any] | None, expected: DataVersio
 
 # -- TopicConfig / RegisterBrokerBody --------------------------------------------------------------
 
-# The REGISTER_BROKER body of facts §3.4, with the TopicConfig shape of §3.6.
+# The REGISTER_BROKER body of docs/formats.md §3.4, with the TopicConfig shape of §3.6.
 FACTS_REGISTER_BODY = (
     b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":5,'
     b'"timestamp":1690000000000},"topicConfigTable":{"T":{"order":false,"perm":6,"readQueueNums":4,'
@@ -261,7 +261,7 @@ def test_register_body_empty_and_defaults() -> None:
     assert RegisterBrokerBody.decode(b"") == RegisterBrokerBody(DataVersion(0, 0), {}, [])
     body = RegisterBrokerBody.decode(b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{}}}}')
     assert body.topic_configs == {"T": TopicConfig("T")}
-    assert TopicConfig("T") == TopicConfig("T", 16, 16, 6, "SINGLE_TAG", 0, False)  # facts §3.6 defaults
+    assert TopicConfig("T") == TopicConfig("T", 16, 16, 6, "SINGLE_TAG", 0, False)  # docs/formats.md §3.6 defaults
 
 
 @pytest.mark.parametrize(

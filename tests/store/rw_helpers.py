@@ -1,6 +1,6 @@
 """Helpers for the write/read-path store tests.
 
-Everything here re-derives the on-disk formats from the RocketMQ fact sheet (§4, §5) with
+Everything here re-derives the on-disk formats from docs/formats.md (§4, §5) with
 plain ``struct``, so the tests check the store against the format rather than against the
 store's own codec.
 """
@@ -68,7 +68,7 @@ class Rec:
 
 
 def parse_record(buf: bytes, pos: int = 0) -> Rec:
-    """Decode one IPv4 record laid out as in fact sheet §4.1."""
+    """Decode one IPv4 record laid out as in docs/formats.md §4.1."""
     total, magic, crc, qid, flag, qoff, phys, sysflag, born_ts = struct.unpack_from(">iIiiiqqiq", buf, pos)
     assert sysflag & 0x30 == 0, "tests only store IPv4 hosts"
     store_ts = struct.unpack_from(">q", buf, pos + 56)[0]

@@ -1,4 +1,4 @@
-"""Batch puts (``put_messages``; fact sheet §4.6, RocketMQ ``CommitLog.asyncPutMessages``).
+"""Batch puts (``put_messages``; docs/formats.md §4.6, RocketMQ ``CommitLog.asyncPutMessages``).
 
 A batch is written contiguously with consecutive queue offsets, its msg_id joins the offset
 ids with commas, and it always lands inside one segment. Empty, delayed and transactional

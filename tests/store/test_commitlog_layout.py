@@ -1,4 +1,4 @@
-"""Commit-log layout on disk (fact sheet §4.1, §4.5, §5.1).
+"""Commit-log layout on disk (docs/formats.md §4.1, §4.5, §5.1).
 
 Segments are named by their 20-digit start offset; a record never spans two segments; the
 unused end of a full segment starts with TOTALSIZE = bytes left and the BLANK magic; every

@@ -1,4 +1,4 @@
-"""Consume-queue files (fact sheet §4.4, §5.1, §5.2), read from disk.
+"""Consume-queue files (docs/formats.md §4.4, §5.1, §5.2), read from disk.
 
 ``consumequeue/<topic>/<queueId>/<20-digit byte offset>``, 20-byte big-endian units of
 (commit-log offset int64, size int32, tagsCode int64), tagsCode = Java String.hashCode of
@@ -25,7 +25,7 @@ CQ_SEG_BYTES = 20 * CQ_SEG_UNITS
 
 def test_reference_java_hashes() -> None:
     """Known Java String.hashCode values, so the expectations below are anchored."""
-    assert java_hash("TagA") == 2598919  # fact sheet §4.4
+    assert java_hash("TagA") == 2598919  # docs/formats.md §4.4
     assert java_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
     assert java_hash("\U0001f600") == 31 * 0xD83D + 0xDE00  # two UTF-16 code units
     assert java_hash("") == 0

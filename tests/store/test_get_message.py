@@ -78,7 +78,7 @@ def test_offset_equal_to_max_is_overflow_one(store_factory: StoreFactory) -> Non
 def test_offset_beyond_max_is_overflow_badly_and_points_at_max(store_factory: StoreFactory, offset: int) -> None:
     """4.9.7: ``nextBeginOffset = nextOffsetCorrection(offset, maxOffset)``, whatever minOffset is.
 
-    (Up to 4.9.3 RocketMQ answered minOffset when minOffset was 0; 4.9.4+ and the fact sheet
+    (Up to 4.9.3 RocketMQ answered minOffset when minOffset was 0; 4.9.4+ and docs/formats.md
     table say maxOffset.)
     """
     store = store_factory()

@@ -1,4 +1,4 @@
-"""The message index (fact sheet §5.3; RocketMQ IndexService / IndexFile).
+"""The message index (docs/formats.md §5.3; RocketMQ IndexService / IndexFile).
 
 Queries by each KEYS token and by UNIQ_KEY, scoped to the topic, filtered by store time
 (second resolution relative to the file's beginTimestamp), newest first, at most max_num.

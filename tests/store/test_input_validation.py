@@ -1,5 +1,5 @@
 """Puts the store refuses, storing nothing (RocketMQ ``DefaultMessageStore.checkMessage(s)``,
-``CommitLog`` size checks; fact sheet §4.1 limits).
+``CommitLog`` size checks; docs/formats.md §4.1 limits).
 
 Topic > 127 bytes (the TOPIC LENGTH field is an int8) and bodies > maxMessageSize give
 MESSAGE_ILLEGAL; properties > 32767 bytes (int16 field) give MESSAGE_ILLEGAL or

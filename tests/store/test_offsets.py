@@ -1,5 +1,5 @@
 """Offset and time queries: SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME, store times,
-and the commit log's own min/max offsets (fact sheet §3.3)."""
+and the commit log's own min/max offsets (docs/formats.md §3.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The store's replication interface (what HA uses; fact sheet §5.5).
+"""The store's replication interface (what HA uses; docs/formats.md §5.5).
 
 ``read_commitlog`` on a master plus ``append_raw`` on a SLAVE store reproduce the commit
 log byte for byte (blanks and segment rollover included); the slave's own reput builds the

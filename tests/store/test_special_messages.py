@@ -1,4 +1,4 @@
-"""Delayed and transactional messages in the store (fact sheet §4.2, §5.2, §5.3, §6.3).
+"""Delayed and transactional messages in the store (docs/formats.md §4.2, §5.2, §5.3, §6.3).
 
 DELAY > 0 on a NOT_TYPE or COMMIT message: stored under SCHEDULE_TOPIC_XXXX, queue
 level-1, with REAL_TOPIC / REAL_QID, CQ tagsCode = store time + the level's delay, a level

@@ -1,4 +1,5 @@
-"""The layering contract of DESIGN.md, checked on the source: pure layers stay pure."""
+"""The layering contract of docs/architecture.md ("Layers present today"), checked on the source:
+pure layers stay pure."""
 
 from __future__ import annotations
 

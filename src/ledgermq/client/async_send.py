@@ -21,6 +21,7 @@ from ledgermq.client.errors import ClientStateError, MQClientError
 from ledgermq.client.message import SendResult
 from ledgermq.client.outgoing import Outgoing
 from ledgermq.clock import Clock
+from ledgermq.util.ratelog import limited
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,15 @@ class Callbacks:
             if inspect.isawaitable(outcome):
                 await outcome
         except Exception:
-            log.exception("the send callback %r raised", fn)
+            # the user's code: visible, but one record a minute per callback function
+            limited.log(
+                log,
+                logging.ERROR,
+                ("send-callback", getattr(fn, "__qualname__", type(fn).__qualname__)),
+                "the send callback %r raised",
+                fn,
+                exc_info=True,
+            )
 
 
 class AsyncSendBudget:

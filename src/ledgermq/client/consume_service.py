@@ -33,12 +33,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.client.consumer_common import MessageModel, retry_topic
+from ledgermq.client.consumer_common import MessageModel, dlq_topic, retry_topic
 from ledgermq.client.message import Message
 from ledgermq.client.process_queue import PROPERTY_CONSUME_START_TIME, ProcessQueue
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
+from ledgermq.util.ratelog import limited
 
 if TYPE_CHECKING:
     from ledgermq.client.push_consumer import PushConsumer
@@ -166,7 +167,15 @@ class ConsumeMessageService:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("group %s: %s failed", self.group, what)
+                limited.log(
+                    log,
+                    logging.ERROR,
+                    ("task", self.group, what),
+                    "group %s: %s failed",
+                    self.group,
+                    what,
+                    exc_info=True,
+                )
 
         task = asyncio.get_running_loop().create_task(guarded())
         self._tasks.add(task)
@@ -216,7 +225,15 @@ class ConsumeMessageService:
             else:
                 result = "CR_ROLLBACK"
         except Exception as exc:
-            log.warning("group %s: direct consumption of %s failed", self.group, msg.msg_id, exc_info=True)
+            limited.log(
+                log,
+                logging.WARNING,
+                ("listener", self.group),
+                "group %s: the listener raised on direct consumption of %s",
+                self.group,
+                msg.msg_id,
+                exc_info=True,
+            )
             result = "CR_THROW_EXCEPTION"
             remark = f"{type(exc).__name__}: {exc}"
         doc: dict[str, Any] = {
@@ -262,7 +279,14 @@ def _coerce(value: Any, kind: type[enum.Enum]) -> Any:
         except KeyError:
             pass
     if value is not None:
-        log.warning("a listener answered %r, not a %s; taken as a failure", value, kind.__name__)
+        limited.log(
+            log,
+            logging.WARNING,
+            ("listener-answer", kind.__name__),
+            "a listener answered %r, not a %s; taken as a failure",
+            value,
+            kind.__name__,
+        )
     return None
 
 
@@ -318,12 +342,21 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         try:
             status = _coerce(await self.call_listener(list(msgs), context), ConsumeConcurrentlyStatus)
         except Exception:
-            log.warning("group %s: the listener failed on %d messages of %s", self.group, len(msgs), mq, exc_info=True)
+            limited.log(
+                log,
+                logging.WARNING,
+                ("listener", self.group),
+                "group %s: the listener raised on %d messages of %s; they are consumed again later",
+                self.group,
+                len(msgs),
+                mq,
+                exc_info=True,
+            )
             status = None
         if status is None:
             status = ConsumeConcurrentlyStatus.RECONSUME_LATER
         if pq.dropped:
-            log.warning("group %s: %s was dropped while consuming; result not processed", self.group, mq)
+            log.debug("group %s: %s was dropped while consuming (rebalanced); result not processed", self.group, mq)
             return
         await self.process_consume_result(status, context, msgs, pq, mq)
 
@@ -347,7 +380,14 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         done = list(msgs)
         if self.consumer.message_model is MessageModel.BROADCASTING:
             for msg in failed:
-                log.warning("group %s (broadcasting): message %s failed, dropped", self.group, msg.msg_id)
+                limited.log(
+                    log,
+                    logging.WARNING,
+                    ("broadcast-dropped", self.group),
+                    "group %s (broadcasting): message %s failed, dropped (broadcasting does not retry)",
+                    self.group,
+                    msg.msg_id,
+                )
         else:
             back_failed: list[MessageRecord] = []
             for msg in failed:
@@ -373,17 +413,42 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             msg.broker_name = broker_name
         try:
             await self.consumer.pull_api.send_back(msg, self.group, delay_level, max_times, timeout=5.0)
+            self._warn_if_dead_lettered(msg, max_times)
             return True
         except Exception as exc:
-            log.error(
+            log.info(
                 "group %s: sending back %s failed (%s); re-sending to the retry topic", self.group, msg.msg_id, exc
             )
         try:
             await self.resend_to_retry(msg, msg.reconsume_times + 1, max_times)
+            self._warn_if_dead_lettered(msg, max_times)
             return True
         except Exception as exc:
-            log.error("group %s: re-sending %s to the retry topic failed: %s", self.group, msg.msg_id, exc)
+            limited.log(
+                log,
+                logging.WARNING,
+                ("send-back", self.group),
+                "group %s: re-sending %s to the retry topic failed (consumed again locally): %s",
+                self.group,
+                msg.msg_id,
+                exc,
+            )
             return False
+
+    def _warn_if_dead_lettered(self, msg: MessageRecord, max_times: int) -> None:
+        """The broker moves a message sent back after its last retry to the DLQ: the user
+        must look there (``%DLQ%<group>``), so this is a warning, once a minute per group."""
+        if msg.reconsume_times >= max_times:
+            limited.log(
+                log,
+                logging.WARNING,
+                ("dlq", self.group),
+                "group %s: message %s failed %d times; it goes to the dead-letter queue %s",
+                self.group,
+                msg.msg_id,
+                msg.reconsume_times + 1,
+                dlq_topic(self.group),
+            )
 
     async def consume_directly(self, msg: MessageRecord, broker_name: str) -> dict[str, Any]:
         context = ConsumeConcurrentlyContext(MessageQueue(msg.topic, broker_name, msg.queue_id))
@@ -416,7 +481,14 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 if not self.stopped:
                     await self.consumer.rebalance_impl.lock_all()
             except Exception:
-                log.exception("group %s: renewing the queue locks failed", self.group)
+                limited.log(
+                    log,
+                    logging.ERROR,
+                    ("lock-all", self.group),
+                    "group %s: renewing the queue locks failed",
+                    self.group,
+                    exc_info=True,
+                )
             await asyncio.sleep(self.consumer.lock_interval)
 
     async def shutdown(self) -> None:
@@ -457,7 +529,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 if pq.dropped:
                     break
                 if self.clustering and (not pq.locked or pq.lock_expired):
-                    log.warning("group %s: %s is not locked (or the lock expired); consuming later", self.group, mq)
+                    log.debug("group %s: %s is not locked (or the lock expired); consuming later", self.group, mq)
                     self.try_lock_later_and_reconsume(mq, pq, 0.01)
                     break
                 if time.monotonic() - begin > MAX_TIME_CONSUME_CONTINUOUSLY:
@@ -475,11 +547,19 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                     try:
                         status = _coerce(await self.call_listener(list(msgs), context), ConsumeOrderlyStatus)
                     except Exception:
-                        log.warning("group %s: the orderly listener failed on %s", self.group, mq, exc_info=True)
+                        limited.log(
+                            log,
+                            logging.WARNING,
+                            ("listener", self.group),
+                            "group %s: the orderly listener raised on %s; the queue is suspended a moment",
+                            self.group,
+                            mq,
+                            exc_info=True,
+                        )
                 if status is None:
                     status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
                 if status is not ConsumeOrderlyStatus.SUCCESS and status is not ConsumeOrderlyStatus.COMMIT:
-                    log.warning("group %s: orderly consumption of %s answered %s", self.group, mq, status.value)
+                    log.debug("group %s: orderly consumption of %s answered %s", self.group, mq, status.value)
                 go_on = await self.process_consume_result(msgs, status, context, pq, mq)
 
     async def process_consume_result(
@@ -534,14 +614,25 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 msg.properties[PROPERTY_RECONSUME_TIME] = str(msg.reconsume_times)
                 try:
                     await self.resend_to_retry(msg, msg.reconsume_times, max_times)
-                    log.warning(
-                        "group %s: %s reached %d reconsume times; sent to the DLQ path",
+                    limited.log(
+                        log,
+                        logging.WARNING,
+                        ("dlq", self.group),
+                        "group %s: %s reached %d reconsume times; it goes to the dead-letter queue",
                         self.group,
                         msg.msg_id,
                         msg.reconsume_times,
                     )
                 except Exception as exc:
-                    log.error("group %s: sending %s back failed: %s", self.group, msg.msg_id, exc)
+                    limited.log(
+                        log,
+                        logging.WARNING,
+                        ("send-back", self.group),
+                        "group %s: sending %s back failed (the queue is suspended a moment): %s",
+                        self.group,
+                        msg.msg_id,
+                        exc,
+                    )
                     suspend = True
                     msg.reconsume_times += 1
             else:

@@ -20,6 +20,7 @@ from ledgermq.client.instance import ClientInstance
 from ledgermq.client.offset_store import OffsetStore, ReadOffsetType, offset_store_for
 from ledgermq.client.rebalance import UNLOCK_DELAY, RebalanceImpl, RebalanceListener
 from ledgermq.clock import Clock
+from ledgermq.util.ratelog import limited
 
 __all__ = ["BackgroundTasks", "ConsumerSettings", "load_offset_store", "rebalance_for"]
 
@@ -120,7 +121,15 @@ class BackgroundTasks:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                self.log.exception("group %s: %s failed", self.group, what)
+                limited.log(
+                    self.log,
+                    logging.ERROR,
+                    ("task", self.group, what),
+                    "group %s: %s failed",
+                    self.group,
+                    what,
+                    exc_info=True,
+                )
 
         name = None if self.name_prefix is None else f"{self.name_prefix} {what}"
         task = asyncio.get_running_loop().create_task(guarded(), name=name)

@@ -42,6 +42,7 @@ from ledgermq.net.connection import Connection, ConnectionClosedError, RequestTi
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.util.ratelog import limited
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +179,8 @@ class ClientInstance:
                 async with asyncio.timeout(self.api_timeout * 2):
                     await self.routes.refresh_all()
             except TimeoutError:
-                log.warning("client %s: no route refresh at start within %.1fs", self.client_id, self.api_timeout * 2)
+                # the refresh timer goes on trying and warns if the name servers stay unreachable
+                log.info("client %s: no route refresh at start within %.1fs", self.client_id, self.api_timeout * 2)
             self.routes.start(first_delay=self.routes.poll_interval)
             every = self._every
             self._tasks = [
@@ -274,7 +276,15 @@ class ClientInstance:
             log.info("heartbeat to %s failed: %s", addr, exc)
             return
         if resp.code != ResponseCode.SUCCESS:
-            log.warning("heartbeat to %s answered %d: %s", addr, resp.code, resp.remark)
+            limited.log(
+                log,
+                logging.WARNING,
+                ("heartbeat", addr),
+                "heartbeat to %s answered %d: %s",
+                addr,
+                resp.code,
+                resp.remark,
+            )
 
     # -- rebalance and persistence -------------------------------------------------------
     def rebalance_now(self) -> None:
@@ -286,14 +296,28 @@ class ClientInstance:
             try:
                 await consumer.do_rebalance()
             except Exception:  # one consumer's failure must not stop the others
-                log.exception("rebalance of group %s failed", consumer.group)
+                limited.log(
+                    log,
+                    logging.ERROR,
+                    ("rebalance", consumer.group),
+                    "rebalance of group %s failed",
+                    consumer.group,
+                    exc_info=True,
+                )
 
     async def persist_all(self) -> None:
         for consumer in list(self.consumers.values()):
             try:
                 await consumer.persist_offsets()
             except Exception:
-                log.exception("persisting the offsets of group %s failed", consumer.group)
+                limited.log(
+                    log,
+                    logging.ERROR,
+                    ("persist", consumer.group),
+                    "persisting the offsets of group %s failed",
+                    consumer.group,
+                    exc_info=True,
+                )
 
     async def _rebalance_loop(self) -> None:
         while self._state == "running":  # also ends a round whose cancel something swallowed
@@ -308,7 +332,7 @@ class ClientInstance:
             try:
                 await self.rebalance_all()
             except Exception:  # the loop must survive anything
-                log.exception("rebalance round failed")
+                limited.log(log, logging.ERROR, "rebalance-round", "rebalance round failed", exc_info=True)
 
     async def _every(self, interval: float, action: Any, what: str) -> None:
         while self._state == "running":
@@ -316,7 +340,7 @@ class ClientInstance:
             try:
                 await action()
             except Exception:  # the loop must survive anything
-                log.exception("%s round failed", what)
+                limited.log(log, logging.ERROR, ("round", what), "%s round failed", what, exc_info=True)
 
     # -- requests from brokers -----------------------------------------------------------
     def _on_broker_request(self, conn: Connection, cmd: RemotingCommand) -> None:
@@ -332,7 +356,15 @@ class ClientInstance:
         try:
             resp = await self._handle(cmd)
         except Exception as exc:  # a bad request gets an error answer, never a dead task
-            log.exception("request %d from %s failed", cmd.code, conn.peer)
+            limited.log(
+                log,
+                logging.ERROR,
+                ("broker-request", cmd.code),
+                "request %d from %s failed",
+                cmd.code,
+                conn.peer,
+                exc_info=True,
+            )
             resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if not cmd.is_oneway and conn.is_open:
             try:

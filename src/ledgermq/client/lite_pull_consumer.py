@@ -303,7 +303,8 @@ class LitePullConsumer:
             try:
                 await instance.routes.update(topic)
             except MQClientError as exc:
-                log.warning("group %s: route of %s could not be fetched: %s", self.group, topic, exc)
+                # a topic not created yet: the rebalance warns if that lasts
+                log.debug("group %s: route of %s could not be fetched: %s", self.group, topic, exc)
         await instance.heartbeat()
         instance.rebalance_now()
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from ledgermq.client.consumer_parts import BackgroundTasks
 from ledgermq.client.errors import MQClientError
 from ledgermq.protocol.admin_body import MessageQueue
+from ledgermq.util.ratelog import limited
 
 if TYPE_CHECKING:
     from ledgermq.client.lite_pull_consumer import LitePullConsumer
@@ -80,7 +81,14 @@ class TopicQueueWatcher:
             try:
                 await self.check()
             except Exception:  # the loop must survive anything
-                log.exception("group %s: checking the topics' queues failed", self._consumer.group)
+                limited.log(
+                    log,
+                    logging.ERROR,
+                    ("metadata", self._consumer.group),
+                    "group %s: checking the topics' queues failed",
+                    self._consumer.group,
+                    exc_info=True,
+                )
             await asyncio.sleep(self._consumer.topic_metadata_check_interval)
 
     async def check(self) -> None:
@@ -90,8 +98,17 @@ class TopicQueueWatcher:
             try:
                 queues = set(await consumer.instance.routes.find_subscribe_queues(topic, refresh=True))
             except MQClientError as exc:
-                log.warning("group %s: the queues of %s could not be fetched: %s", consumer.group, topic, exc)
+                limited.persisting(  # normal while the topic is being created
+                    log,
+                    logging.WARNING,
+                    ("metadata", consumer.group, topic),
+                    "group %s: the queues of %s could not be fetched: %s",
+                    consumer.group,
+                    topic,
+                    exc,
+                )
                 continue
+            limited.reset(("metadata", consumer.group, topic))
             if queues == self._queues.get(topic):
                 continue
             self._queues[topic] = queues
@@ -100,4 +117,12 @@ class TopicQueueWatcher:
                 if inspect.isawaitable(result):
                     await result
             except Exception:
-                log.exception("group %s: the queue change listener of %s failed", consumer.group, topic)
+                limited.log(
+                    log,
+                    logging.ERROR,
+                    ("queue-listener", consumer.group, topic),
+                    "group %s: the queue change listener of %s raised",
+                    consumer.group,
+                    topic,
+                    exc_info=True,
+                )

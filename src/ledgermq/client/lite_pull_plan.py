@@ -23,6 +23,7 @@ from ledgermq.client.errors import MQClientError
 from ledgermq.client.process_queue import ProcessQueue
 from ledgermq.client.rebalance import PullRequest
 from ledgermq.protocol.admin_body import MessageQueue
+from ledgermq.util.ratelog import limited
 
 __all__ = ["MessageQueueListener", "ReadMode", "ReadPlan"]
 
@@ -144,4 +145,12 @@ class ReadPlan:
                 if inspect.isawaitable(result):
                     await result
             except Exception:
-                log.exception("group %s: the message queue listener failed for %s", group, topic)
+                limited.log(
+                    log,
+                    logging.ERROR,
+                    ("queue-listener", group, topic),
+                    "group %s: the message queue listener raised for %s",
+                    group,
+                    topic,
+                    exc_info=True,
+                )

@@ -137,7 +137,7 @@ class ConsumeProgress:
             elif not self._plan.subscribing and persist:
                 direct[mq] = offset
             else:
-                log.warning(
+                log.info(  # rebalanced away between the poll and the commit
                     "group %s: offset %d of %s not committed: the queue is not assigned here",
                     consumer.group,
                     offset,
@@ -156,7 +156,7 @@ class ConsumeProgress:
                 await store.update_consume_offset_to_broker(mq, offset, False)
             except MQClientError as exc:
                 errors.append(exc)
-                log.error("group %s: committing offset %d of %s failed: %s", consumer.group, offset, mq, exc)
+                log.info("group %s: committing offset %d of %s failed: %s", consumer.group, offset, mq, exc)  # raised
         if errors:
             raise errors[0]
 
@@ -184,7 +184,7 @@ class ConsumeProgress:
             try:
                 await store.update_consume_offset_to_broker(mq, offset, False)
             except MQClientError as exc:
-                log.error(
+                log.warning(  # once, at shutdown: the next owner re-reads from the last commit
                     "group %s: committing offset %d of %s at shutdown failed: %s", consumer.group, offset, mq, exc
                 )
 

@@ -34,6 +34,7 @@ from ledgermq.client.process_queue import ProcessQueue
 from ledgermq.client.pull_api import PullResult, PullStatus
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
+from ledgermq.util.ratelog import limited
 
 if TYPE_CHECKING:
     from ledgermq.client.lite_pull_consumer import LitePullConsumer
@@ -124,7 +125,15 @@ class QueueReaders:
             except asyncio.CancelledError:
                 raise
             except Exception:  # the loop must survive anything
-                log.exception("group %s: reading %s failed", self._consumer.group, state.mq)
+                limited.log(
+                    log,
+                    logging.ERROR,
+                    ("read-bug", self._consumer.group, state.mq),
+                    "group %s: reading %s failed",
+                    self._consumer.group,
+                    state.mq,
+                    exc_info=True,
+                )
                 delay = self._consumer.pull_time_delay_when_exception
             if delay is None:
                 return
@@ -144,8 +153,32 @@ class QueueReaders:
         times = self._flow_control_times[what]
         self._flow_control_times[what] = times + 1
         if times % FLOW_CONTROL_LOG_EVERY == 0:
-            log.warning("group %s: " + message + " (flow control #%d)", self._consumer.group, *args, times + 1)
+            limited.log(  # the application polls more slowly than the readers pull
+                log,
+                logging.WARNING,
+                ("flow-control", self._consumer.group, what),
+                "group %s: " + message + " (flow control #%d)",
+                self._consumer.group,
+                *args,
+                times + 1,
+            )
         return PULL_DELAY_WHEN_CACHE_FLOW_CONTROL
+
+    def _pull_failed(self, state: QueueState, offset: int, exc: Exception) -> None:
+        """Normal for a while (the group before its first heartbeat, a broker restarting);
+        a warning once it lasts, one key per broker rather than per queue."""
+        group = self._consumer.group
+        limited.persisting(
+            log,
+            logging.WARNING,
+            ("pull", group, state.mq.broker_name),
+            "group %s: pulling %s at %d failed: %s",
+            group,
+            state.mq,
+            offset,
+            exc,
+            grace=30.0,
+        )
 
     async def pull_once(self, state: QueueState) -> float | None:
         """One step of a reader: the delay before the next step, None to stop."""
@@ -169,12 +202,21 @@ class QueueReaders:
             try:
                 offset = await consumer.rebalance.compute_pull_from_where(state.mq)
             except Exception as exc:
-                log.error("group %s: the start offset of %s could not be computed: %s", consumer.group, state.mq, exc)
+                limited.persisting(
+                    log,
+                    logging.WARNING,
+                    ("start-offset", consumer.group, state.mq),
+                    "group %s: the start offset of %s could not be computed: %s",
+                    consumer.group,
+                    state.mq,
+                    exc,
+                    grace=30.0,
+                )
                 return PULL_DELAY_ON_OFFSET_EXCEPTION
             if self._gone(state, pq):
                 return None
             if offset < 0:
-                log.warning(
+                log.debug(  # the offset store logged why (rate-limited)
                     "group %s: no start offset for %s yet (the offset store cannot be read)", consumer.group, state.mq
                 )
                 return consumer.pull_time_delay_when_exception
@@ -190,14 +232,15 @@ class QueueReaders:
         except MQBrokerError as exc:
             if exc.code == ResponseCode.FLOW_CONTROL:
                 return PULL_DELAY_WHEN_BROKER_FLOW_CONTROL
-            log.error("group %s: pulling %s at %d failed: %s", consumer.group, state.mq, offset, exc)
+            self._pull_failed(state, offset, exc)
             return consumer.pull_time_delay_when_exception
         except MQClientError as exc:
-            log.error("group %s: pulling %s at %d failed: %s", consumer.group, state.mq, offset, exc)
+            self._pull_failed(state, offset, exc)
             if isinstance(exc, MQConnectError):
                 topic = state.mq.topic
                 self._background.spawn(partial(self._refresh_route, topic), f"route refresh of {topic}")
             return consumer.pull_time_delay_when_exception
+        limited.reset(("pull", consumer.group, state.mq.broker_name))
         if self._gone(state, pq) or state.pull_offset != offset:
             return None if self._gone(state, pq) else 0.0  # dropped, or a seek moved the queue
         pq.mark_pulled()

@@ -35,6 +35,7 @@ from ledgermq.client.errors import MQBrokerError, MQClientError
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol.admin_body import MessageQueue, decode_mq_table, loads_lenient, mq_table
 from ledgermq.util.atomic_file import write_atomic
+from ledgermq.util.ratelog import limited
 
 __all__ = [
     "LOCAL_OFFSET_STORE_DIR_ENV",
@@ -170,11 +171,31 @@ class RemoteOffsetStore(_MemoryOffsets):
             # 4.9.7 reads any error answer as "no offset", so a consumer set to start from the
             # last offset skips the backlog after one SYSTEM_ERROR; like 5.x we call it
             # unreadable instead, and the queue is taken on at a later rebalance.
-            log.warning("group %s: the broker could not answer the offset of %s: %s", self.group, mq, exc)
+            # (a group the broker learns from our next heartbeat answers so for a moment)
+            limited.persisting(
+                log,
+                logging.WARNING,
+                ("query-offset", self.group, mq.broker_name),
+                "group %s: the broker could not answer the offset of %s: %s",
+                self.group,
+                mq,
+                exc,
+                grace=30.0,
+            )
             return OFFSET_UNREADABLE
         except Exception as exc:
-            log.warning("group %s: could not fetch the consume offset of %s from the broker: %s", self.group, mq, exc)
+            limited.persisting(
+                log,
+                logging.WARNING,
+                ("query-offset", self.group, mq.broker_name),
+                "group %s: could not fetch the consume offset of %s from the broker: %s",
+                self.group,
+                mq,
+                exc,
+                grace=30.0,
+            )
             return OFFSET_UNREADABLE
+        limited.reset(("query-offset", self.group, mq.broker_name))
         if stored is None:
             return NO_OFFSET
         self.update_offset(mq, stored, increase_only=False)
@@ -210,7 +231,10 @@ class RemoteOffsetStore(_MemoryOffsets):
         try:
             await self.broker.update_consumer_offset(mq, self.group, offset, oneway=True)
         except Exception as exc:
-            log.error(
+            limited.persisting(
+                log,
+                logging.WARNING,
+                ("commit-offset", self.group, mq.broker_name),
                 "[%s] group %s client %s: could not commit offset %d of %s: %s",
                 why,
                 self.group,
@@ -220,6 +244,7 @@ class RemoteOffsetStore(_MemoryOffsets):
                 exc,
             )
         else:
+            limited.reset(("commit-offset", self.group, mq.broker_name))
             log.debug("[%s] group %s client %s: committed offset %d of %s", why, self.group, self.client_id, offset, mq)
 
     def remove_offset(self, mq: MessageQueue) -> None:
@@ -325,7 +350,7 @@ class LocalFileOffsetStore(_MemoryOffsets):
         try:
             stored = await asyncio.to_thread(self._read_file)
         except MQClientError as exc:
-            log.warning("group %s: %s", self.group, exc)
+            limited.log(log, logging.WARNING, ("offset-file", self.group), "group %s: %s", self.group, exc)
             return NO_OFFSET
         offset = stored.get(mq)
         if offset is None:
@@ -348,7 +373,15 @@ class LocalFileOffsetStore(_MemoryOffsets):
             try:
                 await asyncio.to_thread(self._write_file, data)
             except OSError as exc:
-                log.error("group %s: could not write consumer offsets to %s: %s", self.group, self.path, exc)
+                limited.log(
+                    log,
+                    logging.ERROR,
+                    ("offset-file-write", self.path),
+                    "group %s: could not write consumer offsets to %s: %s",
+                    self.group,
+                    self.path,
+                    exc,
+                )
 
     async def persist(self, mq: MessageQueue) -> None:
         """Nothing (Java): a single queue cannot be written without rewriting the whole file,

@@ -400,7 +400,7 @@ class Producer:
             except MasterMovedError as exc:
                 if timeout - (self.clock.monotonic() - begin) <= 0:
                     raise
-                log.warning("send to %s abandoned, trying its new master at once: %s", queue, exc)
+                log.info("send to %s abandoned, trying its new master at once: %s", queue, exc)
                 continue
             assert result is not None
             return result

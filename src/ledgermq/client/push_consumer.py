@@ -76,6 +76,7 @@ from ledgermq.client.rebalance import PullRequest, RebalanceImpl
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.util.ratelog import limited
 
 # Also re-exported (imported "as" themselves above): the constants that were defined here
 # before the pull loops, the broker requests and the inner producer moved out.
@@ -419,7 +420,14 @@ class PushConsumer:
         try:
             await self._offset_store.persist_all(set(self._rebalance.process_queue_table))
         except Exception:
-            log.exception("group %s: persisting the consumer offsets failed", self.group)
+            limited.log(
+                log,
+                logging.ERROR,
+                ("persist", self.group),
+                "group %s: persisting the consumer offsets failed",
+                self.group,
+                exc_info=True,
+            )
 
     def running_info(self) -> dict[str, Any]:
         """``ConsumerRunningInfo``."""

@@ -30,6 +30,7 @@ from ledgermq.client.rebalance import PullRequest
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
+from ledgermq.util.ratelog import limited
 
 if TYPE_CHECKING:
     from ledgermq.client.push_consumer import PushConsumer
@@ -110,7 +111,15 @@ class PullLoops:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("group %s: pulling %s failed", self._consumer.group, req.message_queue)
+                limited.log(
+                    log,
+                    logging.ERROR,
+                    ("pull-bug", self._consumer.group, req.message_queue),
+                    "group %s: pulling %s failed",
+                    self._consumer.group,
+                    req.message_queue,
+                    exc_info=True,
+                )
                 delay = self._consumer.pull_delay_when_exception
             if delay is None:
                 return
@@ -143,7 +152,16 @@ class PullLoops:
                 try:
                     offset = await consumer.rebalance_impl.compute_pull_from_where(mq)
                 except Exception as exc:
-                    log.error("group %s: the start offset of %s could not be computed: %s", group, mq, exc)
+                    limited.persisting(
+                        log,
+                        logging.WARNING,
+                        ("start-offset", group, mq),
+                        "group %s: the start offset of %s could not be computed: %s",
+                        group,
+                        mq,
+                        exc,
+                        grace=30.0,
+                    )
                     return consumer.pull_delay_when_exception
                 if offset < 0:
                     return consumer.pull_delay_when_exception
@@ -156,7 +174,7 @@ class PullLoops:
             return consumer.pull_delay_when_exception
         sub = consumer.subscriptions.get(mq.topic)
         if sub is None:
-            log.warning("group %s: no subscription for %s", group, mq)
+            log.debug("group %s: no subscription for %s (unsubscribed; the rebalance drops it)", group, mq)
             return consumer.pull_delay_when_exception
 
         commit_offset = 0
@@ -179,10 +197,22 @@ class PullLoops:
             )
         except LedgerError as exc:
             if not mq.topic.startswith("%RETRY%"):
-                log.warning("group %s: pull of %s failed: %s", group, mq, exc)
+                # SUBSCRIPTION_NOT_EXIST / _NOT_LATEST before the heartbeat lands, a broker
+                # restarting: normal for a while; one key per broker, not per queue
+                limited.persisting(
+                    log,
+                    logging.WARNING,
+                    ("pull", group, mq.broker_name),
+                    "group %s: pull of %s failed: %s",
+                    group,
+                    mq,
+                    exc,
+                    grace=30.0,
+                )
             if isinstance(exc, MQBrokerError) and exc.code == ResponseCode.FLOW_CONTROL:
                 return PULL_DELAY_WHEN_BROKER_FLOW_CONTROL
             return consumer.pull_delay_when_exception
+        limited.reset(("pull", group, mq.broker_name))
         if pq.dropped:
             return None
 
@@ -192,8 +222,15 @@ class PullLoops:
             msgs = result.messages
             consumer.stats.pulled(mq.topic, (time.monotonic() - begin) * 1000, len(msgs))
             if result.next_begin_offset < prev or (msgs and msgs[0].queue_offset < prev):
-                log.warning(
-                    "group %s: %s answered data before offset %d (next %d)", group, mq, prev, result.next_begin_offset
+                limited.log(
+                    log,
+                    logging.WARNING,
+                    ("before-offset", group, mq),
+                    "group %s: %s answered data before offset %d (next %d)",
+                    group,
+                    mq,
+                    prev,
+                    result.next_begin_offset,
                 )
             if not msgs:
                 return 0.0
@@ -232,11 +269,14 @@ class PullLoops:
         consumer.offset_store.update_offset(mq, offset, increase_only=False)
         await consumer.offset_store.persist(mq)
         await consumer.rebalance_impl.remove_process_queue(mq, consumer.orderly)
-        log.warning("group %s: offset of %s fixed to %d", consumer.group, mq, offset)
+        log.info("group %s: offset of %s fixed to %d", consumer.group, mq, offset)
 
     def _flow_controlled(self, mq: MessageQueue, pq: ProcessQueue, why: str) -> None:
-        if self._flow_control_times % 1000 == 0:
-            log.warning(
+        if self._flow_control_times % 1000 == 0:  # the listener is slower than the pulls
+            limited.log(
+                log,
+                logging.WARNING,
+                ("flow-control", self._consumer.group),
                 "group %s: flow control (%s) on %s: %d messages, %d MiB cached, span %d (%d times)",
                 self._consumer.group,
                 why,

@@ -53,6 +53,7 @@ from ledgermq.client.offset_store import NO_OFFSET, OffsetStore, ReadOffsetType
 from ledgermq.client.process_queue import ProcessQueue
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol.admin_body import MessageQueue
+from ledgermq.util.ratelog import limited
 
 __all__ = [
     "UNLOCK_DELAY",
@@ -188,7 +189,15 @@ class RebalanceImpl:
                     await self.rebalance_by_topic(topic, is_order)
                 except Exception:
                     if not is_retry_topic(topic):
-                        log.warning("group %s: rebalance of topic %s failed", self.group, topic, exc_info=True)
+                        limited.log(
+                            log,
+                            logging.WARNING,
+                            ("rebalance", self.group, topic),
+                            "group %s: rebalance of topic %s failed",
+                            self.group,
+                            topic,
+                            exc_info=True,
+                        )
             self.truncate_message_queue_not_my_topic()
 
     async def topic_queues(self, topic: str) -> frozenset[MessageQueue] | None:
@@ -198,8 +207,18 @@ class RebalanceImpl:
         except Exception as exc:
             known = self.topic_subscribe_info.get(topic)
             if known is None and not is_retry_topic(topic):
-                log.warning("group %s: no route of subscribed topic %s: %s", self.group, topic, exc)
+                # normal while the topic is being created; a typo or a missing topic lasts
+                limited.persisting(
+                    log,
+                    logging.WARNING,
+                    ("no-route", self.group, topic),
+                    "group %s: no route of subscribed topic %s: %s",
+                    self.group,
+                    topic,
+                    exc,
+                )
             return known
+        limited.reset(("no-route", self.group, topic))
         found = frozenset(queues)
         self.topic_subscribe_info[topic] = found
         return found
@@ -216,19 +235,43 @@ class RebalanceImpl:
         try:
             cid_all: list[str] | None = list(await self.api.consumer_ids(topic, self.group))
         except Exception as exc:
-            log.warning("group %s topic %s: the consumer id list could not be had: %s", self.group, topic, exc)
+            limited.persisting(
+                log,
+                logging.WARNING,
+                ("cids", self.group, topic),
+                "group %s topic %s: the consumer id list could not be had: %s",
+                self.group,
+                topic,
+                exc,
+            )
             cid_all = None
         if mq_set is None or not cid_all:
-            if cid_all is not None and not cid_all:
-                log.warning("group %s topic %s: the broker knows no consumer of the group yet", self.group, topic)
+            if cid_all is not None and not cid_all:  # until the broker has our first heartbeat
+                limited.persisting(
+                    log,
+                    logging.WARNING,
+                    ("cids", self.group, topic),
+                    "group %s topic %s: the broker knows no consumer of the group yet",
+                    self.group,
+                    topic,
+                )
             return
+        limited.reset(("cids", self.group, topic))
         mq_all = sorted(mq_set, key=message_queue_sort_key)
         cid_all.sort(key=java_string_sort_key)
         strategy = self.allocate_strategy
         try:
             result = strategy.allocate(self.group, self.client_id, mq_all, cid_all)
         except Exception:
-            log.exception("group %s: allocation by %s failed", self.group, strategy.name)
+            limited.log(
+                log,
+                logging.ERROR,
+                ("allocate", self.group, strategy.name),
+                "group %s: allocation by %s failed",
+                self.group,
+                strategy.name,
+                exc_info=True,
+            )
             return
         divided = frozenset(result or ())
         if await self.update_process_queue_table_in_rebalance(topic, divided, is_order):
@@ -251,7 +294,15 @@ class RebalanceImpl:
         try:
             await self.listener.message_queue_changed(topic, mq_all, divided)
         except Exception:
-            log.exception("group %s: message_queue_changed of %s failed", self.group, topic)
+            limited.log(
+                log,
+                logging.ERROR,
+                ("queue-listener", self.group, topic),
+                "group %s: the listener's message_queue_changed of %s raised",
+                self.group,
+                topic,
+                exc_info=True,
+            )
 
     async def update_process_queue_table_in_rebalance(
         self, topic: str, mq_set: frozenset[MessageQueue], is_order: bool
@@ -280,7 +331,7 @@ class RebalanceImpl:
             if mq in self.process_queue_table:
                 continue
             if is_order and not await self.lock(mq):
-                log.warning("group %s: queue %s not added, its lock was refused", self.group, mq)
+                log.debug("group %s: queue %s not added, its lock was refused (its old owner holds it)", self.group, mq)
                 continue
             self.remove_dirty_offset(mq)
             pq = self.process_queue_factory()
@@ -291,7 +342,8 @@ class RebalanceImpl:
                 log.info("group %s: the start offset of %s could not be computed: %s", self.group, mq, exc)
                 continue
             if next_offset < 0:
-                log.warning("group %s: queue %s not added, no start offset (%d)", self.group, mq, next_offset)
+                # the offset store said why (rate-limited); the next rebalance tries again
+                log.debug("group %s: queue %s not added, no start offset (%d)", self.group, mq, next_offset)
                 continue
             if mq in self.process_queue_table:  # added by someone else meanwhile
                 continue
@@ -333,7 +385,7 @@ class RebalanceImpl:
                 await pq.consume_lock.acquire()
         except TimeoutError:
             pq.try_unlock_times += 1
-            log.warning("group %s: queue %s is consuming, not unlocked (%d tries)", self.group, mq, pq.try_unlock_times)
+            log.debug("group %s: queue %s is consuming, not unlocked (%d tries)", self.group, mq, pq.try_unlock_times)
             return False
         try:
             if pq.has_temp_message():
@@ -411,7 +463,16 @@ class RebalanceImpl:
         try:
             locked = await self.api.lock_batch(mq.broker_name, mq.topic, self.group, self.client_id, [mq])
         except Exception as exc:
-            log.error("group %s: locking %s failed: %s", self.group, mq, exc)
+            limited.persisting(
+                log,
+                logging.WARNING,
+                ("lock", self.group, mq.broker_name),
+                "group %s: locking %s failed: %s",
+                self.group,
+                mq,
+                exc,
+                grace=30.0,
+            )
             return False
         for q in locked:
             pq = self.process_queue_table.get(q)
@@ -428,7 +489,17 @@ class RebalanceImpl:
             try:
                 locked = await self.api.lock_batch(broker_name, topic, self.group, self.client_id, mqs)
             except Exception as exc:
-                log.error("group %s: locking %d queues on %s failed: %s", self.group, len(mqs), broker_name, exc)
+                limited.persisting(
+                    log,
+                    logging.WARNING,
+                    ("lock", self.group, broker_name),
+                    "group %s: locking %d queues on %s failed: %s",
+                    self.group,
+                    len(mqs),
+                    broker_name,
+                    exc,
+                    grace=30.0,
+                )
                 continue
             for mq in mqs:
                 pq = self.process_queue_table.get(mq)
@@ -440,7 +511,7 @@ class RebalanceImpl:
                     pq.mark_locked(True)
                 else:
                     if pq.locked:
-                        log.warning("group %s: lost the lock of %s", self.group, mq)
+                        log.info("group %s: lost the lock of %s", self.group, mq)
                     pq.mark_locked(False)
 
     async def unlock(self, mq: MessageQueue, *, oneway: bool) -> None:
@@ -448,7 +519,7 @@ class RebalanceImpl:
             await self.api.unlock_batch(mq.broker_name, mq.topic, self.group, self.client_id, [mq], oneway=oneway)
             log.info("group %s: unlocked %s", self.group, mq)
         except Exception as exc:
-            log.error("group %s: unlocking %s failed: %s", self.group, mq, exc)
+            log.info("group %s: unlocking %s failed (the broker lets the lock expire): %s", self.group, mq, exc)
 
     async def unlock_all(self, *, oneway: bool) -> None:
         for broker_name, mqs in self._by_broker(list(self.process_queue_table)).items():
@@ -456,7 +527,13 @@ class RebalanceImpl:
             try:
                 await self.api.unlock_batch(broker_name, topic, self.group, self.client_id, mqs, oneway=oneway)
             except Exception as exc:
-                log.error("group %s: unlocking %d queues on %s failed: %s", self.group, len(mqs), broker_name, exc)
+                log.info(
+                    "group %s: unlocking %d queues on %s failed (the broker lets the locks expire): %s",
+                    self.group,
+                    len(mqs),
+                    broker_name,
+                    exc,
+                )
                 continue
             for mq in mqs:
                 pq = self.process_queue_table.get(mq)

@@ -31,6 +31,7 @@ from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import MASTER_ID, PERM_READ, TopicRouteData
+from ledgermq.util.ratelog import limited
 
 __all__ = [
     "AUTO_CREATE_TOPIC",
@@ -240,8 +241,8 @@ class RouteCache:
                 return self.publish[topic]
             if await self.update(topic, use_default=True):
                 return self.publish[topic]
-        except MQBrokerError as exc:
-            log.warning("route of %s: %s", topic, exc)
+        except MQBrokerError as exc:  # a name server that answers with an error: if it lasts
+            limited.persisting(log, logging.WARNING, ("route", topic), "route of %s: %s", topic, exc)
         return self.publish.get(topic)
 
     async def find_subscribe_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]:
@@ -265,8 +266,14 @@ class RouteCache:
         for topic in list(dict.fromkeys([*self.publish, *self.subscribe])):
             try:
                 await self.update(topic)
+            except MQConnectError as exc:  # no name server answered: a warning if that lasts
+                limited.persisting(
+                    log, logging.WARNING, ("namesrv", id(self)), "no name server answered (%s): %s", topic, exc
+                )
             except MQClientError as exc:
                 log.info("route refresh of %s failed: %s", topic, exc)
+            else:
+                limited.reset(("namesrv", id(self)))
 
     # -- the timer -----------------------------------------------------------------------
     def start(self, first_delay: float = 0.01) -> None:
@@ -279,7 +286,7 @@ class RouteCache:
             try:
                 await self.refresh_all()
             except Exception:  # the loop must survive anything
-                log.exception("route refresh failed")
+                limited.log(log, logging.ERROR, ("route-refresh", id(self)), "route refresh failed", exc_info=True)
             await asyncio.sleep(self.poll_interval)
 
     async def stop(self) -> None:

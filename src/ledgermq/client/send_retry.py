@@ -51,6 +51,7 @@ from ledgermq.client.selector import select_queue
 from ledgermq.clock import Clock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
+from ledgermq.util.ratelog import limited
 
 # The producer's logger, as before this module was split out of it: logging configured
 # for ledgermq.client.producer still sees the warnings of failed attempts.
@@ -148,14 +149,14 @@ async def send_with_retries(
         try:
             result = await attempt(out, mq, remaining, oneway)
         except MasterMovedError as exc:
-            log.warning("send to %s abandoned, trying its new master at once: %s", mq, exc)
+            log.info("send to %s abandoned, trying its new master at once: %s", mq, exc)
             last_exc = exc
             moved = mq
             continue
         except MQBrokerError as exc:
             made += 1
             fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), True)
-            log.warning("send to %s failed: %s", mq, exc)
+            log.debug("send to %s failed (retried while attempts remain): %s", mq, exc)
             last_exc = exc
             if not exc.retriable:
                 raise
@@ -165,7 +166,7 @@ async def send_with_retries(
         except MQClientError as exc:  # connection errors, timeouts, a broker without master
             made += 1
             fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), True)
-            log.warning("send to %s failed: %s", mq, exc)
+            log.debug("send to %s failed (retried while attempts remain): %s", mq, exc)
             last_exc = exc
             failed = _failed_master(mq, exc)
             info = await _refreshed(info, watch, out.topic)
@@ -219,7 +220,7 @@ async def send_to_queue_with_retries(
         try:
             result = await attempt(out, queue, remaining, False)
         except MasterMovedError as exc:
-            log.warning("async send to %s abandoned, trying its new master at once: %s", queue, exc)
+            log.info("async send to %s abandoned, trying its new master at once: %s", queue, exc)
             last_exc = exc
             continue
         except MQClientError as exc:
@@ -227,7 +228,7 @@ async def send_to_queue_with_retries(
             fault.update_fault_item(queue.broker_name, _elapsed_ms(clock, begin), True)
             if isinstance(exc, MQBrokerError) and not exc.retriable:
                 raise
-            log.warning("async send to %s failed: %s", queue, exc)
+            log.debug("async send to %s failed (retried while attempts remain): %s", queue, exc)
             last_exc = exc
             failed_addr = follows_master(exc)
             continue
@@ -246,7 +247,8 @@ def gave_up_error(
     timed_out: bool,
 ) -> MQClientError:
     """The error a send raises when its attempts are spent (``SendFailedError``) or its time
-    is (a timeout ``MQConnectError``); the last attempt's error is its cause."""
+    is (a timeout ``MQConnectError``); the last attempt's error is its cause. Logged as a
+    warning (once a minute per topic) besides: the single attempts were only DEBUG."""
     spent = (clock.monotonic() - begin_first) * 1000
     if timed_out:
         exc: MQClientError = MQConnectError(
@@ -260,6 +262,7 @@ def gave_up_error(
             last=last_exc,
         )
     exc.__cause__ = last_exc
+    limited.log(log, logging.WARNING, ("send-gave-up", out.topic), "%s", exc)
     return exc
 
 

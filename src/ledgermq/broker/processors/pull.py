@@ -2,7 +2,7 @@
 
 Status mapping from the store's GetStatus to the response code, and the subscription
 rules for clients that send their subscription (C++: SUBSCRIPTION flag) or rely on the
-one from their heartbeat (Java) are as RocketMQ 4.9.7 has them; see ROCKETMQ-FACTS §3.2.
+one from their heartbeat (Java) are as RocketMQ 4.9.7 has them; see docs/formats.md §3.2.
 """
 
 from __future__ import annotations

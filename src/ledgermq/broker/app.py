@@ -233,6 +233,8 @@ class BrokerApp:
         self.config = dataclasses.replace(self.config, **changed)
         self.broker.config = self.config
         self.registrar.config = self.config
+        if "broker_permission" in changed:
+            self.broker.topics.bump_version()
         self.registrar.kick()
 
     def _on_dledger_role(self, master: bool) -> None:

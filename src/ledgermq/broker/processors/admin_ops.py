@@ -16,6 +16,7 @@ import logging
 from ledgermq.broker.context import Broker
 from ledgermq.broker.live_config import ConfigChangeRefused, apply_changes, parse_properties
 from ledgermq.broker.processors.admin import bump_config_version, config_properties
+from ledgermq.net.connection import Connection
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue, mq_table
@@ -25,7 +26,8 @@ from ledgermq.protocol.headers import bool_field, field, int_field
 
 log = logging.getLogger(__name__)
 
-NOTIFY_TIMEOUT_S = 5.0
+NOTIFY_TIMEOUT_S = 30.0
+_NOTIFYING: set[asyncio.Future[None]] = set()  # notifications under way (kept referenced)
 RESET_TO_MAX = -1  # timestamp -1: to the end of each queue (RocketMQ's "now" shortcut)
 
 
@@ -71,18 +73,28 @@ async def invoke_broker_to_reset_offset(broker: Broker, ctx: RequestContext, cmd
     body = fastjson.dumps({"offsetTable": mq_table({MessageQueue(topic, name, q): o for q, o in chosen.items()})})
     log.warning("resetOffset from %s: %s@%s to %s (force=%s): %s", ctx.peer, group, topic, timestamp, force, chosen)
     info = broker.consumers.groups.get(group)
-    if info is not None:
+    if info is not None and info.channels:
+        # Told in the background: a consumer resets only once its running listeners finish,
+        # which may take longer than the admin tool waits for this answer.
         header = {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force}
-        conns = list(info.channels)
-        code = RequestCode.RESET_CONSUMER_CLIENT_OFFSET
-        answers = await asyncio.gather(
-            *(c.request(RemotingCommand.request(code, header, body), NOTIFY_TIMEOUT_S) for c in conns),
-            return_exceptions=True,
-        )
-        for conn, answer in zip(conns, answers, strict=True):
-            if isinstance(answer, BaseException) or answer.code != ResponseCode.SUCCESS:
-                log.warning("resetOffset: consumer %s of %s did not accept the reset: %s", conn.peer, group, answer)
+        task = asyncio.ensure_future(_notify_reset(list(info.channels), group, header, body))
+        _NOTIFYING.add(task)
+        task.add_done_callback(_NOTIFYING.discard)
     return cmd.response(ResponseCode.SUCCESS, body=body)
+
+
+async def _notify_reset(conns: list[Connection], group: str, header: dict[str, object], body: bytes) -> None:
+    """RESET_CONSUMER_CLIENT_OFFSET to each live consumer of the group; failures are logged
+    (the broker's table is already reset, so a consumer that missed it reads from there
+    after its next rebalance)."""
+    code = RequestCode.RESET_CONSUMER_CLIENT_OFFSET
+    answers = await asyncio.gather(
+        *(c.request(RemotingCommand.request(code, header, body), NOTIFY_TIMEOUT_S) for c in conns),
+        return_exceptions=True,
+    )
+    for conn, answer in zip(conns, answers, strict=True):
+        if isinstance(answer, BaseException) or answer.code != ResponseCode.SUCCESS:
+            log.warning("resetOffset: consumer %s of %s did not accept the reset: %s", conn.peer, group, answer)
 
 
 async def update_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:

@@ -20,6 +20,7 @@ from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.processors import (
     admin,
+    admin_ops,
     clients,
     dledger_admin,
     ha_status,
@@ -50,7 +51,7 @@ from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-PROCESSOR_MODULES = [send, pull, clients, queries, admin, locks, send_back, ha_status, dledger_admin, stats]
+PROCESSOR_MODULES = [send, pull, clients, queries, admin, admin_ops, locks, send_back, ha_status, dledger_admin, stats]
 
 
 class BrokerApp:
@@ -103,6 +104,7 @@ class BrokerApp:
             config, self.broker.topics, self.client, on_answer=self._on_registration, hold_back=self._registration_hold
         )
         self.broker.register_now = self.registrar.sync
+        self.broker.apply_config = self._apply_config
         self.master_ha_addr: str | None = None  # learned from name servers (slaves)
         self.master_addr: str | None = None
         self.ha_client: HAClient | None = None
@@ -223,6 +225,24 @@ class BrokerApp:
                 fn()  # type: ignore[operator]
             except Exception:
                 log.exception("periodic task %s failed; it runs again", getattr(fn, "__name__", fn))
+
+    def _apply_config(self, new: BrokerConfig) -> None:
+        """UPDATE_BROKER_CONFIG: the changed settings become current for the processors, the
+        registrar and the periodic tasks (and survive a DLedger role change, which rebuilds
+        the config from ``base_config``); the name servers get the whole table at once so a
+        new brokerPermission reaches the routes now, not at the next period."""
+        changed = {
+            f.name: getattr(new, f.name)
+            for f in dataclasses.fields(new)
+            if f.name != "broker_id" and getattr(new, f.name) != getattr(self.config, f.name)
+        }
+        self.base_config = dataclasses.replace(self.base_config, **changed)
+        self.config = dataclasses.replace(self.config, **changed)
+        self.broker.config = self.config
+        self.registrar.config = self.config
+        if "broker_permission" in changed:
+            self.broker.topics.bump_version()
+        self.registrar.kick()
 
     def _on_dledger_role(self, master: bool) -> None:
         """The Raft role changed: register under the new brokerId at once; then the services

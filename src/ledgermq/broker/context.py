@@ -43,6 +43,9 @@ class Broker:
     dledger: BrokerDLedger | None = None  # DLedger mode: the Raft group decides the master
     # Waits (bounded) until the topic changes made so far reached the name servers; set by BrokerApp.
     register_now: Callable[[], Awaitable[None]] | None = None
+    # Makes a changed BrokerConfig current everywhere it is kept (UPDATE_BROKER_CONFIG) and
+    # registers the whole table again; set by BrokerApp.
+    apply_config: Callable[[BrokerConfig], None] | None = None
 
     # -- the broker's one way to write ------------------------------------------------
     async def put(self, msg: MessageInput) -> PutResult:

@@ -125,6 +125,12 @@ class TopicConfigManager:
             for callback in self.on_change:
                 callback(tc)
 
+    def bump_version(self) -> None:
+        """What the broker advertises changed though no topic did (a new brokerPermission):
+        name servers take a registration's queue data only when its version is new. Kept in
+        memory; the next recorded change persists a later one."""
+        self.data_version = self.data_version.next(self.clock.wall_ms())
+
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
             return False

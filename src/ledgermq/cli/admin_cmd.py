@@ -29,6 +29,7 @@ from ledgermq.admin.model import (
     mq_version_desc,
     msg_id,
 )
+from ledgermq.admin.operations import view_message_any_id
 from ledgermq.cli.admin_render import (
     _brokers_by_cluster,
     _table,
@@ -101,9 +102,11 @@ def _run_repeating(namesrv: str, once: Callable[[AdminClient], Awaitable[None]],
 
 @click.group()
 def admin() -> None:
-    """RocketMQ mqadmin commands (updateTopic, topicList, topicRoute, topicStatus,
-    clusterList, consumerProgress, queryMsgById, queryMsgByKey, brokerStatus, haStatus;
-    DLedger mode: dledgerStatus, transferLeader)."""
+    """RocketMQ mqadmin commands (updateTopic, deleteTopic, topicList, topicRoute, topicStatus,
+    clusterList, brokerStatus, haStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm,
+    addWritePerm, updateSubGroup, deleteSubGroup, consumerProgress, consumerConnection,
+    producerConnection, resetOffsetByTime, queryMsgById, queryMsgByKey, queryMsgByUniqueKey,
+    printMsg; DLedger mode: dledgerStatus, transferLeader)."""
 
 
 # -- topics ------------------------------------------------------------------------------
@@ -483,15 +486,18 @@ def consumer_progress(namesrv: str, group: str | None, topic: str | None) -> Non
 # -- messages ----------------------------------------------------------------------------
 @admin.command("queryMsgById")
 @namesrv_option
-@click.option("-i", "--msgId", "msg_ids", required=True, help="offset message id(s), comma separated")
-def query_msg_by_id(namesrv: str, msg_ids: str) -> None:
-    """Query Message by Id (offset msgId)."""
+@click.option(
+    "-i", "--msgId", "msg_ids", required=True, help="message id(s), comma separated: offset ids or unique keys"
+)
+@click.option("-t", "--topic", help="look unique keys up in this topic only (default: every user topic)")
+def query_msg_by_id(namesrv: str, msg_ids: str, topic: str | None) -> None:
+    """Query Message by Id: an offset msgId, else (as mqadmin) the unique key producers print."""
     ids = [i.strip() for i in msg_ids.split(",") if i.strip()]
     if not ids:
         raise click.UsageError("-i needs a message id")
 
     async def run(client: AdminClient) -> list[MessageRecord]:
-        return [await client.view_message_by_id(i) for i in ids]
+        return [await view_message_any_id(client, i, topic.strip() if topic else None) for i in ids]
 
     records = _run(namesrv, run)
     for n, rec in enumerate(records):
@@ -514,3 +520,11 @@ def query_msg_by_key(namesrv: str, topic: str, key: str) -> None:
     for rec in result.messages:
         table.add_row(msg_id(rec), str(rec.queue_id), str(rec.queue_offset), rec.offset_msg_id)
     _print(table)
+
+
+# The operator commands live by concept in ledgermq.cli.admin.*; importing them adds them
+# to the ``admin`` group above (they import it from here, so this comes last).
+import ledgermq.cli.admin.brokers  # noqa: E402
+import ledgermq.cli.admin.groups  # noqa: E402
+import ledgermq.cli.admin.messages  # noqa: E402
+import ledgermq.cli.admin.topics  # noqa: E402, F401

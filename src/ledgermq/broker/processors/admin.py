@@ -274,6 +274,11 @@ def _config_version(broker: Broker) -> DataVersion:
     return version
 
 
+def bump_config_version(broker: Broker) -> None:
+    """A runtime config change: GET_BROKER_CONFIG's version moves on, as RocketMQ's does."""
+    broker.extras[CONFIG_VERSION_KEY] = _config_version(broker).next(broker.clock.wall_ms())
+
+
 async def get_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     text = "".join(f"{k}={v}\n" for k, v in sorted(config_properties(broker).items()))
     version = fastjson.dumps(_config_version(broker).to_json()).decode()

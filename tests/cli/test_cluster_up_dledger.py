@@ -41,7 +41,7 @@ def _send(ns: str) -> SendStatus:
 
 def test_cluster_up_dledger_elects_a_master_serves_sends_and_stops_cleanly(tmp_path: Path) -> None:
     ns_port = free_port()
-    ports = [free_port(span=2) for _ in range(3)]  # listen port, Raft port (+1)
+    ports = [free_port(span=3) for _ in range(3)]  # listen port, Raft port (+1), metrics (+2)
     ns = f"127.0.0.1:{ns_port}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "ledgermq.cli.main", "cluster", "up", "--mode", "dledger", "--data", str(tmp_path),

@@ -4,6 +4,7 @@ catches up; SIGINT stops everything with every store cleanly stopped."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
@@ -65,3 +66,24 @@ def test_a_killed_master_is_restarted_while_the_slave_serves_reads(tmp_path: Pat
     for store in ("broker-a", "broker-a-s"):
         assert not (tmp_path / store / "abort").exists(), store  # cleanly stopped
     assert not list((tmp_path / "run").glob("*.pid"))
+
+
+def test_a_process_failing_at_start_up_is_reported_with_its_cause_and_the_rest_stopped(tmp_path: Path) -> None:
+    ns_port, broker_port, slave_port = free_port(), free_port(span=3), free_port(span=3)
+    store = tmp_path / "broker-a"
+    store.mkdir(parents=True)
+    with open(store / "lock", "w") as lock:  # another process holds the master's store
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        up = ClusterUp(*_args(tmp_path, ns_port, broker_port, slave_port))
+        try:
+            rc = up.finish(timeout=30)
+        finally:
+            up.kill()
+    assert rc != 0
+    assert "Ctrl-C stops the cluster" not in up.output  # no banner for a cluster that is not up
+    line = next(ln for ln in up.lines if "exited with 1 during start-up" in ln)
+    assert line.startswith("Error: master broker-a exited with 1") and f"{store} is in use" in line, up.output
+    assert not (tmp_path / "run" / "namesrv.pid").exists()  # the name server was stopped
+    with socket.socket() as s:  # and its port is free again
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", ns_port))

@@ -223,7 +223,7 @@ def up(
                     if not sup.wait_ready([sup.spawn(s)], timeout, stopping):
                         return
         except StartupFailed as exc:
-            raise click.ClickException(f"{exc}; stopping the rest") from None
+            raise click.ClickException(str(exc)) from None  # the finally below stops the rest
         extra: list[str] = []
         if mode == "dledger":
             master = _dledger_master(sup, specs)

@@ -193,8 +193,7 @@ class Supervisor:
                 if m.proc.poll() is not None:
                     cause = log_cause(m) or "(its log is empty)"
                     raise StartupFailed(
-                        f"{m.spec.label} exited with {m.proc.returncode} during start-up: {cause}\n"
-                        f"  (log: {m.spec.log})"
+                        f"{m.spec.label} exited with {m.proc.returncode} during start-up (log {m.spec.log}): {cause}"
                     )
             pending = [m for m in members if not m.ready]
             for i in self._ready(pending):

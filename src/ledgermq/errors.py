@@ -16,6 +16,11 @@ class ConfigError(LedgerError):
     """A configuration key or value is unusable; the message names the key."""
 
 
+class StartupError(LedgerError):
+    """A server could not start (a port taken, a store in use); the message is one line
+    naming the cause and the setting to change, for the operator to read as it is."""
+
+
 class ProtocolError(LedgerError):
     """Bytes that do not follow a RocketMQ format (frame, record, header)."""
 

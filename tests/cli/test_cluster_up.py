@@ -34,7 +34,7 @@ def _route(ns_port: int, topic: str) -> TopicRouteData | None:
 
 
 def test_cluster_up_serves_routes_and_stops_cleanly(tmp_path: Path) -> None:
-    ns_port, broker_port, slave_port = free_port(), free_port(span=2), free_port(span=2)
+    ns_port, broker_port, slave_port = free_port(), free_port(span=3), free_port(span=3)
     proc = subprocess.Popen(
         [sys.executable, "-m", "ledgermq.cli.main", "cluster", "up", "--data", str(tmp_path),
          "--namesrv-port", str(ns_port), "--broker-port", str(broker_port), "--slave-port", str(slave_port)],

@@ -5,6 +5,7 @@ and SIGINT stops everything cleanly (no abort file, every port free again)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from ledgermq.admin.client import AdminClient
 from ledgermq.client import Message, Producer
 from ledgermq.client.message import SendStatus
 from ledgermq.testing.ports import free_port
+from tests.cli.cluster_proc import ClusterUp, pid_of
 
 
 def _master(ns: str) -> str | None:
@@ -41,7 +43,7 @@ def _send(ns: str) -> SendStatus:
 
 def test_cluster_up_dledger_elects_a_master_serves_sends_and_stops_cleanly(tmp_path: Path) -> None:
     ns_port = free_port()
-    ports = [free_port(span=2) for _ in range(3)]  # listen port, Raft port (+1)
+    ports = [free_port(span=3) for _ in range(3)]  # listen port, Raft port (+1), metrics (+2)
     ns = f"127.0.0.1:{ns_port}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "ledgermq.cli.main", "cluster", "up", "--mode", "dledger", "--data", str(tmp_path),
@@ -84,3 +86,32 @@ def test_cluster_up_dledger_elects_a_master_serves_sends_and_stops_cleanly(tmp_p
             except OSError:
                 assert time.monotonic() < deadline, f"port {port} still taken"
                 time.sleep(0.1)
+
+
+def test_cluster_up_dledger_restarts_a_killed_leader(tmp_path: Path) -> None:
+    ns_port = free_port()
+    ports = [free_port(span=3) for _ in range(3)]
+    ns = f"127.0.0.1:{ns_port}"
+    up = ClusterUp("--mode", "dledger", "--data", str(tmp_path), "--namesrv-port", str(ns_port),
+                   "--dledger-ports", ",".join(map(str, ports)), "--timeout", "30")  # fmt: skip
+    try:
+        leader_line = up.wait_for("DLedger group broker-a leader:", timeout=40)
+        up.wait_for("Ctrl-C stops the cluster", timeout=5)
+        leader = leader_line.split("leader:")[1].strip()
+        n = f"n{ports.index(int(leader.rsplit(':', 1)[1]))}"
+        os.kill(pid_of(tmp_path, f"broker-a-{n}"), signal.SIGKILL)
+        up.wait_for(f"broker-a {n} exited with -9; restarting in 1 s", timeout=5)
+        up.wait_for(f"broker-a {n} is back", timeout=25)
+        deadline = time.monotonic() + 15
+        while True:  # the group has a leader again and takes sends
+            try:
+                if _send(ns) is SendStatus.SEND_OK:
+                    break
+            except Exception:
+                assert time.monotonic() < deadline, up.output
+                time.sleep(0.3)
+        assert up.interrupt() == 0
+    finally:
+        up.kill()
+    for m in ("n0", "n1", "n2"):
+        assert not (tmp_path / f"broker-a-{m}" / "abort").exists()

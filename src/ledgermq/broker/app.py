@@ -39,6 +39,7 @@ from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import BrokerRole, StoreConfig
+from ledgermq.errors import StoreLockedError
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.master import HAService
 from ledgermq.ha.slave import HAClient
@@ -47,6 +48,7 @@ from ledgermq.net.connection import Connection
 from ledgermq.net.server import RemotingServer
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.startup import bind_failed, store_locked
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -152,8 +154,26 @@ class BrokerApp:
         return self.server.port
 
     async def start(self) -> None:
+        """Start everything in order. If any step fails (a port taken, the store in use), what
+        already started is stopped again: the store is marked cleanly stopped and unlocked, no
+        task is left pending, and nothing is unregistered (the name server's entry for this
+        address may belong to the broker that holds the port). The error is a StartupError
+        naming the cause and the key to change."""
         b = self.broker
-        await asyncio.to_thread(b.store.start)
+        try:
+            await asyncio.to_thread(b.store.start)
+        except StoreLockedError as exc:
+            raise store_locked(exc) from None
+        try:
+            await self._start_services()
+        except BaseException:
+            await self._shutdown(unregister=False)
+            raise
+        log.info("broker %s (id %d) serving on port %d", self.config.broker_name, self.config.broker_id, self.port)
+
+    async def _start_services(self) -> None:
+        b = self.broker
+        cfg = self.config
         b.pull_hold.bind(asyncio.get_running_loop())
         b.store.add_arrival_listener(b.pull_hold.arrived_threadsafe)
         b.topics.load()
@@ -162,15 +182,28 @@ class BrokerApp:
         b.subscriptions.load()
         if b.schedule is not None:
             b.schedule.load()
-            if b.dledger is None:  # DLedger mode: started on leadership (_follow_dledger_role)
-                b.schedule.start()
         if b.ha is not None:
-            await b.ha.start()
+            try:
+                await b.ha.start()
+            except OSError as exc:
+                key = "haListenPort" if cfg.ha_listen_port else "haListenPort (default listenPort + 1)"
+                raise bind_failed("HA port", cfg.listen_host, cfg.ha_port, key, exc) from None
         if b.dledger is not None:
-            await b.dledger.start()
-        await self.server.start()
-        if self.config.metrics_port > 0:
-            await self.metrics.start(self.config.metrics_port)
+            try:
+                await b.dledger.start()
+            except OSError as exc:
+                raise bind_failed("DLedger port", cfg.listen_host, b.dledger.server.port, "dLegerPeers", exc) from None
+        try:
+            await self.server.start()
+        except OSError as exc:
+            raise bind_failed("listen port", cfg.listen_host, cfg.listen_port, "listenPort", exc) from None
+        if cfg.metrics_port > 0:
+            try:
+                await self.metrics.start(cfg.metrics_port)
+            except OSError as exc:
+                raise bind_failed("metrics port", "127.0.0.1", cfg.metrics_port, "metricsPort", exc) from None
+        if b.schedule is not None and b.dledger is None:  # DLedger mode: started on leadership
+            b.schedule.start()  # after the binds: a failed start leaves no delivery task behind
         self.registrar.start()
         if self.ha_client is not None:
             self.ha_client.start()
@@ -179,14 +212,16 @@ class BrokerApp:
         if self.offset_reconciler is not None:
             self.offset_reconciler.start()
         self._tasks = [
-            asyncio.create_task(self._every(self.config.flush_consumer_offset_interval_ms, self._persist_offsets)),
+            asyncio.create_task(self._every(cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),
             asyncio.create_task(self._every(10_000, self._scan_clients)),
             asyncio.create_task(self._every(b.topics.log.settings.sync_interval_ms, self._sync_metadata)),
             asyncio.create_task(self._every(1_000, self._sample_stats)),
         ]
-        log.info("broker %s (id %d) serving on port %d", self.config.broker_name, self.config.broker_id, self.port)
 
     async def stop(self) -> None:
+        await self._shutdown(unregister=True)
+
+    async def _shutdown(self, unregister: bool) -> None:
         self._stopping = True  # role changes from now on leave the services alone
         for task in self._tasks:
             task.cancel()
@@ -194,7 +229,8 @@ class BrokerApp:
             await asyncio.gather(role_task, return_exceptions=True)
         await self.metrics.stop()
         await self.registrar.stop()
-        await self.registrar.unregister_all()
+        if unregister:
+            await self.registrar.unregister_all()
         if self.slave_sync is not None:
             await self.slave_sync.stop()
         if self.offset_reconciler is not None:

@@ -90,7 +90,8 @@ def broker(conf: Path | None, namesrv: str | None) -> None:
         await app.start()
         click.echo(
             f"ledgermq broker {broker_cfg.broker_name}/{broker_cfg.broker_id} listening on "
-            f"{broker_cfg.broker_addr}, store {store_cfg.root_dir}, name servers {broker_cfg.namesrv_addr or '-'}",
+            f"{broker_cfg.listen_host}:{app.port} (listenHost), registered as {broker_cfg.broker_addr}, "
+            f"store {store_cfg.root_dir}, name servers {broker_cfg.namesrv_addr or '-'}",
             err=True,
         )
 

@@ -1,8 +1,11 @@
 """``ledgermq cluster up``: a local cluster under one supervisor, data under ./data.
 
 Starts a name server and a broker group as child processes (each with its own log under
-<data>/logs), prints where everything listens and how to send and receive a message, and
-stops everything cleanly on Ctrl-C / SIGTERM (or if a child dies). The group is either
+<data>/logs and pid file under <data>/run). Before starting anything it checks that every
+port it will listen on is free, and stops with one line naming a taken one. It prints the
+banner only once the cluster really serves (the brokers are registered in the name
+server), restarts a process that dies (with back-off), and stops everything cleanly on
+Ctrl-C / SIGTERM: brokers first, then the name server. The group is either
 
 * ``--mode master-slave`` (the default): a master and a slave replicating from it; or
 * ``--mode dledger``: three brokers n0, n1, n2 of one DLedger (Raft) group ``broker-a``;
@@ -10,96 +13,60 @@ stops everything cleanly on Ctrl-C / SIGTERM (or if a child dies). The group is 
   ``--broker-port`` + 10 k (or the k-th of ``--dledger-ports``) and talks Raft on that
   port + 1 (the HA port, unused in DLedger mode). The banner names the leader once the
   name server lists it as master.
+
+Every broker serves Prometheus metrics on its listen port + 2 (``--no-metrics`` turns
+them off). Everything listens on ``--host`` (127.0.0.1: a development cluster is not
+reachable from other machines unless asked); metrics always bind 127.0.0.1.
 """
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from ledgermq.admin.client import AdminClient
-from ledgermq.errors import LedgerError
-from ledgermq.util.proc import die_with_parent
+from ledgermq.cli.cluster.banner import BrokerLine, print_banner
+from ledgermq.cli.cluster.ports import PlannedPort, PortProblem, check_ports
+from ledgermq.cli.cluster.supervisor import MemberSpec, StartupFailed, Supervisor
 
 DLEDGER_IDS = ("n0", "n1", "n2")
 GROUP = "broker-a"
-
-SNIPPET = """\
-Send and receive with our client (.venv/bin/python):
-
-  from ledgermq.client import ConsumeFromWhere, Message
-  from ledgermq.client.sync import SyncLitePullConsumer, SyncProducer
-  with SyncProducer("demo-producer", "{ns}") as p: print(p.send(Message("DemoTopic", b"hi", tags="hello")))
-  first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-  with SyncLitePullConsumer("demo-consumer", "{ns}", consume_from_where=first) as c:
-      c.subscribe("DemoTopic"); print([m.body for m in c.poll(timeout=3)])
-
-or with the Apache C++ client (pip install rocketmq):
-
-  from rocketmq.client import Producer, PushConsumer, Message
-  p = Producer("demo-producer"); p.set_namesrv_addr("{ns}"); p.start()
-  m = Message("DemoTopic"); m.set_tags("hello"); m.set_body("hi from ledgermq"); print(p.send_sync(m))
-  c = PushConsumer("demo-consumer"); c.set_namesrv_addr("{ns}")
-  c.subscribe("DemoTopic", lambda msg: print(msg.body)); c.start()
-
-or any RocketMQ 4.x client with namesrvAddr={ns}.
-"""
+METRICS_OFFSET = 2  # a broker's metrics port: its listen port + 2 (+1 is its HA / Raft port)
+METRICS_HOST = "127.0.0.1"  # BrokerMetrics binds loopback only
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise click.ClickException(f"process exited with {proc.returncode} during start-up; see its log")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise click.ClickException(f"nothing listens on port {port} after {timeout:.0f}s")
+def _echo(line: str) -> None:
+    click.echo(line)
 
 
-def _spawn(args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "ab")  # noqa: SIM115 - the child owns it for its whole life
-    return subprocess.Popen(
-        [sys.executable, "-m", "ledgermq.cli.main", "-v", *args],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=die_with_parent,
-    )
+def advertised(host: str) -> str:
+    """The address clients and peers dial: the bind address, or loopback for a wildcard."""
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in reversed(procs):  # brokers first, so they can unregister
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-
-
-def broker_properties(name: str, port: int, namesrv: str, store: Path, broker_id: int = 0) -> str:
+def broker_properties(
+    name: str,
+    port: int,
+    namesrv: str,
+    store: Path,
+    broker_id: int = 0,
+    host: str = "127.0.0.1",
+    metrics_port: int = 0,
+) -> str:
     return "\n".join(
         [
             "brokerClusterName=DefaultCluster",
             f"brokerName={name}",
             f"brokerId={broker_id}",
             f"brokerRole={'ASYNC_MASTER' if broker_id == 0 else 'SLAVE'}",
-            "brokerIP1=127.0.0.1",
+            f"brokerIP1={advertised(host)}",
+            f"listenHost={host}",
             f"listenPort={port}",
+            f"metricsPort={metrics_port}",
             f"namesrvAddr={namesrv}",
             f"storePathRootDir={store}",
             "mappedFileSizeCommitLog=104857600",
@@ -108,14 +75,18 @@ def broker_properties(name: str, port: int, namesrv: str, store: Path, broker_id
     )
 
 
-def dledger_properties(self_id: str, port: int, namesrv: str, store: Path, peers: str) -> str:
+def dledger_properties(
+    self_id: str, port: int, namesrv: str, store: Path, peers: str, host: str = "127.0.0.1", metrics_port: int = 0
+) -> str:
     """A broker of the DLedger group ``broker-a``; it starts as a slave until it leads."""
     return "\n".join(
         [
             "brokerClusterName=DefaultCluster",
             f"brokerName={GROUP}",
-            "brokerIP1=127.0.0.1",
+            f"brokerIP1={advertised(host)}",
+            f"listenHost={host}",
             f"listenPort={port}",
+            f"metricsPort={metrics_port}",
             f"namesrvAddr={namesrv}",
             f"storePathRootDir={store}",
             "mappedFileSizeCommitLog=104857600",
@@ -126,33 +97,6 @@ def dledger_properties(self_id: str, port: int, namesrv: str, store: Path, peers
             "",
         ]
     )
-
-
-def _master_addr(ns: str) -> str | None:
-    """The address the name server lists as broker-a's master (brokerId 0), if any."""
-
-    async def ask() -> str | None:
-        async with AdminClient(ns, timeout=2.0, connect_timeout=1.0) as admin:
-            data = (await admin.cluster_info()).broker_addr_table.get(GROUP)
-            return data.master_addr() if data is not None else None
-
-    try:
-        return asyncio.run(ask())
-    except LedgerError:
-        return None
-
-
-def _wait_master(ns: str, procs: list[subprocess.Popen[bytes]], timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for proc in procs:
-            if proc.poll() is not None:
-                raise click.ClickException(f"a broker exited with {proc.returncode} during start-up; see its log")
-        addr = _master_addr(ns)
-        if addr:
-            return addr
-        time.sleep(0.2)
-    raise click.ClickException(f"no DLedger leader registered as master after {timeout:.0f}s; see the brokers' logs")
 
 
 def _dledger_ports(broker_port: int, dledger_ports: str | None) -> list[int]:
@@ -174,8 +118,9 @@ def cluster() -> None:
 
 @cluster.command()
 @click.option("--data", type=click.Path(path_type=Path, file_okay=False), default=Path("./data"), show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="listen address of every server (0.0.0.0: all)")
 @click.option("--namesrv-port", default=9876, show_default=True)
-@click.option("--broker-port", default=10911, show_default=True)
+@click.option("--broker-port", default=10911, show_default=True, help="the master's listen port (HA +1, metrics +2)")
 @click.option("--slave-port", default=None, type=int, help="the slave's listen port (default broker port + 10)")
 @click.option("--no-slave", is_flag=True, help="run the master alone (master-slave mode)")
 @click.option(
@@ -186,53 +131,120 @@ def cluster() -> None:
     help="master + slave, or a 3-broker DLedger (Raft) group that elects its master",
 )
 @click.option("--dledger-ports", default=None, help="dledger mode: the three brokers' listen ports, p0,p1,p2")
+@click.option("--metrics/--no-metrics", default=True, show_default=True, help="metrics on listen port + 2")
 @click.option("--timeout", default=60.0, show_default=True, help="seconds to wait for start-up")
 def up(
     data: Path,
+    host: str,
     namesrv_port: int,
     broker_port: int,
     slave_port: int | None,
     no_slave: bool,
     mode: str,
     dledger_ports: str | None,
+    metrics: bool,
     timeout: float,
 ) -> None:
-    """Start a name server and a broker group (master + slave, or a DLedger group) in the foreground;
-    Ctrl-C stops them."""
+    """Start a name server and a broker group (master + slave, or a DLedger group) in the
+    foreground, restart what dies; Ctrl-C stops them."""
     data = data.resolve()
-    ns = f"127.0.0.1:{namesrv_port}"
+    ns = f"{advertised(host)}:{namesrv_port}"
+    sup = Supervisor(ns, data / "run", _echo)
+    logs = data / "logs"
+    plan = [PlannedPort(namesrv_port, "name server port", "--namesrv-port")]
+    ns_spec = MemberSpec(
+        "namesrv",
+        "name server",
+        ("namesrv", "--host", host, "-p", str(namesrv_port), "--kv-config", str(data / "namesrv" / "kvConfig.json")),
+        logs / "namesrv.log",
+    )
+    specs: list[MemberSpec] = []
+    lines: list[BrokerLine] = []
+    conf_dir = data / "conf"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+
+    def metrics_of(port: int) -> int:
+        return port + METRICS_OFFSET if metrics else 0
+
+    def add_metrics(port: int, who: str, option: str) -> str | None:
+        if not metrics:
+            return None
+        plan.append(PlannedPort(port + METRICS_OFFSET, f"{who} metrics port", option, host=METRICS_HOST))
+        return f"http://{METRICS_HOST}:{port + METRICS_OFFSET}/metrics"
+
     if mode == "dledger":
-        _up_dledger(data, namesrv_port, _dledger_ports(broker_port, dledger_ports), timeout)
-        return
-    conf = data / "conf" / "broker-a.properties"
-    conf.parent.mkdir(parents=True, exist_ok=True)
-    conf.write_text(broker_properties("broker-a", broker_port, ns, data / "broker-a"))
-    slave_port = slave_port or broker_port + 10
-    slave_conf = data / "conf" / "broker-a-s.properties"
-    slave_conf.write_text(broker_properties("broker-a", slave_port, ns, data / "broker-a-s", broker_id=1))
-    with _running_cluster(data, namesrv_port, timeout) as (procs, stopping):
-        procs.append(_spawn(["broker", "-c", str(conf)], data / "logs" / "broker-a.log"))
-        _wait_port(broker_port, procs[-1], timeout)
+        ports = _dledger_ports(broker_port, dledger_ports)
+        adv = advertised(host)
+        peers = ";".join(f"{n}-{adv}:{p + 1}" for n, p in zip(DLEDGER_IDS, ports, strict=True))
+        for n, p in zip(DLEDGER_IDS, ports, strict=True):
+            who = f"{GROUP} {n}"
+            option = "--dledger-ports / --broker-port"
+            plan += [PlannedPort(p, f"{who} listen port", option), PlannedPort(p + 1, f"{who} raft port", option)]
+            url = add_metrics(p, who, option + " / --no-metrics")
+            store = data / f"{GROUP}-{n}"
+            conf = conf_dir / f"{GROUP}-{n}.properties"
+            conf.write_text(dledger_properties(n, p, ns, store, peers, host, metrics_of(p)))
+            spec = MemberSpec(f"{GROUP}-{n}", who, ("broker", "-c", str(conf)), logs / f"{GROUP}-{n}.log", f"{adv}:{p}")
+            specs.append(spec)
+            lines.append(BrokerLine(who, f"{host}:{p}", f"raft port {p + 1}", url, store, sup.pid_file(spec)))
+    else:
+        members = [("master", broker_port, 0, GROUP, "--broker-port")]
         if not no_slave:
-            procs.append(_spawn(["broker", "-c", str(slave_conf)], data / "logs" / "broker-a-s.log"))
-            _wait_port(slave_port, procs[-1], timeout)
-        click.echo(f"name server      {ns}            log {data / 'logs' / 'namesrv.log'}")
-        click.echo(f"broker-a master  127.0.0.1:{broker_port}   HA port {broker_port + 1}   store {data / 'broker-a'}")
-        if not no_slave:
-            click.echo(f"broker-a slave   127.0.0.1:{slave_port}   replicating   store {data / 'broker-a-s'}")
-        click.echo("")
-        click.echo(SNIPPET.format(ns=ns))
-        click.echo("Ctrl-C stops the cluster.")
-        _supervise(procs, stopping)
+            members.append(("slave", slave_port or broker_port + 10, 1, f"{GROUP}-s", "--slave-port"))
+        for role, p, broker_id, name, option in members:
+            who = f"{role} {GROUP}"
+            plan.append(PlannedPort(p, f"{who} listen port", option))
+            if broker_id == 0:
+                plan.append(PlannedPort(p + 1, f"{who} HA port", option))
+            url = add_metrics(p, who, option + " / --no-metrics")
+            store = data / name
+            conf = conf_dir / f"{name}.properties"
+            conf.write_text(broker_properties(GROUP, p, ns, store, broker_id, host, metrics_of(p)))
+            addr = f"{advertised(host)}:{p}"
+            spec = MemberSpec(name, who, ("broker", "-c", str(conf)), logs / f"{name}.log", addr, broker_id)
+            specs.append(spec)
+            second = f"HA port {p + 1}" if broker_id == 0 else "replicating"
+            lines.append(BrokerLine(f"{GROUP} {role}", f"{host}:{p}", second, url, store, sup.pid_file(spec)))
+
+    try:
+        check_ports(host, plan)
+    except PortProblem as exc:
+        raise click.ClickException(str(exc)) from None
+    stopping = _catch_stop_signals()
+    try:
+        try:
+            if not sup.wait_ready([sup.spawn(ns_spec)], timeout, stopping):
+                return
+            if mode == "dledger":  # the members elect together: start all, then wait for all
+                if not sup.wait_ready([sup.spawn(s) for s in specs], timeout, stopping):
+                    return
+            else:
+                for s in specs:  # the master first: the slave learns its HA address from the name server
+                    if not sup.wait_ready([sup.spawn(s)], timeout, stopping):
+                        return
+        except StartupFailed as exc:
+            raise click.ClickException(str(exc)) from None  # the finally below stops the rest
+        extra: list[str] = []
+        if mode == "dledger":
+            master = _dledger_master(sup, specs)
+            lines = [
+                dataclasses.replace(ln, role="leader (master)" if s.addr == master else "follower (slave)")
+                for ln, s in zip(lines, specs, strict=True)
+            ]
+            extra = [
+                f"DLedger group {GROUP} leader: {master}",
+                f"  status:   ledgermq admin dledgerStatus -n {ns}",
+                f"  handover: ledgermq admin transferLeader -n {ns} -g {GROUP} -t n1",
+            ]
+        print_banner(_echo, f"{host}:{namesrv_port}", ns, logs, lines, extra)
+        sup.run(stopping)
+    finally:
+        sup.stop()
+        click.echo("cluster stopped", err=True)
 
 
-@contextmanager
-def _running_cluster(
-    data: Path, namesrv_port: int, timeout: float
-) -> Iterator[tuple[list[subprocess.Popen[bytes]], Callable[[], bool]]]:
-    """A running name server, the list the caller adds its brokers to, and whether a signal
-    asked to stop; every process in the list is stopped on the way out."""
-    procs: list[subprocess.Popen[bytes]] = []
+def _catch_stop_signals() -> Callable[[], bool]:
+    """SIGINT / SIGTERM ask the supervisor to stop (it stops the children in order)."""
     stopping = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -241,52 +253,15 @@ def _running_cluster(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    try:
-        procs.append(
-            _spawn(["namesrv", "-p", str(namesrv_port), "--kv-config", str(data / "namesrv" / "kvConfig.json")],
-                   data / "logs" / "namesrv.log")
-        )  # fmt: skip
-        _wait_port(namesrv_port, procs[-1], timeout)
-        yield procs, lambda: stopping
-    finally:
-        _stop(procs)
-        click.echo("cluster stopped", err=True)
+    return lambda: stopping
 
 
-def _supervise(procs: list[subprocess.Popen[bytes]], stopping: Callable[[], bool]) -> None:
-    """Until a signal asks to stop or a child dies."""
-    while not stopping():
-        for proc in procs:
-            if proc.poll() is not None:
-                click.echo(f"a cluster process exited with {proc.returncode}; stopping the rest", err=True)
-                return
+def _dledger_master(sup: Supervisor, specs: list[MemberSpec], timeout: float = 30.0) -> str | None:
+    """The member the name server lists as master (brokerId 0) once one leads."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        addr = sup.master_addr(GROUP)
+        if addr in {s.addr for s in specs}:
+            return addr
         time.sleep(0.2)
-
-
-def _up_dledger(data: Path, namesrv_port: int, ports: list[int], timeout: float) -> None:
-    ns = f"127.0.0.1:{namesrv_port}"
-    peers = ";".join(f"{n}-127.0.0.1:{port + 1}" for n, port in zip(DLEDGER_IDS, ports, strict=True))
-    confs: dict[str, Path] = {}
-    for n, port in zip(DLEDGER_IDS, ports, strict=True):
-        confs[n] = data / "conf" / f"{GROUP}-{n}.properties"
-        confs[n].parent.mkdir(parents=True, exist_ok=True)
-        confs[n].write_text(dledger_properties(n, port, ns, data / f"{GROUP}-{n}", peers))
-    with _running_cluster(data, namesrv_port, timeout) as (procs, stopping):
-        for n in DLEDGER_IDS:
-            procs.append(_spawn(["broker", "-c", str(confs[n])], data / "logs" / f"{GROUP}-{n}.log"))
-        for proc, port in zip(procs[1:], ports, strict=True):
-            _wait_port(port, proc, timeout)
-        master = _wait_master(ns, procs, timeout)
-        click.echo(f"name server      {ns}            log {data / 'logs' / 'namesrv.log'}")
-        for n, port in zip(DLEDGER_IDS, ports, strict=True):
-            role = "leader (master)" if master == f"127.0.0.1:{port}" else "follower (slave)"
-            click.echo(
-                f"{GROUP} {n}      127.0.0.1:{port}   raft port {port + 1}   {role:<16}   store {data / f'{GROUP}-{n}'}"
-            )
-        click.echo(f"DLedger group {GROUP} leader: {master}")
-        click.echo(f"  status:   ledgermq admin dledgerStatus -n {ns}")
-        click.echo(f"  handover: ledgermq admin transferLeader -n {ns} -g {GROUP} -t n1")
-        click.echo("")
-        click.echo(SNIPPET.format(ns=ns))
-        click.echo("Ctrl-C stops the cluster.")
-        _supervise(procs, stopping)
+    return None

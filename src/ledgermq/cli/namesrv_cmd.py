@@ -11,6 +11,7 @@ from ledgermq.cli.runtime import read_properties, serve
 from ledgermq.config import config_from_properties, known_keys
 from ledgermq.errors import ConfigError
 from ledgermq.namesrv.app import NamesrvApp, NamesrvConfig
+from ledgermq.startup import bind_failed
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
     help="namesrv .properties file",
 )
 @click.option("-p", "--port", type=int, default=None, help="listen port (default 9876)")
-@click.option("--host", default=None, help="listen address (default 0.0.0.0)")
+@click.option("--host", default=None, help="listen address (listenHost; default 0.0.0.0, all interfaces, as RocketMQ)")
 @click.option("--kv-config", type=click.Path(path_type=Path), default=None, help="kvConfig.json path")
 def namesrv(conf: Path | None, port: int | None, host: str | None, kv_config: Path | None) -> None:
     """Run a name server (RocketMQ 4.x protocol)."""
@@ -44,7 +45,11 @@ def namesrv(conf: Path | None, port: int | None, host: str | None, kv_config: Pa
     app = NamesrvApp(cfg)
 
     async def start() -> None:
-        await app.start()
+        try:
+            await app.start()
+        except OSError as exc:
+            key = "--port (listenPort)"
+            raise bind_failed("name server port", cfg.listen_host, cfg.listen_port, key, exc) from None
         click.echo(f"ledgermq namesrv listening on {cfg.listen_host}:{app.port}", err=True)
 
     serve(start, app.stop)

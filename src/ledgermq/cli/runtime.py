@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from ledgermq.config import parse_properties
-from ledgermq.errors import ConfigError
+from ledgermq.errors import LedgerError
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,9 @@ GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 def serve(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> None:
-    """Start, wait for a stop signal, stop; exceptions at start-up become a clean exit 1."""
+    """Start, wait for a stop signal, stop; exceptions at start-up become a clean exit 1.
+    ``start`` must undo its own partial start (BrokerApp.start does): ``stop`` is not
+    called after a failed start."""
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
     async def main() -> None:
@@ -44,8 +46,8 @@ def serve(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[Non
             loop.add_signal_handler(sig, done.set)
         try:
             await start()
-        except (OSError, ConfigError) as exc:
-            raise click.ClickException(str(exc)) from exc
+        except (OSError, LedgerError) as exc:  # one line (StartupError names cause and fix), exit 1
+            raise click.ClickException(str(exc)) from None
         try:
             await done.wait()
         finally:

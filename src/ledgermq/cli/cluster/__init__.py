@@ -1,0 +1,1 @@
+"""``ledgermq cluster up``'s parts: the port check, the supervisor and the banner."""

@@ -1,7 +1,7 @@
 """Admin requests (RocketMQ 4.9.7 ``AdminBrokerProcessor``): topics, subscription groups,
 offsets, statistics, broker config and runtime info; what ``mqadmin`` and slaves send.
 
-Bodies follow the Java JSON shapes (ROCKETMQ-FACTS §3.6). Tables keyed by MessageQueue
+Bodies follow the Java JSON shapes (docs/formats.md §3.6). Tables keyed by MessageQueue
 (GET_TOPIC_STATS_INFO, GET_CONSUME_STATS) are written as fastjson writes them, with the
 queue objects inline as keys, which is what the Java admin tools decode; see
 ``ledgermq.protocol.admin_body``.

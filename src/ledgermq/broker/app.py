@@ -198,10 +198,11 @@ class BrokerApp:
         except OSError as exc:
             raise bind_failed("listen port", cfg.listen_host, cfg.listen_port, "listenPort", exc) from None
         if cfg.metrics_port > 0:
+            metrics_host = cfg.metrics_host or cfg.listen_host
             try:
-                await self.metrics.start(cfg.metrics_port)
+                await self.metrics.start(cfg.metrics_port, metrics_host)
             except OSError as exc:
-                raise bind_failed("metrics port", "127.0.0.1", cfg.metrics_port, "metricsPort", exc) from None
+                raise bind_failed("metrics port", metrics_host, cfg.metrics_port, "metricsPort", exc) from None
         if b.schedule is not None and b.dledger is None:  # DLedger mode: started on leadership
             b.schedule.start()  # after the binds: a failed start leaves no delivery task behind
         self.registrar.start()

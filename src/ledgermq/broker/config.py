@@ -49,7 +49,9 @@ class BrokerConfig:
     trace_on: bool = key("traceOn", True)
     max_reconsume_times: int = key("maxReconsumeTimes", 16)
     slave_sync_interval_ms: int = key("slaveSyncInterval", 10_000)  # ledgermq: RocketMQ hard-codes 10 s
-    metrics_port: int = key("metricsPort", 0)  # ledgermq: Prometheus /metrics on 127.0.0.1; 0 disables
+    metrics_port: int = key("metricsPort", 0)  # ledgermq: Prometheus /metrics; 0 disables
+    # ledgermq: where /metrics listens; empty: listenHost, like every other server of the broker.
+    metrics_host: str = key("metricsHost", "")
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:

@@ -1,4 +1,5 @@
-"""Prometheus metrics of one broker, served as text on ``127.0.0.1:metricsPort`` (0: off).
+"""Prometheus metrics of one broker, served as text on ``metricsHost:metricsPort`` (port 0:
+off; the host defaults to the broker's listenHost).
 
 Every value is computed when scraped, from the store, from the same HARuntimeInfo that
 ``admin haStatus`` prints (``ha_runtime_info``) and from the plain counters of

@@ -15,8 +15,8 @@ Ctrl-C / SIGTERM: brokers first, then the name server. The group is either
   name server lists it as master.
 
 Every broker serves Prometheus metrics on its listen port + 2 (``--no-metrics`` turns
-them off). Everything listens on ``--host`` (127.0.0.1: a development cluster is not
-reachable from other machines unless asked); metrics always bind 127.0.0.1.
+them off). Everything listens on ``--host``, metrics included (127.0.0.1: a development cluster
+is not reachable from other machines unless asked).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from ledgermq.cli.cluster.supervisor import MemberSpec, StartupFailed, Superviso
 DLEDGER_IDS = ("n0", "n1", "n2")
 GROUP = "broker-a"
 METRICS_OFFSET = 2  # a broker's metrics port: its listen port + 2 (+1 is its HA / Raft port)
-METRICS_HOST = "127.0.0.1"  # BrokerMetrics binds loopback only
 
 
 def _echo(line: str) -> None:
@@ -169,8 +168,9 @@ def up(
     def add_metrics(port: int, who: str, option: str) -> str | None:
         if not metrics:
             return None
-        plan.append(PlannedPort(port + METRICS_OFFSET, f"{who} metrics port", option, host=METRICS_HOST))
-        return f"http://{METRICS_HOST}:{port + METRICS_OFFSET}/metrics"
+        plan.append(PlannedPort(port + METRICS_OFFSET, f"{who} metrics port", option))
+        shown = "127.0.0.1" if host in ("", "0.0.0.0") else host  # where to point a browser
+        return f"http://{shown}:{port + METRICS_OFFSET}/metrics"
 
     if mode == "dledger":
         ports = _dledger_ports(broker_port, dledger_ports)

@@ -17,7 +17,7 @@ class PlannedPort:
     port: int
     what: str  # e.g. "broker-a master HA port"
     option: str  # the cluster up option that moves it, e.g. "--broker-port"
-    host: str = ""  # where it binds when not the cluster's host (metrics: always 127.0.0.1)
+    host: str = ""  # where it binds when not the cluster's host
 
 
 class PortProblem(Exception):

@@ -144,6 +144,20 @@ async def _connections_and_reset(cluster: ProcessCluster) -> None:
         assert "rollback consumer offset by specified consumerGroup[OPS_CG], topic[OpsReset]" in out
         assert BROKER in out
         await _until("re-delivery from the reset offset", lambda: all(seen[i] >= 2 for i in ids))
+
+        # statsAll: 4 in, at least 4 out in the last 24 hours (as in RocketMQ, the figures are
+        # those of the last samples: up to 10 s for the minute, an hour for the day window),
+        # nothing left over.
+        deadline = time.monotonic() + 25
+        while True:
+            rc, out, err = await arun_admin(cluster, "statsAll", "-t", "OpsReset")
+            assert rc == 0, err
+            rows = [ln.split() for ln in out.splitlines() if ln.startswith("OpsReset")]
+            if rows and rows[0][1] == "OPS_CG" and rows[0][2] == "0" and rows[0][5] == "4" and int(rows[0][6]) >= 4:
+                break
+            assert time.monotonic() < deadline, out
+            await asyncio.sleep(0.5)
+        assert out.splitlines()[0].split()[:2] == ["#Topic", "#Consumer"]
     finally:
         await consumer.shutdown()
         await producer.shutdown()

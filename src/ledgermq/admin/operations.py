@@ -316,3 +316,97 @@ async def set_write_perm(client: AdminClient, namesrv_addr: str, broker_name: st
         return int(resp.ext_fields.get(name) or 0)
     except ValueError:
         raise AdminError(f"{what}: {name} is not a number") from None
+
+
+# -- statistics (statsAll) -----------------------------------------------------------------
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+
+
+@dataclass(frozen=True, slots=True)
+class StatsFigures:
+    """One broker's figures for one stats item (BrokerStatsData): the minute's TPS and the
+    sums over the last minute, hour and day."""
+
+    minute_tps: float
+    minute_sum: int
+    hour_sum: int
+    day_sum: int
+
+    def last_24h(self) -> int:
+        """mqadmin's ``compute24HourSum``: the day's sum, or failing that the hour's, or the
+        minute's (a broker up for less than a day has an empty day window)."""
+        return self.day_sum or self.hour_sum or self.minute_sum
+
+
+async def view_broker_stats_data(client: AdminClient, broker_addr: str, name: str, key: str) -> StatsFigures | None:
+    """VIEW_BROKER_STATS_DATA; None when the broker has no such item (nothing counted yet)."""
+    resp = await client.invoke(broker_addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+    if resp.code != ResponseCode.SUCCESS:
+        return None
+    doc = loads_lenient(resp.body)
+
+    def part(window: str, item: str) -> Any:
+        return (doc.get(window) or {}).get(item, 0)
+
+    return StatsFigures(
+        float(part("statsMinute", "tps")),
+        int(part("statsMinute", "sum")),
+        int(part("statsHour", "sum")),
+        int(part("statsDay", "sum")),
+    )
+
+
+async def query_topic_consume_by_who(client: AdminClient, broker_addr: str, topic: str) -> list[str]:
+    """QUERY_TOPIC_CONSUME_BY_WHO: groups subscribed to or with offsets in ``topic``."""
+    resp = await client.invoke(broker_addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
+    client._check(resp, f"consumers of {topic} on {broker_addr}")
+    return [str(g) for g in loads_lenient(resp.body).get("groupList") or []]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStatsRow:
+    """One line of ``statsAll``: a topic and one of its consumer groups (``group`` None: no
+    consumer), summed over the topic's master brokers."""
+
+    topic: str
+    group: str | None
+    accumulation: int
+    in_tps: float
+    out_tps: float
+    in_24h: int
+    out_24h: int
+
+
+async def topic_stats_rows(client: AdminClient, topic: str) -> list[TopicStatsRow]:
+    """What mqadmin's ``statsAll`` prints for ``topic``: puts per master, then per group the
+    gets per master and the group's accumulation (consumeStats' total difference)."""
+    route = await client.route(topic)
+    masters = [addr for bd in route.broker_datas if (addr := bd.broker_addrs.get(0)) is not None]
+    in_tps, in_24h = 0.0, 0
+    groups: set[str] = set()
+    for addr in masters:
+        put = await view_broker_stats_data(client, addr, TOPIC_PUT_NUMS, topic)
+        if put is not None:
+            in_tps += put.minute_tps
+            in_24h += put.last_24h()
+        try:
+            groups.update(await query_topic_consume_by_who(client, addr, topic))
+        except AdminError as exc:
+            log.debug("consumers of %s on %s: %s", topic, addr, exc)
+    if not groups:
+        return [TopicStatsRow(topic, None, 0, in_tps, 0.0, in_24h, 0)]
+    rows = []
+    for group in sorted(groups):
+        out_tps, out_24h = 0.0, 0
+        for addr in masters:
+            got = await view_broker_stats_data(client, addr, GROUP_GET_NUMS, f"{topic}@{group}")
+            if got is not None:
+                out_tps += got.minute_tps
+                out_24h += got.last_24h()
+        try:
+            accumulation = max(0, (await client.examine_consume_stats(group, topic)).total_diff)
+        except AdminError:
+            accumulation = 0
+        rows.append(TopicStatsRow(topic, group, accumulation, in_tps, out_tps, in_24h, out_24h))
+    return rows

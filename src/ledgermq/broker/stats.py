@@ -142,12 +142,24 @@ class BrokerStats:
     def _new_put(self, topic: str) -> KeyStats:
         if len(self.topic_put) >= self.settings.max_keys:
             topic = OTHER
-        return self.topic_put.setdefault(topic, KeyStats())
+        found = self.topic_put.get(topic)
+        return found if found is not None else self.topic_put.setdefault(topic, self._started())
 
     def _new_get(self, key: tuple[str, str]) -> KeyStats:
         if len(self.group_get) >= self.settings.max_keys:
             key = (OTHER, OTHER)
-        return self.group_get.setdefault(key, KeyStats())
+        found = self.group_get.get(key)
+        return found if found is not None else self.group_get.setdefault(key, self._started())
+
+    def _started(self) -> KeyStats:
+        """A new item whose rings start with a zero sample: otherwise the first traffic of a
+        topic or group, counted before the item's first sample, would never show in a window."""
+        s = KeyStats()
+        zero = (self._now_ms(), 0, 0, 0)
+        s.minute.append(zero)
+        s.hour.append(zero)
+        s.day.append(zero)
+        return s
 
     # -- sampling (once a second) ------------------------------------------------------
     def tick(self, stored_messages: Callable[[], int] | None = None) -> None:

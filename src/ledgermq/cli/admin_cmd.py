@@ -527,4 +527,5 @@ def query_msg_by_key(namesrv: str, topic: str, key: str) -> None:
 import ledgermq.cli.admin.brokers  # noqa: E402
 import ledgermq.cli.admin.groups  # noqa: E402
 import ledgermq.cli.admin.messages  # noqa: E402
+import ledgermq.cli.admin.stats  # noqa: E402
 import ledgermq.cli.admin.topics  # noqa: E402, F401

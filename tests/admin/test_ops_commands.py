@@ -158,6 +158,19 @@ async def _connections_and_reset(cluster: ProcessCluster) -> None:
             assert time.monotonic() < deadline, out
             await asyncio.sleep(0.5)
         assert out.splitlines()[0].split()[:2] == ["#Topic", "#Consumer"]
+
+        # queryMsgByUniqueKey -g -d: the broker hands the message to that consumer directly.
+        before_direct = seen[ids[0]]
+        rc, out, err = await arun_admin(
+            cluster, "queryMsgByUniqueKey", "-i", ids[0], "-t", "OpsReset", "-g", "OPS_CG", "-d", consumer.client_id
+        )
+        assert rc == 0, err
+        assert "ConsumeMessageDirectlyResult [order=false, autoCommit=true, consumeResult=CR_SUCCESS" in out
+        assert seen[ids[0]] == before_direct + 1
+        rc, out, err = await arun_admin(
+            cluster, "queryMsgByUniqueKey", "-i", ids[0], "-t", "OpsReset", "-g", "OPS_CG", "-d", "nobody@0"
+        )
+        assert rc != 0 and "not online" in err
     finally:
         await consumer.shutdown()
         await producer.shutdown()

@@ -410,3 +410,27 @@ async def topic_stats_rows(client: AdminClient, topic: str) -> list[TopicStatsRo
             accumulation = 0
         rows.append(TopicStatsRow(topic, group, accumulation, in_tps, out_tps, in_24h, out_24h))
     return rows
+
+
+async def consume_message_directly(
+    client: AdminClient, group: str, client_id: str, record: MessageRecord
+) -> dict[str, Any]:
+    """CONSUME_MESSAGE_DIRECTLY to the broker that stores ``record``, which hands it to the
+    consumer ``client_id`` of ``group``; the consumer's ConsumeMessageDirectlyResult."""
+    host, port = record.store_host
+    addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    ext = {"consumerGroup": group, "clientId": client_id, "msgId": record.offset_msg_id}
+    resp = await client.invoke(addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, ext)
+    client._check(resp, f"direct consumption by {client_id} of {group}")
+    doc = loads_lenient(resp.body)
+    return doc if isinstance(doc, dict) else {}
+
+
+def direct_result_text(doc: dict[str, Any]) -> str:
+    """``ConsumeMessageDirectlyResult.toString()`` as mqadmin prints it."""
+    remark = doc.get("remark")
+    return (
+        f"ConsumeMessageDirectlyResult [order={str(bool(doc.get('order'))).lower()}, "
+        f"autoCommit={str(bool(doc.get('autoCommit', True))).lower()}, consumeResult={doc.get('consumeResult')}, "
+        f"remark={remark if remark is not None else 'null'}, spentTimeMills={doc.get('spentTimeMills', 0)}]"
+    )

@@ -16,6 +16,7 @@ import logging
 from ledgermq.broker.context import Broker
 from ledgermq.broker.live_config import ConfigChangeRefused, apply_changes, parse_properties
 from ledgermq.broker.processors.admin import bump_config_version, config_properties
+from ledgermq.errors import RemoteProtocolError
 from ledgermq.net.connection import Connection
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson
@@ -23,6 +24,7 @@ from ledgermq.protocol.admin_body import MessageQueue, mq_table
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers import bool_field, field, int_field
+from ledgermq.protocol.msgid import decode_offset_msg_id
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +99,35 @@ async def _notify_reset(conns: list[Connection], group: str, header: dict[str, o
             log.warning("resetOffset: consumer %s of %s did not accept the reset: %s", conn.peer, group, answer)
 
 
+DIRECT_CONSUME_TIMEOUT_S = 10.0  # the consumer runs its listener before it answers
+
+
+async def consume_message_directly(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """CONSUME_MESSAGE_DIRECTLY from an admin tool (mqadmin queryMsgByUniqueKey -g -d): the
+    broker reads the message at the offset id's commit-log offset and hands it to one live
+    consumer of the group, whose answer (ConsumeMessageDirectlyResult) goes back as is, as
+    RocketMQ's AdminBrokerProcessor.consumeMessageDirectly does."""
+    group, client_id, msg_id = field(cmd, "consumerGroup"), field(cmd, "clientId"), field(cmd, "msgId")
+    try:
+        _host, offset = decode_offset_msg_id(msg_id)
+    except RemoteProtocolError as exc:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+    record = broker.store.look_message_by_offset(offset)
+    if record is None:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+    info = broker.consumers.groups.get(group)
+    channel = next((ch for ch in info.channels.values() if ch.client_id == client_id), None) if info else None
+    if channel is None:
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
+    ext = {**cmd.ext_fields, "brokerName": broker.config.broker_name}
+    forward = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, ext, record)
+    try:
+        answer = await channel.connection.request(forward, DIRECT_CONSUME_TIMEOUT_S)
+    except Exception as exc:  # a timeout or a closed connection: the tool hears why
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"consumer {client_id} did not answer: {exc}")
+    return cmd.response(answer.code, answer.remark, body=answer.body)
+
+
 async def update_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """Applies only keys the broker honours live (``broker.live_config``); refuses the rest."""
     try:
@@ -116,5 +147,6 @@ async def update_broker_config(broker: Broker, ctx: RequestContext, cmd: Remotin
 PROCESSORS = {
     RequestCode.GET_PRODUCER_CONNECTION_LIST: get_producer_connection_list,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: invoke_broker_to_reset_offset,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: consume_message_directly,
     RequestCode.UPDATE_BROKER_CONFIG: update_broker_config,
 }

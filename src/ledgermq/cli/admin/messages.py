@@ -19,17 +19,30 @@ from ledgermq.protocol.message import MessageRecord
 @namesrv_option
 @click.option("-i", "--msgId", "unique_key", required=True, help="message id (the unique key producers print)")
 @click.option("-t", "--topic", required=True, help="the topic of msg")
-def query_msg_by_unique_key(namesrv: str, unique_key: str, topic: str) -> None:
-    """Query Message by Unique key."""
+@click.option("-g", "--consumerGroup", "consumer_group", default=None, help="consumer group name")
+@click.option("-d", "--clientId", "client_id", default=None, help="the consumer's client id")
+def query_msg_by_unique_key(
+    namesrv: str, unique_key: str, topic: str, consumer_group: str | None, client_id: str | None
+) -> None:
+    """Query Message by Unique key; with -g and -d, have that consumer consume it directly."""
     key, topic = unique_key.strip(), topic.strip()
 
-    async def run(client: AdminClient) -> MessageRecord:
+    async def find(client: AdminClient) -> MessageRecord:
         found = await ops.query_by_unique_key(client, topic, key)
         if found is None:
             raise AdminResponseError(ResponseCode.QUERY_NOT_FOUND, f"no message with unique key {key} in {topic}")
         return found
 
-    _print(message_grid(_run(namesrv, run)))
+    if consumer_group and client_id:
+        group, cid = consumer_group.strip(), client_id.strip()
+
+        async def direct(client: AdminClient) -> str:
+            record = await find(client)
+            return ops.direct_result_text(await ops.consume_message_directly(client, group, cid, record))
+
+        click.echo(_run(namesrv, direct))
+        return
+    _print(message_grid(_run(namesrv, find)))
 
 
 def _message_line(rec: MessageRecord, charset: str, print_body: bool) -> str:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from ledgermq.errors import StoreError, StoreFullError
 from ledgermq.failpoints import failpoint
@@ -20,6 +21,31 @@ from ledgermq.store.mapped_file import MappedFile, parse_segment_name, segment_n
 from ledgermq.util.atomic_file import fsync_dir
 
 log = logging.getLogger(__name__)
+
+
+class Segment(Protocol):
+    @property
+    def start_offset(self) -> int: ...
+
+    @property
+    def end_offset(self) -> int: ...
+
+
+S = TypeVar("S", bound=Segment)
+
+
+def find_segment(files: Sequence[S], offset: int, file_size: int) -> S | None:
+    """The segment of an ordered run (equal sizes, named by start) holding ``offset``; by
+    arithmetic, or by a scan when the names have a gap. Shared with consume queues."""
+    if not files or offset < files[0].start_offset:
+        return None
+    idx = (offset - files[0].start_offset) // file_size
+    if idx < len(files) and files[idx].start_offset <= offset < files[idx].end_offset:
+        return files[idx]
+    for seg in files:  # a gap in the names: fall back to a scan
+        if seg.start_offset <= offset < seg.end_offset:
+            return seg
+    return None
 
 
 class MappedFileQueue:
@@ -90,19 +116,7 @@ class MappedFileQueue:
 
     def find(self, offset: int) -> MappedFile | None:
         """The segment holding ``offset`` (or None if deleted or not yet written)."""
-        files = self.files
-        if not files:
-            return None
-        first = files[0].start_offset
-        if offset < first:
-            return None
-        idx = (offset - first) // self.file_size
-        if idx < len(files) and files[idx].start_offset <= offset < files[idx].end_offset:
-            return files[idx]
-        for mf in files:  # a gap in the names: fall back to a scan
-            if mf.start_offset <= offset < mf.end_offset:
-                return mf
-        return None
+        return find_segment(self.files, offset, self.file_size)
 
     # -- growth ----------------------------------------------------------------------
     def last_for_write(self, start_if_empty: int = 0) -> MappedFile:

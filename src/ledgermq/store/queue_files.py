@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from ledgermq.errors import StoreError
 from ledgermq.store.mapped_file import DELETED_SUFFIX, parse_segment_name, segment_name
+from ledgermq.store.mapped_file_queue import find_segment
 from ledgermq.store.open_files import OpenFiles
 from ledgermq.store.queue_segment import QueueSegment
 from ledgermq.util.atomic_file import fsync_dir
@@ -164,16 +165,7 @@ class QueueFiles:
         return files[-1].write_offset if files else 0
 
     def find(self, offset: int) -> QueueSegment | None:
-        files = self.files
-        if not files or offset < files[0].start_offset:
-            return None
-        idx = (offset - files[0].start_offset) // self.file_size
-        if idx < len(files) and files[idx].start_offset <= offset < files[idx].end_offset:
-            return files[idx]
-        for seg in files:  # a gap in the names: fall back to a scan
-            if seg.start_offset <= offset < seg.end_offset:
-                return seg
-        return None
+        return find_segment(self.files, offset, self.file_size)
 
     # -- growth ----------------------------------------------------------------------
     def last_for_write(self, start_if_empty: int = 0) -> QueueSegment:

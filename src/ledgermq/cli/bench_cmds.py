@@ -276,3 +276,7 @@ bench.add_command(spark_bench)
 from ledgermq.cli.bench_scale_cmd import scale_bench  # noqa: E402 - the scale bench lives in its own module
 
 bench.add_command(scale_bench)
+
+from ledgermq.cli.bench_compare_cmd import compare_bench  # noqa: E402 - the compare bench lives in its own module
+
+bench.add_command(compare_bench)

@@ -1,0 +1,1 @@
+"""``ledgermq bench compare``: ledgermq against NATS JetStream on one host, in one run."""

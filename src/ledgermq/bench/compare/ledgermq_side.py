@@ -1,0 +1,244 @@
+"""The ledgermq side: a name server, a master and one slave as processes (``HAPair``), and
+our asyncio client in the bench process on a loop of its own (uvloop, as the CLI uses).
+
+The client lives in the bench process rather than in a worker so both systems' clients
+pay the same: nats-py runs there too. Server CPU counts the name server, master and slave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ledgermq.bench.broker_bench import _wait_port
+from ledgermq.bench.compare.model import (
+    BATCH,
+    DRAIN_LITE,
+    DRAIN_PUSH,
+    INFLIGHT,
+    SYNC,
+    CompareSettings,
+    Measured,
+)
+from ledgermq.bench.compare.model import (
+    timed as _timed,
+)
+from ledgermq.bench.replication_bench import MIB, HAPair, _wait_quiet
+
+if TYPE_CHECKING:
+    from ledgermq.client import Producer
+
+TOPIC = "CmpTopic"
+SHUTDOWN_CAP_S = 15.0  # a consumer's shutdown can hang (see broker_bench._ours_consume)
+
+
+class LedgermqRunner:
+    """``with LedgermqRunner(name, role, flush, settings, workloads) as r:`` up and routed."""
+
+    def __init__(
+        self, name: str, role: str, flush: str, settings: CompareSettings, workloads: tuple[str, ...], work: Path | None
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self._workloads = workloads
+        self._own_work = work is None
+        self.work = work or Path(tempfile.mkdtemp(prefix="ledgermq-cmp-"))
+        self.pair = HAPair(self.work, role, 256 * MIB, flushDiskType=flush)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.producer: Producer | None = None
+        self.body = b"x" * settings.size
+
+    def workloads(self) -> tuple[str, ...]:
+        return self._workloads
+
+    def server_pids(self) -> list[int]:
+        return [p.pid for p in self.pair.procs if p.poll() is None]
+
+    def __enter__(self) -> LedgermqRunner:
+        from ledgermq.cli.runtime import new_event_loop
+        from ledgermq.client import Producer
+
+        try:
+            self.pair.__enter__()
+            self.pair.start_master()
+            slave = self.pair.spawn_slave()
+            _wait_port(self.pair.slave_port, slave)
+            self.loop = new_event_loop()
+            self.producer = Producer(f"cmp-{self.name.replace(' ', '-')}", self.pair.namesrv, send_timeout=30.0)
+            self._call(self.producer.start())
+            for _ in range(10):  # route lookup, topic auto-creation, connections: not timed
+                self._call(self._send_one())
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.loop is not None and self.producer is not None:
+                try:
+                    self._call(asyncio.wait_for(self.producer.shutdown(), SHUTDOWN_CAP_S))
+                except Exception:
+                    pass
+            if self.loop is not None:
+                self.loop.close()
+        finally:
+            self.pair.__exit__()
+            if self._own_work:
+                shutil.rmtree(self.work, ignore_errors=True)
+
+    def _call(self, coro: Awaitable[Any]) -> Any:
+        assert self.loop is not None
+        return self.loop.run_until_complete(coro)
+
+    async def _send_one(self, topic: str = TOPIC) -> None:
+        from ledgermq.client import Message
+
+        assert self.producer is not None
+        await self.producer.send(Message(topic, self.body))
+
+    # -- the scheduler's interface --------------------------------------------------------
+    def prepare(self, workload: str, round_no: int) -> None:
+        """Replicas caught up and dispatched before every run; a backlog for a drain."""
+        if workload in (DRAIN_PUSH, DRAIN_LITE):
+            self._call(self._batches(_drain_topic(workload, round_no), self.settings.backlog, 64, []))
+        self._call(_wait_quiet(self.pair, 60.0))
+
+    def run(self, workload: str, round_no: int) -> Measured:
+        s = self.settings
+        if workload == SYNC:
+            return self._call(_timed(lambda lat: self._concurrent(1, lat), s.cap_s))  # type: ignore[no-any-return]
+        if workload == INFLIGHT:
+            return self._call(_timed(lambda lat: self._concurrent(s.inflight, lat), s.cap_s))  # type: ignore[no-any-return]
+        if workload.startswith(BATCH.format("")):
+            size = int(workload.removeprefix(BATCH.format("")))
+            return self._call(_timed(lambda lat: self._batches(TOPIC, s.messages, size, lat), s.cap_s))  # type: ignore[no-any-return]
+        if workload == DRAIN_PUSH:
+            return self._call(self._drain_push(_drain_topic(workload, round_no)))  # type: ignore[no-any-return]
+        if workload == DRAIN_LITE:
+            return self._call(self._drain_lite(_drain_topic(workload, round_no)))  # type: ignore[no-any-return]
+        raise ValueError(f"ledgermq has no workload {workload!r}")
+
+    # -- workloads --------------------------------------------------------------------------
+    async def _concurrent(self, senders: int, latencies: list[float]) -> int:
+        """``senders`` tasks, each awaiting its send before the next: that many in flight."""
+        from ledgermq.client import Message
+
+        assert self.producer is not None
+        producer, body, clock = self.producer, self.body, time.perf_counter
+        deadline = clock() + self.settings.cap_s
+        remaining = self.settings.messages
+
+        async def sender() -> None:
+            nonlocal remaining
+            while remaining > 0 and clock() < deadline:
+                remaining -= 1
+                msg = Message(TOPIC, body)
+                t0 = clock()
+                await producer.send(msg)
+                latencies.append((clock() - t0) * 1000)
+
+        await asyncio.gather(*(sender() for _ in range(senders)))
+        return len(latencies)
+
+    async def _batches(self, topic: str, count: int, size: int, latencies: list[float]) -> int:
+        """Sync ``send_batch`` of ``size`` messages, one after the other; each message's
+        latency is its batch's round trip."""
+        from ledgermq.client import Message
+
+        assert self.producer is not None
+        clock = time.perf_counter
+        deadline = clock() + self.settings.cap_s * 4  # a backlog gets longer than a measured run
+        done = 0
+        for _ in range(math.ceil(count / size)):
+            if clock() > deadline:
+                break
+            msgs = [Message(topic, self.body) for _ in range(size)]
+            t0 = clock()
+            await self.producer.send_batch(msgs)
+            latencies.extend([(clock() - t0) * 1000] * size)
+            done += size
+        return done
+
+    async def _drain_push(self, topic: str) -> Measured:
+        """Our push consumer, ``async def`` listener, Java's defaults (pull 32, 1 per call);
+        timed from the first message in hand to the last."""
+        from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
+        from ledgermq.client.consumer_common import ConsumeFromWhere
+        from ledgermq.client.push_consumer import PushConsumer
+        from ledgermq.protocol.message import MessageRecord
+
+        want, got = self.settings.backlog, 0
+        first: float | None = None
+        done = asyncio.Event()
+
+        async def listener(msgs: list[MessageRecord], _context: object) -> ConsumeConcurrentlyStatus:
+            nonlocal got, first
+            if first is None:
+                first = time.perf_counter()
+            got += len(msgs)
+            if got >= want:
+                done.set()
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(
+            f"cmp-push-{topic}", self.pair.namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        )
+        consumer.subscribe(topic)
+        consumer.register_listener(listener)
+        await consumer.start()
+        try:
+            try:
+                await asyncio.wait_for(done.wait(), self.settings.cap_s + 30)  # + the first rebalance
+            except TimeoutError:
+                pass
+            end = time.perf_counter()
+        finally:
+            try:
+                await asyncio.wait_for(consumer.shutdown(), SHUTDOWN_CAP_S)
+            except TimeoutError:
+                pass
+        return Measured(min(got, want), end - (first or end))
+
+    async def _drain_lite(self, topic: str) -> Measured:
+        """Our lite pull consumer, ``poll`` in a loop, pull batches of 32 (as the push
+        consumer's) rather than its default 10."""
+        from ledgermq.client.consumer_common import ConsumeFromWhere
+        from ledgermq.client.lite_pull_consumer import LitePullConsumer
+
+        want, got = self.settings.backlog, 0
+        consumer = LitePullConsumer(
+            f"cmp-lite-{topic}",
+            self.pair.namesrv,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            pull_batch_size=32,
+        )
+        consumer.subscribe(topic)
+        await consumer.start()
+        first: float | None = None
+        clock = time.perf_counter
+        give_up = clock() + self.settings.cap_s + 30
+        try:
+            while got < want and clock() < give_up:
+                msgs = await consumer.poll(1.0)
+                if msgs and first is None:
+                    first = clock()
+                got += len(msgs)
+            end = clock()
+        finally:
+            try:
+                await asyncio.wait_for(consumer.shutdown(), SHUTDOWN_CAP_S)
+            except TimeoutError:
+                pass
+        return Measured(min(got, want), end - (first or end))
+
+
+def _drain_topic(workload: str, round_no: int) -> str:
+    """A fresh topic (and so a fresh consumer group) per drain and round."""
+    return f"CmpDrain{'Push' if workload == DRAIN_PUSH else 'Lite'}{round_no}"

@@ -1,0 +1,130 @@
+"""The figures the compare bench records, and the settings it runs with.
+
+Kept apart from the runners so the scheduler and the report can be tested with fake
+systems, without starting any server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# Workload keys. A system runs only the ones it lists; the report pairs them up.
+SYNC = "sync"
+INFLIGHT = "inflight"
+BATCH = "batch{}"
+DRAIN_PUSH = "drain-push"
+DRAIN_LITE = "drain-lite"
+DRAIN_PULL = "drain-pull"
+
+JETSTREAM = "JetStream"
+LEDGERMQ = "ledgermq"
+LEDGERMQ_SYNC_MASTER = "ledgermq SYNC_MASTER"
+LEDGERMQ_SYNC_FLUSH = "ledgermq SYNC_FLUSH"
+
+
+@dataclass(frozen=True, slots=True)
+class CompareSettings:
+    """Sizes and bounds of one run. ``messages`` is per workload and per round; every
+    workload also stops after ``cap_s`` seconds, so a slow system cannot hang the run."""
+
+    messages: int = 20_000
+    backlog: int = 50_000
+    size: int = 1024
+    inflight: int = 256
+    batches: tuple[int, ...] = (32, 64)
+    cycles: int = 1  # 1 = A B B A: every system runs every workload twice
+    cap_s: float = 60.0
+    fetch_batch: int = 256  # JetStream pull consumer's fetch size
+    variants: bool = True  # the ledgermq-only SYNC_MASTER / SYNC_FLUSH systems
+    nats: bool = True
+
+
+QUICK = CompareSettings(messages=1_000, backlog=5_000, cap_s=15.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What one workload run returns: messages done, the seconds they took, and the
+    latency of each (a batch's round trip counts once per message it carried)."""
+
+    count: int
+    seconds: float
+    latencies_ms: tuple[float, ...] = ()
+
+
+@dataclass(slots=True)
+class Figures:
+    """One (system, workload) summed over its rounds."""
+
+    count: int = 0
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def add(self, run: Measured, cpu_seconds: float) -> None:
+        self.count += run.count
+        self.seconds += run.seconds
+        self.cpu_seconds += cpu_seconds
+        self.latencies_ms.extend(run.latencies_ms)
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def cpu_us_per_msg(self) -> float:
+        """Server CPU (every process of the system) per message, in microseconds."""
+        return cpu_per_message(self.cpu_seconds, self.count) * 1e6
+
+    def percentile(self, p: float) -> float | None:
+        if not self.latencies_ms:
+            return None
+        if p == 50:
+            return statistics.median(self.latencies_ms)
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def cpu_per_message(cpu_seconds: float, count: int) -> float:
+    """Seconds of server CPU per message; 0 when nothing was done (no division by zero)."""
+    return cpu_seconds / count if count > 0 else 0.0
+
+
+def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds the processes used between two readings (``procstat.cpu_seconds`` of each
+    pid). A pid unreadable in either reading (-1: gone) adds nothing rather than a negative."""
+    total = 0.0
+    for pid, start in before.items():
+        end = after.get(pid, -1.0)
+        if start >= 0 and end >= start:
+            total += end - start
+    return total
+
+
+class SystemRunner(Protocol):
+    """One system under test, already started: its server processes and its workloads."""
+
+    name: str
+
+    def workloads(self) -> tuple[str, ...]: ...
+
+    def server_pids(self) -> list[int]: ...
+
+    def prepare(self, workload: str, round_no: int) -> None:
+        """Work done before the measured run (a backlog to drain, replicas caught up)."""
+
+    def run(self, workload: str, round_no: int) -> Measured: ...
+
+
+async def timed(body: Callable[[list[float]], Awaitable[int]], cap_s: float) -> Measured:
+    """Run a send loop that bounds itself by count and ``cap_s`` (with a hard stop at five
+    times that), timing it as a whole; ``body`` fills the latency list and returns the count."""
+    latencies: list[float] = []
+    started = time.perf_counter()
+    count = await asyncio.wait_for(body(latencies), cap_s * 5)
+    return Measured(count, time.perf_counter() - started, tuple(latencies))

@@ -1,0 +1,85 @@
+"""``ledgermq bench compare``: ledgermq against NATS JetStream, side by side, one run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from ledgermq.bench.compare.model import QUICK, CompareSettings
+from ledgermq.bench.compare.report import document, render
+from ledgermq.bench.compare.schedule import Round
+
+DEFAULTS = CompareSettings()
+NOTES = (
+    "JetStream batches: N async publishes, then every ack awaited (it has no batch publish).",
+    "Drains: timed from the first message in hand to the last; JetStream pull consumer with AckPolicy none.",
+    "Server CPU: utime+stime from /proc of nats-server; of name server + master + slave for ledgermq.",
+    "Clients (ours and nats-py) run in the bench process, on the same 127.0.0.1 host as the servers.",
+)
+
+
+def command_line(ctx: click.Context) -> str:
+    """The command with every option spelled out, so a figure can be reproduced exactly."""
+    parts = ["ledgermq", "bench", "compare"]
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name is None:
+            continue
+        value = ctx.params.get(param.name)
+        if value is None or value is False:
+            continue
+        parts += [param.opts[0]] if value is True else [param.opts[0], str(value)]
+    return " ".join(parts)
+
+
+@click.command("compare")
+@click.option("--quick", is_flag=True, help="small sizes (about a minute): overrides --messages/--backlog/--cap")
+@click.option("--messages", default=DEFAULTS.messages, show_default=True, help="per send workload and round")
+@click.option("--backlog", default=DEFAULTS.backlog, show_default=True, help="messages drained per round")
+@click.option("--size", default=DEFAULTS.size, show_default=True, help="message body bytes")
+@click.option("--inflight", default=DEFAULTS.inflight, show_default=True, help="sends in flight")
+@click.option("--cycles", default=DEFAULTS.cycles, show_default=True, help="ABBA cycles (1 = A B B A)")
+@click.option("--cap", "cap_s", default=DEFAULTS.cap_s, show_default=True, help="seconds a workload may run at most")
+@click.option("--no-variants", is_flag=True, help="skip the ledgermq SYNC_MASTER / SYNC_FLUSH systems")
+@click.option("--no-nats", is_flag=True, help="ledgermq only (no JetStream, so no ledgermq/JetStream ratios)")
+@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="also write the figures to this file")  # fmt: skip
+def compare_bench(
+    quick: bool,
+    messages: int,
+    backlog: int,
+    size: int,
+    inflight: int,
+    cycles: int,
+    cap_s: float,
+    no_variants: bool,
+    no_nats: bool,
+    json_path: Path | None,
+) -> None:
+    """ledgermq (master + slave) against NATS JetStream (file storage), ABBA rounds."""
+    from ledgermq.bench.compare.nats_side import BenchSetupError, ensure_nats_server, import_nats
+    from ledgermq.bench.compare.run import run_compare
+
+    base = QUICK if quick else CompareSettings(messages=messages, backlog=backlog, cap_s=cap_s)
+    settings = dataclasses.replace(
+        base, size=size, inflight=inflight, cycles=cycles, variants=not no_variants, nats=not no_nats
+    )
+    binary = None
+    if settings.nats:
+        try:
+            import_nats()
+            binary = ensure_nats_server()
+        except BenchSetupError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    def progress(r: Round) -> None:
+        click.echo(f"round {r.index + 1}: {r.system}, load {r.load_1m:.2f}, {r.seconds:.1f} s", err=True)
+
+    results = run_compare(settings, on_round=progress, nats_binary=binary)
+    doc = document(results, settings, command_line(click.get_current_context()))
+    if json_path is not None:
+        json_path.write_text(json.dumps(doc, indent=2))
+    render(doc, Console(), NOTES)

@@ -44,7 +44,7 @@ class CompareSettings:
     nats: bool = True
 
 
-QUICK = CompareSettings(messages=1_000, backlog=5_000, cap_s=15.0)
+QUICK = CompareSettings(messages=3_000, backlog=10_000, cap_s=15.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -152,3 +152,21 @@ def test_ledgermq_side_tiny_real_run() -> None:
         assert f.count == {"batch32": 448, "batch64": 512}.get(workload, 400), workload
         assert f.rate > 0
     assert results.figures[(LEDGERMQ, SYNC)].percentile(99) is not None
+
+
+def test_missing_nats_py_says_which_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from ledgermq.bench.compare.nats_side import BenchSetupError, import_nats
+
+    monkeypatch.setitem(sys.modules, "nats", None)
+    with pytest.raises(BenchSetupError, match=r"pip install -e '\.\[bench\]'"):
+        import_nats()
+
+
+def test_missing_nats_server_without_apt_fails_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledgermq.bench.compare import nats_side
+
+    monkeypatch.setattr(nats_side.shutil, "which", lambda _name: None)
+    with pytest.raises(nats_side.BenchSetupError, match="apt-get is not available"):
+        nats_side.ensure_nats_server()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import shutil
 import subprocess
 import sys
@@ -55,10 +56,9 @@ def ensure_nats_server() -> str:
 def import_nats() -> ModuleType:
     """nats-py, or one line saying how to get it (the optional extra ``bench``)."""
     try:
-        import nats
+        return importlib.import_module("nats")
     except ImportError as exc:
         raise BenchSetupError("nats-py is missing: pip install -e '.[bench]'") from exc
-    return nats
 
 
 class JetStreamRunner:

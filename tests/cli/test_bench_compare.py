@@ -152,6 +152,10 @@ def test_ledgermq_side_tiny_real_run() -> None:
         assert f.count == {"batch32": 448, "batch64": 512}.get(workload, 400), workload
         assert f.rate > 0
     assert results.figures[(LEDGERMQ, SYNC)].percentile(99) is not None
+    out = StringIO()  # with no JetStream side there is no ratio, but every figure is shown
+    render(document(results, settings, "ledgermq bench compare --no-nats"), Console(file=out, width=250))
+    text = out.getvalue()
+    assert "no comparison ran" in text and all(w in text for (_s, w) in results.figures)
 
 
 def test_missing_nats_py_says_which_extra(monkeypatch: pytest.MonkeyPatch) -> None:

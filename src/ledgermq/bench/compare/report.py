@@ -151,7 +151,18 @@ def render(doc: dict[str, Any], console: Console, notes: Sequence[str] = ()) -> 
             "", r["baseline"], f"{b['per_s']:,.0f}", _ms(b["p50_ms"]), _ms(b["p99_ms"]),
             f"{b['server_cpu_us_per_msg']:,.0f}", "", "", end_section=True,
         )  # fmt: skip
-    console.print(t)
+    if doc["rows"]:
+        console.print(t)
+    else:  # one side did not run (--no-nats): the figures alone, without ratios
+        figures = Table(title=f"ledgermq bench compare: {s['size']} B messages (no comparison ran)")
+        for col in ("system", "workload", "msgs/s", "p50 ms", "p99 ms", "CPU µs/msg"):
+            figures.add_column(col, justify="left" if col in ("system", "workload") else "right")
+        for f in doc["figures"]:
+            figures.add_row(
+                f["system"], f["workload"], f"{f['per_s']:,.0f}", _ms(f["p50_ms"]), _ms(f["p99_ms"]),
+                f"{f['server_cpu_us_per_msg']:,.0f}",
+            )  # fmt: skip
+        console.print(figures)
     rounds = Table(title="rounds (ABBA order)")
     for col in ("round", "system", "load 1m at start", "seconds"):
         rounds.add_column(col)

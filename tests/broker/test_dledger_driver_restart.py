@@ -92,6 +92,7 @@ def test_a_torn_write_fails_the_driver_and_the_broker_restarts_it(
             assert ledger.ledger.recovery.last_index == 5  # the NOOP and the 5 sends; the torn entry is gone
             assert any("data cut at" in r.getMessage() for r in caplog.records)  # found and cut by the first attempt
             await h.send("T", b"after")
+            await h.dispatched()  # SEND_OK means committed; the reput makes it readable just after
             bodies = [m.body for m in await h.pull("cg", "T")]
             assert bodies == [*(f"before-{i}".encode() for i in range(5)), b"after"]
 

@@ -1,4 +1,5 @@
-"""`ledgermq cluster up` starts a name server and a broker as processes and stops them on SIGINT."""
+"""`ledgermq cluster up` starts a name server and a broker as processes and stops them on
+SIGTERM (test_cluster_supervision.py covers Ctrl-C, SIGINT)."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def test_cluster_up_serves_routes_and_stops_cleanly(tmp_path: Path) -> None:
         assert route is not None
         # The master (id 0) and its slave (id 1) are one broker group.
         assert route.broker_datas[0].broker_addrs == {0: f"127.0.0.1:{broker_port}", 1: f"127.0.0.1:{slave_port}"}
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)  # as a service manager stops it
         assert proc.wait(30) == 0
         assert not (tmp_path / "broker-a" / "abort").exists()  # both brokers shut down cleanly
         assert not (tmp_path / "broker-a-s" / "abort").exists()

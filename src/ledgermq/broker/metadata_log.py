@@ -348,3 +348,27 @@ class MetadataLog:
             self.compact()
         finally:
             self.close_file()
+
+
+class LoggedTable:
+    """What the topic and subscription-group tables share about their files: ``log`` is
+    their MetadataLog, ``_loaded`` whether ``load`` ran (a table never loaded is not the
+    file's, and must never be written over it)."""
+
+    log: MetadataLog
+    _loaded: bool
+
+    def persist(self) -> None:
+        """Write the whole table as its JSON file and empty the change log (a compaction)."""
+        self.log.compact()
+
+    def sync(self) -> None:
+        """fsync the change log (the broker's short timer): changes survive a power loss."""
+        self.log.sync()
+
+    def close(self) -> None:
+        """Clean shutdown: the JSON file alone holds the table, as a Java broker expects."""
+        if self._loaded:
+            self.log.close()
+        else:
+            self.log.close_file()

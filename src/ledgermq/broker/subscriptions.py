@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledgermq.broker.metadata_log import Change, MetadataLog, MetadataLogSettings, replay
+from ledgermq.broker.metadata_log import Change, LoggedTable, MetadataLog, MetadataLogSettings, replay
 from ledgermq.clock import Clock
 from ledgermq.protocol.route import DataVersion
 
@@ -67,7 +67,7 @@ class SubscriptionGroupConfig:
         )
 
 
-class SubscriptionGroupManager:
+class SubscriptionGroupManager(LoggedTable):
     def __init__(
         self, path: Path, clock: Clock, auto_create: bool, log_settings: MetadataLogSettings | None = None
     ) -> None:
@@ -89,21 +89,6 @@ class SubscriptionGroupManager:
         for name in SYSTEM_GROUPS:
             self.table.setdefault(name, SubscriptionGroupConfig(name))
         self._loaded = True
-
-    def persist(self) -> None:
-        """Write the whole table as subscriptionGroup.json and empty the change log."""
-        self.log.compact()
-
-    def sync(self) -> None:
-        """fsync the change log (the broker's short timer): changes survive a power loss."""
-        self.log.sync()
-
-    def close(self) -> None:
-        """Clean shutdown: subscriptionGroup.json alone holds every group (Java compatible)."""
-        if self._loaded:
-            self.log.close()
-        else:
-            self.log.close_file()  # never loaded: the table is not the file's, do not write it
 
     def to_json(self) -> dict[str, Any]:
         return {

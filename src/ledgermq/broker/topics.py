@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ledgermq.broker.config import BrokerConfig
-from ledgermq.broker.metadata_log import Change, MetadataLog, MetadataLogSettings, replay
+from ledgermq.broker.metadata_log import Change, LoggedTable, MetadataLog, MetadataLogSettings, replay
 from ledgermq.clock import Clock
 from ledgermq.protocol.names import NOT_ALLOWED_SEND_TOPICS as NOT_ALLOWED_SEND_TOPICS
 from ledgermq.protocol.names import TOPIC_MAX_LENGTH, TOPIC_NAME_PATTERN
@@ -46,7 +46,7 @@ def topic_error(topic: str) -> str | None:
     return None
 
 
-class TopicConfigManager:
+class TopicConfigManager(LoggedTable):
     def __init__(
         self, path: Path, config: BrokerConfig, clock: Clock, log_settings: MetadataLogSettings | None = None
     ) -> None:
@@ -92,21 +92,6 @@ class TopicConfigManager:
             "dataVersion": self.data_version.to_json(),
             TABLE_KEY: {k: v.to_json() for k, v in sorted(self.table.items())},
         }
-
-    def persist(self) -> None:
-        """Write the whole table as topics.json and empty the change log (a compaction)."""
-        self.log.compact()
-
-    def sync(self) -> None:
-        """fsync the change log (the broker's short timer): changes survive a power loss."""
-        self.log.sync()
-
-    def close(self) -> None:
-        """Clean shutdown: topics.json alone holds every topic, as a Java broker expects."""
-        if self._loaded:
-            self.log.close()
-        else:
-            self.log.close_file()  # never loaded: the table is not the file's, do not write it
 
     def _record(self, change: Change) -> None:
         self.log.append((change,))

@@ -37,11 +37,11 @@ from typing import Any
 
 from ledgermq.client import push_broker_requests
 from ledgermq.client.allocate import AllocateMessageQueueAveragely, AllocateStrategy
+from ledgermq.client.consume_orderly import ConsumeMessageOrderlyService
 from ledgermq.client.consume_service import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
     ConsumeMessageConcurrentlyService,
-    ConsumeMessageOrderlyService,
     ConsumeMessageService,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,

@@ -56,7 +56,29 @@ def _create_full_size(path: Path, size: int) -> int:
     return fd
 
 
-class MappedFile:
+class SegmentPositions:
+    """Where a segment of an ordered run starts, ends and has been written to: the same
+    arithmetic for mapped commit-log segments and for consume-queue segments."""
+
+    __slots__ = ()
+    start_offset: int
+    size: int
+    wrote: int
+
+    @property
+    def end_offset(self) -> int:
+        return self.start_offset + self.size
+
+    @property
+    def write_offset(self) -> int:
+        return self.start_offset + self.wrote
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote >= self.size
+
+
+class MappedFile(SegmentPositions):
     """A single segment. Not thread-safe for writes; the owning queue serialises them."""
 
     def __init__(self, path: Path, size: int, *, create: bool) -> None:
@@ -87,18 +109,6 @@ class MappedFile:
         self.first_create_in_queue = False
 
     # -- positions -------------------------------------------------------------------
-    @property
-    def end_offset(self) -> int:
-        return self.start_offset + self.size
-
-    @property
-    def write_offset(self) -> int:
-        return self.start_offset + self.wrote
-
-    @property
-    def is_full(self) -> bool:
-        return self.wrote >= self.size
-
     @property
     def available(self) -> bool:
         return self._available

@@ -13,25 +13,17 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from ledgermq.errors import StoreError, StoreFullError
 from ledgermq.failpoints import failpoint
-from ledgermq.store.mapped_file import MappedFile, parse_segment_name, segment_name
+from ledgermq.store.mapped_file import MappedFile, SegmentPositions, parse_segment_name, segment_name
 from ledgermq.util.atomic_file import fsync_dir
 
 log = logging.getLogger(__name__)
 
 
-class Segment(Protocol):
-    @property
-    def start_offset(self) -> int: ...
-
-    @property
-    def end_offset(self) -> int: ...
-
-
-S = TypeVar("S", bound=Segment)
+S = TypeVar("S", bound=SegmentPositions)
 
 
 def find_segment(files: Sequence[S], offset: int, file_size: int) -> S | None:
@@ -48,7 +40,35 @@ def find_segment(files: Sequence[S], offset: int, file_size: int) -> S | None:
     return None
 
 
-class MappedFileQueue:
+class SegmentRun(Generic[S]):
+    """Lookups over an ordered run of equal-size segments (``files``, replaced and never
+    mutated, so readers take a snapshot without a lock)."""
+
+    files: list[S]
+    file_size: int
+
+    def first(self) -> S | None:
+        files = self.files
+        return files[0] if files else None
+
+    def last(self) -> S | None:
+        files = self.files
+        return files[-1] if files else None
+
+    def min_offset(self) -> int:
+        files = self.files
+        return files[0].start_offset if files else 0
+
+    def max_offset(self) -> int:
+        files = self.files
+        return files[-1].write_offset if files else 0
+
+    def find(self, offset: int) -> S | None:
+        """The segment holding ``offset`` (or None if deleted or not yet written)."""
+        return find_segment(self.files, offset, self.file_size)
+
+
+class MappedFileQueue(SegmentRun[MappedFile]):
     def __init__(self, directory: Path, file_size: int) -> None:
         self.directory = directory
         self.file_size = file_size
@@ -91,32 +111,12 @@ class MappedFileQueue:
     def empty(self) -> bool:
         return not self.files
 
-    def first(self) -> MappedFile | None:
-        files = self.files
-        return files[0] if files else None
-
-    def last(self) -> MappedFile | None:
-        files = self.files
-        return files[-1] if files else None
-
-    def min_offset(self) -> int:
-        files = self.files
-        return files[0].start_offset if files else 0
-
-    def max_offset(self) -> int:
-        files = self.files
-        return files[-1].write_offset if files else 0
-
     def flushed_offset(self) -> int:
         files = self.files
         for mf in reversed(files):
             if mf.flushed > 0:
                 return mf.start_offset + mf.flushed
         return files[0].start_offset if files else 0
-
-    def find(self, offset: int) -> MappedFile | None:
-        """The segment holding ``offset`` (or None if deleted or not yet written)."""
-        return find_segment(self.files, offset, self.file_size)
 
     # -- growth ----------------------------------------------------------------------
     def last_for_write(self, start_if_empty: int = 0) -> MappedFile:

@@ -24,27 +24,24 @@ from pathlib import Path
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import FlushDiskType, StoreConfig
 from ledgermq.errors import (
-    LocalProtocolError,
-    PropertiesTooLargeError,
     StoreClosedError,
     StoreError,
     StoreFullError,
 )
 from ledgermq.protocol import message as M
-from ledgermq.protocol import properties as P
-from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.names import TOPIC_NAME_PATTERN
-from ledgermq.store import queue_positions
+from ledgermq.store import encoding, queue_positions
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
-from ledgermq.store.dispatch import SCHEDULE_TOPIC, whole_records_end
+from ledgermq.store.dispatch import whole_records_end
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
-from ledgermq.store.dledger.config import DLedgerStoreConfig
+from ledgermq.store.dledger.config import dledger_store_config
 from ledgermq.store.dledger.reput import DLedgerReputService
 from ledgermq.store.dledger.retention import DLedgerCleanService, LedgerGuard
 from ledgermq.store.dledger.store_recovery import recover_dledger
 from ledgermq.store.dledger.writes import DLedgerWrites
+from ledgermq.store.encoding import Encoded
 from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
@@ -134,15 +131,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             last_exit_ok = self.lock.last_exit_ok
             self.checkpoint = Checkpoint.load(self.root / "checkpoint")
             self.commitlog.load()
-            positions_file = self.root / queue_positions.FILE_NAME
-            fingerprint = self._fingerprint()
-            saved = queue_positions.take(positions_file, fingerprint) if last_exit_ok else None
-            self.queue_positions_used = saved is not None
-            if saved is None:
-                queue_positions.discard(positions_file)
-                self.queues.load()
-            else:
-                self.queues.load_positions(saved)
+            self.queue_positions_used = queue_positions.load_queues(self.config, self.queues, last_exit_ok)
             rebuild_from = None
             if self.index is not None:
                 rebuild_from = self.index.load(last_exit_ok, self.checkpoint.index_ts)
@@ -252,28 +241,12 @@ class MessageStore(StoreReads, DLedgerWrites):
             and (self.reput is None or (self.reput.stuck_reason is None and self.reput.dispatch_error is None))
             and not any(svc.alive for svc in services)
         )
-        if clean:
-            self._save_queue_positions()
+        if clean:  # after the flushers' last pass, so the checkpoint it names is final
+            queue_positions.save_queues(self.config, self.queues)
         self._close_files()
         if clean:
             self.lock.mark_clean_exit()
         self.lock.release()
-
-    def _fingerprint(self) -> dict[str, object]:
-        return queue_positions.store_fingerprint(
-            self.root,
-            self.config.commitlog_path,
-            self.config.consume_queue_path,
-            self.config.mapped_file_size_consume_queue,
-        )
-
-    def _save_queue_positions(self) -> None:
-        """Let the next start skip reading every queue (queue_positions.py); after the
-        flushers' last pass, so the checkpoint it names is final."""
-        try:
-            queue_positions.save(self.root / queue_positions.FILE_NAME, self._fingerprint(), self.queues.positions())
-        except OSError as exc:
-            log.warning("could not save consume-queue positions (%s); the next start reads the queues", exc)
 
     def _close_files(self) -> None:
         self.commitlog.close()
@@ -321,44 +294,10 @@ class MessageStore(StoreReads, DLedgerWrites):
             return encoded
         return self._append(*encoded)
 
-    def encode_message(self, msg: MessageInput) -> tuple[list[EncodedMessage], str, int, bool] | PutResult:
-        """The stored record of ``msg`` (offsets left open), where it goes and whether the
-        sender waits: a delayed message is rewritten to SCHEDULE_TOPIC_XXXX here. A refusal
-        comes back as a PutResult. Shared by native puts and DLedger mode's proposals."""
-        props = msg.properties
-        topic, queue_id = msg.topic, msg.queue_id
-        if SF.gets_queue_entry(msg.sysflag):
-            delay = props.get(P.DELAY)
-            if delay and delay.isdigit() and int(delay) > 0:
-                level = min(int(delay), len(self.delay_levels_ms))
-                props = {**props, P.DELAY: str(level), P.REAL_TOPIC: topic, P.REAL_QID: str(queue_id)}
-                topic, queue_id = SCHEDULE_TOPIC, level - 1
-        try:
-            data = M.encode_record(
-                topic=topic,
-                body=msg.body,
-                queue_id=queue_id,
-                flag=msg.flag,
-                properties=P.encode_properties(props),
-                sysflag=msg.sysflag,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host,
-                store_host=msg.store_host or self.store_host,
-                reconsume_times=msg.reconsume_times,
-                prepared_transaction_offset=msg.prepared_transaction_offset,
-            )
-        except PropertiesTooLargeError as exc:
-            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
-        except LocalProtocolError as exc:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
-        encoded = EncodedMessage(
-            data,
-            queue_key(topic, queue_id),
-            SF.gets_queue_entry(msg.sysflag),
-            msg.store_host or self.store_host,
-        )
-        wait = msg.wait_store_ok and props.get(P.WAIT) != "false"
-        return [encoded], topic, queue_id, wait
+    def encode_message(self, msg: MessageInput) -> Encoded | PutResult:
+        """The stored record of ``msg`` (store/encoding.py); shared by native puts and
+        DLedger mode's proposals."""
+        return encoding.encode_message(msg, self.store_host, self.delay_levels_ms)
 
     def put_messages(self, batch: BatchInput) -> PutResult:
         """Append a batch contiguously with consecutive queue offsets."""
@@ -373,37 +312,9 @@ class MessageStore(StoreReads, DLedgerWrites):
             return encoded
         return self._append(*encoded)
 
-    def encode_batch(self, batch: BatchInput) -> tuple[list[EncodedMessage], str, int, bool] | PutResult:
-        """The stored records of a batch (one topic-queue); a refusal as a PutResult."""
-        if not batch.entries:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        if SF.transaction_type(batch.sysflag) != SF.TRANSACTION_NOT_TYPE:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batches cannot be transactional")
-        key = queue_key(batch.topic, batch.queue_id)
-        encoded: list[EncodedMessage] = []
-        wait = True
-        try:
-            for flag, body, props in batch.entries:
-                if props.get(P.DELAY, "0") not in ("", "0"):
-                    return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batches cannot be delayed")
-                wait = wait and props.get(P.WAIT) != "false"
-                data = M.encode_record(
-                    topic=batch.topic,
-                    body=body,
-                    queue_id=batch.queue_id,
-                    flag=flag,
-                    properties=P.encode_properties(props),
-                    sysflag=batch.sysflag,
-                    born_timestamp=batch.born_timestamp,
-                    born_host=batch.born_host,
-                    store_host=batch.store_host or self.store_host,
-                )
-                encoded.append(EncodedMessage(data, key, True, batch.store_host or self.store_host))
-        except PropertiesTooLargeError as exc:
-            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
-        except LocalProtocolError as exc:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
-        return encoded, batch.topic, batch.queue_id, wait
+    def encode_batch(self, batch: BatchInput) -> Encoded | PutResult:
+        """The stored records of a batch (store/encoding.py)."""
+        return encoding.encode_batch(batch, self.store_host)
 
     def check_for_proposal(self, msg: MessageInput | BatchInput) -> PutResult | None:
         """DLedger mode: what ``put_message`` would refuse about ``msg`` itself (size, topic,
@@ -648,14 +559,3 @@ class MessageStore(StoreReads, DLedgerWrites):
             "storeFailed": self.failed_reason or "",
             "writeFence": self.write_fence or "",
         }
-
-
-def dledger_store_config(config: StoreConfig) -> DLedgerStoreConfig:
-    """The DLedger files of a store in DLedger mode (as DLedgerCommitLog configures DLedger:
-    base dir storePathRootDir, data files of mappedFileSizeCommitLog)."""
-    return DLedgerStoreConfig(
-        store_base_dir=config.root_dir,
-        self_id=config.dleger_self_id,
-        data_store_path=config.store_path_dleger_commit_log or None,
-        data_file_size=config.mapped_file_size_commitlog,
-    )

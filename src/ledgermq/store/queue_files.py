@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ledgermq.errors import StoreError
 from ledgermq.store.mapped_file import DELETED_SUFFIX, parse_segment_name, segment_name
-from ledgermq.store.mapped_file_queue import find_segment
+from ledgermq.store.mapped_file_queue import SegmentRun
 from ledgermq.store.open_files import OpenFiles
 from ledgermq.store.queue_segment import QueueSegment
 from ledgermq.util.atomic_file import fsync_dir
@@ -110,7 +110,7 @@ class SegmentCreator:
         return created
 
 
-class QueueFiles:
+class QueueFiles(SegmentRun[QueueSegment]):
     def __init__(self, directory: str, file_size: int, open_files: OpenFiles, creator: SegmentCreator) -> None:
         self.directory = directory
         self.file_size = file_size
@@ -146,26 +146,6 @@ class QueueFiles:
             segments.append(seg)
         segments.sort(key=lambda s: s.start_offset)
         self.files = segments
-
-    # -- lookups ---------------------------------------------------------------------
-    def first(self) -> QueueSegment | None:
-        files = self.files
-        return files[0] if files else None
-
-    def last(self) -> QueueSegment | None:
-        files = self.files
-        return files[-1] if files else None
-
-    def min_offset(self) -> int:
-        files = self.files
-        return files[0].start_offset if files else 0
-
-    def max_offset(self) -> int:
-        files = self.files
-        return files[-1].write_offset if files else 0
-
-    def find(self, offset: int) -> QueueSegment | None:
-        return find_segment(self.files, offset, self.file_size)
 
     # -- growth ----------------------------------------------------------------------
     def last_for_write(self, start_if_empty: int = 0) -> QueueSegment:

@@ -41,6 +41,8 @@ from typing import Any
 
 import orjson
 
+from ledgermq.config import StoreConfig
+from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.util.atomic_file import fsync_dir, write_atomic
 
 log = logging.getLogger(__name__)
@@ -117,3 +119,31 @@ def take(path: Path, fingerprint: dict[str, Any]) -> list[list[Any]] | None:
 def discard(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
+
+
+def load_queues(config: StoreConfig, queues: ConsumeQueueTable, last_exit_ok: bool) -> bool:
+    """Fill ``queues`` at start: from the positions file when it may be trusted (True),
+    otherwise by listing the queues on disk. The file is gone afterwards either way."""
+    path = Path(config.root_dir) / FILE_NAME
+    saved = take(path, _fingerprint(config)) if last_exit_ok else None
+    if saved is None:
+        discard(path)
+        queues.load()
+        return False
+    queues.load_positions(saved)
+    return True
+
+
+def save_queues(config: StoreConfig, queues: ConsumeQueueTable) -> None:
+    """At a clean stop: let the next start skip reading every queue. A failure only costs
+    that start its speed, so it is logged, not raised."""
+    try:
+        save(Path(config.root_dir) / FILE_NAME, _fingerprint(config), queues.positions())
+    except OSError as exc:
+        log.warning("could not save consume-queue positions (%s); the next start reads the queues", exc)
+
+
+def _fingerprint(config: StoreConfig) -> dict[str, Any]:
+    return store_fingerprint(
+        Path(config.root_dir), config.commitlog_path, config.consume_queue_path, config.mapped_file_size_consume_queue
+    )

@@ -24,13 +24,13 @@ import threading
 
 from ledgermq.errors import StoreFullError
 from ledgermq.failpoints import failpoint
-from ledgermq.store.mapped_file import SegmentGoneError, parse_segment_name
+from ledgermq.store.mapped_file import SegmentGoneError, SegmentPositions, parse_segment_name
 from ledgermq.store.open_files import OpenFiles
 
 _PAGE = 4096
 
 
-class QueueSegment:
+class QueueSegment(SegmentPositions):
     """Positions as in ``MappedFile``: ``wrote`` (appended), ``flushed`` (durable)."""
 
     __slots__ = ("borrowed", "fd", "files", "first_create_in_queue", "flushed", "lock", "path", "pending",
@@ -65,18 +65,6 @@ class QueueSegment:
         seg = cls(path, size, files, pending=True)
         seg.materialize()
         return seg
-
-    @property
-    def end_offset(self) -> int:
-        return self.start_offset + self.size
-
-    @property
-    def write_offset(self) -> int:
-        return self.start_offset + self.wrote
-
-    @property
-    def is_full(self) -> bool:
-        return self.wrote >= self.size
 
     # -- creation --------------------------------------------------------------------
     def materialize(self) -> bool:

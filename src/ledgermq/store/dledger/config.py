@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledgermq.config import StoreConfig
 from ledgermq.errors import ConfigError
 from ledgermq.store.dledger.entry import BODY_OFFSET, INDEX_UNIT_SIZE, MIN_BLANK_LEN
 
@@ -62,3 +63,14 @@ class DLedgerStoreConfig:
     def max_body_size(self) -> int:
         """The largest body an empty data file takes (entry plus the blank it must leave)."""
         return self.data_file_size - BODY_OFFSET - MIN_BLANK_LEN
+
+
+def dledger_store_config(config: StoreConfig) -> DLedgerStoreConfig:
+    """The DLedger files of a store in DLedger mode (as DLedgerCommitLog configures DLedger:
+    base dir storePathRootDir, data files of mappedFileSizeCommitLog)."""
+    return DLedgerStoreConfig(
+        store_base_dir=config.root_dir,
+        self_id=config.dleger_self_id,
+        data_store_path=config.store_path_dleger_commit_log or None,
+        data_file_size=config.mapped_file_size_commitlog,
+    )

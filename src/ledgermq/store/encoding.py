@@ -1,0 +1,92 @@
+"""A put's stored records, built before the commit-log lock is taken: the record bytes
+with their offsets left open, the queue they go to, and whether the sender waits for the
+flush. A delayed message is rewritten to SCHEDULE_TOPIC_XXXX here (level - 1 as its queue,
+the real topic and queue in properties). A refusal comes back as a PutResult. Native puts
+and DLedger mode's proposals both build their records here."""
+
+from __future__ import annotations
+
+from ledgermq.errors import LocalProtocolError, PropertiesTooLargeError
+from ledgermq.protocol import message as M
+from ledgermq.protocol import properties as P
+from ledgermq.protocol import sysflag as SF
+from ledgermq.protocol.message import Host
+from ledgermq.store.commitlog import EncodedMessage, queue_key
+from ledgermq.store.dispatch import SCHEDULE_TOPIC
+from ledgermq.store.message_input import BatchInput, MessageInput
+from ledgermq.store.results import PutResult, PutStatus
+
+Encoded = tuple[list[EncodedMessage], str, int, bool]  # records, topic, queue id, wait for the flush
+
+
+def encode_message(msg: MessageInput, store_host: Host, delay_levels_ms: list[int]) -> Encoded | PutResult:
+    """The stored record of ``msg`` (offsets left open), where it goes and whether the
+    sender waits: a delayed message is rewritten to SCHEDULE_TOPIC_XXXX here. A refusal
+    comes back as a PutResult. Shared by native puts and DLedger mode's proposals."""
+    props = msg.properties
+    topic, queue_id = msg.topic, msg.queue_id
+    if SF.gets_queue_entry(msg.sysflag):
+        delay = props.get(P.DELAY)
+        if delay and delay.isdigit() and int(delay) > 0:
+            level = min(int(delay), len(delay_levels_ms))
+            props = {**props, P.DELAY: str(level), P.REAL_TOPIC: topic, P.REAL_QID: str(queue_id)}
+            topic, queue_id = SCHEDULE_TOPIC, level - 1
+    try:
+        data = M.encode_record(
+            topic=topic,
+            body=msg.body,
+            queue_id=queue_id,
+            flag=msg.flag,
+            properties=P.encode_properties(props),
+            sysflag=msg.sysflag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_host=msg.store_host or store_host,
+            reconsume_times=msg.reconsume_times,
+            prepared_transaction_offset=msg.prepared_transaction_offset,
+        )
+    except PropertiesTooLargeError as exc:
+        return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
+    except LocalProtocolError as exc:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+    encoded = EncodedMessage(
+        data,
+        queue_key(topic, queue_id),
+        SF.gets_queue_entry(msg.sysflag),
+        msg.store_host or store_host,
+    )
+    wait = msg.wait_store_ok and props.get(P.WAIT) != "false"
+    return [encoded], topic, queue_id, wait
+
+
+def encode_batch(batch: BatchInput, store_host: Host) -> Encoded | PutResult:
+    """The stored records of a batch (one topic-queue); a refusal as a PutResult."""
+    if not batch.entries:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="empty batch")
+    if SF.transaction_type(batch.sysflag) != SF.TRANSACTION_NOT_TYPE:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batches cannot be transactional")
+    key = queue_key(batch.topic, batch.queue_id)
+    encoded: list[EncodedMessage] = []
+    wait = True
+    try:
+        for flag, body, props in batch.entries:
+            if props.get(P.DELAY, "0") not in ("", "0"):
+                return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batches cannot be delayed")
+            wait = wait and props.get(P.WAIT) != "false"
+            data = M.encode_record(
+                topic=batch.topic,
+                body=body,
+                queue_id=batch.queue_id,
+                flag=flag,
+                properties=P.encode_properties(props),
+                sysflag=batch.sysflag,
+                born_timestamp=batch.born_timestamp,
+                born_host=batch.born_host,
+                store_host=batch.store_host or store_host,
+            )
+            encoded.append(EncodedMessage(data, key, True, batch.store_host or store_host))
+    except PropertiesTooLargeError as exc:
+        return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
+    except LocalProtocolError as exc:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+    return encoded, batch.topic, batch.queue_id, wait

@@ -61,7 +61,6 @@ class StoreConfig:
     max_message_size: int = key("maxMessageSize", 4 * 1024 * 1024)
     check_crc_on_recover: bool = key("checkCRCOnRecover", True)
     message_index_enable: bool = key("messageIndexEnable", True)
-    message_index_safe: bool = key("messageIndexSafe", False)
     max_hash_slot_num: int = key("maxHashSlotNum", 5_000_000)
     max_index_num: int = key("maxIndexNum", 20_000_000)
     max_transfer_bytes_in_memory: int = key("maxTransferBytesOnMessageInMemory", 256 * 1024)

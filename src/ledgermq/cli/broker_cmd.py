@@ -12,27 +12,19 @@ from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.dledger import check_settings
 from ledgermq.cli.runtime import read_properties, serve
 from ledgermq.config import StoreConfig, config_from_properties, known_keys
+from ledgermq.config_keys import check_unimplemented_keys
 from ledgermq.errors import ConfigError
-from ledgermq.ha.config import HAConfig
+from ledgermq.ha.config import FALLBEHIND_ALIAS, HAConfig
 from ledgermq.store.open_files import raise_open_file_limit
 
 log = logging.getLogger(__name__)
 
-# Keys RocketMQ broker.conf files commonly carry that we accept without acting on them.
-TOLERATED_KEYS = {"deleteWhen", "fileReservedTime"} | {
-    "sendMessageThreadPoolNums",
-    "pullMessageThreadPoolNums",
-    "transientStorePoolEnable",
-    "warmMapedFileEnable",
-    "osPageCacheBusyTimeOutMills",
-    "useReentrantLockWhenPutMessage",
-    "enablePropertyFilter",
-    "aclEnable",
-}
-
 
 def load_broker_configs(props: dict[str, str], **overrides: object) -> tuple[BrokerConfig, StoreConfig]:
-    """Broker and store configs from one properties dict; unknown keys are logged, bad values raise."""
+    """Broker and store configs from one properties dict.
+
+    Bad values raise; keys no config reads are refused or warned about (config_keys.py).
+    """
     broker_over = {k: v for k, v in overrides.items() if k in BrokerConfig.__dataclass_fields__}
     store_over = {k: v for k, v in overrides.items() if k in StoreConfig.__dataclass_fields__}
     broker = config_from_properties(BrokerConfig, props, **broker_over)
@@ -43,10 +35,8 @@ def load_broker_configs(props: dict[str, str], **overrides: object) -> tuple[Bro
         raise ConfigError("brokerRole=SLAVE needs brokerId > 0 (brokerId 0 is the master)")
     elif not store.is_slave and not broker.is_master:
         raise ConfigError(f"brokerRole={store.broker_role.value} needs brokerId=0 (a slave uses brokerRole=SLAVE)")
-    known = known_keys(BrokerConfig) | known_keys(StoreConfig) | known_keys(HAConfig) | TOLERATED_KEYS
-    known.add("haMaxGapNotInSync")
-    for k in sorted(set(props) - known):
-        log.warning("unknown config key %r ignored", k)
+    known = known_keys(BrokerConfig) | known_keys(StoreConfig) | known_keys(HAConfig) | {FALLBEHIND_ALIAS}
+    check_unimplemented_keys(props, known)
     return broker, store
 
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import click
 
 from ledgermq.cli.runtime import read_properties, serve
 from ledgermq.config import config_from_properties, known_keys
+from ledgermq.config_keys import check_unimplemented_keys
 from ledgermq.errors import ConfigError
 from ledgermq.namesrv.app import NamesrvApp, NamesrvConfig
 from ledgermq.startup import bind_failed
-
-log = logging.getLogger(__name__)
 
 
 @click.command()
@@ -29,8 +27,10 @@ log = logging.getLogger(__name__)
 def namesrv(conf: Path | None, port: int | None, host: str | None, kv_config: Path | None) -> None:
     """Run a name server (RocketMQ 4.x protocol)."""
     props = read_properties(conf)
-    for k in sorted(set(props) - known_keys(NamesrvConfig)):
-        log.warning("%s: unknown key %r ignored", conf, k)
+    try:
+        check_unimplemented_keys(props, known_keys(NamesrvConfig))
+    except ConfigError as exc:
+        raise click.ClickException(f"{conf}: {exc}") from exc
     overrides: dict[str, object] = {}
     if port is not None:
         overrides["listen_port"] = port

@@ -307,6 +307,31 @@ def test_send_batch_with_malformed_body_stores_nothing(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_batch_entries_asking_for_delay_or_a_transaction_are_refused(tmp_path: Path) -> None:
+    """Nothing accepted silently: RocketMQ would store such an entry at once as an ordinary message."""
+
+    async def main() -> None:
+        async with running_broker(tmp_path) as h:
+            plain = BatchEntry(0, b"ok", P.encode_properties({"UNIQ_KEY": "0" * 32}))
+            before = max_phy(h)
+            for extra, batch_props, sysflag in (
+                ({P.DELAY: "3"}, "", 0),
+                ({P.TRAN_MSG: "true", "PGROUP": "pg"}, "", 0),
+                ({}, P.encode_properties({P.DELAY: "2"}), 0),
+                ({}, "", 0x4),  # the batch itself flagged TRANSACTION_PREPARED_TYPE
+            ):
+                odd = BatchEntry(0, b"odd", P.encode_properties({"UNIQ_KEY": "1" * 32, **extra}))
+                header = v2("BatchRefused", 0, batch_props, m="true", f=sysflag)
+                resp = await h.call(RequestCode.SEND_BATCH_MESSAGE, header, encode_batch([plain, odd]))
+                assert resp.code == ResponseCode.MESSAGE_ILLEGAL, (extra, resp)
+                assert "batch cannot hold" in resp.remark
+            assert max_phy(h) == before
+            resp = await h.call(RequestCode.SEND_BATCH_MESSAGE, v2("BatchRefused", 0, m="true"), encode_batch([plain]))
+            assert resp.code == ResponseCode.SUCCESS, resp
+
+    asyncio.run(main())
+
+
 # -- topics -------------------------------------------------------------------------------
 def test_auto_create_from_tbw102_takes_min_of_requested_and_default_queues(tmp_path: Path) -> None:
     async def main() -> None:

@@ -268,11 +268,21 @@ async def _send_batch(broker: Broker, ctx: RequestContext, cmd: RemotingCommand)
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, f"batch body does not inflate: {exc}")
         sysflag &= ~(SF.COMPRESSED | SF.COMPRESSION_TYPE_MASK)
     extra = P.decode_properties(opt_field(cmd, "properties") or "")
+    if sysflag & SF.TRANSACTION_MASK or extra.get(P.TRAN_MSG) == "true":
+        return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold transactional messages")
+    if extra.get(P.DELAY, "0") not in ("", "0"):
+        return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold delayed messages")
     extra.pop(P.WAIT, None)
     extra[P.CLUSTER] = broker.config.cluster_name
     entries = []
     for entry in iter_batch(body):
         props = P.decode_properties(entry.properties)
+        # RocketMQ's broker would store such an entry at once, undelayed, or as an ordinary
+        # message: refuse it rather than quietly drop what the entry asked for.
+        if props.get(P.DELAY, "0") not in ("", "0"):
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold delayed messages")
+        if props.get(P.TRAN_MSG) == "true":
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold transactional messages")
         props.update(extra)
         entries.append((entry.flag, entry.body, props))
     batch = BatchInput(

@@ -182,6 +182,24 @@ def test_an_answer_before_the_stall_makes_no_lookup_and_one_after_it_is_kept() -
     run(body())
 
 
+def test_close_stops_a_monitor_sleeping_toward_a_finished_sends_stall() -> None:
+    """A producer shut down right after a send must not leave the monitor pending on its loop."""
+
+    async def body() -> None:
+        watch = watch_of(FakeRoutes({"g": "a"}), FailoverSettings(stall_after=30.0, route_poll_interval=0.05))
+
+        async def answer() -> str:
+            return "answer"
+
+        assert await watch.watch(answer(), TOPIC, "g", "a") == "answer"
+        monitor = watch._monitor
+        assert monitor is not None and not monitor.done()  # asleep until the stall time, 30 s away
+        await watch.close()
+        assert monitor.done() and watch._monitor is None
+
+    run(body())
+
+
 def test_many_stalled_sends_share_one_rate_bounded_lookup_at_a_time() -> None:
     async def body() -> None:
         routes = FakeRoutes({"g": "a"})

@@ -280,3 +280,7 @@ bench.add_command(scale_bench)
 from ledgermq.cli.bench_compare_cmd import compare_bench  # noqa: E402 - the compare bench lives in its own module
 
 bench.add_command(compare_bench)
+
+from ledgermq.cli.bench_memory_cmd import memory_bench  # noqa: E402 - the memory bench lives in its own module
+
+bench.add_command(memory_bench)

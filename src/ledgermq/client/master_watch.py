@@ -118,6 +118,16 @@ class MasterWatch:
         now = self.routes.master_addr(broker_name)
         return now if now is not None and now != addr else None
 
+    async def close(self) -> None:
+        """Stop the monitor and route lookups (the producer is shutting down): a monitor
+        sleeping toward the stall time of a send that has since finished would otherwise
+        outlive the producer on its loop."""
+        tasks = [t for t in (self._monitor, *self._inflight.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._monitor = None  # a monitor cancelled before it ran never reached its finally
+
     # -- waits -----------------------------------------------------------------------------
     async def watch(self, call: Awaitable[T], topic: str, broker_name: str, addr: str) -> T:
         """Await ``call`` (an attempt on ``addr``, the master of ``broker_name``) in the

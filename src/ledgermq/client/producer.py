@@ -224,6 +224,7 @@ class Producer:
         self._state = "shutting down"
         await self._async.drain(self.send_timeout + 1.0)
         self._state = "shut down"
+        await self.master_watch.close()
         if was_running:
             await self.instance.unregister_producer(self.group)
         await self.instance.release()

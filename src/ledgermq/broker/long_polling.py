@@ -16,6 +16,13 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class PullHoldService:
     def __init__(self) -> None:
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
@@ -74,7 +81,8 @@ class PullHoldService:
                 fut.set_result(None)
 
     def arrived_threadsafe(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """The store's arrival listener: called from the reput thread.
+        """The store's arrival listener: called from the reput thread, or from the loop's
+        own thread when a put dispatched its record itself (then the waiters wake at once).
 
         Arrivals gather until the loop takes them; only the first of a batch schedules the
         loop's turn, so a busy store does not wake the loop once per queue per round. None is
@@ -84,6 +92,9 @@ class PullHoldService:
         key = (topic, queue_id)
         if loop is None or key not in self._waiters or loop.is_closed():
             return  # nobody waits (a pull registering now re-reads the queue: see ``wait``)
+        if _running_loop() is loop:  # dispatched by the put itself, on the loop's thread
+            self.arrived(topic, queue_id, max_offset)
+            return
         with self._arrivals_lock:
             if self._arrivals.get(key, -1) < max_offset:
                 self._arrivals[key] = max_offset

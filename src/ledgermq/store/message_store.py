@@ -377,7 +377,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             self._fail(f"commit-log append failed: {exc}")
             return PutResult(PutStatus.UNKNOWN_ERROR, remark=str(exc))
         if self.reput is not None:
-            self.reput.wakeup()
+            self.reput.dispatch_appended()
         flusher = self.commitlog_flusher
         future = None
         if isinstance(flusher, GroupCommitService):
@@ -418,7 +418,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             self._fail(f"raw append failed: {exc}")
             raise
         if self.reput is not None:
-            self.reput.wakeup()
+            self.reput.dispatch_appended()
 
     def adopt_raw_tail(self, timeout: float = 60.0) -> None:
         """After a master took records back with ``append_raw``: dispatch them and continue

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max offset
 HoldOff = Callable[[], bool]
 
+# An appender dispatches what it just appended itself when no more than this is waiting;
+# a bigger backlog (recovery, a slave catching up) is left to the thread.
+INLINE_MAX_BYTES = 1024 * 1024
 MAX_HOLD_S = 0.5
 MIN_RUN_S = 0.05
 _HOLD_POLL_S = 0.02
@@ -105,6 +108,33 @@ class ReputService(ServiceThread):
 
     def on_stop(self) -> None:
         self.dispatch_available()  # a clean shutdown leaves nothing undispatched
+
+    def dispatch_appended(self) -> None:
+        """Called right after an append: dispatch it on the appender's thread when that is
+        cheap, else wake the thread.
+
+        Why: the dispatch of one record costs a few microseconds, but waking the reput
+        thread for it, and the interpreter-lock hand-offs that follow, cost the broker tens
+        (measured: 86 us of CPU per single send on a master, 70 on its slave). The thread
+        still runs for what is left to it: a backlog over ``INLINE_MAX_BYTES``, a replica
+        holding off, or a pass already under way on another thread (which picks the new
+        record up, as the wake-up makes it look once more)."""
+        hold = self.hold_off
+        if (
+            self.stopping  # stopped: nothing more is dispatched, by the thread or here
+            or self.commitlog.max_offset - self.reput_from > INLINE_MAX_BYTES
+            or (hold is not None and hold())
+            or not self.lock.acquire(blocking=False)
+        ):
+            self.wakeup()
+            return
+        try:
+            self._dispatch_available(None)
+        except Exception:
+            log.exception("reput: dispatch on the appending thread failed; the reput thread tries again")
+            self.wakeup()
+        finally:
+            self.lock.release()
 
     def dispatch_available(self) -> int:
         """Dispatch everything appended so far; return how many records were dispatched."""

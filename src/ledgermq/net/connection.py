@@ -80,11 +80,13 @@ class Connection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = self._loop.time()
         self.transport.set_write_buffer_limits(high=4 * 1024 * 1024)
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = asyncio.get_running_loop().time()
+        # the loop of connection_made: Python 3.11's get_running_loop() costs a getpid() call
+        loop = self._loop
+        self.last_active = loop.time() if loop is not None else 0.0
         try:
             frames = self.decoder.feed(data)
         except RemoteProtocolError as exc:

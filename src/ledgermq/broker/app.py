@@ -176,6 +176,7 @@ class BrokerApp:
         cfg = self.config
         b.pull_hold.bind(asyncio.get_running_loop())
         b.store.add_arrival_listener(b.pull_hold.arrived_threadsafe)
+        b.store.defer_dispatch(asyncio.get_running_loop().call_soon)
         b.topics.load()
         b.topics.persist()
         b.offsets.load()

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import resource
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -50,7 +51,7 @@ from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
 from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult, recover
-from ledgermq.store.reput import ArrivalListener, ReputService
+from ledgermq.store.reput import ArrivalListener, ReputService, Schedule
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
 from ledgermq.util.latency import LatencyHistogram
@@ -115,6 +116,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         self.cleaner: CleanService | None = None
         self._disk_usage = disk_usage
         self._listeners: list[ArrivalListener] = []
+        self._defer: tuple[Schedule, int] | None = None  # see ``defer_dispatch``
         self.memory_budget = _total_memory() * config.access_message_in_memory_max_ratio // 100
         self.running = False
         self.failed_reason: str | None = None
@@ -174,6 +176,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             return
         self.reput = ReputService(self.commitlog, self.queues, self.index, reput_from, self.delay_levels_ms)
         self.reput.listeners = self._listeners
+        self.reput.defer = self._defer
         self.reput.dispatch_available()  # catch up before serving (normal-recovery rebuild)
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.commitlog_flusher = GroupCommitService(
@@ -201,6 +204,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         assert self.dledger is not None
         reput = DLedgerReputService(self.dledger, self.queues, self.index, reput_from, self.delay_levels_ms)
         reput.listeners = self._listeners
+        reput.defer = self._defer
         self.reput = reput
         self.dledger.on_commit = reput.wakeup
         reput.dispatch_available()
@@ -377,7 +381,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             self._fail(f"commit-log append failed: {exc}")
             return PutResult(PutStatus.UNKNOWN_ERROR, remark=str(exc))
         if self.reput is not None:
-            self.reput.dispatch_appended()
+            self.reput.after_append()
         flusher = self.commitlog_flusher
         future = None
         if isinstance(flusher, GroupCommitService):
@@ -418,7 +422,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             self._fail(f"raw append failed: {exc}")
             raise
         if self.reput is not None:
-            self.reput.dispatch_appended()
+            self.reput.after_append()
 
     def adopt_raw_tail(self, timeout: float = 60.0) -> None:
         """After a master took records back with ``append_raw``: dispatch them and continue
@@ -494,6 +498,13 @@ class MessageStore(StoreReads, DLedgerWrites):
         return min(pos, end)
 
     # == services ====================================================================
+    def defer_dispatch(self, schedule: Schedule) -> None:
+        """Dispatch what the calling thread appends once per turn of ``schedule`` (the
+        broker passes its event loop's ``call_soon``); see ``ReputService.after_append``."""
+        self._defer = (schedule, threading.get_ident())
+        if self.reput is not None:
+            self.reput.defer = self._defer
+
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called from the reput thread with (topic, queue id, new max offset)."""
         self._listeners.append(listener)

@@ -52,8 +52,11 @@ def test_async_callables_failing_executors_and_the_check_answer(tmp_path: Path) 
                 await asyncio.sleep(0)
                 return COMMIT if msg.body == b"raised" else LocalTransactionState.ROLLBACK_MESSAGE
 
-            async def commit(_m: Message, arg: object) -> LocalTransactionState:
+            executed: list[Message] = []
+
+            async def commit(m: Message, arg: object) -> LocalTransactionState:
                 assert arg == "my-arg"
+                executed.append(m)
                 return COMMIT
 
             def raises(_m: Message, _a: object) -> LocalTransactionState:
@@ -69,6 +72,9 @@ def test_async_callables_failing_executors_and_the_check_answer(tmp_path: Path) 
                     Message(TOPIC, b"async-commit", delay_level=3), "my-arg", executor=commit
                 )
                 assert ok.local_state is COMMIT
+                [seen] = executed
+                assert seen.properties["UNIQ_KEY"] == ok.msg_id == ok.transaction_id  # the transaction id
+                assert seen.properties["TRAN_MSG"] == "true" and seen.properties["PGROUP"] == "txn-client-pg"
                 failed = await p.send_message_in_transaction(Message(TOPIC, b"raised"), executor=raises)
                 assert failed.local_state is UNKNOW
                 assert seen_threads and seen_threads[0] != threading.current_thread().name  # plain: a worker thread

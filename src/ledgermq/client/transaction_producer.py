@@ -5,7 +5,8 @@
 1. the message goes out as a *half message* (properties TRAN_MSG=true and PGROUP=<group>,
    sysflag PREPARED; a delay level is dropped, as Java drops it) with the producer's usual
    retries; consumers cannot see it yet;
-2. on SEND_OK the *executor* runs the local transaction and returns a
+2. on SEND_OK the *executor* runs the local transaction (it gets a copy of the message
+   whose properties hold the transaction id as UNIQ_KEY, TRAN_MSG and PGROUP) and returns a
    ``LocalTransactionState``; FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE
    mean ROLLBACK_MESSAGE without running it (Java's rule). An executor that raises or
    returns None counts as UNKNOW;
@@ -162,6 +163,7 @@ class TransactionProducer(Producer):
         )
         out = self._prepare(half)
         out.sysflag |= SF.TRANSACTION_PREPARED_TYPE
+        half.properties[P.UNIQ_KEY] = out.msg_id  # what the executor sees: the transaction id
         try:
             sent = await self._send_default(out, None, oneway=False)
         except Exception as exc:
@@ -169,7 +171,7 @@ class TransactionProducer(Producer):
         assert sent is not None
         state, error = LocalTransactionState.UNKNOW, None
         if sent.status is SendStatus.SEND_OK:
-            state, error = await _call(run, msg, arg)
+            state, error = await _call(run, half, arg)
             if error is not None:
                 log.info("local transaction of %s failed: %r", sent.msg_id, error)
         else:

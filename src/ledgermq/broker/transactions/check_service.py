@@ -105,6 +105,17 @@ class TransactionCheckService:
             log.error("op message at %d of %s has tag %r, not 'd'; ignored", op.queue_offset, OP_TOPIC, op.tags)
         report = await self._carry_out(result)
         self.rounds += 1
+        if report.checked or report.unsent or report.discarded or report.immune:
+            log.info(
+                "transaction check round: %d checked, %d without a live producer, %d discarded, %d immune; "
+                "half queue at %d, op queue at %d",
+                len(report.checked),
+                len(report.unsent),
+                len(report.discarded),
+                report.immune,
+                report.half_offset,
+                report.op_offset,
+            )
         return report
 
     async def _carry_out(self, result: ScanResult) -> RoundReport:

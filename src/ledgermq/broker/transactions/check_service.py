@@ -103,7 +103,7 @@ class TransactionCheckService:
         result = await asyncio.to_thread(scan, self.queues, half_start, op_start, b.clock.wall_ms(), start_ms, settings)
         for op in result.bad_ops:
             log.error("op message at %d of %s has tag %r, not 'd'; ignored", op.queue_offset, OP_TOPIC, op.tags)
-        report = await self._carry_out(result)
+        report = await self._carry_out(result, half_start, op_start)
         self.rounds += 1
         if report.checked or report.unsent or report.discarded or report.immune:
             log.info(
@@ -118,7 +118,7 @@ class TransactionCheckService:
             )
         return report
 
-    async def _carry_out(self, result: ScanResult) -> RoundReport:
+    async def _carry_out(self, result: ScanResult, half_saved: int, op_saved: int) -> RoundReport:
         b = self.broker
         report = RoundReport(half_offset=result.half_start, op_offset=result.op_start)
         complete = True
@@ -131,9 +131,9 @@ class TransactionCheckService:
         if complete:
             report.half_offset = result.half_offset
             report.op_offset = result.op_offset  # ops read past a stop would be lost: only when complete
-        if report.half_offset != result.half_start:
+        if report.half_offset != half_saved:
             save_progress(b.offsets, HALF_TOPIC, report.half_offset)
-        if report.op_offset != result.op_start:
+        if report.op_offset != op_saved:  # also when the scan moved past removed op messages
             save_progress(b.offsets, OP_TOPIC, report.op_offset)
         return report
 

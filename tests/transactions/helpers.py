@@ -22,7 +22,7 @@ from tests.client.consumer_cluster import FAST
 
 HALF = "RMQ_SYS_TRANS_HALF_TOPIC"
 BROKER_PROPS: dict[str, object] = {
-    "transactionCheckInterval": 500,
+    "transactionCheckInterval": 1000,  # a check must be answered within it, or it is asked again
     "transactionTimeOut": 1000,
     "transactionCheckMax": 3,
     "autoCreateTopicEnable": "true",

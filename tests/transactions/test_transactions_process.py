@@ -1,5 +1,5 @@
 """Transactions end to end with real processes: a name server and a broker (ledgermq
-processes), our TransactionProducer and PushConsumer. The broker checks every 0.5 s,
+processes), our TransactionProducer and PushConsumer. The broker checks every second,
 a half message is due after 1 s, and three checks are the limit (helpers.BROKER_PROPS)."""
 
 from __future__ import annotations

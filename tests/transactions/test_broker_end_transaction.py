@@ -246,3 +246,34 @@ def test_no_live_producer_skips_the_check_and_past_the_limit_the_message_is_disc
         asyncio.run(main())
     lines = [r.getMessage() for r in caplog.records if "discarded" in r.getMessage()]
     assert len(lines) == 1 and "G" * 32 in lines[0] and CHECK_MAX_TIME_TOPIC in lines[0]
+
+
+def test_check_progress_survives_a_restart_so_resolved_messages_are_not_checked_again(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running_broker(tmp_path, transaction_timeout_ms=0, **SLOW) as h:
+            fake = FakeProducer()
+            try:
+                await fake.register(h)
+                await send_half(h, b"once", "H" * 32)
+                await asyncio.sleep(0.005)
+                assert (await h.app.txn_check.check_round()).checked == ["H" * 32]
+                await until("the check request", lambda: fake.checks)
+                check = fake.checks[0].ext_fields
+                header = {"producerGroup": GROUP, "tranStateTableOffset": check["tranStateTableOffset"],
+                          "commitLogOffset": check["commitLogOffset"], "commitOrRollback": SF.TRANSACTION_ROLLBACK_TYPE,
+                          "fromTransactionCheck": "true", "msgId": "H" * 32}  # fmt: skip
+                assert (await h.call(RequestCode.END_TRANSACTION, header)).code == ResponseCode.SUCCESS
+                await asyncio.sleep(0.005)
+                report = await h.app.txn_check.check_round()
+                assert (report.checked, report.half_offset, report.op_offset) == ([], 2, 1)
+            finally:
+                await fake.client.close()
+        async with running_broker(tmp_path, transaction_timeout_ms=0, **SLOW) as h:  # same store
+            offsets = h.app.broker.offsets
+            assert (offsets.query(SYSTEM_GROUP, HALF_TOPIC, 0), offsets.query(SYSTEM_GROUP, OP_TOPIC, 0)) == (2, 1)
+            await asyncio.sleep(0.005)
+            report = await h.app.txn_check.check_round()
+            assert (report.checked, report.unsent, report.half_offset) == ([], [], 2)
+            assert real_count(h) == 0
+
+    asyncio.run(main())

@@ -7,10 +7,11 @@ the round starts (in a thread: it reads the store), then the actions are carried
 order through ``Broker.put``:
 
 * ``check``: the half message is re-put with TRANSACTION_CHECK_TIMES raised, and
-  CHECK_TRANSACTION_STATE (39) goes *oneway* to one live producer connection of the
-  message's PGROUP, naming the new copy (its queue offset, commit-log offset and offset
-  id; msgId and transactionId = UNIQ_KEY) with the copy as the body, topic and queue set
-  back to the real ones. With no live producer of the group, nothing is sent this round
+  CHECK_TRANSACTION_STATE (39) goes *oneway* to a live producer connection of the
+  message's PGROUP (the group's connections in turn, as RocketMQ rotates them), naming
+  the new copy (its queue offset, commit-log offset and offset id; msgId and
+  transactionId = UNIQ_KEY) with the copy as the body, topic and queue set back to the
+  real ones. With no live producer of the group, nothing is sent this round
   (RocketMQ logs and moves on; the copy is checked again next round);
 * ``immunity``: re-put only;
 * ``discard``: logged (one line per message) and moved to TRANS_CHECK_MAX_TIME_TOPIC.
@@ -27,6 +28,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from ledgermq.broker.clients import ClientChannel
 from ledgermq.broker.context import Broker
 from ledgermq.broker.transactions.half import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC, real_destination, renewed
 from ledgermq.broker.transactions.scan import Action, ScanResult, ScanSettings, scan
@@ -59,6 +61,7 @@ class TransactionCheckService:
         self.broker = broker
         self.queues = StoreQueues(broker.store)
         self.rounds = 0
+        self._turn = 0  # rotates checks over a group's producers (ProducerManager.getAvailableChannel)
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -181,11 +184,19 @@ class TransactionCheckService:
         if not result.ok:
             log.error("moving it to %s failed: %s %s", CHECK_MAX_TIME_TOPIC, result.status.value, result.remark)
 
+    def _channel(self, group: str) -> ClientChannel | None:
+        """The next live producer connection of ``group``, in turn."""
+        live = [ch for ch in self.broker.producers.groups.get(group, {}).values() if ch.connection.is_open]
+        if not live:
+            return None
+        self._turn += 1
+        return live[self._turn % len(live)]
+
     def _send_check(self, action: Action, copy: AppendResult) -> bool:
         """CHECK_TRANSACTION_STATE about the copy just written; False with nobody to ask."""
         rec, props = action.record, action.properties
         group = props.get(P.PGROUP)
-        channel = self.broker.producers.any_channel(group) if group else None
+        channel = self._channel(group) if group else None
         if channel is None:
             log.warning("transaction check of %s skipped: no live producer of group %s", props.get(P.UNIQ_KEY), group)
             return False

@@ -21,6 +21,7 @@ from ledgermq.client.message import SendStatus
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.message import MessageRecord
 from tests.client.consumer_cluster import aio
+from tests.compat.cluster import tail
 from tests.ha.dledger_group import GROUP, DLedgerGroup
 from tests.ha.process_group import HAGroup
 from tests.transactions.helpers import BROKER_PROPS, CLIENT, COMMIT, Counting, call, resolved, topic_total, until
@@ -124,6 +125,18 @@ async def test_dledger_leader_killed_before_end_transaction_the_new_leader_check
             addr = group.addr(new_leader)
             await until("every half message resolved", lambda: resolved(addr), 15, group.explain)
             assert await topic_total(addr, topic) == 2
+            # the check service started on each leader and only on leaders (at most once per
+            # leadership; quick flips may coalesce), and a follower refuses END_TRANSACTION
+            [follower] = [n for n in group.ids if n not in (killed[0], new_leader)]
+            for n in group.ids:
+                log = tail(group.brokers[n].log_path, 5000)
+                led = log.count(f"DLedger {n}: LEADER in term")
+                started = log.count("transaction check service started")
+                assert (1 if led else 0) <= started <= led, (n, led, started)
+            end = {"producerGroup": "txn-lkill-pg", "tranStateTableOffset": 0, "commitLogOffset": 0,
+                   "commitOrRollback": 8, "fromTransactionCheck": "false", "msgId": result.msg_id}  # fmt: skip
+            answer = await call(group.addr(follower), RequestCode.END_TRANSACTION, end)
+            assert answer.code == ResponseCode.SLAVE_NOT_AVAILABLE
             assert counting.seen == Counter({b"raft": 1, b"warm-up": 1})
             assert [m.body for m in counting.not_committed] == [b"warm-up"]  # the one plain message
         finally:

@@ -23,7 +23,7 @@ SEG = 1024 * 1024
 
 
 class DLedgerGroup:
-    def __init__(self, root: Path, *, metrics: bool = False) -> None:
+    def __init__(self, root: Path, *, metrics: bool = False, extra: dict[str, object] | None = None) -> None:
         self.root = root
         self.namesrv_port = free_port()
         self.namesrv_addr = f"{HOST}:{self.namesrv_port}"
@@ -43,7 +43,7 @@ class DLedgerGroup:
                 "mappedFileSizeCommitLog": SEG, "mappedFileSizeConsumeQueue": 20 * 10_000,
                 "registerNameServerPeriod": 1000, "slaveSyncInterval": 1000, "autoCreateTopicEnable": "true",
                 "enableDLegerCommitLog": "true", "dLegerGroup": GROUP, "dLegerPeers": peers, "dLegerSelfId": n,
-                "metricsPort": self.metrics_ports[n],
+                "metricsPort": self.metrics_ports[n], **(extra or {}),
             }  # fmt: skip
             conf = root / f"{n}.conf"
             conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))

@@ -30,6 +30,7 @@ from ledgermq.broker.processors import (
     send,
     send_back,
     stats,
+    transactions,
 )
 from ledgermq.broker.processors.common import bind
 from ledgermq.broker.registration import Registrar, RegistrationAnswer
@@ -37,6 +38,7 @@ from ledgermq.broker.schedule import ScheduleService
 from ledgermq.broker.slave_sync import MasterOffsetReconciler, SlaveSynchronizer
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.topics import TopicConfigManager
+from ledgermq.broker.transactions.check_service import TransactionCheckService
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import BrokerRole, StoreConfig
 from ledgermq.errors import StoreLockedError
@@ -53,7 +55,9 @@ from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-PROCESSOR_MODULES = [send, pull, clients, queries, admin, admin_ops, locks, send_back, ha_status, dledger_admin, stats]
+PROCESSOR_MODULES = [
+    send, pull, clients, queries, admin, admin_ops, locks, send_back, ha_status, dledger_admin, stats, transactions
+]  # fmt: skip
 
 
 class BrokerApp:
@@ -101,6 +105,9 @@ class BrokerApp:
             self.broker.schedule = ScheduleService(
                 store, root / "config" / "delayOffset.json", clock, put=self.broker.put
             )
+        # the transaction check-back: a master's (DLedger mode: while it leads), as RocketMQ's
+        # startProcessorByHa / shutdownProcessorByHa
+        self.txn_check = TransactionCheckService(self.broker)
         self.client = RemotingClient()
         self.registrar = Registrar(
             config, self.broker.topics, self.client, on_answer=self._on_registration, hold_back=self._registration_hold
@@ -206,6 +213,8 @@ class BrokerApp:
                 raise bind_failed("metrics port", metrics_host, cfg.metrics_port, "metricsPort", exc) from None
         if b.schedule is not None and b.dledger is None:  # DLedger mode: started on leadership
             b.schedule.start()  # after the binds: a failed start leaves no delivery task behind
+        if cfg.is_master and b.dledger is None and not self.store_config.is_slave:
+            self.txn_check.start()
         self.registrar.start()
         if self.ha_client is not None:
             self.ha_client.start()
@@ -240,6 +249,7 @@ class BrokerApp:
         if self.ha_client is not None:
             await self.ha_client.stop()
         await self.server.stop()
+        await self.txn_check.stop()  # before Raft stops: its writes go through it
         if self.broker.schedule is not None:  # before Raft stops: its writes go through it
             await self.broker.schedule.stop()
         if self.broker.dledger is not None:
@@ -308,9 +318,11 @@ class BrokerApp:
             if dledger.is_master:
                 if schedule is not None:
                     schedule.start()  # from the offsets last synced from the old master (or its own)
+                self.txn_check.start()  # likewise from the synced CID_RMQ_SYS_TRANS offsets
             else:
                 if schedule is not None:
                     await schedule.stop()  # persists its offsets; the next sync brings the master's
+                await self.txn_check.stop()
                 if sync is not None:
                     sync.start()
 

@@ -52,6 +52,11 @@ class BrokerConfig:
     metrics_port: int = key("metricsPort", 0)  # ledgermq: Prometheus /metrics; 0 disables
     # ledgermq: where /metrics listens; empty: listenHost, like every other server of the broker.
     metrics_host: str = key("metricsHost", "")
+    # Transactional messages (RocketMQ 4.9 BrokerConfig; docs/transactions.md)
+    transaction_timeout_ms: int = key("transactionTimeOut", 6000)  # a half message's age before its first check
+    transaction_check_max: int = key("transactionCheckMax", 15)  # checks before it is discarded
+    transaction_check_interval_ms: int = key("transactionCheckInterval", 60_000)
+    reject_transaction_message: bool = key("rejectTransactionMessage", False)
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -62,6 +67,10 @@ class BrokerConfig:
             raise ConfigError("metricsPort must be within 0..65535 (0 disables metrics)")
         if not self.broker_name:
             raise ConfigError("brokerName must not be empty")
+        if self.transaction_check_interval_ms <= 0:
+            raise ConfigError("transactionCheckInterval must be a positive number of milliseconds")
+        if self.transaction_timeout_ms < 0 or self.transaction_check_max < 0:
+            raise ConfigError("transactionTimeOut and transactionCheckMax must not be negative")
 
     @property
     def broker_addr(self) -> str:

@@ -23,6 +23,11 @@ from ledgermq.client.lite_pull_consumer import LitePullConsumer
 from ledgermq.client.message import Message, MessageQueue, SendResult, SendStatus
 from ledgermq.client.producer import Producer
 from ledgermq.client.push_consumer import PushConsumer
+from ledgermq.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from ledgermq.protocol.message import MessageRecord as MessageExt
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "ConsumeOrderlyStatus",
     "FailoverSettings",
     "LitePullConsumer",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "MQConnectError",
@@ -52,4 +58,6 @@ __all__ = [
     "SendFailedError",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

@@ -14,7 +14,9 @@ preferred server is switched away from when it fails), the route cache refreshed
 * consumer offsets persisted every ``persist_interval`` (5 s).
 
 It also answers the requests brokers send to clients (consumer running info, status and
-offset reset, direct consumption) by handing them to the consumer of the group.
+offset reset, direct consumption) by handing them to the consumer of the group, and hands
+a transaction check (CHECK_TRANSACTION_STATE) to the transaction producer of the group
+that the checked message names (its PGROUP property).
 
 Instances are shared by client id, as ``MQClientManager`` shares them: the default instance
 name becomes ``pid#nanos`` (RocketMQ 4.9.7's ``changeInstanceNameToPID``), so each client
@@ -30,7 +32,7 @@ import os
 import random
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from ledgermq.client.errors import ClientStateError, MQClientError
@@ -42,6 +44,8 @@ from ledgermq.net.connection import Connection, ConnectionClosedError, RequestTi
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.message import MessageRecord, decode_records
+from ledgermq.protocol.properties import PGROUP
 from ledgermq.util.ratelog import limited
 
 log = logging.getLogger(__name__)
@@ -50,6 +54,9 @@ CLIENT_INNER_PRODUCER = "CLIENT_INNER_PRODUCER"
 HEARTBEAT_INTERVAL = 30.0
 REBALANCE_INTERVAL = 20.0
 PERSIST_INTERVAL = 5.0
+
+# A transaction producer's answer to a broker's check: (broker address, checked message, request).
+TransactionChecker = Callable[[str, MessageRecord, RemotingCommand], Awaitable[None]]
 
 
 def local_ip() -> str:
@@ -125,6 +132,7 @@ class ClientInstance:
         self.pull_api = PullAPI(self.remoting, self.routes, timeout=api_timeout)
         self.producers: set[str] = set()
         self.consumers: dict[str, ConsumerHandle] = {}
+        self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
         self.users = 0
         self._state = "created"
         self._start_lock = asyncio.Lock()
@@ -348,7 +356,11 @@ class ClientInstance:
             log.info("broker %s: the members of group %s changed", conn.peer, cmd.ext_fields.get("consumerGroup"))
             self.rebalance_now()
             return
-        task = asyncio.get_running_loop().create_task(self._answer(conn, cmd))
+        if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
+            work = self._check_transaction(conn, cmd)
+        else:
+            work = self._answer(conn, cmd)
+        task = asyncio.get_running_loop().create_task(work)
         self._request_tasks.add(task)
         task.add_done_callback(self._request_tasks.discard)
 
@@ -371,6 +383,27 @@ class ClientInstance:
                 conn.send(resp)
             except ConnectionClosedError:
                 pass
+
+    async def _check_transaction(self, conn: Connection, cmd: RemotingCommand) -> None:
+        """``ClientRemotingProcessor.checkTransactionState``: oneway, never answered itself."""
+        try:
+            records = decode_records(cmd.body, inflate=True) if cmd.body else []
+        except Exception as exc:
+            log.warning("transaction check from %s: the message does not decode: %s", conn.peer, exc)
+            return
+        if not records:
+            log.warning("transaction check from %s carries no message", conn.peer)
+            return
+        group = records[0].properties.get(PGROUP)
+        checker = self.transaction_checkers.get(group) if group else None
+        if checker is None:
+            log.debug("transaction check from %s for group %s: no such producer here", conn.peer, group)
+            return
+        try:
+            await checker(conn.peer, records[0], cmd)
+        except Exception:
+            limited.log(log, logging.ERROR, ("check", group), "transaction check of group %s failed", group,
+                        exc_info=True)  # fmt: skip
 
     async def _handle(self, cmd: RemotingCommand) -> RemotingCommand:
         group = cmd.ext_fields.get("consumerGroup") or cmd.ext_fields.get("group") or ""

@@ -561,3 +561,8 @@ class SyncPushConsumer(_Closable[PushConsumer]):
     unsubscribe = on_loop(PushConsumer.unsubscribe)
     suspend = on_loop(PushConsumer.suspend)
     resume = on_loop(PushConsumer.resume)
+
+
+from ledgermq.client.sync_transaction import SyncTransactionProducer  # noqa: E402  (it builds on the above)
+
+__all__ += ["SyncTransactionProducer"]

@@ -13,6 +13,7 @@ import time
 
 from ledgermq.broker.context import Broker
 from ledgermq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, topic_error
+from ledgermq.broker.transactions.half import is_prepared, to_half
 from ledgermq.config import BrokerRole
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.net.server import RequestContext
@@ -228,9 +229,14 @@ async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
     tc, queue_id = checked
     topic, queue_id_stored = _retry_to_dlq(broker, cmd, tc.topic_name, queue_id)
     props = P.decode_properties(opt_field(cmd, "properties") or "")
-    if props.get(P.TRAN_MSG) == "true":
-        return cmd.response(ResponseCode.NO_PERMISSION, "transactional messages are not supported by this broker yet")
-    wait = props.pop(P.WAIT, "true") != "false"
+    prepared = is_prepared(props)  # a transaction's half message (broker/transactions)
+    if prepared and broker.config.reject_transaction_message:
+        return cmd.response(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{broker.config.broker_ip1}] sending transaction message is forbidden",
+        )
+    wait_text = props.pop(P.WAIT, None)
+    wait = wait_text != "false"
     props[P.CLUSTER] = broker.config.cluster_name
     sysflag = int_field(cmd, "sysFlag", 0)
     if tc.topic_filter_type == "MULTI_TAG":
@@ -248,6 +254,10 @@ async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
         reconsume_times=int_field(cmd, "reconsumeTimes", 0),
         wait_store_ok=wait,
     )
+    if prepared:  # RocketMQ renders the half's properties with WAIT still in them
+        if wait_text is not None:
+            msg.properties[P.WAIT] = wait_text
+        msg = to_half(msg)
     result = await broker.put(msg)
     return await _finish(broker, cmd, result, queue_id, wait)
 

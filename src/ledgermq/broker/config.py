@@ -52,6 +52,14 @@ class BrokerConfig:
     metrics_port: int = key("metricsPort", 0)  # ledgermq: Prometheus /metrics; 0 disables
     # ledgermq: where /metrics listens; empty: listenHost, like every other server of the broker.
     metrics_host: str = key("metricsHost", "")
+    # Access control (docs/acl.md): RocketMQ's aclEnable and rocketmqHome; the rest are ledgermq's.
+    acl_enable: bool = key("aclEnable", False)
+    rocketmq_home: str = key("rocketmqHome", "")  # empty: $ROCKETMQ_HOME
+    acl_file: str = key("aclFile", "")  # empty: <rocketmqHome>/conf/plain_acl.yml
+    # The credentials this broker signs its own requests to other brokers with (a slave's
+    # metadata sync, a master reading its slaves' offsets); empty: unsigned, as RocketMQ.
+    acl_access_key: str = key("aclAccessKey", "")
+    acl_secret_key: str = key("aclSecretKey", "")
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -62,6 +70,8 @@ class BrokerConfig:
             raise ConfigError("metricsPort must be within 0..65535 (0 disables metrics)")
         if not self.broker_name:
             raise ConfigError("brokerName must not be empty")
+        if bool(self.acl_access_key) != bool(self.acl_secret_key):
+            raise ConfigError("aclAccessKey and aclSecretKey go together: set both or neither")
 
     @property
     def broker_addr(self) -> str:
@@ -78,6 +88,10 @@ class BrokerConfig:
     @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def acl_credentials(self) -> tuple[str, str] | None:
+        return (self.acl_access_key, self.acl_secret_key) if self.acl_access_key else None
 
     @property
     def is_master(self) -> bool:

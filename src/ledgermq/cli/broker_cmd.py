@@ -27,7 +27,6 @@ TOLERATED_KEYS = {"deleteWhen", "fileReservedTime"} | {
     "osPageCacheBusyTimeOutMills",
     "useReentrantLockWhenPutMessage",
     "enablePropertyFilter",
-    "aclEnable",
 }
 
 

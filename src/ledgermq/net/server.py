@@ -8,6 +8,7 @@ would otherwise repeat:
 * unknown codes get REQUEST_CODE_NOT_SUPPORTED (remark " request type N not supported");
 * a processor exception becomes SYSTEM_ERROR with the exception text as remark;
 * oneway requests are never answered;
+* a ``gate`` (the broker's ACL) sees every request first and may answer it instead;
 * a malformed header with a readable opaque gets SYSTEM_ERROR; without one the
   connection closes with a logged reason;
 * more than ``max_inflight_per_connection`` requests in progress from one connection, or
@@ -57,6 +58,9 @@ class RequestContext:
 Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
 InlineProcessor = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
 """A processor that never waits: run where the frame is read, without a task of its own."""
+Gate = Callable[[Connection, RemotingCommand], RemotingCommand | None]
+"""Asked before any processor (the broker's ACL): None lets the request through, a command
+is the refusal sent instead (RocketMQ's server-side RPC hook)."""
 
 
 class RemotingServer:
@@ -82,6 +86,7 @@ class RemotingServer:
         self.inline_processors: dict[int, InlineProcessor] = {}
         self.connections: set[Connection] = set()
         self.on_disconnect: list[Callable[[Connection], None]] = []
+        self.gate: Gate | None = None
         self.inflight = 0
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -137,6 +142,11 @@ class RemotingServer:
 
     # -- dispatch --------------------------------------------------------------------
     def _on_request(self, conn: Connection, cmd: RemotingCommand) -> None:
+        if self.gate is not None:
+            refusal = self.gate(conn, cmd)
+            if refusal is not None:
+                self._answer(conn, cmd, refusal)
+                return
         inline = self.inline_processors.get(cmd.code)
         if inline is not None:
             self._run_inline(inline, conn, cmd)

@@ -71,6 +71,7 @@ def heartbeat(group: str, *topics: str) -> bytes:
         (RC.HEART_BEAT, {}, orjson.dumps({"clientID": "p", "producerDataSet": [{"groupName": "P"}]}), False, {}),
         (RC.UNREGISTER_CLIENT, {"consumerGroup": "G"}, b"", False, {"%RETRY%G": SUB}),
         (RC.UNREGISTER_CLIENT, {"producerGroup": "P"}, b"", False, {}),
+        (RC.UNREGISTER_CLIENT, {"producerGroup": "P", "consumerGroup": ""}, b"", False, {}),  # the C++ producer
         (RC.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"}, b"", False, {"%RETRY%G": SUB}),
         (RC.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "T"}, b"", False, {"%RETRY%G": SUB, "T": SUB}),
         (RC.UPDATE_AND_CREATE_TOPIC, {"topic": "T"}, b"", True, {}),

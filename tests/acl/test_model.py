@@ -80,7 +80,8 @@ def test_permission_rules() -> None:
         ("accounts:\n  - accessKey: rocketmq2\n    secretKey: 12345678\n    defaultTopicPerm: ALL\n", "ALL"),
         ("accounts:\n  - accessKey: rocketmq2\n    secretKey: 12345678\n    topicPerm: [a=PUB]\n", "unknown keys"),
         (
-            "accounts:\n  - {accessKey: rocketmq2, secretKey: 12345678}\n  - {accessKey: rocketmq2, secretKey: 8765432}\n",
+            "accounts:\n  - {accessKey: rocketmq2, secretKey: 12345678}\n"
+            "  - {accessKey: rocketmq2, secretKey: 8765432}\n",
             "twice",
         ),
         ("accounts:\n  - accessKey: rocketmq2\n    secretKey: 12345678\n    admin: maybe\n", "true or false"),

@@ -51,7 +51,9 @@ class Needed:
             self.resources[resource] = perm
 
     def add_group(self, group: str | None) -> None:
-        if group is not None:
+        # An empty group is no group: the C++ producer unregisters with consumerGroup "",
+        # which RocketMQ checks as a group named "" (and refuses, so the producer lingers).
+        if group:
             self.add(retry_topic(group), SUB)
 
 

@@ -81,3 +81,16 @@ def test_credentials_hide_the_secret_and_need_both_keys() -> None:
 def test_remoting_client_sign_hook_is_stored() -> None:
     sign = signer(Credentials("rocketmq2", "12345678"))
     assert RemotingClient(sign=sign).sign is sign
+
+
+def test_java_client_unique_key_query_signature_is_accepted() -> None:
+    """Java's client signs _UNIQUE_KEY_QUERY (added before its hook runs); we accept that too,
+    but nothing else outside the broker's content."""
+    ext = {"topic": "TopicA", "key": "k", "AccessKey": "rocketmq2", "_UNIQUE_KEY_QUERY": "true"}
+    java_style = calc_signature(signed_content(ext, b"", frozenset({SIGNATURE})), "12345678")
+    assert signature_matches({**ext, SIGNATURE: java_style}, b"", "12345678")
+    ours = dict(ext)
+    sign_fields(ours, b"", Credentials("rocketmq2", "12345678"))
+    assert signature_matches(ours, b"", "12345678")
+    assert ours[SIGNATURE] != java_style
+    assert not signature_matches({**ext, "_UNIQUE_KEY_QUERY": "false", SIGNATURE: java_style}, b"", "12345678")

@@ -4,7 +4,9 @@ The signed content is the values of the request's extFields, ordered by key the 
 TreeMap orders strings (UTF-16 code units), concatenated and UTF-8 encoded, followed by the
 body bytes. The broker leaves out ``Signature`` itself and ``_UNIQUE_KEY_QUERY``; every other
 field counts, ``AccessKey``, ``SecurityToken`` and the C++ client's ``OnsChannel`` included.
-The signature is base64(HMAC-SHA1(secretKey, content)).
+The signature is base64(HMAC-SHA1(secretKey, content)). A request that carries
+``_UNIQUE_KEY_QUERY`` may also be signed over it (what Java's client does): see
+``signature_matches``.
 
 A client signs with exactly the broker's content function, so a request this module signs
 passes a Java broker as well as ours.
@@ -52,9 +54,9 @@ def _java_order(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
-def signed_content(ext_fields: Mapping[str, str], body: bytes) -> bytes:
+def signed_content(ext_fields: Mapping[str, str], body: bytes, unsigned: frozenset[str] = UNSIGNED_FIELDS) -> bytes:
     """The bytes a signature covers (AclUtils.combineRequestContent over the validator's map)."""
-    keys = sorted((k for k in ext_fields if k not in UNSIGNED_FIELDS), key=_java_order)
+    keys = sorted((k for k in ext_fields if k not in unsigned), key=_java_order)
     head = "".join(ext_fields[k] for k in keys).encode("utf-8", "surrogatepass")
     return head + body if body else head
 
@@ -80,8 +82,17 @@ def signature_matches(ext_fields: Mapping[str, str], body: bytes, secret_key: st
     given = ext_fields.get(SIGNATURE)
     if given is None:
         return False
+    raw = given.encode("utf-8", "surrogatepass")
     expected = calc_signature(signed_content(ext_fields, body), secret_key)
-    return hmac.compare_digest(expected.encode("ascii"), given.encode("utf-8", "surrogatepass"))
+    if hmac.compare_digest(expected.encode("ascii"), raw):
+        return True
+    if UNIQUE_MSG_QUERY_FLAG not in ext_fields:
+        return False
+    # Java's client adds _UNIQUE_KEY_QUERY before its hook signs, so it signs the flag the
+    # broker leaves out, and a query by unique key fails against a Java broker. We accept
+    # that signature too: the flag only picks how the query's key is read.
+    with_flag = calc_signature(signed_content(ext_fields, body, frozenset({SIGNATURE})), secret_key)
+    return hmac.compare_digest(with_flag.encode("ascii"), raw)
 
 
 def signer(credentials: Credentials) -> Callable[[RemotingCommand], None]:

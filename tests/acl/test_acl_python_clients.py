@@ -83,11 +83,17 @@ def test_our_clients_sign_and_are_checked(acl_broker: Cluster) -> None:
         assert f"No PUB permission for topic:{FORBIDDEN_TOPIC} (accessKey=producerAK)" in refused, refused
         refused = await send(c, TOPIC, b"x", Credentials(PRODUCER.access_key, "wrong-secret"))
         assert "Check signature failed for accessKey=producerAK" in refused, refused
+        big = os.urandom(300 * 1024)  # incompressible, over GATE_IN_THREAD_BODY: checked in a worker thread
+        assert await send(c, TOPIC, big, PRODUCER) == "SEND_OK"
+        refused = await send(c, TOPIC, big, Credentials(PRODUCER.access_key, "wrong-secret"))
+        assert "Check signature failed for accessKey=producerAK" in refused, refused
+        refused = await send(c, FORBIDDEN_TOPIC, big, PRODUCER)
+        assert f"No PUB permission for topic:{FORBIDDEN_TOPIC}" in refused, refused
         refused = await send(c, TOPIC, b"x", CONSUMER)  # SUB only
         assert "No PUB permission for topic:aclTopic (accessKey=consumerAK)" in refused, refused
 
-        got = await consume(c, GROUP, TOPIC, 3, 20.0)
-        assert sorted(m.body for m in got) == [b"py 0", b"py 1", b"py 2"], c.explain()
+        got = await consume(c, GROUP, TOPIC, 4, 20.0)
+        assert sorted(m.body for m in got) == sorted([b"py 0", b"py 1", b"py 2", big]), c.explain()
         assert await consume(c, OTHER_GROUP, TOPIC, 1, 3.0) == []  # its account lacks the group
 
     asyncio.run(main())

@@ -60,7 +60,10 @@ InlineProcessor = Callable[[RequestContext, RemotingCommand], RemotingCommand | 
 """A processor that never waits: run where the frame is read, without a task of its own."""
 Gate = Callable[[Connection, RemotingCommand], RemotingCommand | None]
 """Asked before any processor (the broker's ACL): None lets the request through, a command
-is the refusal sent instead (RocketMQ's server-side RPC hook)."""
+is the refusal sent instead (RocketMQ's server-side RPC hook). It must be thread-safe: a
+request with a body of GATE_IN_THREAD_BODY bytes or more is checked in a worker thread (an
+HMAC over 4 MiB takes ~2 ms, too long for the loop; hashlib releases the GIL)."""
+GATE_IN_THREAD_BODY = 256 * 1024
 
 
 class RemotingServer:
@@ -142,7 +145,8 @@ class RemotingServer:
 
     # -- dispatch --------------------------------------------------------------------
     def _on_request(self, conn: Connection, cmd: RemotingCommand) -> None:
-        if self.gate is not None:
+        gate_in_thread = self.gate is not None and len(cmd.body) >= GATE_IN_THREAD_BODY
+        if self.gate is not None and not (gate_in_thread and cmd.code in self.processors):
             refusal = self.gate(conn, cmd)
             if refusal is not None:
                 self._answer(conn, cmd, refusal)
@@ -171,13 +175,14 @@ class RemotingServer:
             return
         conn.inflight += 1
         self.inflight += 1
-        task = asyncio.create_task(self._run(processor, conn, cmd))
+        task = asyncio.create_task(self._run(processor, conn, cmd, gate_in_thread))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, processor: Processor, conn: Connection, cmd: RemotingCommand) -> None:
+    async def _run(self, processor: Processor, conn: Connection, cmd: RemotingCommand, gate: bool = False) -> None:
         try:
-            response = await processor(RequestContext(conn, self), cmd)
+            refusal = await asyncio.to_thread(self.gate, conn, cmd) if gate and self.gate is not None else None
+            response = refusal if refusal is not None else await processor(RequestContext(conn, self), cmd)
         except Exception as exc:
             log.exception("%s: %s from %s failed", self.name, request_name(cmd.code), conn.peer)
             response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")

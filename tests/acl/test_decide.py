@@ -79,6 +79,7 @@ def heartbeat(group: str, *topics: str) -> bytes:
         (RC.UPDATE_BROKER_CONFIG, {}, b"", True, {}),
         (RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, b"", True, {}),
         (RC.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G"}, b"", True, {}),
+        (RC.DLEDGER_TRANSFER_LEADER, {"target": "n1"}, b"", True, {}),
         (RC.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"}, b"", False, {}),
         (RC.GET_ALL_TOPIC_CONFIG, {}, b"", False, {}),
     ],

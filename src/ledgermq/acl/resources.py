@@ -9,7 +9,8 @@
 * UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP: SUB on ``consumerGroup``;
 * UPDATE_CONSUMER_OFFSET: SUB on ``consumerGroup`` and the topic;
 * UPDATE_AND_CREATE_TOPIC, UPDATE_BROKER_CONFIG, DELETE_TOPIC_IN_BROKER,
-  UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP: an admin account;
+  UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP, and ledgermq's
+  DLEDGER_TRANSFER_LEADER: an admin account;
 * anything else: a known access key and a valid signature only.
 
 A group is named by its retry topic ``%RETRY%group`` (see model.py). RocketMQ 4.9 left
@@ -35,6 +36,7 @@ ADMIN_CODES = frozenset(
         RequestCode.DELETE_TOPIC_IN_BROKER,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        RequestCode.DLEDGER_TRANSFER_LEADER,  # ledgermq's own code: moving a group's leader is an admin act
     }
 )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ledgermq.acl.addresses import AclConfigError
@@ -94,3 +96,9 @@ def test_permission_rules() -> None:
 def test_bad_files_are_refused(text: str, match: str) -> None:
     with pytest.raises(AclConfigError, match=match):
         parse_acl_text(text)
+
+
+def test_shipped_example_file_loads() -> None:
+    cfg = parse_acl_text((Path(__file__).resolve().parents[2] / "conf" / "plain_acl.yml").read_text())
+    assert set(cfg.accounts) == {"ordersProducer", "billingConsumer", "opsAdmin", "brokerSync"}
+    assert cfg.accounts["billingConsumer"].perms == {"orders": SUB, "%RETRY%billing": SUB}

@@ -115,3 +115,24 @@ def test_watch_task_reloads_by_itself(tmp_path: Path) -> None:
             await gate.stop()
 
     asyncio.run(main())
+
+
+def test_a_check_that_fails_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(GOOD)
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("boom")
+
+    async def main() -> None:
+        gate = AclGate(path, poll_interval=3600)
+        await gate.start()
+        try:
+            monkeypatch.setattr("ledgermq.broker.acl_gate.decide", broken)
+            refusal = send(gate, "orders")
+            assert refusal is not None and refusal.code == ResponseCode.NO_PERMISSION
+            assert refusal.remark == "ACL check failed: RuntimeError: boom"
+        finally:
+            await gate.stop()
+
+    asyncio.run(main())

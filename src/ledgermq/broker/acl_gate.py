@@ -136,7 +136,11 @@ class AclGate:
     # -- the check -------------------------------------------------------------------------
     def check(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         """None to let the request through; otherwise the NO_PERMISSION answer."""
-        decision = decide(self.config, cmd.code, cmd.ext_fields, cmd.body, _host(conn.peer))
+        try:
+            decision = decide(self.config, cmd.code, cmd.ext_fields, cmd.body, _host(conn.peer))
+        except Exception as exc:  # fail closed: a request we cannot judge is not let through
+            log.exception("ACL check of %s from %s failed", request_name(cmd.code), conn.peer)
+            return cmd.response(ResponseCode.NO_PERMISSION, f"ACL check failed: {type(exc).__name__}: {exc}")
         if decision.allowed:
             return None
         self.refused += 1

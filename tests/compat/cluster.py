@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from ledgermq.acl.signing import Credentials, signer
 from ledgermq.broker.metadata_log import read_current
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
@@ -36,11 +37,12 @@ START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
 
 
-def broker_writable(addr: str) -> bool:
-    """Whether the broker's store takes writes (runtime info ``writeFence`` is empty)."""
+def broker_writable(addr: str, credentials: Credentials | None = None) -> bool:
+    """Whether the broker's store takes writes (runtime info ``writeFence`` is empty); requests are
+    signed with ``credentials`` for a broker with aclEnable=true."""
 
     async def ask() -> bool:
-        client = RemotingClient()
+        client = RemotingClient(sign=signer(credentials) if credentials is not None else None)
         try:
             resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=2.0)
             table = json.loads(resp.body or b"{}").get("table") or {}
@@ -173,8 +175,16 @@ class ServerProcess:
 class Cluster:
     """One name server and one master broker under ``root``."""
 
-    def __init__(self, root: Path, broker_name: str = "compat-a", **broker_props: object) -> None:
+    def __init__(
+        self,
+        root: Path,
+        broker_name: str = "compat-a",
+        *,
+        credentials: Credentials | None = None,
+        **broker_props: object,
+    ) -> None:
         self.root = root
+        self.credentials = credentials  # the harness's own requests to an aclEnable=true broker
         self.root.mkdir(parents=True, exist_ok=True)
         self.namesrv_port = free_port()
         self.broker_port = free_port(span=2)
@@ -223,7 +233,8 @@ class Cluster:
         wait_until("the broker's port", lambda: self.broker.check_alive() and tcp_open(self.broker_port), START_TIMEOUT)
         wait_until("the broker's registration (TBW102 route)", self.broker_registered, START_TIMEOUT, 0.2)
         # A master that restarted after a crash fences writes until its slave reconciles with it.
-        wait_until("the broker to take writes", lambda: broker_writable(self.broker_addr), START_TIMEOUT, 0.1)
+        writable = lambda: broker_writable(self.broker_addr, self.credentials)  # noqa: E731
+        wait_until("the broker to take writes", writable, START_TIMEOUT, 0.1)
 
     def broker_registered(self, require_alive: bool = True) -> bool:
         """Does the name server's TBW102 route list this broker as master?"""

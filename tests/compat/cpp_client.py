@@ -15,6 +15,11 @@ in order and each appends one entry to the result. Steps:
 * ``{"op": "pull", "group", "topic", "expression"?, "expect_count", "props", "timeout"}``: PullConsumer.pull passes
   (each continues from the offsets the previous one reached) until ``expect_count`` messages or ``timeout``.
 
+Optional ``"credentials": {"access_key", "secret_key", "channel"?}`` (at the top of the spec, or in a step to
+override it) makes every client call ``set_session_credentials`` (ACL: the C++ client then signs every request;
+channel defaults to "ALIYUN", the client's own default). A sync send step with ``"expect_error": true`` records
+each send's exception text under ``"errors"`` instead of failing the child.
+
 The last stdout line is ``RESULT <json>``. The process leaves with ``os._exit`` after shutting the clients down, so
 the native library's destructors never run at interpreter exit.
 """
@@ -89,12 +94,20 @@ def _send_result(res: Any) -> dict[str, Any]:
     return {"status": res.status.name, "msg_id": res.msg_id, "offset": res.offset}
 
 
+def apply_credentials(client: Producer | PushConsumer | PullConsumer, step: dict[str, Any]) -> None:
+    creds = step.get("credentials")
+    if creds:
+        client.set_session_credentials(creds["access_key"], creds["secret_key"], creds.get("channel", "ALIYUN"))
+
+
 def run_send(namesrv: str, step: dict[str, Any]) -> dict[str, Any]:
     producer = Producer(step["group"], max_message_size=step.get("max_message_size"))
     producer.set_namesrv_addr(namesrv)
+    apply_credentials(producer, step)
     producer.start()
     results: list[dict[str, Any]] = []
     retried: list[dict[str, Any]] = []
+    errors: list[str] = []
     try:
         mode = step["mode"]
         if mode == "batch":
@@ -103,7 +116,12 @@ def run_send(namesrv: str, step: dict[str, Any]) -> dict[str, Any]:
         else:
             for index, m in enumerate(step["messages"]):
                 msg = make_message(m)
-                if mode == "sync":
+                if mode == "sync" and step.get("expect_error"):
+                    try:
+                        results.append(_send_result(producer.send_sync(msg)))
+                    except ProducerSendSyncFailed as exc:
+                        errors.append(str(exc)[:2000])
+                elif mode == "sync":
                     results.append(_send_result(_send_sync(producer, msg, index, step, retried)))
                 elif mode == "oneway":
                     producer.send_oneway(msg)
@@ -114,7 +132,7 @@ def run_send(namesrv: str, step: dict[str, Any]) -> dict[str, Any]:
                     raise ValueError(f"unknown send mode {mode!r}")
     finally:
         producer.shutdown()
-    return {"op": "send", "results": results, "retried": retried}
+    return {"op": "send", "results": results, "retried": retried, "errors": errors}
 
 
 def _send_sync(
@@ -156,6 +174,7 @@ def run_push(namesrv: str, step: dict[str, Any]) -> dict[str, Any]:
 
     consumer = PushConsumer(step["group"], orderly=bool(step.get("orderly")), message_model=MessageModel.CLUSTERING)
     consumer.set_namesrv_addr(namesrv)
+    apply_credentials(consumer, step)
     if step.get("threads"):
         consumer.set_thread_count(step["threads"])
     consumer.subscribe(step["topic"], on_message, step.get("expression", "*"))
@@ -181,6 +200,7 @@ def run_pull(namesrv: str, step: dict[str, Any]) -> dict[str, Any]:
     props = sorted(step.get("props", []))
     consumer = PullConsumer(step["group"])
     consumer.set_namesrv_addr(namesrv)
+    apply_credentials(consumer, step)
     consumer.start()
     consumer.offset_table.clear()  # a class attribute in the wheel: start every pull step from offset 0
     got: list[dict[str, Any]] = []
@@ -206,6 +226,8 @@ def main() -> None:
     out: list[dict[str, Any]] = []
     try:
         for step in spec["steps"]:
+            if "credentials" in spec and "credentials" not in step:
+                step = {**step, "credentials": spec["credentials"]}
             out.append(STEPS[step["op"]](spec["namesrv"], step))
     except Exception:
         traceback.print_exc()

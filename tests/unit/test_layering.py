@@ -10,7 +10,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "ledgermq"
 FORBIDDEN_IN_PURE = {"asyncio", "socket", "selectors", "ssl", "uvloop"}
-PURE_PACKAGES = ["protocol", "raft", "store", "util"]
+PURE_PACKAGES = ["acl", "protocol", "raft", "store", "util"]
 CORE_MODULES = ["errors.py", "clock.py", "config.py", "failpoints.py"]
 
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from ledgermq.acl.signing import Credentials, signer
 from ledgermq.admin.model import (
     AUTO_CREATE_TOPIC,
     DEFAULT_QUERY_MAX_NUM,
@@ -76,10 +77,14 @@ class AdminClient:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = 3.0,
+        credentials: Credentials | None = None,
     ) -> None:
         self.namesrv_addrs = split_namesrv_addrs(namesrv_addrs)
         self.timeout = timeout
-        self.remoting = RemotingClient(connect_timeout=connect_timeout)
+        # ACL: every request signed (name servers ignore the fields, brokers check them)
+        self.remoting = RemotingClient(
+            connect_timeout=connect_timeout, sign=signer(credentials) if credentials is not None else None
+        )
         self._preferred = 0
 
     async def __aenter__(self) -> AdminClient:

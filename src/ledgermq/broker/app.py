@@ -11,6 +11,8 @@ import dataclasses
 import logging
 from pathlib import Path
 
+from ledgermq.acl.signing import Credentials, signer
+from ledgermq.broker.acl_gate import AclGate, acl_file_path
 from ledgermq.broker.clients import ConsumerGroupInfo, ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.context import Broker
@@ -108,7 +110,9 @@ class BrokerApp:
         # the transaction check-back: a master's (DLedger mode: while it leads), as RocketMQ's
         # startProcessorByHa / shutdownProcessorByHa
         self.txn_check = TransactionCheckService(self.broker)
-        self.client = RemotingClient()
+        own = config.acl_credentials  # signs this broker's requests to other brokers (ACL)
+        self.client = RemotingClient(sign=signer(Credentials(*own)) if own else None)
+        self.acl: AclGate | None = None  # aclEnable: loaded at start
         self.registrar = Registrar(
             config, self.broker.topics, self.client, on_answer=self._on_registration, hold_back=self._registration_hold
         )
@@ -167,16 +171,27 @@ class BrokerApp:
         address may belong to the broker that holds the port). The error is a StartupError
         naming the cause and the key to change."""
         b = self.broker
+        if self.config.acl_enable:  # before anything else: a bad ACL file changes nothing
+            self.acl = AclGate(acl_file_path(self.config))
+            await self.acl.start()
+            self.server.gate = self.acl.check
         try:
             await asyncio.to_thread(b.store.start)
-        except StoreLockedError as exc:
-            raise store_locked(exc) from None
+        except BaseException as exc:
+            await self._stop_acl()
+            if isinstance(exc, StoreLockedError):
+                raise store_locked(exc) from None
+            raise
         try:
             await self._start_services()
         except BaseException:
             await self._shutdown(unregister=False)
             raise
         log.info("broker %s (id %d) serving on port %d", self.config.broker_name, self.config.broker_id, self.port)
+
+    async def _stop_acl(self) -> None:
+        if self.acl is not None:
+            await self.acl.stop()
 
     async def _start_services(self) -> None:
         b = self.broker
@@ -257,6 +272,7 @@ class BrokerApp:
         if self.broker.ha is not None:
             await self.broker.ha.stop()
         await self.client.close()
+        await self._stop_acl()
         self._persist_offsets()
         self._close_metadata()
         await asyncio.to_thread(self.broker.store.shutdown)

@@ -57,6 +57,14 @@ class BrokerConfig:
     transaction_check_max: int = key("transactionCheckMax", 15)  # checks before it is discarded
     transaction_check_interval_ms: int = key("transactionCheckInterval", 60_000)
     reject_transaction_message: bool = key("rejectTransactionMessage", False)
+    # Access control (docs/acl.md): RocketMQ's aclEnable and rocketmqHome; the rest are ledgermq's.
+    acl_enable: bool = key("aclEnable", False)
+    rocketmq_home: str = key("rocketmqHome", "")  # empty: $ROCKETMQ_HOME
+    acl_file: str = key("aclFile", "")  # empty: <rocketmqHome>/conf/plain_acl.yml
+    # The credentials this broker signs its own requests to other brokers with (a slave's
+    # metadata sync, a master reading its slaves' offsets); empty: unsigned, as RocketMQ.
+    acl_access_key: str = key("aclAccessKey", "")
+    acl_secret_key: str = key("aclSecretKey", "")
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -71,6 +79,8 @@ class BrokerConfig:
             raise ConfigError("transactionCheckInterval must be a positive number of milliseconds")
         if self.transaction_timeout_ms < 0 or self.transaction_check_max < 0:
             raise ConfigError("transactionTimeOut and transactionCheckMax must not be negative")
+        if bool(self.acl_access_key) != bool(self.acl_secret_key):
+            raise ConfigError("aclAccessKey and aclSecretKey go together: set both or neither")
 
     @property
     def broker_addr(self) -> str:
@@ -87,6 +97,10 @@ class BrokerConfig:
     @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def acl_credentials(self) -> tuple[str, str] | None:
+        return (self.acl_access_key, self.acl_secret_key) if self.acl_access_key else None
 
     @property
     def is_master(self) -> bool:

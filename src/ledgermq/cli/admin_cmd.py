@@ -19,6 +19,7 @@ import click
 import orjson
 from rich.console import Console, RenderableType
 
+from ledgermq.acl.signing import Credentials
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import (
     DLQ_PREFIX,
@@ -75,8 +76,11 @@ def _print(*renderables: RenderableType) -> None:
 
 
 def _run(namesrv: str, fn: Callable[[AdminClient], Awaitable[T]]) -> T:
+    ctx = click.get_current_context(silent=True)
+    credentials = ctx.find_object(Credentials) if ctx is not None else None
+
     async def main() -> T:
-        async with AdminClient(namesrv) as client:
+        async with AdminClient(namesrv, credentials=credentials) as client:
             return await fn(client)
 
     try:
@@ -101,12 +105,22 @@ def _run_repeating(namesrv: str, once: Callable[[AdminClient], Awaitable[None]],
 
 
 @click.group()
-def admin() -> None:
+@click.option("--access-key", envvar="LEDGERMQ_ACCESS_KEY", help="ACL access key (env LEDGERMQ_ACCESS_KEY)")
+@click.option("--secret-key", envvar="LEDGERMQ_SECRET_KEY", help="ACL secret key (env LEDGERMQ_SECRET_KEY)")
+@click.pass_context
+def admin(ctx: click.Context, access_key: str | None, secret_key: str | None) -> None:
     """RocketMQ mqadmin commands (updateTopic, deleteTopic, topicList, topicRoute, topicStatus,
     clusterList, brokerStatus, haStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm,
     addWritePerm, updateSubGroup, deleteSubGroup, consumerProgress, consumerConnection,
     producerConnection, resetOffsetByTime, queryMsgById, queryMsgByKey, queryMsgByUniqueKey,
-    printMsg; DLedger mode: dledgerStatus, transferLeader)."""
+    printMsg; DLedger mode: dledgerStatus, transferLeader).
+
+    With --access-key and --secret-key every request is signed for a broker with aclEnable=true
+    (docs/acl.md); they go before the command: ``ledgermq admin --access-key K --secret-key S topicList``."""
+    if bool(access_key) != bool(secret_key):
+        raise click.UsageError("give both --access-key and --secret-key, or neither")
+    if access_key and secret_key:
+        ctx.obj = Credentials(access_key, secret_key)
 
 
 # -- topics ------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ shared client instance; ``ledgermq.client.sync`` wraps them for blocking code.""
 
 from __future__ import annotations
 
+from ledgermq.acl.signing import Credentials
 from ledgermq.client.allocate import (
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
@@ -41,6 +42,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
+    "Credentials",
     "FailoverSettings",
     "LitePullConsumer",
     "LocalTransactionState",

@@ -40,6 +40,7 @@ class _InnerProducers:
                 client_ip=instance.client_ip,
                 instance_name=instance.instance_name,
                 api_timeout=instance.api_timeout,
+                credentials=instance.credentials,
             )
             await producer.start()
             self._table[key] = (producer, 1)

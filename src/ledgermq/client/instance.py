@@ -35,6 +35,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
+from ledgermq.acl.signing import Credentials, signer
 from ledgermq.client.errors import ClientStateError, MQClientError
 from ledgermq.client.pull_api import PullAPI
 from ledgermq.client.route_cache import POLL_NAMESRV_INTERVAL, NameServerClient, RouteCache, split_namesrv_addrs
@@ -113,6 +114,7 @@ class ClientInstance:
         persist_interval: float = PERSIST_INTERVAL,
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.namesrv_addrs = split_namesrv_addrs(namesrv_addrs)
         if not self.namesrv_addrs:
@@ -126,7 +128,12 @@ class ClientInstance:
         self.persist_interval = persist_interval
         self.clock = clock
         self.rng = rng or random.Random()
-        self.remoting = RemotingClient(connect_timeout=api_timeout, on_request=self._on_broker_request)
+        self.credentials = credentials  # every request is signed with them (ACL, docs/acl.md)
+        self.remoting = RemotingClient(
+            connect_timeout=api_timeout,
+            on_request=self._on_broker_request,
+            sign=signer(credentials) if credentials is not None else None,
+        )
         self.namesrv = NameServerClient(self.remoting, self.namesrv_addrs, timeout=api_timeout, rng=self.rng)
         self.routes = RouteCache(self.namesrv, poll_interval=poll_namesrv_interval, rng=self.rng)
         self.pull_api = PullAPI(self.remoting, self.routes, timeout=api_timeout)
@@ -155,6 +162,11 @@ class ClientInstance:
         name = default_instance_name(instance_name)
         key = (f"{ip}@{name}", tuple(split_namesrv_addrs(namesrv_addrs)))
         inst = _INSTANCES.get(key)
+        if inst is not None and inst._state != "shut down" and inst.credentials != options.get("credentials"):
+            raise MQClientError(
+                f"client instance {key[0]} already runs with other ACL credentials; "
+                "give this client its own instance_name"
+            )
         if inst is None or inst._state == "shut down":
             inst = cls(namesrv_addrs, client_ip=ip, instance_name=name, **options)
             _INSTANCES[key] = inst

@@ -20,6 +20,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
+from ledgermq.acl.signing import Credentials
 from ledgermq.client.allocate import AllocateMessageQueueAveragely, AllocateStrategy
 from ledgermq.client.assigned_queues import AssignedQueues, ConsumeBuffer
 from ledgermq.client.consumer_common import DEFAULT_CONSUMER_GROUP as DEFAULT_CONSUMER_GROUP
@@ -109,6 +110,7 @@ class LitePullConsumer:
         persist_interval: float = 5.0,
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         check_group(group)
         check_settings(
@@ -152,6 +154,7 @@ class LitePullConsumer:
             persist_interval=persist_interval,
             clock=clock,
             rng=rng,
+            credentials=credentials,
         )
         self._user_offset_store = offset_store
         self._local_offset_store_dir = local_offset_store_dir

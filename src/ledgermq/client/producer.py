@@ -66,6 +66,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from ledgermq.acl.signing import Credentials
 from ledgermq.client.async_send import (
     ASYNC_SEND_MAX_BYTES,
     ASYNC_SEND_MAX_INFLIGHT,
@@ -157,6 +158,7 @@ class Producer:
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
         failover: FailoverSettings | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         if not group:
             raise MQClientError("the producer group is blank")
@@ -187,6 +189,7 @@ class Producer:
             heartbeat_interval=heartbeat_interval,
             clock=clock,
             rng=rng,
+            credentials=credentials,
         )
         self.client_ip = self.instance.client_ip
         self.client_id = self.instance.client_id

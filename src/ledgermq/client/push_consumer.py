@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from ledgermq.acl.signing import Credentials
 from ledgermq.client import push_broker_requests
 from ledgermq.client.allocate import AllocateMessageQueueAveragely, AllocateStrategy
 from ledgermq.client.consume_orderly import ConsumeMessageOrderlyService
@@ -137,6 +138,7 @@ class PushConsumer:
         offset_illegal_fix_delay: float = 10.0,
         reset_offset_wait: float = 10.0,
         clock: Clock = SYSTEM_CLOCK,
+        credentials: Credentials | None = None,
     ) -> None:
         """Options are Java's (snake case); times in seconds unless the name says millis.
         ``pull_threshold_size_for_queue`` is in MiB; ``consume_timeout`` in minutes;
@@ -192,6 +194,7 @@ class PushConsumer:
         self.offset_illegal_fix_delay = offset_illegal_fix_delay
         self.reset_offset_wait = reset_offset_wait
         self.clock = clock
+        self.credentials = credentials  # ACL: every request of its client instance is signed
 
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.listener: Listener | None = None
@@ -322,6 +325,7 @@ class PushConsumer:
             rebalance_interval=self.rebalance_interval,
             persist_interval=self.persist_consumer_offset_interval,
             clock=self.clock,
+            credentials=self.credentials,
         )
         self._instance = instance
         store = await load_offset_store(self, instance, self._given_offset_store, self.offset_store_dir)

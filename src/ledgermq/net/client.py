@@ -3,6 +3,8 @@
 Like the Java and C++ clients, a client keeps a single connection per ``host:port`` and
 reuses it for every request; a connection that failed or closed is replaced on the next
 call. Requests the server sends back (broker-to-client calls) go to ``on_request``.
+``sign`` (RocketMQ's client RPC hook) sees every request just before it is sent: ACL
+credentials add AccessKey and Signature there (ledgermq.acl.signing).
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ class RemotingClient:
         connect_timeout: float = 3.0,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         on_request: Callable[[Connection, RemotingCommand], None] | None = None,
+        sign: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         self.connect_timeout = connect_timeout
         self.max_frame_size = max_frame_size
         self.on_request = on_request
+        self.sign = sign  # applied to every request sent through invoke/invoke_oneway (ACL)
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
 
@@ -88,6 +92,8 @@ class RemotingClient:
         return conn
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        if self.sign is not None:
+            self.sign(cmd)
         conn = await self.connection(addr)
         try:
             return await conn.request(cmd, timeout)
@@ -96,6 +102,8 @@ class RemotingClient:
             raise
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        if self.sign is not None:
+            self.sign(cmd)
         conn = await self.connection(addr)
         conn.oneway(cmd)
 

@@ -263,6 +263,8 @@ def config_properties(broker: Broker) -> dict[str, str]:
             key = f.metadata.get("key")
             if key:
                 props[key] = _java_value(getattr(cfg, f.name))
+    if props.get("aclSecretKey"):
+        props["aclSecretKey"] = "***"  # any signed client may read the config: never the secret
     return props
 
 

@@ -28,6 +28,7 @@ from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import DataVersion, TopicConfig
+from ledgermq.util.ratelog import limited
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +135,13 @@ class MasterOffsetReconciler:
         for addr in await self.slave_addrs():
             try:
                 resp = await self.client.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET), 5.0)
-                if resp.code == ResponseCode.SUCCESS and resp.body:
+                if resp.code != ResponseCode.SUCCESS:
+                    raise RuntimeError(f"code {resp.code}: {resp.remark}")  # a refusal (ACL) is no silent skip
+                if resp.body:
                     changed = merge_newer_offsets(self.broker.offsets, fastjson.loads(resp.body)) or changed
             except Exception as exc:
                 self.last_error = f"offsets from slave {addr}: {exc}"
-                log.warning("offset reconcile: %s", self.last_error)
+                limited.log(log, logging.WARNING, ("offset reconcile", addr), "offset reconcile: %s", self.last_error)
         if changed:
             log.info("took newer consumer offsets from slaves of %s", self.broker.config.broker_name)
         return changed
@@ -181,7 +184,8 @@ class SlaveSynchronizer:
             except Exception as exc:
                 ok = False
                 self.last_error = f"{part.__name__} from {master}: {exc}"
-                log.warning("slave sync: %s", self.last_error)
+                # once a minute per part: a refusal (ACL) or an unreachable master repeats every round
+                limited.log(log, logging.WARNING, ("slave sync", part.__name__), "slave sync: %s", self.last_error)
         self.rounds += 1
         return ok
 

@@ -285,6 +285,7 @@ class HAClient:
         view = memoryview(buf)
         have = 0  # bytes in buf (a partial frame at most, between reads)
         read_last_round = False
+        ready = _Readiness(loop, sock)
         log.info("HA client connected to master %s, our max offset %d", addr, store.max_phy_offset)
         try:
             while True:
@@ -298,11 +299,17 @@ class HAClient:
                 if read_last_round:  # reported first (a SYNC_MASTER waits for it), now let the loop run
                     read_last_round = False
                     await asyncio.sleep(0)
-                try:
-                    n = sock.recv_into(view[have : have + READ_MAX])
-                except (BlockingIOError, InterruptedError):
-                    await _readable(loop, sock, max(0.001, session.next_deadline(now)))
+                if not ready.readable:
+                    await ready.wait(max(0.001, session.next_deadline(now)))
                     continue
+                want = min(READ_MAX, len(buf) - have)
+                try:
+                    n = sock.recv_into(view[have : have + want])
+                except (BlockingIOError, InterruptedError):
+                    ready.readable = False
+                    continue
+                if n < want:
+                    ready.readable = False  # drained (a short read): wait for the next arrival
                 if not n:
                     raise _Drop(
                         "master closed the connection (if this repeats, our offset "
@@ -321,6 +328,7 @@ class HAClient:
                 self._count_burst(n)
                 read_last_round = True  # more may be waiting: the next read does not wait, so yield then
         finally:
+            ready.close()
             self._bulk_until = 0.0
             sock.close()
             self.connected = False
@@ -430,17 +438,53 @@ class HAClient:
             raise _Drop(reject)
 
 
-async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket, timeout: float) -> None:
-    """Until ``sock`` is readable or ``timeout`` seconds passed."""
-    fut: asyncio.Future[None] = loop.create_future()
-    fd = sock.fileno()
-    loop.add_reader(fd, _resolve, fut)
-    timer = loop.call_later(timeout, _resolve, fut)
-    try:
-        await fut
-    finally:
-        timer.cancel()
-        loop.remove_reader(fd)
+class _Readiness:
+    """Whether the master's socket has bytes for us, with one reader registration that
+    stays while the client waits and reads.
+
+    Why: registering a reader for each wait and removing it after (as ``loop.sock_recv``
+    does) costs two epoll_ctl calls per wait, and a read that finds nothing one more; with
+    one message per wait (a single sender) that was most of a slave's system calls. A read
+    shorter than asked says the socket is drained, so ``readable`` drops without a read
+    that fails. Bytes that arrive while the client is busy elsewhere (not waiting) unhook
+    the reader until the next wait: level-triggered readiness would otherwise call back
+    on every turn of the loop until they are read."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        self.loop = loop
+        self.fd = sock.fileno()
+        self.readable = True  # a fresh connection may already hold bytes: look once
+        self._waiter: asyncio.Future[None] | None = None
+        self._hooked = False
+
+    def _on_readable(self) -> None:
+        self.readable = True
+        waiter = self._waiter
+        if waiter is None:  # busy elsewhere: the next read finds the bytes
+            self.loop.remove_reader(self.fd)
+            self._hooked = False
+        elif not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self, timeout: float) -> None:
+        """Until the socket is readable or ``timeout`` seconds passed (the caller's deadlines)."""
+        if self.readable:
+            return
+        if not self._hooked:
+            self.loop.add_reader(self.fd, self._on_readable)
+            self._hooked = True
+        waiter = self._waiter = self.loop.create_future()
+        timer = self.loop.call_later(timeout, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+    def close(self) -> None:
+        if self._hooked:
+            self.loop.remove_reader(self.fd)
+            self._hooked = False
 
 
 async def _recv_exact(loop: asyncio.AbstractEventLoop, sock: socket.socket, n: int) -> bytes:

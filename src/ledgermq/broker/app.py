@@ -147,6 +147,7 @@ class BrokerApp:
                 self.server.register(code, bind(fn, self.broker))
         self.server.on_disconnect.append(self._on_disconnect)
         self.broker.consumers.on_group_changed.append(self._notify_group_changed)
+        self.broker.consumers.on_group_changed.append(self._drop_filters_of_gone_group)
         self.broker.topics.on_change.append(self.registrar.topic_changed)
 
     @property
@@ -362,6 +363,10 @@ class BrokerApp:
     def _on_disconnect(self, conn: Connection) -> None:
         self.broker.consumers.connection_closed(conn)
         self.broker.producers.connection_closed(conn)
+
+    def _drop_filters_of_gone_group(self, group: str, info: ConsumerGroupInfo) -> None:
+        if not info.channels:  # the last client left: its SQL92 filters are dead
+            self.broker.filters.group_gone(group, self.clock.wall_ms())
 
     def _notify_group_changed(self, group: str, info: ConsumerGroupInfo) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED to every consumer of the group, oneway."""

@@ -26,7 +26,6 @@ TOLERATED_KEYS = {"deleteWhen", "fileReservedTime"} | {
     "warmMapedFileEnable",
     "osPageCacheBusyTimeOutMills",
     "useReentrantLockWhenPutMessage",
-    "enablePropertyFilter",
     "aclEnable",
 }
 

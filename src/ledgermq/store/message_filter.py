@@ -1,10 +1,13 @@
-"""Server-side filtering during pulls: by consume-queue tag code, then optionally by record."""
+"""Server-side filtering during pulls: by consume-queue tag code, then optionally by record
+(or only by the record's properties, for property filters)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from ledgermq.protocol.message import body_end, properties_after_body
+from ledgermq.protocol.properties import decode_properties
 from ledgermq.util.javahash import java_string_hash
 
 
@@ -37,3 +40,22 @@ class TagFilter:
 
     def matches_record(self, record: bytes) -> bool:
         return True
+
+
+class PropertyFilter:
+    """Selects by a record's properties (SQL92 subscriptions): every consume-queue entry
+    passes the tag stage, then the store reads only the record's properties section and
+    asks ``predicate``; the body of a message that does not match is never read."""
+
+    def __init__(self, predicate: Callable[[Mapping[str, str]], bool]) -> None:
+        self.predicate = predicate
+
+    def matches_tags_code(self, tags_code: int) -> bool:
+        return True
+
+    def matches_properties(self, properties_text: str) -> bool:
+        return self.predicate(decode_properties(properties_text))
+
+    def matches_record(self, record: bytes) -> bool:
+        """For callers holding a whole record (the store's fast path uses ``matches_properties``)."""
+        return self.matches_properties(properties_after_body(memoryview(record)[body_end(record) :]))

@@ -15,7 +15,7 @@ from functools import lru_cache
 from ledgermq.filter.errors import EvaluationError, FilterSyntaxError
 from ledgermq.filter.evaluate import Evaluator, compile_tree
 from ledgermq.filter.javavalues import Value
-from ledgermq.filter.nodes import Node, describe
+from ledgermq.filter.nodes import Node, describe, property_names
 from ledgermq.filter.parser import parse
 
 __all__ = [
@@ -44,6 +44,8 @@ class SqlExpression:
     text: str
     tree: Node = field(repr=False)
     _evaluate: Evaluator = field(repr=False, compare=False)
+    names: frozenset[str] = frozenset()
+    """The properties the expression reads; the others cannot change its result."""
 
     def evaluate(self, properties: Mapping[str, str]) -> Value:
         """TRUE, FALSE or None (unknown); EvaluationError where Java's evaluation throws."""
@@ -67,4 +69,4 @@ def compile_expression(text: str) -> SqlExpression:
     if text is None or not text.strip():
         raise FilterSyntaxError("the expression is empty", text or "", 0)
     tree = parse(text)
-    return SqlExpression(text, tree, compile_tree(tree))
+    return SqlExpression(text, tree, compile_tree(tree), property_names(tree))

@@ -96,6 +96,19 @@ class In(Node):
     is_boolean = True
 
 
+def property_names(node: Node) -> frozenset[str]:
+    """Every property the expression reads (a message's other properties cannot matter)."""
+    if isinstance(node, Prop):
+        return frozenset({node.name})
+    if isinstance(node, In):
+        return frozenset({node.prop.name})
+    if isinstance(node, Negate | Not | BoolCast):
+        return property_names(node.operand)
+    if isinstance(node, And | Or | Compare):
+        return property_names(node.left) | property_names(node.right)
+    return frozenset()
+
+
 def describe(node: Node) -> str:
     """Java's ``toString`` of an expression, for error messages."""
     if isinstance(node, Const):

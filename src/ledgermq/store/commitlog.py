@@ -193,8 +193,7 @@ class CommitLog:
             if pos + size > mf.wrote:
                 return None
             if size <= _WHOLE_READ_MAX:  # one copy beats two reads for small records
-                record = mf.read(pos, size)
-                return M.properties_after_body(memoryview(record)[M.body_end(record) :])
+                return M.record_properties_text(mf.read(pos, size))
             tail_at = M.body_end(mf.read(pos, M.MAX_HEAD_SIZE))
             if tail_at >= size:
                 raise RemoteProtocolError(f"record at {offset}: body overruns the record")

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Protocol
 
-from ledgermq.protocol.message import body_end, properties_after_body
-from ledgermq.protocol.properties import decode_properties
+from ledgermq.protocol.message import record_properties_text
+from ledgermq.protocol.properties import decode_properties, get_property
 from ledgermq.util.javahash import java_string_hash
 
 
@@ -45,17 +45,28 @@ class TagFilter:
 class PropertyFilter:
     """Selects by a record's properties (SQL92 subscriptions): every consume-queue entry
     passes the tag stage, then the store reads only the record's properties section and
-    asks ``predicate``; the body of a message that does not match is never read."""
+    asks ``predicate``; the body of a message that does not match is never read.
 
-    def __init__(self, predicate: Callable[[Mapping[str, str]], bool]) -> None:
+    With ``names`` (the properties the expression reads), only those are looked up in the
+    properties text instead of splitting all of it into a dict."""
+
+    def __init__(self, predicate: Callable[[Mapping[str, str]], bool], names: Collection[str] | None = None) -> None:
         self.predicate = predicate
+        self.names = tuple(names) if names is not None else None
 
     def matches_tags_code(self, tags_code: int) -> bool:
         return True
 
     def matches_properties(self, properties_text: str) -> bool:
-        return self.predicate(decode_properties(properties_text))
+        if self.names is None:
+            return self.predicate(decode_properties(properties_text))
+        found = {}
+        for name in self.names:
+            value = get_property(properties_text, name)
+            if value is not None:
+                found[name] = value
+        return self.predicate(found)
 
     def matches_record(self, record: bytes) -> bool:
         """For callers holding a whole record (the store's fast path uses ``matches_properties``)."""
-        return self.matches_properties(properties_after_body(memoryview(record)[body_end(record) :]))
+        return self.matches_properties(record_properties_text(record))

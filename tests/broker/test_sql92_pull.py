@@ -204,3 +204,28 @@ def test_long_polling_wakes_and_moves_past_non_matching_messages(tmp_path: Path)
             assert [r.body for r in decode_records(resp.body)] == [b"yes"]
 
     asyncio.run(main())
+
+
+def test_messages_dispatched_after_first_use_are_answered_from_the_dispatch_cache(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with running_broker(tmp_path, enable_property_filter=True) as h:
+            await h.send("C", b"before", props={"a": "4"})
+            await h.dispatched()
+            expr = "a > 3 AND b IS NULL"
+            assert head(await sql_pull(h, "C", expr))[0] == ResponseCode.SUCCESS  # first use: watched from now on
+            await fill(h, "C")
+            cache = h.app.broker.filter_cache
+            assert cache is not None
+            from ledgermq.filter import compile_expression
+
+            verdict = cache.verdict_of("C", 0, compile_expression(expr))
+            store = h.app.broker.store
+            known = [verdict(n, store.commitlog_offset_in_queue("C", 0, n)) for n in range(41)]
+            assert known[0] is None  # dispatched before the first pull
+            assert known[1:] == [int(a) > 3 and n % 3 != 0 for n, (a, _) in enumerate(MESSAGES)]
+            assert verdict(1, 12345) is None  # another record at that offset: no answer
+            resp = await sql_pull(h, "C", expr, 1, maxMsgNums=64)
+            got = [r.queue_offset - 1 for r in decode_records(resp.body)]
+            assert got == [n for n, (a, _) in enumerate(MESSAGES) if int(a) > 3 and n % 3 != 0]
+
+    asyncio.run(main())

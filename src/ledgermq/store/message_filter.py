@@ -45,14 +45,23 @@ class TagFilter:
 class PropertyFilter:
     """Selects by a record's properties (SQL92 subscriptions): every consume-queue entry
     passes the tag stage, then the store reads only the record's properties section and
-    asks ``predicate``; the body of a message that does not match is never read.
+    asks ``predicate``; the body of a message that does not match is never read, nor
+    anything of it when ``verdict`` already knows the answer.
 
     With ``names`` (the properties the expression reads), only those are looked up in the
     properties text instead of splitting all of it into a dict."""
 
-    def __init__(self, predicate: Callable[[Mapping[str, str]], bool], names: Collection[str] | None = None) -> None:
+    def __init__(
+        self,
+        predicate: Callable[[Mapping[str, str]], bool],
+        names: Collection[str] | None = None,
+        verdict: Callable[[int, int], bool | None] | None = None,
+    ) -> None:
         self.predicate = predicate
         self.names = tuple(names) if names is not None else None
+        # verdict(queue_offset, commit_log_offset): an answer computed earlier (at dispatch),
+        # or None when unknown; a known answer spares reading the record at all.
+        self.verdict = verdict
 
     def matches_tags_code(self, tags_code: int) -> bool:
         return True

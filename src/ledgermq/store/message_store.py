@@ -50,7 +50,7 @@ from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
 from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult, recover
-from ledgermq.store.reput import ArrivalListener, ReputService
+from ledgermq.store.reput import ArrivalListener, DispatchHook, ReputService
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
 from ledgermq.util.latency import LatencyHistogram
@@ -115,6 +115,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         self.cleaner: CleanService | None = None
         self._disk_usage = disk_usage
         self._listeners: list[ArrivalListener] = []
+        self._dispatch_hooks: list[DispatchHook] = []
         self.memory_budget = _total_memory() * config.access_message_in_memory_max_ratio // 100
         self.running = False
         self.failed_reason: str | None = None
@@ -174,6 +175,7 @@ class MessageStore(StoreReads, DLedgerWrites):
             return
         self.reput = ReputService(self.commitlog, self.queues, self.index, reput_from, self.delay_levels_ms)
         self.reput.listeners = self._listeners
+        self.reput.dispatch_hooks = self._dispatch_hooks
         self.reput.dispatch_available()  # catch up before serving (normal-recovery rebuild)
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.commitlog_flusher = GroupCommitService(
@@ -201,6 +203,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         assert self.dledger is not None
         reput = DLedgerReputService(self.dledger, self.queues, self.index, reput_from, self.delay_levels_ms)
         reput.listeners = self._listeners
+        reput.dispatch_hooks = self._dispatch_hooks
         self.reput = reput
         self.dledger.on_commit = reput.wakeup
         reput.dispatch_available()
@@ -494,6 +497,11 @@ class MessageStore(StoreReads, DLedgerWrites):
         return min(pos, end)
 
     # == services ====================================================================
+    def add_dispatch_hook(self, hook: DispatchHook) -> None:
+        """Called from the reput thread with every dispatched record (its DispatchRequest,
+        properties text included), after its consume-queue unit is written."""
+        self._dispatch_hooks.append(hook)
+
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called from the reput thread with (topic, queue id, new max offset)."""
         self._listeners.append(listener)

@@ -130,6 +130,7 @@ class StoreReads:
         max_phy = self.commitlog.max_offset
         last_phy = 0
         by_properties = message_filter if isinstance(message_filter, PropertyFilter) else None
+        verdict = by_properties.verdict if by_properties is not None else None
         i = 0
         while i < len(units):
             phy, size, tags = UNIT.unpack_from(units, i)
@@ -143,12 +144,16 @@ class StoreReads:
             if message_filter is not None and not message_filter.matches_tags_code(tags):
                 continue
             if by_properties is not None:
-                try:
-                    props = self.commitlog.properties_at(phy, size)
-                except RemoteProtocolError:
-                    continue  # its fields do not add up: no filter can say it matches
-                if props is not None and not by_properties.matches_properties(props):
+                known = verdict(offset + i // UNIT_SIZE - 1, phy) if verdict is not None else None
+                if known is False:
                     continue
+                if known is None:
+                    try:
+                        props = self.commitlog.properties_at(phy, size)
+                    except RemoteProtocolError:
+                        continue  # its fields do not add up: no filter can say it matches
+                    if props is not None and not by_properties.matches_properties(props):
+                        continue
             data = self.commitlog.read(phy, size)
             if data is None:
                 if not messages:

@@ -141,7 +141,11 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
                 f"The broker does not support consumer to filter message by {sub.expression_type} "
                 "(set enablePropertyFilter=true in the broker's config)",
             )
-        message_filter = PropertyFilter(compiled.matches, compiled.names)
+        verdict = None
+        if broker.filter_cache is not None:
+            broker.filter_cache.watch(topic, compiled)
+            verdict = broker.filter_cache.verdict_of(topic, queue_id, compiled)
+        message_filter = PropertyFilter(compiled.matches, compiled.names, verdict)
     else:
         message_filter = None if sub.matches_all else TagFilter(sub.tags)
     result = broker.store.get_message(topic, queue_id, offset, max_msgs, message_filter)

@@ -141,3 +141,57 @@ def test_push_and_lite_pull_get_exactly_the_matching_messages(tmp_path: Path) ->
             assert {m.broker_name for m in got} == {"broker-a", "broker-b"}
 
     run(tmp_path, body)
+
+
+class _Routes:
+    def __init__(self, names: list[str]) -> None:
+        from ledgermq.protocol.route import BrokerData, TopicRouteData
+
+        self.routes = {TOPIC: TopicRouteData(broker_datas=[BrokerData("c", n, {0: f"{n}:1"}) for n in names])}
+
+    def any_addr(self, name: str) -> str:
+        return f"{name}:1"
+
+
+class _Remoting:
+    def __init__(self, answers: dict[str, int | None]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def invoke(self, addr: str, cmd: Any, timeout: float) -> Any:
+        from ledgermq.net.client import ConnectError
+        from ledgermq.protocol import fastjson
+
+        self.asked.append((addr, fastjson.loads(cmd.body)))
+        code = self.answers[addr]
+        if code is None:
+            raise ConnectError(f"{addr} refused the connection")
+        return cmd.response(code, "no way" if code else None)
+
+
+def check(answers: dict[str, int | None]) -> _Remoting:
+    from types import SimpleNamespace
+
+    from ledgermq.client.client_check import check_client_in_broker
+    from ledgermq.client.consumer_common import SubscriptionData
+
+    remoting = _Remoting(answers)
+    names = [a.split(":")[0] for a in answers]
+    instance = SimpleNamespace(routes=_Routes(names), remoting=remoting, client_id="me@1", api_timeout=1.0)
+    subs = [SubscriptionData.build(TOPIC, "a = 1", expression_type="SQL92"), SubscriptionData.build(TOPIC, "T0")]
+    asyncio.run(check_client_in_broker(instance, "g", subs))  # type: ignore[arg-type]
+    return remoting
+
+
+def test_the_start_check_asks_every_broker_group_and_tolerates_one_down() -> None:
+    remoting = check({"a:1": 0, "b:1": 0})
+    assert [addr for addr, _ in remoting.asked] == ["a:1", "b:1"]  # the TAG subscription is not checked
+    body = remoting.asked[0][1]
+    assert body["group"] == "g" and body["clientId"] == "me@1"
+    assert body["subscriptionData"]["expressionType"] == "SQL92" and body["subscriptionData"]["subString"] == "a = 1"
+    check({"a:1": None, "b:1": 0})  # one broker down: the other one answers for the topic
+    with pytest.raises(MQClientError, match="no broker of SqlT could be asked"):
+        check({"a:1": None, "b:1": None})
+    with pytest.raises(MQBrokerError) as info:
+        check({"a:1": 0, "b:1": ResponseCode.SUBSCRIPTION_PARSE_FAILED})
+    assert info.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and info.value.addr == "b:1"

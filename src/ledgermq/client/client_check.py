@@ -8,12 +8,14 @@ nothing, its pulls refused one by one.
 
 Java asks one broker of the topic's route, assuming every broker is configured alike;
 here every broker group of the route is asked (its master, else a slave), so a group
-configured differently is caught too. A topic without a route yet is not checked (as in
-Java: no address, no check).
+configured differently is caught too. A broker that cannot be reached is skipped with a
+warning; start fails only when none of the topic's brokers could be asked. A topic
+without a route yet is not checked (as in Java: no address, no check).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from ledgermq.client.consumer_common import SubscriptionData
@@ -25,11 +27,14 @@ from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 
+log = logging.getLogger(__name__)
+
 
 async def check_client_in_broker(
     instance: ClientInstance, group: str, subscriptions: Iterable[SubscriptionData]
 ) -> None:
-    """Raise MQBrokerError (the broker's code and reason) if a broker refuses a subscription."""
+    """Raise MQBrokerError (the broker's code and reason) if a broker refuses a subscription,
+    MQClientError if no broker of the topic could be asked at all."""
     for sub in subscriptions:
         if is_tag_type(sub.expression_type):
             continue
@@ -37,6 +42,8 @@ async def check_client_in_broker(
         if route is None:
             continue
         body = fastjson.dumps({"clientId": instance.client_id, "group": group, "subscriptionData": sub.to_json()})
+        unreachable: list[str] = []
+        asked = 0
         for broker in route.broker_datas:
             addr = instance.routes.any_addr(broker.broker_name)
             if addr is None:
@@ -45,10 +52,19 @@ async def check_client_in_broker(
             try:
                 resp = await instance.remoting.invoke(addr, cmd, instance.api_timeout)
             except LedgerError as exc:
-                raise MQClientError(
-                    f"could not check the {sub.expression_type} subscription of {sub.topic} with broker {addr}: {exc}"
-                ) from exc
+                # A broker down at start must not stop a consumer its peers can serve; it is
+                # checked by nobody then, as in Java, which asks a single broker.
+                log.warning("group %s: could not check the %s subscription of %s with %s: %s",
+                            group, sub.expression_type, sub.topic, addr, exc)  # fmt: skip
+                unreachable.append(f"{addr}: {exc}")
+                continue
+            asked += 1
             if resp.code != ResponseCode.SUCCESS:
                 raise MQBrokerError(
                     resp.code, f"{resp.remark} [group {group}, {sub.expression_type} subscription of {sub.topic}]", addr
                 )
+        if unreachable and not asked:
+            raise MQClientError(
+                f"Check client in broker error: no broker of {sub.topic} could be asked whether it filters by "
+                f"{sub.expression_type} ({'; '.join(unreachable)})"
+            )

@@ -184,7 +184,10 @@ def test_bad_expressions_and_the_heartbeat_path(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_long_polling_wakes_and_moves_past_non_matching_messages(tmp_path: Path) -> None:
+def test_a_held_pull_wakes_only_for_a_matching_message(tmp_path: Path) -> None:
+    """As RocketMQ's PullRequestHoldService: arrivals the filter rejects do not answer a
+    held pull; a matching one does, and a timeout answers with the offset moved on."""
+
     async def main() -> None:
         async with running_broker(tmp_path, enable_property_filter=True) as h:
             await h.send("LP", b"first", props={"a": "1"})
@@ -192,16 +195,27 @@ def test_long_polling_wakes_and_moves_past_non_matching_messages(tmp_path: Path)
             flags = dict(sysFlag=SUSPEND | SUBSCRIPTION, suspendTimeoutMillis=5000, timeout=10)
             held = asyncio.create_task(sql_pull(h, "LP", "a = 2", 1, **flags))
             await asyncio.sleep(0.2)
-            assert not held.done()
-            await h.send("LP", b"no", props={"a": "3"})
-            resp = await asyncio.wait_for(held, 5)
-            assert head(resp)[:2] == (ResponseCode.PULL_RETRY_IMMEDIATELY, 2)
-            held = asyncio.create_task(sql_pull(h, "LP", "a = 2", 2, **flags))
-            await asyncio.sleep(0.2)
+            for n in range(3):
+                await h.send("LP", b"no %d" % n, props={"a": "3"})
+            await h.dispatched()
+            await asyncio.sleep(0.3)
+            assert not held.done(), "non-matching arrivals must not answer the held pull"
             await h.send("LP", b"yes", props={"a": "2"})
             resp = await asyncio.wait_for(held, 5)
-            assert head(resp)[:2] == (ResponseCode.SUCCESS, 3)
+            assert head(resp)[:2] == (ResponseCode.SUCCESS, 5)
             assert [r.body for r in decode_records(resp.body)] == [b"yes"]
+            # Only non-matching arrivals until the timeout: PULL_NOT_FOUND, offset moved past them.
+            short = dict(sysFlag=SUSPEND | SUBSCRIPTION, suspendTimeoutMillis=800, timeout=10)
+            held = asyncio.create_task(sql_pull(h, "LP", "a = 2", 5, **short))
+            await asyncio.sleep(0.2)
+            await h.send("LP", b"no more", props={"a": "4"})
+            resp = await asyncio.wait_for(held, 5)
+            assert head(resp)[:2] == (ResponseCode.PULL_NOT_FOUND, 6) and resp.body == b""
+            # TAG pulls are held and woken as before.
+            held = asyncio.create_task(pull(h, "LP", 0, 6, subscription="*", **flags))
+            await asyncio.sleep(0.2)
+            await h.send("LP", b"tagged", props={"a": "0"})
+            assert head(await asyncio.wait_for(held, 5))[:2] == (ResponseCode.SUCCESS, 7)
 
     asyncio.run(main())
 

@@ -7,6 +7,8 @@ one from their heartbeat (Java) are as RocketMQ 4.9.7 has them; see docs/formats
 
 from __future__ import annotations
 
+import asyncio
+
 from ledgermq.broker.consumer_filters import compile_subscription
 from ledgermq.broker.context import Broker
 from ledgermq.broker.heartbeat_data import SubscriptionData
@@ -98,7 +100,42 @@ async def pull_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
     return await _pull(broker, ctx, cmd, allow_suspend=True)
 
 
-async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow_suspend: bool) -> RemotingCommand:
+async def _hold(
+    broker: Broker,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    timeout: float,
+    by_properties: PropertyFilter | None,
+    max_msgs: int,
+) -> int:
+    """Hold a pull until a message arrives or ``timeout`` passes; the offset to answer from.
+
+    With a property filter, a held pull wakes only for a message it matches, as RocketMQ's
+    PullRequestHoldService checks the filter against each arrival: arrivals that do not
+    match move the offset on and the pull keeps waiting (and when it times out, its answer
+    carries the moved offset)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        arrived = await broker.pull_hold.wait(
+            topic,
+            queue_id,
+            offset,
+            max(0.0, deadline - loop.time()),
+            current_max=lambda: broker.store.max_offset_in_queue(topic, queue_id),
+        )
+        if not arrived or by_properties is None:
+            return offset
+        result = broker.store.get_message(topic, queue_id, offset, max_msgs, by_properties)
+        if result.status is not GetStatus.NO_MATCHED_MESSAGE or loop.time() >= deadline:
+            return offset
+        offset = result.next_begin_offset
+
+
+async def _pull(
+    broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow_suspend: bool, offset: int | None = None
+) -> RemotingCommand:
     if not broker.readable:
         return cmd.response(
             ResponseCode.NO_PERMISSION,
@@ -107,7 +144,8 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
     group = field(cmd, "consumerGroup")
     topic = field(cmd, "topic")
     queue_id = int_field(cmd, "queueId", bits=INT32)
-    offset = int_field(cmd, "queueOffset")
+    if offset is None:  # else a held pull that moved past non-matching messages
+        offset = int_field(cmd, "queueOffset")
     max_msgs = int_field(cmd, "maxMsgNums", bits=INT32)
     sys_flag = int_field(cmd, "sysFlag", bits=INT32)
     for name in ("commitOffset", "suspendTimeoutMillis", "subVersion"):
@@ -162,18 +200,13 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
             if broker.config.long_polling_enable
             else (broker.config.short_polling_time_ms)
         )
+        by_properties = message_filter if isinstance(message_filter, PropertyFilter) else None
         ctx.park()
         try:
-            await broker.pull_hold.wait(
-                topic,
-                queue_id,
-                offset,
-                max(0, timeout_ms) / 1000,
-                current_max=lambda: broker.store.max_offset_in_queue(topic, queue_id),
-            )
+            offset = await _hold(broker, topic, queue_id, offset, max(0, timeout_ms) / 1000, by_properties, max_msgs)
         finally:
             ctx.unpark()
-        return await _pull(broker, ctx, cmd, allow_suspend=False)
+        return await _pull(broker, ctx, cmd, allow_suspend=False, offset=offset)
     suggest = group_cfg.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else MASTER_ID
     ext = {
         "suggestWhichBrokerId": suggest,

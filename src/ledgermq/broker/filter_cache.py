@@ -34,15 +34,17 @@ from ledgermq.store.dispatch import DispatchRequest
 log = logging.getLogger(__name__)
 
 CHUNK = 1024  # messages per chunk (a power of two)
-MAX_CHUNKS = 256  # per (expression, queue): the last ~262k messages
+MAX_CHUNKS = 64  # per (expression, queue): the last ~65k messages, 320 KiB
 IDLE_MS = 10 * 60 * 1000
 _UNKNOWN, _NO, _YES = 0, 1, 2
 _SHIFT = CHUNK.bit_length() - 1
+_LOW32 = 0xFFFFFFFF
 
 
 @dataclass(slots=True)
 class _Chunk:
-    phys: array[int] = field(default_factory=lambda: array("q", bytes(8 * CHUNK)))
+    # The low 32 bits of each message's commit-log offset: what an answer is checked against.
+    phys: array[int] = field(default_factory=lambda: array("I", bytes(4 * CHUNK)))
     verdicts: bytearray = field(default_factory=lambda: bytearray(CHUNK))
 
 
@@ -87,7 +89,7 @@ class DispatchMatchCache:
                 return None
             i = queue_offset & (CHUNK - 1)
             v = chunk.verdicts[i]
-            if v == _UNKNOWN or chunk.phys[i] != phy:
+            if v == _UNKNOWN or chunk.phys[i] != phy & _LOW32:
                 return None
             return v == _YES
 
@@ -122,7 +124,7 @@ class DispatchMatchCache:
                 chunks[no] = chunk
                 if len(chunks) > MAX_CHUNKS:
                     del chunks[min(chunks)]
-            chunk.phys[i] = req.commit_log_offset
+            chunk.phys[i] = req.commit_log_offset & _LOW32
             chunk.verdicts[i] = _YES if expr.matches(props) else _NO
 
     def _clear(self) -> None:

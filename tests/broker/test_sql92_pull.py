@@ -156,6 +156,14 @@ def test_bad_expressions_and_the_heartbeat_path(tmp_path: Path) -> None:
             resp = await check_client(h, "a = = 1")
             assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "column 5" in (resp.remark or "")
             assert (await check_client(h, "a = 1")).code == ResponseCode.SUCCESS
+            # No body or no subscription: nothing to check (Java answers SUCCESS); a body that
+            # is not JSON is a clear SYSTEM_ERROR.
+            assert (await h.call(RequestCode.CHECK_CLIENT_CONFIG, {})).code == ResponseCode.SUCCESS
+            assert (await h.call(RequestCode.CHECK_CLIENT_CONFIG, {}, b'{"clientId":"x"}')).code == ResponseCode.SUCCESS
+            bad = await h.call(RequestCode.CHECK_CLIENT_CONFIG, {}, b"{not json")
+            assert bad.code == ResponseCode.SYSTEM_ERROR and "CHECK_CLIENT_CONFIG body does not decode" in (
+                bad.remark or ""
+            )
 
             java = dict(sysFlag=0, subscription=None)  # Java: the subscription comes from the heartbeat
             hb = await h.call(RequestCode.HEART_BEAT, {}, sql_heartbeat("cg", "T", "a = 6", 10))

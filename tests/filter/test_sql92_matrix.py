@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from ledgermq.filter import compile_expression
 
-MATRIX = settings(max_examples=600, derandomize=True, deadline=None)
+MATRIX = settings(max_examples=1000, derandomize=True, deadline=None)
 NAMES = ("a", "b", "c", "TAGS")
 VALUES = (
     "0",

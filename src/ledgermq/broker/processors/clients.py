@@ -56,8 +56,8 @@ async def check_client_config(broker: Broker, ctx: RequestContext, cmd: Remoting
         sub = SubscriptionData.build(
             str(raw["topic"]), raw.get("subString"), 0, str(raw.get("expressionType") or "TAG")
         )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RemoteProtocolError(f"CHECK_CLIENT_CONFIG body does not decode: {exc!r}") from exc
+    except (RemoteProtocolError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RemoteProtocolError(f"CHECK_CLIENT_CONFIG body does not decode: {exc}") from exc
     if sub.is_tag_type:
         return cmd.response(ResponseCode.SUCCESS)
     if not broker.config.enable_property_filter:

@@ -79,7 +79,9 @@ class Cluster:
         return await poll(f"{count} messages in {topic}/{broker}/{queue_id}", enough, timeout=5.0)
 
 
-async def _start_broker(root: Path, ns_port: int, name: str, store: dict[str, Any]) -> BrokerApp:
+async def _start_broker(
+    root: Path, ns_port: int, name: str, store: dict[str, Any], broker: dict[str, Any] | None = None
+) -> BrokerApp:
     for attempt in range(3):
         cfg = BrokerConfig(
             cluster_name=CLUSTER,
@@ -89,26 +91,30 @@ async def _start_broker(root: Path, ns_port: int, name: str, store: dict[str, An
             listen_port=free_port(span=2),
             namesrv_addr=f"{HOST}:{ns_port}",
             flush_consumer_offset_interval_ms=60_000,
+            **(broker or {}),
         )
-        broker = BrokerApp(cfg, StoreConfig(root_dir=str(root / name), **{**SMALL_STORE, **store}))
+        app = BrokerApp(cfg, StoreConfig(root_dir=str(root / name), **{**SMALL_STORE, **store}))
         try:
-            await asyncio.wait_for(broker.start(), START_TIMEOUT)
-            return broker
+            await asyncio.wait_for(app.start(), START_TIMEOUT)
+            return app
         except OSError:
-            await asyncio.wait_for(broker.stop(), STOP_TIMEOUT)
+            await asyncio.wait_for(app.stop(), STOP_TIMEOUT)
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")
 
 
 @asynccontextmanager
-async def running(root: Path, names: tuple[str, ...] = ("broker-a",), **store: Any) -> AsyncIterator[Cluster]:
+async def running(
+    root: Path, names: tuple[str, ...] = ("broker-a",), *, broker: dict[str, Any] | None = None, **store: Any
+) -> AsyncIterator[Cluster]:
+    """``broker``: BrokerConfig fields for every broker (e.g. ``{"enable_property_filter": True}``)."""
     ns = NamesrvApp(NamesrvConfig(listen_host=HOST, listen_port=0, kv_config_path=str(root / "kvConfig.json")))
     await asyncio.wait_for(ns.start(), START_TIMEOUT)
     cluster = Cluster(root, ns)
     try:
         for name in names:
-            cluster.brokers[name] = await _start_broker(root, ns.port, name, store)
+            cluster.brokers[name] = await _start_broker(root, ns.port, name, store, broker)
 
         async def registered() -> bool:
             r = ns.routes.route("TBW102")

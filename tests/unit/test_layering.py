@@ -10,7 +10,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "ledgermq"
 FORBIDDEN_IN_PURE = {"asyncio", "socket", "selectors", "ssl", "uvloop"}
-PURE_PACKAGES = ["acl", "protocol", "raft", "store", "util"]
+PURE_PACKAGES = ["acl", "filter", "protocol", "raft", "store", "util"]
 CORE_MODULES = ["errors.py", "clock.py", "config.py", "failpoints.py"]
 
 
@@ -48,6 +48,13 @@ def test_store_does_not_reach_upward(path: Path) -> None:
     ours = {n for n in _imports(path) if n.startswith("ledgermq.")}
     upward = ("ledgermq.net", "ledgermq.broker", "ledgermq.ha", "ledgermq.raft", "ledgermq.client")
     assert not any(n.startswith(upward) for n in ours), f"{path.name} imports {sorted(ours)}"
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "filter").rglob("*.py")), ids=lambda p: p.name)
+def test_filter_is_self_contained(path: Path) -> None:
+    """The SQL92 filter is shared by broker and client: stdlib and itself only."""
+    ours = {n for n in _imports(path) if n.startswith("ledgermq.")}
+    assert all(n.startswith("ledgermq.filter") for n in ours), f"{path.name} imports {sorted(ours)}"
 
 
 # The Raft core is sans-I/O and deterministic: no clock, threads, files or process state.

@@ -17,6 +17,7 @@ from ledgermq.broker.clients import ConsumerGroupInfo, ConsumerManager, Producer
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.context import Broker
 from ledgermq.broker.dledger import BrokerDLedger, check_settings, follower_broker_id
+from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.metrics import BrokerMetrics
 from ledgermq.broker.offsets import ConsumerOffsetManager
@@ -158,6 +159,10 @@ class BrokerApp:
                 self.server.register(code, bind(fn, self.broker))
         self.server.on_disconnect.append(self._on_disconnect)
         self.broker.consumers.on_group_changed.append(self._notify_group_changed)
+        self.broker.consumers.on_group_changed.append(self._drop_filters_of_gone_group)
+        if config.enable_property_filter:
+            self.broker.filter_cache = DispatchMatchCache(clock)
+            store.add_dispatch_hook(self.broker.filter_cache.on_dispatch)
         self.broker.topics.on_change.append(self.registrar.topic_changed)
 
     @property
@@ -391,6 +396,10 @@ class BrokerApp:
     def _on_disconnect(self, conn: Connection) -> None:
         self.broker.consumers.connection_closed(conn)
         self.broker.producers.connection_closed(conn)
+
+    def _drop_filters_of_gone_group(self, group: str, info: ConsumerGroupInfo) -> None:
+        if not info.channels:  # the last client left: its SQL92 filters are dead
+            self.broker.filters.group_gone(group, self.clock.wall_ms())
 
     def _notify_group_changed(self, group: str, info: ConsumerGroupInfo) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED to every consumer of the group, oneway."""

@@ -49,6 +49,8 @@ class BrokerConfig:
     trace_on: bool = key("traceOn", True)
     max_reconsume_times: int = key("maxReconsumeTimes", 16)
     slave_sync_interval_ms: int = key("slaveSyncInterval", 10_000)  # ledgermq: RocketMQ hard-codes 10 s
+    # Lets consumers subscribe with SQL92 property expressions (off by default, as in RocketMQ).
+    enable_property_filter: bool = key("enablePropertyFilter", False)
     metrics_port: int = key("metricsPort", 0)  # ledgermq: Prometheus /metrics; 0 disables
     # ledgermq: where /metrics listens; empty: listenHost, like every other server of the broker.
     metrics_host: str = key("metricsHost", "")

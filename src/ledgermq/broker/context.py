@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 from ledgermq.broker.clients import ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.consumer_filters import ConsumerFilterManager
 from ledgermq.broker.dledger import BrokerDLedger
+from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.schedule import ScheduleService
@@ -38,6 +40,8 @@ class Broker:
     clock: Clock
     extras: dict[str, object] = field(default_factory=dict)
     stats: BrokerStats = field(default_factory=BrokerStats)  # message and request counters (metrics, admin)
+    filters: ConsumerFilterManager = field(default_factory=ConsumerFilterManager)  # SQL92 filters from heartbeats
+    filter_cache: DispatchMatchCache | None = None  # SQL92 answers computed at dispatch; set by BrokerApp
     schedule: ScheduleService | None = None
     ha: HAService | None = None  # a master's replication service
     dledger: BrokerDLedger | None = None  # DLedger mode: the Raft group decides the master

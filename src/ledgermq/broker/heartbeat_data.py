@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledgermq.errors import RemoteProtocolError
+from ledgermq.filter import is_tag_type
 from ledgermq.protocol import fastjson
 from ledgermq.util.javahash import tag_hash
 
@@ -49,13 +50,20 @@ class SubscriptionData:
     def build(
         cls, topic: str, expression: str | None, sub_version: int = 0, expr_type: str = "TAG"
     ) -> SubscriptionData:
+        if not is_tag_type(expr_type):
+            # A property expression (SQL92): kept verbatim, no tags (FilterAPI.build).
+            return cls(topic, (expression or "").strip(), [], frozenset(), sub_version, expr_type)
         expr = (expression or SUB_ALL).strip() or SUB_ALL
         tags = [] if expr == SUB_ALL else [t.strip() for t in expr.split("||") if t.strip()]
-        return cls(topic, expr, tags, frozenset(tag_hash(t) for t in tags), sub_version, expr_type)
+        return cls(topic, expr, tags, frozenset(tag_hash(t) for t in tags), sub_version, "TAG")
+
+    @property
+    def is_tag_type(self) -> bool:
+        return is_tag_type(self.expression_type)
 
     @property
     def matches_all(self) -> bool:
-        return self.sub_string == SUB_ALL or not self.tags
+        return self.is_tag_type and (self.sub_string == SUB_ALL or not self.tags)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -17,7 +17,7 @@ from ledgermq.client.consume_service import (
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
 )
-from ledgermq.client.consumer_common import ConsumeFromWhere, MessageModel
+from ledgermq.client.consumer_common import ConsumeFromWhere, MessageModel, MessageSelector
 from ledgermq.client.errors import MasterMovedError, MQBrokerError, MQClientError, MQConnectError, SendFailedError
 from ledgermq.client.failover import FailoverSettings
 from ledgermq.client.lite_pull_consumer import LitePullConsumer
@@ -54,6 +54,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "PushConsumer",
     "SendCallback",

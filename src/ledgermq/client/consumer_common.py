@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from ledgermq.client.errors import MQClientError
+from ledgermq.filter import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, FilterSyntaxError, compile_expression
 from ledgermq.protocol.names import GROUP_MAX_LENGTH, GROUP_NAME_PATTERN
 from ledgermq.util.javahash import tag_hash
 
@@ -28,6 +29,7 @@ __all__ = [
     "ConsumeFromWhere",
     "ConsumeType",
     "MessageModel",
+    "MessageSelector",
     "SubscriptionData",
     "consumer_data",
     "default_consume_timestamp",
@@ -36,6 +38,7 @@ __all__ = [
     "is_retry_topic",
     "parse_consume_timestamp",
     "retry_topic",
+    "selector_of",
 ]
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
@@ -124,6 +127,44 @@ def default_consume_timestamp() -> str:
     return format_consume_timestamp(int(time.time() * 1000) - 30 * 60 * 1000)
 
 
+def check_property_expression(expression: str, expression_type: str) -> None:
+    """Refuse locally what every broker would refuse: an unknown expression type, an empty
+    expression (``FilterAPI.build``: "Expression can't be null!"), or one the SQL92 parser
+    rejects. The error names the problem and its position."""
+    if expression_type != EXPRESSION_TYPE_SQL92:
+        raise MQClientError(f"expression type {expression_type!r} is not supported: use TAG or SQL92")
+    if not expression:
+        raise MQClientError(f"Expression can't be null! {expression_type}")
+    try:
+        compile_expression(expression)
+    except FilterSyntaxError as exc:
+        raise MQClientError(f"the {expression_type} expression {expression!r} is invalid: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSelector:
+    """Java's ``MessageSelector``: what a consumer selects, by tag or by SQL92 expression
+    over the message properties (``subscribe(topic, MessageSelector.by_sql("a > 5"))``)."""
+
+    expression: str
+    expression_type: str = EXPRESSION_TYPE_TAG
+
+    @classmethod
+    def by_tag(cls, expression: str = SUB_ALL) -> MessageSelector:
+        return cls(expression, EXPRESSION_TYPE_TAG)
+
+    @classmethod
+    def by_sql(cls, expression: str) -> MessageSelector:
+        return cls(expression, EXPRESSION_TYPE_SQL92)
+
+
+def selector_of(expression: str | MessageSelector, expression_type: str) -> tuple[str, str]:
+    """(expression, type) from a subscribe call that passed a string or a MessageSelector."""
+    if isinstance(expression, MessageSelector):
+        return expression.expression, expression.expression_type
+    return expression, expression_type
+
+
 @dataclass(slots=True)
 class SubscriptionData:
     """One topic's subscription (``FilterAPI.buildSubscriptionData``).
@@ -151,8 +192,10 @@ class SubscriptionData:
     ) -> SubscriptionData:
         version = int(time.time() * 1000) if sub_version is None else sub_version
         expr = (expression or "").strip()
-        if expression_type.upper() != "TAG":
-            return cls(topic, expr, [], [], version, expression_type.upper())
+        kind = (expression_type or EXPRESSION_TYPE_TAG).upper()
+        if kind != EXPRESSION_TYPE_TAG:
+            check_property_expression(expr, kind)
+            return cls(topic, expr, [], [], version, kind)
         if not expr or expr == SUB_ALL:
             return cls(topic, SUB_ALL, [], [], version)
         tags = list(dict.fromkeys(t.strip() for t in expr.split("||") if t.strip()))

@@ -23,6 +23,7 @@ from typing import Any
 from ledgermq.acl.signing import Credentials
 from ledgermq.client.allocate import AllocateMessageQueueAveragely, AllocateStrategy
 from ledgermq.client.assigned_queues import AssignedQueues, ConsumeBuffer
+from ledgermq.client.client_check import check_client_in_broker
 from ledgermq.client.consumer_common import DEFAULT_CONSUMER_GROUP as DEFAULT_CONSUMER_GROUP
 from ledgermq.client.consumer_common import (
     PULL_DELAY_WHEN_BROKER_FLOW_CONTROL as PULL_DELAY_WHEN_BROKER_FLOW_CONTROL,
@@ -32,6 +33,8 @@ from ledgermq.client.consumer_common import (
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
+    MessageSelector,
+    selector_of,
 )
 from ledgermq.client.consumer_parts import BackgroundTasks, load_offset_store, rebalance_for
 from ledgermq.client.errors import ClientStateError, MQClientError
@@ -245,7 +248,15 @@ class LitePullConsumer:
             self._readers.start(self._assigned.states())
         self._metadata.start()
         if self._plan.subscribing:
-            await self._announce_subscriptions(list(self._plan.subscriptions))
+            topics = list(self._plan.subscriptions)
+            await self._fetch_routes(topics)
+            try:
+                await check_client_in_broker(instance, self.group, list(self._plan.subscriptions.values()))
+            except BaseException:
+                await self.shutdown()
+                self._state = "start failed"
+                raise
+            await self._announce_subscriptions(topics, routes_fetched=True)
         else:
             await instance.heartbeat()
 
@@ -286,21 +297,38 @@ class LitePullConsumer:
         await self.shutdown()
 
     # -- what to read --------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = SUB_ALL, listener: MessageQueueListener | None = None) -> None:
+    def subscribe(
+        self,
+        topic: str,
+        expression: str | MessageSelector = SUB_ALL,
+        listener: MessageQueueListener | None = None,
+        *,
+        expression_type: str = "TAG",
+    ) -> None:
         """Read ``topic`` (messages whose tag matches ``expression``: ``"*"`` or
-        ``"TagA || TagB"``) as a member of the group. ``listener(topic, mq_all, mq_divided)``
-        is told after every rebalance that changed this consumer's queues."""
+        ``"TagA || TagB"``; or, with ``expression_type="SQL92"`` or a
+        ``MessageSelector.by_sql(...)``, whose properties satisfy a SQL92 expression, checked
+        here and evaluated by the broker) as a member of the group.
+        ``listener(topic, mq_all, mq_divided)`` is told after every rebalance that changed
+        this consumer's queues."""
         if not topic or not topic.strip():
             raise ValueError("the topic can not be blank")
         if self._state not in ("created", "running"):
             raise ClientStateError(f"the consumer is {self._state}")
-        self._plan.subscribe(topic, expression, listener)
+        text, kind = selector_of(expression, expression_type)
+        self._plan.subscribe(topic, text, listener, expression_type=kind)
         if self._state == "running":
             self.instance.routes.watch(topic)
             self._background.spawn(partial(self._announce_subscriptions, [topic]), f"subscribe to {topic}")
 
-    async def _announce_subscriptions(self, topics: list[str]) -> None:
+    async def _announce_subscriptions(self, topics: list[str], *, routes_fetched: bool = False) -> None:
         """Fetch the topics' routes, tell the brokers (heartbeat) and rebalance now."""
+        if not routes_fetched:
+            await self._fetch_routes(topics)
+        await self.instance.heartbeat()
+        self.instance.rebalance_now()
+
+    async def _fetch_routes(self, topics: list[str]) -> None:
         instance = self.instance
         for topic in topics:
             try:
@@ -308,8 +336,6 @@ class LitePullConsumer:
             except MQClientError as exc:
                 # a topic not created yet: the rebalance warns if that lasts
                 log.debug("group %s: route of %s could not be fetched: %s", self.group, topic, exc)
-        await instance.heartbeat()
-        instance.rebalance_now()
 
     def unsubscribe(self, topic: str) -> None:
         """Stop reading ``topic``: its readers stop and its buffered messages are dropped."""

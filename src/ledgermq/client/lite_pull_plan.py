@@ -68,9 +68,12 @@ class ReadPlan:
         elif self.mode is not mode:
             raise MQClientError("subscribe and assign are mutually exclusive")
 
-    def subscribe(self, topic: str, expression: str, listener: MessageQueueListener | None) -> None:
+    def subscribe(
+        self, topic: str, expression: str, listener: MessageQueueListener | None, *, expression_type: str = "TAG"
+    ) -> None:
+        sub = SubscriptionData.build(topic, expression, expression_type=expression_type)  # validates first
         self._use(ReadMode.SUBSCRIBE)
-        self.subscriptions[topic] = SubscriptionData.build(topic, expression)
+        self.subscriptions[topic] = sub
         if listener is not None:
             self.queue_listener = listener
 

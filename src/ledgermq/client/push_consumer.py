@@ -38,6 +38,7 @@ from typing import Any
 from ledgermq.acl.signing import Credentials
 from ledgermq.client import push_broker_requests
 from ledgermq.client.allocate import AllocateMessageQueueAveragely, AllocateStrategy
+from ledgermq.client.client_check import check_client_in_broker
 from ledgermq.client.consume_orderly import ConsumeMessageOrderlyService
 from ledgermq.client.consume_service import (
     ConsumeConcurrentlyContext,
@@ -56,8 +57,10 @@ from ledgermq.client.consumer_common import (
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
+    MessageSelector,
     SubscriptionData,
     retry_topic,
+    selector_of,
 )
 from ledgermq.client.consumer_parts import BackgroundTasks, load_offset_store, rebalance_for
 from ledgermq.client.errors import ClientStateError, MQClientError
@@ -214,11 +217,15 @@ class PushConsumer:
         self._shut_down: asyncio.Event | None = None
 
     # -- configuration -------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = "TAG") -> None:
-        """Consume ``topic``'s messages matching ``expression`` ("*" or "tagA || tagB")."""
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*", *, expression_type: str = "TAG") -> None:
+        """Consume ``topic``'s messages matching ``expression``: by tag ("*" or "tagA || tagB"),
+        or with ``expression_type="SQL92"`` (or ``MessageSelector.by_sql(...)``) by a SQL92
+        expression over the message properties, checked here (MQClientError when invalid)
+        and evaluated by the broker (which needs ``enablePropertyFilter=true``)."""
         if not topic or not topic.strip():
             raise MQClientError("the topic is blank")
-        self.subscriptions[topic] = SubscriptionData.build(topic, expression, expression_type=expression_type)
+        text, kind = selector_of(expression, expression_type)
+        self.subscriptions[topic] = SubscriptionData.build(topic, text, expression_type=kind)
         if self._state == "running" and self._instance is not None:
             self._instance.routes.watch(topic)
             self._background.spawn(self._instance.heartbeat, "heartbeat after subscribe")
@@ -351,6 +358,7 @@ class PushConsumer:
                 await instance.routes.update(topic)
             except MQClientError as exc:
                 log.info("group %s: no route of %s yet: %s", self.group, topic, exc)
+        await check_client_in_broker(instance, self.group, list(self.subscriptions.values()))
         await instance.heartbeat()
         instance.rebalance_now()
 

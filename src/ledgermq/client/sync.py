@@ -35,6 +35,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 from ledgermq.admin.client import AdminClient
 from ledgermq.client.async_send import Callbacks, SendCallback
 from ledgermq.client.consume_service import Listener
+from ledgermq.client.consumer_common import MessageSelector
 from ledgermq.client.errors import ClientStateError
 from ledgermq.client.lite_pull_consumer import LitePullConsumer
 from ledgermq.client.message import Message, SendResult
@@ -487,13 +488,15 @@ class SyncLitePullConsumer(_Closable[LitePullConsumer]):
     def subscribe(
         self,
         topic: str,
-        expression: str = "*",
+        expression: str | MessageSelector = "*",
         listener: Callable[[str, set[MessageQueue], set[MessageQueue]], object] | None = None,
+        *,
+        expression_type: str = "TAG",
     ) -> None:
         """``LitePullConsumer.subscribe``; ``listener(topic, mq_all, mq_divided)`` runs on the
         facade's callback threads."""
         wrapped = None if listener is None else self._loop.in_pool(listener)
-        self._call(lambda: self._target.subscribe(topic, expression, wrapped))
+        self._call(lambda: self._target.subscribe(topic, expression, wrapped, expression_type=expression_type))
 
     def register_topic_message_queue_change_listener(
         self, topic: str, listener: Callable[[str, set[MessageQueue]], object]

@@ -100,6 +100,49 @@ def offset_msg_id_of(buf: bytes | bytearray | memoryview, physical_offset: int, 
     return (bytes(buf[host : host + host_len]) + _LONG.pack(physical_offset)).hex().upper()
 
 
+MAX_HEAD_SIZE: Final = max(h.size for h in _HEADS)
+"""The longest fixed part of a record (both hosts IPv6), BODYLENGTH included."""
+
+
+def body_end(head: bytes | bytearray | memoryview) -> int:
+    """Where the body of a record ends (its TOPIC length byte), from the record's first
+    ``MAX_HEAD_SIZE`` bytes (fewer when the record is shorter): lets a reader skip the body."""
+    head_struct = _HEADS[_head_index(_SYSFLAG.unpack_from(head, SYSFLAG_POS)[0])]
+    body_len = _INT.unpack_from(head, head_struct.size - 4)[0]
+    return int(head_struct.size + max(body_len, 0))
+
+
+def properties_after_body(tail: bytes | bytearray | memoryview) -> str:
+    """The properties text of a record from the bytes after its body (TOPIC, PROPERTIES);
+    RemoteProtocolError when they do not fit together."""
+    if not tail:
+        raise RemoteProtocolError("record tail is empty")
+    p = 1 + tail[0]
+    if p + 2 > len(tail):
+        raise RemoteProtocolError("record tail: topic overruns the record")
+    props_len = _SHORT.unpack_from(tail, p)[0]
+    if props_len < 0 or p + 2 + props_len != len(tail):
+        raise RemoteProtocolError("record tail: properties length disagrees with the record size")
+    return bytes(tail[p + 2 :]).decode("utf-8", "replace")
+
+
+def record_properties_text(record: bytes) -> str:
+    """The properties text of a whole record (``body_end`` and ``properties_after_body`` in
+    one pass, for the filter's hot path); RemoteProtocolError when the fields do not add up."""
+    head_struct = _HEADS[_head_index(_SYSFLAG.unpack_from(record, SYSFLAG_POS)[0])]
+    p = head_struct.size + _INT.unpack_from(record, head_struct.size - 4)[0]
+    end = len(record)
+    if p < head_struct.size or p + 3 > end:
+        raise RemoteProtocolError("record: body length overruns the record")
+    p += 1 + record[p]
+    if p + 2 > end:
+        raise RemoteProtocolError("record: topic overruns the record")
+    props_len = _SHORT.unpack_from(record, p)[0]
+    if props_len < 0 or p + 2 + props_len != end:
+        raise RemoteProtocolError("record: properties length disagrees with the record size")
+    return record[p + 2 :].decode("utf-8", "replace")
+
+
 def record_length(body_len: int, topic_len: int, props_len: int, sysflag: int = 0) -> int:
     """TOTALSIZE for the given parts (``CommitLog.calMsgLength``)."""
     head = _HEADS[_head_index(sysflag)].size

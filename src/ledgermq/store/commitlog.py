@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledgermq.clock import Clock
-from ledgermq.errors import StoreClosedError, StoreError
+from ledgermq.errors import RemoteProtocolError, StoreClosedError, StoreError
 from ledgermq.failpoints import failpoint
 from ledgermq.protocol import message as M
 from ledgermq.protocol.msgid import offset_msg_id
@@ -27,6 +27,7 @@ from ledgermq.store.mapped_file_queue import MappedFileQueue
 from ledgermq.store.results import AppendResult
 
 _BLANK = struct.Struct(">ii")
+_WHOLE_READ_MAX = 2048  # properties_at: up to this record size one read of the whole record is cheaper
 BLANK_HEADER_SIZE = _BLANK.size
 
 
@@ -175,6 +176,28 @@ class CommitLog:
             if pos + size > mf.wrote:
                 return None
             return mf.read(pos, size)
+        except SegmentGoneError:
+            return None
+        finally:
+            mf.unpin()
+
+    def properties_at(self, offset: int, size: int) -> str | None:
+        """The properties text of the ``size``-byte record at ``offset``, read without its
+        body (what a property filter needs to skip a message), or None if it is gone.
+        RemoteProtocolError if the record's fields do not add up to ``size``."""
+        mf = self.queue.find(offset)
+        if mf is None or not mf.pin():
+            return None
+        try:
+            pos = offset - mf.start_offset
+            if pos + size > mf.wrote:
+                return None
+            if size <= _WHOLE_READ_MAX:  # one copy beats two reads for small records
+                return M.record_properties_text(mf.read(pos, size))
+            tail_at = M.body_end(mf.read(pos, M.MAX_HEAD_SIZE))
+            if tail_at >= size:
+                raise RemoteProtocolError(f"record at {offset}: body overruns the record")
+            return M.properties_after_body(mf.read(pos + tail_at, size - tail_at))
         except SegmentGoneError:
             return None
         finally:

@@ -50,6 +50,7 @@ class DispatchRequest:
     keys: str | None
     uniq_key: str | None
     prepared_transaction_offset: int
+    properties: str = ""  # the record's properties text, for dispatch hooks (property filters)
 
 
 class Verdict:
@@ -198,6 +199,7 @@ def check_record(
         sysflag=sysflag,
         keys=P.get_property(props, P.KEYS),
         uniq_key=P.get_property(props, P.UNIQ_KEY),
+        properties=props,
         prepared_transaction_offset=prepared,
     )
 

@@ -51,7 +51,7 @@ from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
 from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult, recover
-from ledgermq.store.reput import ArrivalListener, ReputService, Schedule
+from ledgermq.store.reput import ArrivalListener, DispatchHook, ReputService, Schedule
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
 from ledgermq.util.latency import LatencyHistogram
@@ -117,6 +117,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         self._disk_usage = disk_usage
         self._listeners: list[ArrivalListener] = []
         self._defer: tuple[Schedule, int] | None = None  # see ``defer_dispatch``
+        self._dispatch_hooks: list[DispatchHook] = []
         self.memory_budget = _total_memory() * config.access_message_in_memory_max_ratio // 100
         self.running = False
         self.failed_reason: str | None = None
@@ -177,6 +178,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         self.reput = ReputService(self.commitlog, self.queues, self.index, reput_from, self.delay_levels_ms)
         self.reput.listeners = self._listeners
         self.reput.defer = self._defer
+        self.reput.dispatch_hooks = self._dispatch_hooks
         self.reput.dispatch_available()  # catch up before serving (normal-recovery rebuild)
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.commitlog_flusher = GroupCommitService(
@@ -205,6 +207,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         reput = DLedgerReputService(self.dledger, self.queues, self.index, reput_from, self.delay_levels_ms)
         reput.listeners = self._listeners
         reput.defer = self._defer
+        reput.dispatch_hooks = self._dispatch_hooks
         self.reput = reput
         self.dledger.on_commit = reput.wakeup
         reput.dispatch_available()
@@ -505,8 +508,15 @@ class MessageStore(StoreReads, DLedgerWrites):
         if self.reput is not None:
             self.reput.defer = self._defer
 
+    def add_dispatch_hook(self, hook: DispatchHook) -> None:
+        """Called with every dispatched record (its DispatchRequest, properties text
+        included), after its consume-queue unit is written: on the reput thread, or on
+        the appender's thread where ``defer_dispatch`` lets it dispatch."""
+        self._dispatch_hooks.append(hook)
+
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
-        """Called from the reput thread with (topic, queue id, new max offset)."""
+        """Called with (topic, queue id, new max offset) on the reput thread, or on the
+        appender's thread where ``defer_dispatch`` lets it dispatch."""
         self._listeners.append(listener)
 
     def add_retention_guard(self, guard: RetentionGuard) -> None:

@@ -10,14 +10,14 @@ reads: the consume queues, the commit log and the index, lock-free, from any thr
 from __future__ import annotations
 
 from ledgermq.config import StoreConfig
-from ledgermq.errors import LedgerError
+from ledgermq.errors import LedgerError, RemoteProtocolError
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.msgid import decode_offset_msg_id
 from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.consumequeue import UNIT, UNIT_SIZE, ConsumeQueueTable
 from ledgermq.store.index import IndexService
-from ledgermq.store.message_filter import MessageFilter, TagFilter
+from ledgermq.store.message_filter import MessageFilter, PropertyFilter, TagFilter
 from ledgermq.store.results import GetResult, GetStatus, QueryResult
 
 _PRE_BLANK_SIZE = 0x7FFFFFFF
@@ -129,6 +129,8 @@ class StoreReads:
         total = 0
         max_phy = self.commitlog.max_offset
         last_phy = 0
+        by_properties = message_filter if isinstance(message_filter, PropertyFilter) else None
+        verdict = by_properties.verdict if by_properties is not None else None
         i = 0
         while i < len(units):
             phy, size, tags = UNIT.unpack_from(units, i)
@@ -141,12 +143,23 @@ class StoreReads:
             i += UNIT_SIZE
             if message_filter is not None and not message_filter.matches_tags_code(tags):
                 continue
+            if by_properties is not None:
+                known = verdict(offset + i // UNIT_SIZE - 1, phy) if verdict is not None else None
+                if known is False:
+                    continue
+                if known is None:
+                    try:
+                        props = self.commitlog.properties_at(phy, size)
+                    except RemoteProtocolError:
+                        continue  # its fields do not add up: no filter can say it matches
+                    if props is not None and not by_properties.matches_properties(props):
+                        continue
             data = self.commitlog.read(phy, size)
             if data is None:
                 if not messages:
                     status = GetStatus.MESSAGE_WAS_REMOVING
                 continue
-            if message_filter is not None and not message_filter.matches_record(data):
+            if by_properties is None and message_filter is not None and not message_filter.matches_record(data):
                 continue
             messages.append(data)
             total += size

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max offset
 Schedule = Callable[[Callable[[], None]], object]
 """Runs a callback later on the calling thread (an event loop's ``call_soon``)."""
+DispatchHook = Callable[[DispatchRequest], None]
 HoldOff = Callable[[], bool]
 
 # An appender dispatches what it just appended itself when no more than this is waiting;
@@ -74,6 +75,9 @@ class ReputService(ServiceThread):
         self.delay_levels_ms = delay_levels_ms
         self.dispatched_ts = 0
         self.listeners: list[ArrivalListener] = []
+        # Called with each dispatched record, in the reput thread (the broker's SQL92
+        # match cache); a failing hook is logged and never stops dispatch.
+        self.dispatch_hooks: list[DispatchHook] = []
         self.stuck_reason: str | None = None
         # Set while a record cannot be dispatched (a full disk, no descriptor, a directory
         # that cannot be made): the store refuses puts, since it could not make them
@@ -257,6 +261,11 @@ class ReputService(ServiceThread):
         if self.dispatch_error is not None:
             log.warning("dispatch recovered after %d failed attempts: %s", self.dispatch_failures, self.dispatch_error)
             self.dispatch_error = None
+        for hook in self.dispatch_hooks:
+            try:
+                hook(req)
+            except Exception:
+                log.exception("dispatch hook failed for %s-%d offset %d", req.topic, req.queue_id, req.queue_offset)
         return True
 
     def _notify(self, arrivals: dict[tuple[str, int], int]) -> None:

@@ -1,12 +1,15 @@
-"""Client lifecycle and offsets: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP,
-QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET."""
+"""Client lifecycle and offsets: HEART_BEAT, UNREGISTER_CLIENT, CHECK_CLIENT_CONFIG,
+GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET."""
 
 from __future__ import annotations
 
 from ledgermq.broker.clients import ClientChannel
+from ledgermq.broker.consumer_filters import compile_subscription
 from ledgermq.broker.context import Broker
-from ledgermq.broker.heartbeat_data import parse_heartbeat
+from ledgermq.broker.heartbeat_data import SubscriptionData, parse_heartbeat
 from ledgermq.broker.topics import RETRY_PREFIX
+from ledgermq.errors import RemoteProtocolError
+from ledgermq.filter import FilterSyntaxError
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
@@ -22,6 +25,9 @@ async def heartbeat(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -
         if group_cfg is not None:
             broker.topics.create_retry_topic(RETRY_PREFIX + consumer.group, group_cfg.retry_queue_nums)
         broker.consumers.register(consumer, channel)
+        # Java registers SQL92 filters on every heartbeat, whether or not the broker filters
+        # by properties: a heartbeat is never refused; the pulls and CHECK_CLIENT_CONFIG are.
+        broker.filters.register(consumer.group, consumer.subscriptions, broker.clock.wall_ms())
     for group in data.producer_groups:
         broker.producers.register(group, channel)
     return cmd.response(ResponseCode.SUCCESS)
@@ -34,6 +40,36 @@ async def unregister_client(broker: Broker, ctx: RequestContext, cmd: RemotingCo
         broker.producers.unregister(producer_group, ctx.connection)
     if consumer_group:
         broker.consumers.unregister(consumer_group, ctx.connection)
+    return cmd.response(ResponseCode.SUCCESS)
+
+
+async def check_client_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    """What a consumer asks at start for each non-TAG subscription (RocketMQ's
+    ``ClientManageProcessor.checkClientConfig``): can this broker filter with it?"""
+    if not cmd.body:
+        return cmd.response(ResponseCode.SUCCESS)
+    try:
+        doc = fastjson.loads(cmd.body)
+        raw = doc.get("subscriptionData") if isinstance(doc, dict) else None
+        if raw is None:
+            return cmd.response(ResponseCode.SUCCESS)
+        sub = SubscriptionData.build(
+            str(raw["topic"]), raw.get("subString"), 0, str(raw.get("expressionType") or "TAG")
+        )
+    except (RemoteProtocolError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RemoteProtocolError(f"CHECK_CLIENT_CONFIG body does not decode: {exc}") from exc
+    if sub.is_tag_type:
+        return cmd.response(ResponseCode.SUCCESS)
+    if not broker.config.enable_property_filter:
+        return cmd.response(
+            ResponseCode.SYSTEM_ERROR,
+            f"The broker does not support consumer to filter message by {sub.expression_type} "
+            "(set enablePropertyFilter=true in the broker's config)",
+        )
+    try:
+        compile_subscription(sub.sub_string, sub.expression_type)
+    except FilterSyntaxError as exc:
+        return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
     return cmd.response(ResponseCode.SUCCESS)
 
 
@@ -78,6 +114,7 @@ async def update_consumer_offset(broker: Broker, ctx: RequestContext, cmd: Remot
 PROCESSORS = {
     RequestCode.HEART_BEAT: heartbeat,
     RequestCode.UNREGISTER_CLIENT: unregister_client,
+    RequestCode.CHECK_CLIENT_CONFIG: check_client_config,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
     RequestCode.QUERY_CONSUMER_OFFSET: query_consumer_offset,
     RequestCode.UPDATE_CONSUMER_OFFSET: update_consumer_offset,

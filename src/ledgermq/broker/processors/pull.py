@@ -7,14 +7,18 @@ one from their heartbeat (Java) are as RocketMQ 4.9.7 has them; see docs/formats
 
 from __future__ import annotations
 
+import asyncio
+
+from ledgermq.broker.consumer_filters import compile_subscription
 from ledgermq.broker.context import Broker
 from ledgermq.broker.heartbeat_data import SubscriptionData
+from ledgermq.filter import FilterSyntaxError, SqlExpression
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers import INT32, field, int_field, opt_field
 from ledgermq.protocol.route import PERM_READ, TopicConfig
-from ledgermq.store.message_filter import TagFilter
+from ledgermq.store.message_filter import MessageFilter, PropertyFilter, TagFilter
 from ledgermq.store.results import GetResult, GetStatus
 
 FLAG_COMMIT_OFFSET = 0x1
@@ -39,19 +43,46 @@ def _code_for(result: GetResult, offset: int) -> int:
     return _STATUS[result.status]
 
 
-def _subscription(broker: Broker, cmd: RemotingCommand, group: str, topic: str) -> SubscriptionData | RemotingCommand:
+def _subscription(
+    broker: Broker, cmd: RemotingCommand, group: str, topic: str
+) -> tuple[SubscriptionData, SqlExpression | None] | RemotingCommand:
+    """The pull's subscription and, for a property filter, its compiled expression; or the
+    refusal. Order and codes are RocketMQ 4.9's ``PullMessageProcessor``."""
     sys_flag = int_field(cmd, "sysFlag", 0)
     if sys_flag & FLAG_SUBSCRIPTION:
-        return SubscriptionData.build(topic, opt_field(cmd, "subscription"), int_field(cmd, "subVersion", 0))
+        expr_type = opt_field(cmd, "expressionType")
+        sub = SubscriptionData.build(
+            topic, opt_field(cmd, "subscription"), int_field(cmd, "subVersion", 0), expr_type or "TAG"
+        )
+        if sub.is_tag_type:
+            return sub, None
+        try:
+            return sub, compile_subscription(sub.sub_string, sub.expression_type)
+        except FilterSyntaxError as exc:
+            return cmd.response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+            )
     info = broker.consumers.groups.get(group)
     if info is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist, {group}")
-    sub = info.subscriptions.get(topic)
-    if sub is None:
+    found = info.subscriptions.get(topic)
+    if found is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist, {topic}")
-    if sub.sub_version < int_field(cmd, "subVersion", 0):
+    version = int_field(cmd, "subVersion", 0)
+    if found.sub_version < version:
         return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
-    return sub
+    if found.is_tag_type:
+        return found, None
+    data = broker.filters.get(topic, group)
+    if data is None:
+        return cmd.response(
+            ResponseCode.FILTER_DATA_NOT_EXIST,
+            f"The broker's consumer filter data is not exist!Your expression may be wrong! ({found.expression_type} "
+            f"{found.sub_string!r} of {group} did not compile; see the broker log)",
+        )
+    if data.client_version < version:
+        return cmd.response(ResponseCode.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest")
+    return found, data.compiled
 
 
 def _replicated_topic(broker: Broker, topic: str) -> TopicConfig | None:
@@ -69,7 +100,42 @@ async def pull_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
     return await _pull(broker, ctx, cmd, allow_suspend=True)
 
 
-async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow_suspend: bool) -> RemotingCommand:
+async def _hold(
+    broker: Broker,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    timeout: float,
+    by_properties: PropertyFilter | None,
+    max_msgs: int,
+) -> int:
+    """Hold a pull until a message arrives or ``timeout`` passes; the offset to answer from.
+
+    With a property filter, a held pull wakes only for a message it matches, as RocketMQ's
+    PullRequestHoldService checks the filter against each arrival: arrivals that do not
+    match move the offset on and the pull keeps waiting (and when it times out, its answer
+    carries the moved offset)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        arrived = await broker.pull_hold.wait(
+            topic,
+            queue_id,
+            offset,
+            max(0.0, deadline - loop.time()),
+            current_max=lambda: broker.store.max_offset_in_queue(topic, queue_id),
+        )
+        if not arrived or by_properties is None:
+            return offset
+        result = broker.store.get_message(topic, queue_id, offset, max_msgs, by_properties)
+        if result.status is not GetStatus.NO_MATCHED_MESSAGE or loop.time() >= deadline:
+            return offset
+        offset = result.next_begin_offset
+
+
+async def _pull(
+    broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow_suspend: bool, offset: int | None = None
+) -> RemotingCommand:
     if not broker.readable:
         return cmd.response(
             ResponseCode.NO_PERMISSION,
@@ -78,7 +144,8 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
     group = field(cmd, "consumerGroup")
     topic = field(cmd, "topic")
     queue_id = int_field(cmd, "queueId", bits=INT32)
-    offset = int_field(cmd, "queueOffset")
+    if offset is None:  # else a held pull that moved past non-matching messages
+        offset = int_field(cmd, "queueOffset")
     max_msgs = int_field(cmd, "maxMsgNums", bits=INT32)
     sys_flag = int_field(cmd, "sysFlag", bits=INT32)
     for name in ("commitOffset", "suspendTimeoutMillis", "subVersion"):
@@ -100,10 +167,25 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
             ResponseCode.SYSTEM_ERROR,
             f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
         )
-    sub = _subscription(broker, cmd, group, topic)
-    if isinstance(sub, RemotingCommand):
-        return sub
-    message_filter = None if sub.matches_all else TagFilter(sub.tags)
+    found = _subscription(broker, cmd, group, topic)
+    if isinstance(found, RemotingCommand):
+        return found
+    sub, compiled = found
+    message_filter: MessageFilter | None
+    if compiled is not None:
+        if not broker.config.enable_property_filter:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {sub.expression_type} "
+                "(set enablePropertyFilter=true in the broker's config)",
+            )
+        verdict = None
+        if broker.filter_cache is not None:
+            broker.filter_cache.watch(topic, compiled)
+            verdict = broker.filter_cache.verdict_of(topic, queue_id, compiled)
+        message_filter = PropertyFilter(compiled.matches, compiled.names, verdict)
+    else:
+        message_filter = None if sub.matches_all else TagFilter(sub.tags)
     result = broker.store.get_message(topic, queue_id, offset, max_msgs, message_filter)
     code = _code_for(result, offset)
     if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and broker.config.is_master:
@@ -118,18 +200,13 @@ async def _pull(broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow
             if broker.config.long_polling_enable
             else (broker.config.short_polling_time_ms)
         )
+        by_properties = message_filter if isinstance(message_filter, PropertyFilter) else None
         ctx.park()
         try:
-            await broker.pull_hold.wait(
-                topic,
-                queue_id,
-                offset,
-                max(0, timeout_ms) / 1000,
-                current_max=lambda: broker.store.max_offset_in_queue(topic, queue_id),
-            )
+            offset = await _hold(broker, topic, queue_id, offset, max(0, timeout_ms) / 1000, by_properties, max_msgs)
         finally:
             ctx.unpark()
-        return await _pull(broker, ctx, cmd, allow_suspend=False)
+        return await _pull(broker, ctx, cmd, allow_suspend=False, offset=offset)
     suggest = group_cfg.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else MASTER_ID
     ext = {
         "suggestWhichBrokerId": suggest,

@@ -247,7 +247,9 @@ class _SlaveLink:
                 self._out = frame_buffers(action.offset, data, batch)
                 session.on_sent(action.offset, len(data), now)
                 self._send_out()
-                await asyncio.sleep(0)  # reports, other slaves and requests run between windows
+                if len(data) >= span:  # a backlog: reports, other slaves and requests run between windows
+                    await asyncio.sleep(0)
+                # else everything there was went out: the next plan waits, which yields anyway
             elif isinstance(action, Heartbeat):
                 self._out = [encode_header(action.offset, 0)]
                 session.on_sent(action.offset, 0, now)

@@ -185,6 +185,8 @@ def decode_command(payload: bytes | bytearray | memoryview) -> RemotingCommand:
 
 def _as_int(doc: dict[str, Any], key: str, default: int = 0) -> int:
     value = doc.get(key, default)
+    if type(value) is int:  # the common case first: every request has four of these
+        return value
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | str):
@@ -226,7 +228,8 @@ def _decode_json_header(raw: bytes) -> RemotingCommand:
         language=str(language),
         version=_as_int(doc, "version"),
         remark=None if remark is None else str(remark),
-        ext_fields={str(k): _ext_value(v) for k, v in ext.items() if v is not None},
+        # JSON object keys are strings; values mostly are (Java), else numbers (C++)
+        ext_fields={k: v if type(v) is str else _ext_value(v) for k, v in ext.items() if v is not None},
         serialize_type=SerializeType.JSON,
     )
 

@@ -95,9 +95,8 @@ def build_decoder(cls: type, renames: Mapping[str, str] | None = None) -> Decode
     """Straight-line decode of ``cls`` from extFields; ``renames`` maps attribute -> another
     wire key (SEND_MESSAGE_V2's short keys) while errors still name the attribute's own key."""
     renames = renames or {}
-    env: dict[str, Any] = {"_cls": cls, "_MissingField": MissingField, "_parse_int": parse_int, "_TRUE": _TRUE}
+    env: dict[str, Any] = {"_MissingField": MissingField, "_parse_int": parse_int, "_TRUE": _TRUE}
     lines = ["def decode(ext):", "    get = ext.get"]
-    args = []
     for i, (attr, wire) in enumerate(wires(cls)):
         env[f"_d{i}"] = wire.absent
         key = renames.get(attr, wire.key)
@@ -118,12 +117,23 @@ def build_decoder(cls: type, renames: Mapping[str, str] | None = None) -> Decode
                 f"    a{i} = int(v) if v is not None and len(v) < {short} and v.isdecimal()"
                 f" else _parse_int(v, {name}, _d{i}, {wire.bits})"
             )
-        args.append(f"a{i}")
-    lines.append(f"    return _cls({', '.join(args)})")
+    lines += _construct(cls, env)
     # The source is built above from the class's own field specs, never from request data.
     exec("\n".join(lines), env)
     decoder: Decoder = env["decode"]
     return decoder
+
+
+def _construct(cls: type, env: dict[str, Any]) -> list[str]:
+    """Lines building ``cls`` from a0..an. A frozen dataclass's ``__init__`` sets each field
+    through ``object.__setattr__``; writing the slots through their descriptors gives the same
+    object at half the cost, which matters on the produce path (15 fields per send)."""
+    env["_new"], env["_cls"] = object.__new__, cls
+    lines = ["    o = _new(_cls)"]
+    for i, (attr, _wire) in enumerate(wires(cls)):
+        env[f"_s{i}"] = vars(cls)[attr].__set__
+        lines.append(f"    _s{i}(o, a{i})")
+    return [*lines, "    return o"]
 
 
 def build_encoder(cls: type) -> Callable[[Any], dict[str, str]]:

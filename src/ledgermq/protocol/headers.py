@@ -6,6 +6,10 @@ turned into a string (C++). Numbers are read as Java reads them: decimal integer
 that is absent, empty or "null" is an error, as Java's @CFNotNull checks and unboxing
 make it. Booleans: Java sends "true"/"false", C++ sends "1"/"0".
 A bad field raises MissingField, which processors turn into a SYSTEM_ERROR naming it.
+
+Processors do not call these helpers: they decode a typed header once (protocol/header_codec.py
+and protocol/headers_*.py), whose generated decoders fall back on ``parse_int`` here for
+anything but plain digits, so the rules live in one place.
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ class CreateTopicRequestHeader(RequestHeader):
     perm: int = int64("perm")
     topic_filter_type: str | None = text("topicFilterType", absent=None)
     topic_sys_flag: int = int64("topicSysFlag", absent=0)
+    default_topic: str | None = text("defaultTopic", absent=None)
+    order: bool = boolean("order")  # not stored, as in 4.9.7: order topics are a name-server KV matter
 
 
 @request_header

@@ -95,6 +95,9 @@ class ConsumerSendMsgBackRequestHeader(RequestHeader):
     offset: int = int64("offset")
     delay_level: int = int64("delayLevel")
     max_reconsume_times: int | None = int64("maxReconsumeTimes", absent=None)
+    origin_msg_id: str | None = text("originMsgId", absent=None)
+    origin_topic: str | None = text("originTopic", absent=None)
+    unit_mode: bool = boolean("unitMode")
 
 
 @request_header

@@ -13,12 +13,12 @@ from collections.abc import Callable
 
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.header_codec import wires
 from ledgermq.protocol.headers import INT32, bool_field, field, int_field, opt_field
 from ledgermq.protocol.headers_pull import PullMessageRequestHeader
 from ledgermq.protocol.headers_send import V2_KEYS, SendMessageRequestHeader
 
-V2_TO_V1 = {short: SendMessageRequestHeader.__dataclass_fields__[attr].metadata["ledgermq.wire"].key
-            for attr, short in V2_KEYS.items()}  # fmt: skip
+V2_TO_V1 = {V2_KEYS[attr]: wire.key for attr, wire in wires(SendMessageRequestHeader) if attr in V2_KEYS}
 SEND_EXT = {"a": "pg", "b": "TopicTest", "c": "TBW102", "d": "4", "e": "3", "f": "0", "g": "1700000000000",
             "h": "0", "i": "KEYS\x01k1\x02WAIT\x01true\x02", "j": "0", "k": "false", "m": "false"}  # fmt: skip
 PULL_EXT = {"consumerGroup": "cg", "topic": "TopicTest", "queueId": "3", "queueOffset": "123456",

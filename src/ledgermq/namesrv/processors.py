@@ -15,7 +15,26 @@ from ledgermq.net.server import Processor, RemotingServer, RequestContext
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import MissingField, bool_field, field, int_field
+from ledgermq.protocol.headers import MissingField
+from ledgermq.protocol.headers_namesrv import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
+    DeleteKVConfigRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
+    GetKVListByNamespaceRequestHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    PutKVConfigRequestHeader,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
+)
 from ledgermq.protocol.register_body import decode_register_body
 from ledgermq.protocol.route import DataVersion
 
@@ -42,17 +61,18 @@ def _guard(fn: Callable[[NamesrvState, RequestContext, RemotingCommand], Any]) -
 
 @_guard
 async def register_broker(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    crc = int_field(cmd, "bodyCrc32", 0)
+    hdr = RegisterBrokerRequestHeader.decode(cmd)
+    crc = hdr.body_crc32
     if crc and (zlib.crc32(cmd.body) & 0x7FFFFFFF) != crc:
         return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
     # Decoded in full before anything is applied: a corrupt body changes nothing.
-    body = decode_register_body(cmd.body, bool_field(cmd, "compressed"))
+    body = decode_register_body(cmd.body, hdr.compressed)
     result = state.routes.register_broker(
-        cluster=field(cmd, "clusterName"),
-        broker_addr=field(cmd, "brokerAddr"),
-        broker_name=field(cmd, "brokerName"),
-        broker_id=int_field(cmd, "brokerId"),
-        ha_server_addr=cmd.ext_fields.get("haServerAddr", ""),
+        cluster=hdr.cluster_name,
+        broker_addr=hdr.broker_addr,
+        broker_name=hdr.broker_name,
+        broker_id=hdr.broker_id,
+        ha_server_addr=hdr.ha_server_addr,
         data_version=body.data_version,
         topic_configs=body.topic_configs,
         now_ms=state.clock.wall_ms(),
@@ -61,37 +81,38 @@ async def register_broker(state: NamesrvState, ctx: RequestContext, cmd: Remotin
     order = state.kv.namespace(ORDER_TOPIC_CONFIG)
     return cmd.response(
         ResponseCode.SUCCESS,
-        ext_fields={"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr},
+        ext_fields=RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr).ext(),
         body=fastjson.dumps({"table": order}) if order else b"",
     )
 
 
 @_guard
 async def unregister_broker(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+    hdr = UnRegisterBrokerRequestHeader.decode(cmd)
     state.routes.unregister_broker(
-        cluster=field(cmd, "clusterName"),
-        broker_addr=field(cmd, "brokerAddr"),
-        broker_name=field(cmd, "brokerName"),
-        broker_id=int_field(cmd, "brokerId"),
+        cluster=hdr.cluster_name,
+        broker_addr=hdr.broker_addr,
+        broker_name=hdr.broker_name,
+        broker_id=hdr.broker_id,
     )
     return cmd.response(ResponseCode.SUCCESS)
 
 
 @_guard
 async def query_data_version(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    addr = field(cmd, "brokerAddr")
+    addr = QueryDataVersionRequestHeader.decode(cmd).broker_addr
     version = DataVersion.from_json(fastjson.loads(cmd.body) if cmd.body else None)
     changed = state.routes.is_topic_config_changed(addr, version)
     live = state.routes.live.get(addr)
     if not changed and live is not None:
         live.last_update_ms = state.clock.wall_ms()
     body = fastjson.dumps(live.data_version.to_json()) if live is not None else b""
-    return cmd.response(ResponseCode.SUCCESS, ext_fields={"changed": changed}, body=body)
+    return cmd.response(ResponseCode.SUCCESS, ext_fields=QueryDataVersionResponseHeader(changed).ext(), body=body)
 
 
 @_guard
 async def get_route(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    topic = field(cmd, "topic")
+    topic = GetRouteInfoRequestHeader.decode(cmd).topic
     route = state.routes.route(topic)
     if route is None:
         return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}")
@@ -113,7 +134,7 @@ async def all_topics(state: NamesrvState, ctx: RequestContext, cmd: RemotingComm
 
 @_guard
 async def topics_by_cluster(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    topics = state.routes.topics_by_cluster(field(cmd, "cluster"))
+    topics = state.routes.topics_by_cluster(GetTopicsByClusterRequestHeader.decode(cmd).cluster)
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"topicList": topics}))
 
 
@@ -125,46 +146,52 @@ async def system_topics(state: NamesrvState, ctx: RequestContext, cmd: RemotingC
 
 @_guard
 async def delete_topic(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    state.routes.delete_topic(field(cmd, "topic"), cmd.ext_fields.get("clusterName") or None)
+    hdr = DeleteTopicFromNamesrvRequestHeader.decode(cmd)
+    state.routes.delete_topic(hdr.topic, hdr.cluster_name or None)
     return cmd.response(ResponseCode.SUCCESS)
 
 
 @_guard
 async def wipe_write_perm(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    count = state.routes.set_write_perm(field(cmd, "brokerName"), writable=False)
-    return cmd.response(ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": count})
+    name = WipeWritePermOfBrokerRequestHeader.decode(cmd).broker_name
+    count = state.routes.set_write_perm(name, writable=False)
+    return cmd.response(ResponseCode.SUCCESS, ext_fields=WipeWritePermOfBrokerResponseHeader(count).ext())
 
 
 @_guard
 async def add_write_perm(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    count = state.routes.set_write_perm(field(cmd, "brokerName"), writable=True)
-    return cmd.response(ResponseCode.SUCCESS, ext_fields={"addTopicCount": count})
+    name = AddWritePermOfBrokerRequestHeader.decode(cmd).broker_name
+    count = state.routes.set_write_perm(name, writable=True)
+    return cmd.response(ResponseCode.SUCCESS, ext_fields=AddWritePermOfBrokerResponseHeader(count).ext())
 
 
 @_guard
 async def put_kv(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    state.kv.put(field(cmd, "namespace"), field(cmd, "key"), field(cmd, "value"))
+    hdr = PutKVConfigRequestHeader.decode(cmd)
+    state.kv.put(hdr.namespace, hdr.key, hdr.value)
     return cmd.response(ResponseCode.SUCCESS)
 
 
 @_guard
 async def get_kv(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    namespace, key = field(cmd, "namespace"), field(cmd, "key")
+    hdr = GetKVConfigRequestHeader.decode(cmd)
+    namespace, key = hdr.namespace, hdr.key
     value = state.kv.get(namespace, key)
     if value is None:
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}")
-    return cmd.response(ResponseCode.SUCCESS, ext_fields={"value": value})
+    return cmd.response(ResponseCode.SUCCESS, ext_fields=GetKVConfigResponseHeader(value).ext())
 
 
 @_guard
 async def delete_kv(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    state.kv.delete(field(cmd, "namespace"), field(cmd, "key"))
+    hdr = DeleteKVConfigRequestHeader.decode(cmd)
+    state.kv.delete(hdr.namespace, hdr.key)
     return cmd.response(ResponseCode.SUCCESS)
 
 
 @_guard
 async def kv_list(state: NamesrvState, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    namespace = field(cmd, "namespace")
+    namespace = GetKVListByNamespaceRequestHeader.decode(cmd).namespace
     table = state.kv.namespace(namespace)
     if table is None:
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")

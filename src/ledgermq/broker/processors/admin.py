@@ -37,7 +37,15 @@ from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue, mq_table
 from ledgermq.protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import bool_field, field, int_field, opt_field
+from ledgermq.protocol.headers_admin import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetBrokerConfigResponseHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+)
 from ledgermq.protocol.message import decode_record
 from ledgermq.protocol.names import TOPIC_MAX_LENGTH, TOPIC_NAME_PATTERN
 from ledgermq.protocol.route import DataVersion, TopicConfig
@@ -122,14 +130,15 @@ async def update_and_create_topic(broker: Broker, ctx: RequestContext, cmd: Remo
     refused = _refused_on_slave(broker, cmd)
     if refused is not None:
         return refused
-    topic = field(cmd, "topic")
+    hdr = CreateTopicRequestHeader.decode(cmd)
+    topic = hdr.topic
     problem = _topic_problem(broker, topic)
     if problem is not None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, problem)
-    read_nums, write_nums = int_field(cmd, "readQueueNums"), int_field(cmd, "writeQueueNums")
+    read_nums, write_nums = hdr.read_queue_nums, hdr.write_queue_nums
     if read_nums < 0 or write_nums < 0:
         return cmd.response(ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must not be negative")
-    filter_type = opt_field(cmd, "topicFilterType") or "SINGLE_TAG"
+    filter_type = hdr.topic_filter_type or "SINGLE_TAG"
     if filter_type not in TOPIC_FILTER_TYPES:
         return cmd.response(
             ResponseCode.SYSTEM_ERROR,
@@ -140,9 +149,9 @@ async def update_and_create_topic(broker: Broker, ctx: RequestContext, cmd: Remo
         topic,
         read_nums,
         write_nums,
-        int_field(cmd, "perm"),
+        hdr.perm,
         filter_type,
-        int_field(cmd, "topicSysFlag", 0),
+        hdr.topic_sys_flag,
     )
     log.info("updateAndCreateTopic from %s: %s", ctx.peer, tc)
     broker.topics.update(tc)  # persists, bumps the data version, queues the increment
@@ -161,7 +170,7 @@ async def delete_topic(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
     refused = _refused_on_slave(broker, cmd)
     if refused is not None:
         return refused
-    topic = field(cmd, "topic")
+    topic = DeleteTopicRequestHeader.decode(cmd).topic
     problem = _topic_problem(broker, topic)
     if problem is not None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, problem)
@@ -182,7 +191,7 @@ async def get_all_topic_config(broker: Broker, ctx: RequestContext, cmd: Remotin
 
 
 async def get_topic_stats_info(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    topic = field(cmd, "topic")
+    topic = GetTopicStatsInfoRequestHeader.decode(cmd).topic
     tc = broker.topics.get(topic)
     if tc is None:
         return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
@@ -284,7 +293,9 @@ def bump_config_version(broker: Broker) -> None:
 async def get_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     text = "".join(f"{k}={v}\n" for k, v in sorted(config_properties(broker).items()))
     version = fastjson.dumps(_config_version(broker).to_json()).decode()
-    return cmd.response(ResponseCode.SUCCESS, ext_fields={"version": version}, body=text.encode())
+    return cmd.response(
+        ResponseCode.SUCCESS, ext_fields=GetBrokerConfigResponseHeader(version).ext(), body=text.encode()
+    )
 
 
 async def trigger_delete_files(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -341,10 +352,11 @@ async def delete_subscription_group(broker: Broker, ctx: RequestContext, cmd: Re
     refused = _refused_on_slave(broker, cmd)
     if refused is not None:
         return refused
-    group = field(cmd, "groupName")
+    hdr = DeleteSubscriptionGroupRequestHeader.decode(cmd)
+    group = hdr.group_name
     if not broker.subscriptions.delete(group):
         log.warning("deleteSubscriptionGroup from %s: %s does not exist", ctx.peer, group)
-    if bool_field(cmd, "removeOffset"):
+    if hdr.remove_offset:
         offsets = broker.offsets
         gone = [key for key in offsets.table if len(parts := key.split("@")) == 2 and parts[1] == group]
         for key in gone:
@@ -361,8 +373,8 @@ async def get_consume_stats(broker: Broker, ctx: RequestContext, cmd: RemotingCo
     Without a topic the group's topics come from its committed offsets. A topic the group
     does not subscribe to is skipped while the group has live subscriptions (RocketMQ).
     """
-    group = field(cmd, "consumerGroup")
-    topic_arg = (opt_field(cmd, "topic") or "").strip()
+    hdr = GetConsumeStatsRequestHeader.decode(cmd)
+    group, topic_arg = hdr.consumer_group, hdr.topic.strip()
     topics = [topic_arg] if topic_arg else broker.offsets.topics_of_group(group)
     info = broker.consumers.groups.get(group)
     store = broker.store
@@ -389,7 +401,7 @@ async def get_consume_stats(broker: Broker, ctx: RequestContext, cmd: RemotingCo
 
 
 async def get_consumer_connection_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    group = field(cmd, "consumerGroup")
+    group = GetConsumerConnectionListRequestHeader.decode(cmd).consumer_group
     info = broker.consumers.groups.get(group)
     if info is None:
         return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")

@@ -11,6 +11,7 @@ consumers are told with RESET_CONSUMER_CLIENT_OFFSET, as RocketMQ does.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 from ledgermq.broker.context import Broker
@@ -23,7 +24,11 @@ from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue, mq_table
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import bool_field, field, int_field
+from ledgermq.protocol.headers_admin import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    ResetOffsetRequestHeader,
+)
 from ledgermq.protocol.msgid import decode_offset_msg_id
 
 log = logging.getLogger(__name__)
@@ -34,7 +39,7 @@ RESET_TO_MAX = -1  # timestamp -1: to the end of each queue (RocketMQ's "now" sh
 
 
 async def get_producer_connection_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    group = field(cmd, "producerGroup")
+    group = GetProducerConnectionListRequestHeader.decode(cmd).producer_group
     channels = broker.producers.groups.get(group)
     if not channels:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
@@ -66,8 +71,8 @@ def reset_offsets(broker: Broker, group: str, topic: str, timestamp: int, force:
 
 
 async def invoke_broker_to_reset_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    topic, group = field(cmd, "topic"), field(cmd, "group")
-    timestamp, force = int_field(cmd, "timestamp"), bool_field(cmd, "isForce")
+    hdr = ResetOffsetRequestHeader.decode(cmd)
+    topic, group, timestamp, force = hdr.topic, hdr.group, hdr.timestamp, hdr.is_force
     if broker.topics.get(topic) is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"[reset-offset] request failed, the topic:{topic} not exist")
     chosen = reset_offsets(broker, group, topic, timestamp, force)
@@ -78,14 +83,14 @@ async def invoke_broker_to_reset_offset(broker: Broker, ctx: RequestContext, cmd
     if info is not None and info.channels:
         # Told in the background: a consumer resets only once its running listeners finish,
         # which may take longer than the admin tool waits for this answer.
-        header = {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force}
+        header = hdr.ext()
         task = asyncio.ensure_future(_notify_reset(list(info.channels), group, header, body))
         _NOTIFYING.add(task)
         task.add_done_callback(_NOTIFYING.discard)
     return cmd.response(ResponseCode.SUCCESS, body=body)
 
 
-async def _notify_reset(conns: list[Connection], group: str, header: dict[str, object], body: bytes) -> None:
+async def _notify_reset(conns: list[Connection], group: str, header: dict[str, str], body: bytes) -> None:
     """RESET_CONSUMER_CLIENT_OFFSET to each live consumer of the group; failures are logged
     (the broker's table is already reset, so a consumer that missed it reads from there
     after its next rebalance)."""
@@ -107,7 +112,8 @@ async def consume_message_directly(broker: Broker, ctx: RequestContext, cmd: Rem
     broker reads the message at the offset id's commit-log offset and hands it to one live
     consumer of the group, whose answer (ConsumeMessageDirectlyResult) goes back as is, as
     RocketMQ's AdminBrokerProcessor.consumeMessageDirectly does."""
-    group, client_id, msg_id = field(cmd, "consumerGroup"), field(cmd, "clientId"), field(cmd, "msgId")
+    hdr = ConsumeMessageDirectlyResultRequestHeader.decode(cmd)
+    group, client_id, msg_id = hdr.consumer_group, hdr.client_id, hdr.msg_id
     try:
         _host, offset = decode_offset_msg_id(msg_id)
     except RemoteProtocolError as exc:
@@ -119,7 +125,7 @@ async def consume_message_directly(broker: Broker, ctx: RequestContext, cmd: Rem
     channel = next((ch for ch in info.channels.values() if ch.client_id == client_id), None) if info else None
     if channel is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
-    ext = {**cmd.ext_fields, "brokerName": broker.config.broker_name}
+    ext = dataclasses.replace(hdr, broker_name=broker.config.broker_name).ext()
     forward = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, ext, record)
     try:
         answer = await channel.connection.request(forward, DIRECT_CONSUME_TIMEOUT_S)

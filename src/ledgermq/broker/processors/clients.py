@@ -14,7 +14,13 @@ from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import field, int_field, opt_field
+from ledgermq.protocol.headers_pull import (
+    GetConsumerListByGroupRequestHeader,
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 
 
 async def heartbeat(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -34,8 +40,8 @@ async def heartbeat(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -
 
 
 async def unregister_client(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    producer_group = opt_field(cmd, "producerGroup")
-    consumer_group = opt_field(cmd, "consumerGroup")
+    hdr = UnregisterClientRequestHeader.decode(cmd)
+    producer_group, consumer_group = hdr.producer_group, hdr.consumer_group
     if producer_group:
         broker.producers.unregister(producer_group, ctx.connection)
     if consumer_group:
@@ -74,7 +80,7 @@ async def check_client_config(broker: Broker, ctx: RequestContext, cmd: Remoting
 
 
 async def consumer_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    group = field(cmd, "consumerGroup")
+    group = GetConsumerListByGroupRequestHeader.decode(cmd).consumer_group
     info = broker.consumers.groups.get(group)
     if info is None or not info.channels:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
@@ -82,13 +88,14 @@ async def consumer_list(broker: Broker, ctx: RequestContext, cmd: RemotingComman
 
 
 async def query_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    group, topic, queue_id = field(cmd, "consumerGroup"), field(cmd, "topic"), int_field(cmd, "queueId", bits=32)
+    hdr = QueryConsumerOffsetRequestHeader.decode(cmd)
+    group, topic, queue_id = hdr.consumer_group, hdr.topic, hdr.queue_id
     offset = broker.offsets.query(group, topic, queue_id)
     if offset >= 0:
-        return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).ext())
     min_offset = broker.store.min_offset_in_queue(topic, queue_id)
     if min_offset <= 0 and not _in_disk(broker, topic, queue_id, 0):
-        return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": 0})
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(0).ext())
     return cmd.response(ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 
 
@@ -102,12 +109,8 @@ def _in_disk(broker: Broker, topic: str, queue_id: int, offset: int) -> bool:
 
 
 async def update_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    broker.offsets.commit(
-        field(cmd, "consumerGroup"),
-        field(cmd, "topic"),
-        int_field(cmd, "queueId", bits=32),
-        int_field(cmd, "commitOffset"),
-    )
+    hdr = UpdateConsumerOffsetRequestHeader.decode(cmd)
+    broker.offsets.commit(hdr.consumer_group, hdr.topic, hdr.queue_id, hdr.commit_offset)
     return cmd.response(ResponseCode.SUCCESS)
 
 

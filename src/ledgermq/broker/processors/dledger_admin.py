@@ -25,10 +25,10 @@ from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.headers_admin import TransferLeaderRequestHeader
 from ledgermq.raft import NotLeaderError, Role
 from ledgermq.raftio.driver import RaftStatus
 
-DEFAULT_TRANSFER_TIMEOUT_MS = 5000
 MAX_TRANSFER_TIMEOUT_MS = 60_000
 
 
@@ -80,13 +80,8 @@ async def transfer_leader(broker: Broker, ctx: RequestContext, cmd: RemotingComm
     driver = dl.driver if dl is not None else None
     if dl is None or driver is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, not_dledger(broker) if dl is None else "DLedger not started")
-    target = str(cmd.ext_fields.get("target") or "").strip()
-    try:
-        timeout_ms = int(cmd.ext_fields.get("timeoutMillis") or DEFAULT_TRANSFER_TIMEOUT_MS)
-    except ValueError:
-        return cmd.response(
-            ResponseCode.SYSTEM_ERROR, f"timeoutMillis={cmd.ext_fields.get('timeoutMillis')!r} is not a number"
-        )
+    hdr = TransferLeaderRequestHeader.decode(cmd)
+    target, timeout_ms = hdr.target.strip(), hdr.timeout_millis
     st = driver.status()
     if target == dl.self_id and st.role is Role.LEADER:
         return cmd.response(ResponseCode.SUCCESS, f"{target} is already the leader of term {st.term}")

@@ -16,7 +16,7 @@ from ledgermq.filter import FilterSyntaxError, SqlExpression
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import INT32, field, int_field, opt_field
+from ledgermq.protocol.headers_pull import PullMessageRequestHeader, PullMessageResponseHeader
 from ledgermq.protocol.route import PERM_READ, TopicConfig
 from ledgermq.store.message_filter import MessageFilter, PropertyFilter, TagFilter
 from ledgermq.store.results import GetResult, GetStatus
@@ -44,16 +44,13 @@ def _code_for(result: GetResult, offset: int) -> int:
 
 
 def _subscription(
-    broker: Broker, cmd: RemotingCommand, group: str, topic: str
+    broker: Broker, cmd: RemotingCommand, hdr: PullMessageRequestHeader
 ) -> tuple[SubscriptionData, SqlExpression | None] | RemotingCommand:
     """The pull's subscription and, for a property filter, its compiled expression; or the
     refusal. Order and codes are RocketMQ 4.9's ``PullMessageProcessor``."""
-    sys_flag = int_field(cmd, "sysFlag", 0)
-    if sys_flag & FLAG_SUBSCRIPTION:
-        expr_type = opt_field(cmd, "expressionType")
-        sub = SubscriptionData.build(
-            topic, opt_field(cmd, "subscription"), int_field(cmd, "subVersion", 0), expr_type or "TAG"
-        )
+    group, topic = hdr.consumer_group, hdr.topic
+    if hdr.sys_flag & FLAG_SUBSCRIPTION:
+        sub = SubscriptionData.build(topic, hdr.subscription, hdr.sub_version, hdr.expression_type or "TAG")
         if sub.is_tag_type:
             return sub, None
         try:
@@ -68,7 +65,7 @@ def _subscription(
     found = info.subscriptions.get(topic)
     if found is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist, {topic}")
-    version = int_field(cmd, "subVersion", 0)
+    version = hdr.sub_version
     if found.sub_version < version:
         return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
     if found.is_tag_type:
@@ -97,7 +94,7 @@ def _replicated_topic(broker: Broker, topic: str) -> TopicConfig | None:
 
 
 async def pull_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    return await _pull(broker, ctx, cmd, allow_suspend=True)
+    return await _pull(broker, ctx, cmd, None, allow_suspend=True)
 
 
 async def _hold(
@@ -134,22 +131,24 @@ async def _hold(
 
 
 async def _pull(
-    broker: Broker, ctx: RequestContext, cmd: RemotingCommand, allow_suspend: bool, offset: int | None = None
+    broker: Broker,
+    ctx: RequestContext,
+    cmd: RemotingCommand,
+    hdr: PullMessageRequestHeader | None,
+    allow_suspend: bool,
+    offset: int | None = None,
 ) -> RemotingCommand:
     if not broker.readable:
         return cmd.response(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_addr}] pulling message is forbidden",
         )
-    group = field(cmd, "consumerGroup")
-    topic = field(cmd, "topic")
-    queue_id = int_field(cmd, "queueId", bits=INT32)
+    if hdr is None:  # decoded after the permission check, as the broker always answered
+        hdr = PullMessageRequestHeader.decode(cmd)
+    group, topic, queue_id = hdr.consumer_group, hdr.topic, hdr.queue_id
     if offset is None:  # else a held pull that moved past non-matching messages
-        offset = int_field(cmd, "queueOffset")
-    max_msgs = int_field(cmd, "maxMsgNums", bits=INT32)
-    sys_flag = int_field(cmd, "sysFlag", bits=INT32)
-    for name in ("commitOffset", "suspendTimeoutMillis", "subVersion"):
-        int_field(cmd, name)  # required by Java's PullMessageRequestHeader even when unused
+        offset = hdr.queue_offset
+    max_msgs, sys_flag = hdr.max_msg_nums, hdr.sys_flag
     group_cfg = broker.subscriptions.find(group)
     if group_cfg is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist")
@@ -167,7 +166,7 @@ async def _pull(
             ResponseCode.SYSTEM_ERROR,
             f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
         )
-    found = _subscription(broker, cmd, group, topic)
+    found = _subscription(broker, cmd, hdr)
     if isinstance(found, RemotingCommand):
         return found
     sub, compiled = found
@@ -191,14 +190,12 @@ async def _pull(
     if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and broker.config.is_master:
         # Committed on the first pass, held or not, as RocketMQ does: a caught-up consumer's
         # pulls are nearly all held, and its progress must still be recorded.
-        commit = int_field(cmd, "commitOffset")
+        commit = hdr.commit_offset
         if commit >= 0:
             broker.offsets.commit(group, topic, queue_id, commit)
     if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND:
         timeout_ms = (
-            int_field(cmd, "suspendTimeoutMillis", 15_000)
-            if broker.config.long_polling_enable
-            else (broker.config.short_polling_time_ms)
+            hdr.suspend_timeout_millis if broker.config.long_polling_enable else (broker.config.short_polling_time_ms)
         )
         by_properties = message_filter if isinstance(message_filter, PropertyFilter) else None
         ctx.park()
@@ -206,14 +203,9 @@ async def _pull(
             offset = await _hold(broker, topic, queue_id, offset, max(0, timeout_ms) / 1000, by_properties, max_msgs)
         finally:
             ctx.unpark()
-        return await _pull(broker, ctx, cmd, allow_suspend=False, offset=offset)
+        return await _pull(broker, ctx, cmd, hdr, allow_suspend=False, offset=offset)
     suggest = group_cfg.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else MASTER_ID
-    ext = {
-        "suggestWhichBrokerId": suggest,
-        "nextBeginOffset": result.next_begin_offset,
-        "minOffset": result.min_offset,
-        "maxOffset": result.max_offset,
-    }
+    ext = PullMessageResponseHeader(suggest, result.next_begin_offset, result.min_offset, result.max_offset).ext()
     body = result.body() if code == ResponseCode.SUCCESS else b""
     broker.stats.count_get(topic, group, result.message_count if body else 0, len(body))
     return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, ext, body)

@@ -7,35 +7,47 @@ from ledgermq.broker.context import Broker
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import field, int_field
+from ledgermq.protocol.headers_pull import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    OffsetResponseHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    SearchOffsetRequestHeader,
+    ViewMessageRequestHeader,
+)
 
 DEFAULT_QUERY_MAX_NUM = 32
 
 
 async def max_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    offset = broker.store.max_offset_in_queue(field(cmd, "topic"), int_field(cmd, "queueId", bits=32))
-    return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+    hdr = GetMaxOffsetRequestHeader.decode(cmd)
+    offset = broker.store.max_offset_in_queue(hdr.topic, hdr.queue_id)
+    return cmd.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).ext())
 
 
 async def min_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    offset = broker.store.min_offset_in_queue(field(cmd, "topic"), int_field(cmd, "queueId", bits=32))
-    return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+    hdr = GetMinOffsetRequestHeader.decode(cmd)
+    offset = broker.store.min_offset_in_queue(hdr.topic, hdr.queue_id)
+    return cmd.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).ext())
 
 
 async def search_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    offset = broker.store.offset_in_queue_by_time(
-        field(cmd, "topic"), int_field(cmd, "queueId", bits=32), int_field(cmd, "timestamp")
-    )
-    return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+    hdr = SearchOffsetRequestHeader.decode(cmd)
+    offset = broker.store.offset_in_queue_by_time(hdr.topic, hdr.queue_id, hdr.timestamp)
+    return cmd.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).ext())
 
 
 async def earliest_time(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    ts = broker.store.earliest_message_time(field(cmd, "topic"), int_field(cmd, "queueId", bits=32))
-    return cmd.response(ResponseCode.SUCCESS, ext_fields={"timestamp": ts})
+    hdr = GetEarliestMsgStoretimeRequestHeader.decode(cmd)
+    ts = broker.store.earliest_message_time(hdr.topic, hdr.queue_id)
+    return cmd.response(ResponseCode.SUCCESS, ext_fields=GetEarliestMsgStoretimeResponseHeader(ts).ext())
 
 
 async def view_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    offset = int_field(cmd, "offset")
+    offset = ViewMessageRequestHeader.decode(cmd).offset
     record = broker.store.look_message_by_offset(offset)
     if record is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
@@ -43,17 +55,10 @@ async def view_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
 
 
 async def query_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    topic, key = field(cmd, "topic"), field(cmd, "key")
-    max_num = int_field(cmd, "maxNum", bits=32)
-    if cmd.ext_fields.get("_UNIQUE_KEY_QUERY") == "true":
-        max_num = DEFAULT_QUERY_MAX_NUM
-    found = broker.store.query_message(
-        topic, key, max_num, int_field(cmd, "beginTimestamp"), int_field(cmd, "endTimestamp")
-    )
-    ext = {
-        "indexLastUpdateTimestamp": found.index_last_update_timestamp,
-        "indexLastUpdatePhyoffset": found.index_last_update_phy_offset,
-    }
+    hdr = QueryMessageRequestHeader.decode(cmd)
+    max_num = DEFAULT_QUERY_MAX_NUM if hdr.by_unique_key else hdr.max_num
+    found = broker.store.query_message(hdr.topic, hdr.key, max_num, hdr.begin_timestamp, hdr.end_timestamp)
+    ext = QueryMessageResponseHeader(found.index_last_update_timestamp, found.index_last_update_phy_offset).ext()
     if not found.messages:
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", ext)
     return cmd.response(ResponseCode.SUCCESS, None, ext, b"".join(found.messages))

@@ -22,28 +22,11 @@ from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.batch import iter_batch
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import INT32, INT64, bool_field, field, int_field, opt_field
+from ledgermq.protocol.headers_send import SendMessageRequestHeader, SendMessageResponseHeader
 from ledgermq.protocol.message import inflate_body
 from ledgermq.protocol.route import PERM_WRITE, TopicConfig
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.results import PutResult, PutStatus
-
-V2_TO_V1 = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-    "n": "brokerName",
-}
 
 STATUS_CODES = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -60,90 +43,71 @@ STATUS_CODES = {
 }
 
 
-def v1_header(cmd: RemotingCommand) -> RemotingCommand:
-    """The request with v2 one-letter keys renamed to their v1 names."""
-    if cmd.code == RequestCode.SEND_MESSAGE:
-        return cmd
-    cmd.ext_fields = {V2_TO_V1.get(k, k): v for k, v in cmd.ext_fields.items()}
-    return cmd
-
-
-# Java's SendMessageRequestHeader: @CFNotNull fields and each number's Java type.
-_REQUIRED_TEXT = ("producerGroup", "topic", "defaultTopic")
-_REQUIRED_NUMBERS = {"defaultTopicQueueNums": INT32, "queueId": INT32, "sysFlag": INT32, "bornTimestamp": INT64,
-                     "flag": INT32}  # fmt: skip
-_OPTIONAL_NUMBERS = {"reconsumeTimes": INT32, "maxReconsumeTimes": INT32}
-
-
-def validate_send_header(cmd: RemotingCommand) -> None:
-    """Refuse what Java's header decoding refuses, before anything is stored."""
-    for name in _REQUIRED_TEXT:
-        field(cmd, name)
-    for name, bits in _REQUIRED_NUMBERS.items():
-        int_field(cmd, name, bits=bits)
-    for name, bits in _OPTIONAL_NUMBERS.items():
-        int_field(cmd, name, 0, bits=bits)
-
-
 def _peer_host(ctx: RequestContext) -> tuple[str, int]:
     host, _, port = ctx.peer.rpartition(":")
     return (host or "127.0.0.1", int(port) if port.isdigit() else 0)
 
 
-def _resolve_topic(broker: Broker, cmd: RemotingCommand, topic: str) -> TopicConfig | RemotingCommand:
+def _resolve_topic(
+    broker: Broker, cmd: RemotingCommand, hdr: SendMessageRequestHeader, topic: str
+) -> TopicConfig | RemotingCommand:
     tc = broker.topics.get(topic)
     if tc is None:
         if topic.startswith(RETRY_PREFIX):
             return broker.topics.create_retry_topic(topic)
         tc = broker.topics.create_in_send(
             topic,
-            field(cmd, "defaultTopic"),
-            int_field(cmd, "defaultTopicQueueNums", 4),
-            int_field(cmd, "topicSysFlag", 0),
+            hdr.default_topic,
+            hdr.default_topic_queue_nums,
+            hdr.topic_sys_flag,
         )
     if tc is None:
         return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
     return tc
 
 
-async def _check(broker: Broker, cmd: RemotingCommand) -> tuple[TopicConfig, int] | RemotingCommand:
+async def _check(
+    broker: Broker, cmd: RemotingCommand, hdr: SendMessageRequestHeader
+) -> tuple[TopicConfig, int] | RemotingCommand:
     if not broker.writable:
         return cmd.response(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_addr}] sending message is forbidden",
         )
-    topic = field(cmd, "topic")
+    topic = hdr.topic
     problem = topic_error(topic)
     if problem is not None:
         code = ResponseCode.NO_PERMISSION if "forbidden" in problem else ResponseCode.SYSTEM_ERROR
         return cmd.response(code, problem)
     known = broker.topics.get(topic) is not None
-    tc = _resolve_topic(broker, cmd, topic)
+    tc = _resolve_topic(broker, cmd, hdr, topic)
     if isinstance(tc, RemotingCommand):
         return tc
     if not known and broker.register_now is not None:
         await broker.register_now()  # routable before the producer hears back (one increment per burst)
     if not tc.perm & PERM_WRITE:
         return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
-    queue_id = int_field(cmd, "queueId", -1)
+    queue_id = hdr.queue_id
     if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
         return cmd.response(
             ResponseCode.SYSTEM_ERROR,
-            f"request queueId[{queue_id}] is illegal, {tc} Producer: {cmd.ext_fields.get('producerGroup')}",
+            f"request queueId[{queue_id}] is illegal, {tc} Producer: {hdr.producer_group}",
         )
     if queue_id < 0:
         queue_id = random.randrange(max(1, tc.write_queue_nums))
     return tc, queue_id
 
 
-def _retry_to_dlq(broker: Broker, cmd: RemotingCommand, topic: str, queue_id: int) -> tuple[str, int]:
+def _retry_to_dlq(broker: Broker, hdr: SendMessageRequestHeader, topic: str, queue_id: int) -> tuple[str, int]:
     """Retry-topic sends that exhausted their reconsume budget go to %DLQ%group."""
     if not topic.startswith(RETRY_PREFIX):
         return topic, queue_id
     group = topic[len(RETRY_PREFIX) :]
     sub = broker.subscriptions.find(group)
-    limit = int_field(cmd, "maxReconsumeTimes", sub.retry_max_times if sub else 16)
-    if int_field(cmd, "reconsumeTimes", 0) < limit:
+    limit = hdr.max_reconsume_times
+    if limit is None:
+        limit = sub.retry_max_times if sub else 16
+    if hdr.reconsume_times < limit:
         return topic, queue_id
     dlq = DLQ_PREFIX + group
     broker.topics.create_retry_topic(dlq, 1)
@@ -167,14 +131,15 @@ async def _finish(
         if result.status is PutStatus.SERVICE_NOT_AVAILABLE:
             remark = f"service not available now. It may be caused by one of the following reasons: {remark}"
         return cmd.response(code, remark or result.status.value)
-    ext = {
-        "msgId": result.append.msg_id,
-        "queueId": queue_id,
-        "queueOffset": result.append.queue_offset,
-        "MSG_REGION": broker.config.region_id,
-        "TRACE_ON": broker.config.trace_on,
-    }
-    return cmd.response(code, None if code == ResponseCode.SUCCESS else (result.remark or result.status.value), ext)
+    header = SendMessageResponseHeader(
+        result.append.msg_id,
+        queue_id,
+        result.append.queue_offset,
+        broker.config.region_id,
+        broker.config.trace_on,
+    )
+    stored_remark = None if code == ResponseCode.SUCCESS else (result.remark or result.status.value)
+    return cmd.response(code, stored_remark, header.ext())
 
 
 async def _wait_for_flush(broker: Broker, result: PutResult) -> None:
@@ -219,16 +184,15 @@ async def _wait_for_slave(broker: Broker, result: PutResult) -> None:
 
 
 async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    cmd = v1_header(cmd)
-    validate_send_header(cmd)
-    if cmd.code == RequestCode.SEND_BATCH_MESSAGE or bool_field(cmd, "batch"):
-        return await _send_batch(broker, ctx, cmd)
-    checked = await _check(broker, cmd)
+    hdr = SendMessageRequestHeader.decode(cmd)
+    if cmd.code == RequestCode.SEND_BATCH_MESSAGE or hdr.batch:
+        return await _send_batch(broker, ctx, cmd, hdr)
+    checked = await _check(broker, cmd, hdr)
     if isinstance(checked, RemotingCommand):
         return checked
     tc, queue_id = checked
-    topic, queue_id_stored = _retry_to_dlq(broker, cmd, tc.topic_name, queue_id)
-    props = P.decode_properties(opt_field(cmd, "properties") or "")
+    topic, queue_id_stored = _retry_to_dlq(broker, hdr, tc.topic_name, queue_id)
+    props = P.decode_properties(hdr.properties or "")
     prepared = is_prepared(props)  # a transaction's half message (broker/transactions)
     if prepared and broker.config.reject_transaction_message:
         return cmd.response(
@@ -238,20 +202,20 @@ async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
     wait_text = props.pop(P.WAIT, None)
     wait = wait_text != "false"
     props[P.CLUSTER] = broker.config.cluster_name
-    sysflag = int_field(cmd, "sysFlag", 0)
+    sysflag = hdr.sys_flag
     if tc.topic_filter_type == "MULTI_TAG":
         sysflag |= SF.MULTI_TAGS
     msg = MessageInput(
         topic=topic,
         body=cmd.body,
         queue_id=queue_id_stored,
-        flag=int_field(cmd, "flag", 0),
+        flag=hdr.flag,
         properties=props,
         sysflag=sysflag,
-        born_timestamp=int_field(cmd, "bornTimestamp", 0),
+        born_timestamp=hdr.born_timestamp,
         born_host=_peer_host(ctx),
         store_host=broker.store_host,
-        reconsume_times=int_field(cmd, "reconsumeTimes", 0),
+        reconsume_times=hdr.reconsume_times,
         wait_store_ok=wait,
     )
     if prepared:  # RocketMQ renders the half's properties with WAIT still in them
@@ -262,22 +226,24 @@ async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
     return await _finish(broker, cmd, result, queue_id, wait)
 
 
-async def _send_batch(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    checked = await _check(broker, cmd)
+async def _send_batch(
+    broker: Broker, ctx: RequestContext, cmd: RemotingCommand, hdr: SendMessageRequestHeader
+) -> RemotingCommand:
+    checked = await _check(broker, cmd, hdr)
     if isinstance(checked, RemotingCommand):
         return checked
     tc, queue_id = checked
     if tc.topic_name.startswith(RETRY_PREFIX):
         return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group")
     body = cmd.body
-    sysflag = int_field(cmd, "sysFlag", 0)
+    sysflag = hdr.sys_flag
     if sysflag & SF.COMPRESSED:  # the C++ client compresses a whole batch body past 4 KiB
         try:
             body = inflate_body(body, sysflag)
         except RemoteProtocolError as exc:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, f"batch body does not inflate: {exc}")
         sysflag &= ~(SF.COMPRESSED | SF.COMPRESSION_TYPE_MASK)
-    extra = P.decode_properties(opt_field(cmd, "properties") or "")
+    extra = P.decode_properties(hdr.properties or "")
     if sysflag & SF.TRANSACTION_MASK or extra.get(P.TRAN_MSG) == "true":
         return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold transactional messages")
     if extra.get(P.DELAY, "0") not in ("", "0"):
@@ -300,7 +266,7 @@ async def _send_batch(broker: Broker, ctx: RequestContext, cmd: RemotingCommand)
         entries=entries,
         queue_id=queue_id,
         sysflag=sysflag,
-        born_timestamp=int_field(cmd, "bornTimestamp", 0),
+        born_timestamp=hdr.born_timestamp,
         born_host=_peer_host(ctx),
         store_host=broker.store_host,
     )

@@ -35,7 +35,7 @@ from ledgermq.net.server import RequestContext
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import field, int_field
+from ledgermq.protocol.headers_send import ConsumerSendMsgBackRequestHeader
 from ledgermq.protocol.message import decode_record
 from ledgermq.protocol.route import PERM_WRITE
 from ledgermq.store.message_input import MessageInput
@@ -46,9 +46,8 @@ RETRY_BASE_DELAY_LEVEL = 3
 
 
 async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    group = field(cmd, "group")
-    offset = int_field(cmd, "offset")
-    delay_level = int_field(cmd, "delayLevel")
+    hdr = ConsumerSendMsgBackRequestHeader.decode(cmd)
+    group, offset, delay_level = hdr.group, hdr.offset, hdr.delay_level
     group_cfg = broker.subscriptions.find(group)
     if group_cfg is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
@@ -72,7 +71,7 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, cmd: Remot
     props = dict(original.properties)
     props.setdefault(P.RETRY_TOPIC, original.topic)
     props[P.WAIT] = "false"
-    max_times = int_field(cmd, "maxReconsumeTimes", group_cfg.retry_max_times)
+    max_times = group_cfg.retry_max_times if hdr.max_reconsume_times is None else hdr.max_reconsume_times
     if original.reconsume_times >= max_times or delay_level < 0:
         topic = DLQ_PREFIX + group
         queue_id = random.randrange(DLQ_NUMS_PER_GROUP)

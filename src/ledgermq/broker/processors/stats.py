@@ -10,11 +10,12 @@ from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import field
+from ledgermq.protocol.headers_admin import QueryTopicConsumeByWhoRequestHeader, ViewBrokerStatsDataRequestHeader
 
 
 async def view_broker_stats_data(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    name, key = field(cmd, "statsName"), field(cmd, "statsKey")
+    hdr = ViewBrokerStatsDataRequestHeader.decode(cmd)
+    name, key = hdr.stats_name, hdr.stats_key
     found = broker.stats.key_stats(name, key)
     if found is None:  # RocketMQ's remark, word for word (mqadmin statsAll skips such keys)
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
@@ -24,7 +25,7 @@ async def view_broker_stats_data(broker: Broker, ctx: RequestContext, cmd: Remot
 
 
 async def query_topic_consume_by_who(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    topic = field(cmd, "topic")
+    topic = QueryTopicConsumeByWhoRequestHeader.decode(cmd).topic
     groups = {g for g, info in broker.consumers.groups.items() if topic in info.subscriptions}
     groups.update(broker.offsets.groups_of_topic(topic))
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"groupList": sorted(groups)}))

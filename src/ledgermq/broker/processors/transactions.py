@@ -23,7 +23,7 @@ from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers import INT32, bool_field, field, int_field
+from ledgermq.protocol.headers_send import EndTransactionRequestHeader
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.store.results import PutStatus
 
@@ -62,12 +62,9 @@ def _mismatch(half: MessageRecord, group: str, table_offset: int, commit_log_off
 
 
 async def end_transaction(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
-    group = field(cmd, "producerGroup")
-    table_offset = int_field(cmd, "tranStateTableOffset")
-    commit_log_offset = int_field(cmd, "commitLogOffset")
-    kind = int_field(cmd, "commitOrRollback", bits=INT32)
-    from_check = bool_field(cmd, "fromTransactionCheck")
-    msg_id = field(cmd, "msgId")
+    hdr = EndTransactionRequestHeader.decode(cmd)
+    group, table_offset, commit_log_offset = hdr.producer_group, hdr.tran_state_table_offset, hdr.commit_log_offset
+    kind, from_check, msg_id = hdr.commit_or_rollback, hdr.from_transaction_check, hdr.msg_id
     if kind not in _KINDS:
         return cmd.response(ResponseCode.SYSTEM_ERROR, "commitOrRollback field wrong")
     if not acting_master(broker):

@@ -351,12 +351,12 @@ class Env:
         app = h.app
         store = app.broker.store
         assert app.server._server is not None and app.server._server.is_serving()
-        assert all(not t.done() for t in app._tasks), app._tasks
+        assert all(p.running for p in app._periodic), [p.name for p in app._periodic if not p.running]
         assert app.registrar.running
         schedule = app.broker.schedule
-        assert schedule is not None and schedule._task is not None and not schedule._task.done()
+        assert schedule is not None and schedule.running
         assert ns.server._server is not None and ns.server._server.is_serving()
-        assert ns._scan_task is not None and not ns._scan_task.done()
+        assert ns._scan.running
         assert store.running and store.failed_reason is None, store.failed_reason
         self.stored_nothing("(checked before the health round trip)")
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ledgermq.acl.decide import decide
 from ledgermq.acl.model import AclConfig, parse_acl_text
+from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.errors import ConfigError, StartupError
 from ledgermq.net.connection import Connection
@@ -73,7 +74,7 @@ class AclGate:
         self.reloads = 0  # successful loads after the first: tests and logs
         self.refused = 0
         self._rate = RateLimitedLog()
-        self._task: asyncio.Task[None] | None = None
+        self._watch = Periodic("acl-file-watch", self.poll_once, poll_interval)
         self._seen_bad: FileId | None = None
 
     # -- loading ---------------------------------------------------------------------------
@@ -96,21 +97,10 @@ class AclGate:
             len(self.config.accounts),
             len(self.config.global_white),
         )
-        self._task = asyncio.create_task(self._watch(), name="acl-file-watch")
+        self._watch.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _watch(self) -> None:
-        while True:
-            await asyncio.sleep(self.poll_interval)
-            try:
-                await self.poll_once()
-            except Exception:
-                log.exception("ACL file watch on %s failed; it runs again", self.path)
+        await self._watch.stop()
 
     async def poll_once(self) -> bool:
         """Reload if the file changed; whether a new configuration took effect."""

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 from ledgermq.acl.signing import Credentials, signer
+from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.acl_gate import AclGate, acl_file_path
 from ledgermq.broker.clients import ConsumerGroupInfo, ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
@@ -150,7 +151,7 @@ class BrokerApp:
                 self.broker, self.client, lambda: self.master_addr, config.slave_sync_interval_ms / 1000
             )
         self.metrics = BrokerMetrics(self.broker)  # served only when metricsPort > 0
-        self._tasks: list[asyncio.Task[None]] = []
+        self._periodic: list[Periodic] = []
         self._role_tasks: set[asyncio.Task[None]] = set()
         self._role_lock = asyncio.Lock()
         self._stopping = False
@@ -242,20 +243,22 @@ class BrokerApp:
             self.slave_sync.start()
         if self.offset_reconciler is not None:
             self.offset_reconciler.start()
-        self._tasks = [
-            asyncio.create_task(self._every(cfg.flush_consumer_offset_interval_ms, self._persist_offsets)),
-            asyncio.create_task(self._every(10_000, self._scan_clients)),
-            asyncio.create_task(self._every(b.topics.log.settings.sync_interval_ms, self._sync_metadata)),
-            asyncio.create_task(self._every(1_000, self._sample_stats)),
+        self._periodic = [
+            Periodic("persist-offsets", self._persist_offsets, cfg.flush_consumer_offset_interval_ms / 1000),
+            Periodic("scan-clients", self._scan_clients, 10.0),
+            Periodic("sync-metadata", self._sync_metadata, b.topics.log.settings.sync_interval_ms / 1000),
+            Periodic("sample-stats", self._sample_stats, 1.0),
         ]
+        for task in self._periodic:
+            task.start()
 
     async def stop(self) -> None:
         await self._shutdown(unregister=True)
 
     async def _shutdown(self, unregister: bool) -> None:
         self._stopping = True  # role changes from now on leave the services alone
-        for task in self._tasks:
-            task.cancel()
+        for task in self._periodic:
+            await task.stop()
         for role_task in list(self._role_tasks):
             await asyncio.gather(role_task, return_exceptions=True)
         await self.metrics.stop()
@@ -286,14 +289,6 @@ class BrokerApp:
         """TPS and stats-item samples (broker/stats.py), and the midnight snapshots."""
         store = self.broker.store
         self.broker.stats.tick(lambda: sum(cq.max_offset for cq in store.queues.all()))
-
-    async def _every(self, interval_ms: int, fn: object) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                fn()  # type: ignore[operator]
-            except Exception:
-                log.exception("periodic task %s failed; it runs again", getattr(fn, "__name__", fn))
 
     def _apply_config(self, new: BrokerConfig) -> None:
         """UPDATE_BROKER_CONFIG: the changed settings become current for the processors, the

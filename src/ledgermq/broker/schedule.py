@@ -17,11 +17,11 @@ again later, possibly twice: at-least-once, as RocketMQ.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.json_file import load_json, save_json
 from ledgermq.clock import Clock
 from ledgermq.protocol import properties as P
@@ -49,7 +49,9 @@ class ScheduleService:
         self.levels = len(store.delay_levels_ms)
         self.offsets: dict[int, int] = {}
         self.delivered = 0
-        self._task: asyncio.Task[None] | None = None
+        # a round at once, then every poll interval; persisted at most every 10 s while dirty
+        self._periodic = Periodic("schedule-service", self._round, poll_interval_s, first_delay=0)
+        self._last_persist = clock.monotonic()
         self._dirty = False
 
     def load(self) -> None:
@@ -74,34 +76,21 @@ class ScheduleService:
 
     @property
     def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+        return self._periodic.running
 
     def start(self) -> None:
-        if not self.running:
-            self._task = asyncio.create_task(self._run(), name="schedule-service")
+        self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await self._periodic.stop()
         if self._dirty:
             self.persist()
 
-    async def _run(self) -> None:
-        last_persist = self.clock.monotonic()
-        while True:
-            try:
-                await self.deliver_due_async()
-                if self._dirty and self.clock.monotonic() - last_persist > 10:
-                    self.persist()
-                    last_persist = self.clock.monotonic()
-            except Exception:
-                log.exception("delayed delivery failed; retrying")
-            await asyncio.sleep(self.poll_interval_s)
+    async def _round(self) -> None:
+        await self.deliver_due_async()
+        if self._dirty and self.clock.monotonic() - self._last_persist > 10:
+            self.persist()
+            self._last_persist = self.clock.monotonic()
 
     def deliver_due(self, max_per_level: int = 1000) -> int:
         """Deliver every due message of every level straight into the store (native mode, as

@@ -15,10 +15,10 @@ that overwriting causes). Each part fails and logs on its own; the loop never di
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
+from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.context import Broker
 from ledgermq.broker.json_file import save_json
 from ledgermq.broker.offsets import ConsumerOffsetManager
@@ -48,40 +48,6 @@ def merge_newer_offsets(offsets: ConsumerOffsetManager, doc: object) -> bool:
     return changed
 
 
-class Periodic:
-    """Runs ``round()`` after ``first_delay_s`` and then every ``interval_s`` until stopped.
-
-    A round that raises is logged and the next one runs anyway: the loop never dies.
-    """
-
-    def __init__(self, name: str, interval_s: float, first_delay_s: float) -> None:
-        self.name = name
-        self.interval_s = interval_s
-        self.first_delay_s = first_delay_s
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self, round_: Callable[[], Awaitable[object]]) -> None:
-        self._task = asyncio.create_task(self._run(round_), name=self.name)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-
-    async def _run(self, round_: Callable[[], Awaitable[object]]) -> None:
-        await asyncio.sleep(self.first_delay_s)
-        while True:
-            try:
-                await round_()
-            except Exception:
-                log.exception("%s: round failed; the next one runs in %.1fs", self.name, self.interval_s)
-            await asyncio.sleep(self.interval_s)
-
-
 class MasterOffsetReconciler:
     """A master takes back the newer offsets consumers committed to its slaves.
 
@@ -106,11 +72,11 @@ class MasterOffsetReconciler:
         self.interval_s = interval_s
         self.first_delay_s = first_delay_s
         self.last_error = ""
-        self._periodic = Periodic(type(self).__name__, interval_s, first_delay_s)
+        self._periodic = Periodic(type(self).__name__, self.reconcile, interval_s, first_delay=first_delay_s)
 
     def start(self) -> None:
         if self.namesrvs:
-            self._periodic.start(self.reconcile)
+            self._periodic.start()
 
     async def stop(self) -> None:
         await self._periodic.stop()
@@ -163,10 +129,10 @@ class SlaveSynchronizer:
         self.first_delay_s = first_delay_s
         self.rounds = 0
         self.last_error = ""
-        self._periodic = Periodic(type(self).__name__, interval_s, first_delay_s)
+        self._periodic = Periodic(type(self).__name__, self.sync_all, interval_s, first_delay=first_delay_s)
 
     def start(self) -> None:
-        self._periodic.start(self.sync_all)
+        self._periodic.start()
 
     async def stop(self) -> None:
         await self._periodic.stop()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledgermq.aio.periodic import Periodic
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import key
 from ledgermq.namesrv.kvconfig import KVConfig
@@ -40,7 +40,8 @@ class NamesrvApp:
         self.state = NamesrvState(self.routes, self.kv, clock)
         register_all(self.server, self.state)
         self.server.on_disconnect.append(self._on_disconnect)
-        self._scan_task: asyncio.Task[None] | None = None
+        interval = config.scan_interval_ms / 1000  # RocketMQ: first after 5 s, then every 10 s
+        self._scan = Periodic("broker-expiry-scan", self._expire_brokers, interval, first_delay=min(5.0, interval))
 
     @property
     def port(self) -> int:
@@ -49,11 +50,10 @@ class NamesrvApp:
     async def start(self) -> None:
         self.kv.load()
         await self.server.start()
-        self._scan_task = asyncio.create_task(self._scan_loop())
+        self._scan.start()
 
     async def stop(self) -> None:
-        if self._scan_task is not None:
-            self._scan_task.cancel()
+        await self._scan.stop()
         await self.server.stop()
 
     def _on_disconnect(self, conn: Connection) -> None:
@@ -67,13 +67,3 @@ class NamesrvApp:
             conn = connections.get(addr)
             if isinstance(conn, Connection):
                 conn.close()
-
-    async def _scan_loop(self) -> None:
-        interval = self.config.scan_interval_ms / 1000
-        await asyncio.sleep(min(5.0, interval))
-        while True:
-            try:
-                self._expire_brokers()
-            except Exception:
-                log.exception("broker expiry scan failed; it runs again in %.1fs", interval)
-            await asyncio.sleep(interval)

@@ -28,6 +28,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.clients import ClientChannel
 from ledgermq.broker.context import Broker
 from ledgermq.broker.transactions.half import CHECK_MAX_TIME_TOPIC, HALF_TOPIC, OP_TOPIC, real_destination, renewed
@@ -62,35 +63,25 @@ class TransactionCheckService:
         self.queues = StoreQueues(broker.store)
         self.rounds = 0
         self._turn = 0  # rotates checks over a group's producers (ProducerManager.getAvailableChannel)
-        self._task: asyncio.Task[None] | None = None
+        # every transactionCheckInterval, read anew each round (updateBrokerConfig may change it)
+        self._periodic = Periodic(
+            "transaction-check", self.check_round, lambda: self.broker.config.transaction_check_interval_ms / 1000
+        )
 
     @property
     def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+        return self._periodic.running
 
     def start(self) -> None:
         if not self.running:
             interval = self.broker.config.transaction_check_interval_ms
             log.info("transaction check service started (every %d ms)", interval)
-            self._task = asyncio.create_task(self._run(), name="transaction-check")
+            self._periodic.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        if self.running:
+            await self._periodic.stop()
             log.info("transaction check service stopped")
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.broker.config.transaction_check_interval_ms / 1000)
-            try:
-                await self.check_round()
-            except Exception:  # the loop lives on; the next round starts where this one stopped
-                log.exception("transaction check round failed; retrying next round")
 
     async def check_round(self) -> RoundReport:
         b = self.broker

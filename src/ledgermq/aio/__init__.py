@@ -1,0 +1,1 @@
+"""asyncio building blocks shared by servers and clients: periodic tasks (``periodic``)."""

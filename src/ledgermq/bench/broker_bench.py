@@ -474,7 +474,7 @@ def _emit(line: str) -> None:
 
 
 def _worker_main(argv: list[str]) -> None:
-    from ledgermq.cli.runtime import new_event_loop
+    from ledgermq.aio.loops import new_event_loop
 
     mode, namesrv, topic, count, size, param = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5])
     loop = new_event_loop()

@@ -272,7 +272,7 @@ async def _run(pair: HAPair, report: MemoryReport, progress: Callable[[str], Non
 
 def run_memory_bench(settings: MemorySettings, progress: Callable[[str], None] = lambda _m: None) -> MemoryReport:
     """Run the whole bench; every process it starts is stopped before it returns."""
-    from ledgermq.cli.runtime import new_event_loop
+    from ledgermq.aio.loops import new_event_loop
 
     work = settings.data or Path(tempfile.mkdtemp(prefix="ledgermq-mem-"))
     report = MemoryReport(settings)

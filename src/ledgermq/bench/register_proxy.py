@@ -121,7 +121,7 @@ async def serve(listen_port: int, upstream: str, record: Path) -> None:
 
 
 def main(argv: list[str]) -> None:
-    from ledgermq.cli.runtime import new_event_loop
+    from ledgermq.aio.loops import new_event_loop
 
     loop = new_event_loop()
     try:

@@ -313,7 +313,7 @@ class _Run:
 
 def run_scale_bench(settings: ScaleSettings, command: str, progress: Callable[[str], None]) -> ScaleReport:
     """Start the processes, measure, stop every process; the report of what was measured."""
-    from ledgermq.cli.runtime import new_event_loop
+    from ledgermq.aio.loops import new_event_loop
 
     work = settings.data or Path(tempfile.mkdtemp(prefix="ledgermq-scale-"))
     work.mkdir(parents=True, exist_ok=True)

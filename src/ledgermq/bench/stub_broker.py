@@ -12,7 +12,7 @@ import itertools
 import sys
 import zlib
 
-from ledgermq.cli.runtime import new_event_loop
+from ledgermq.aio.loops import new_event_loop
 from ledgermq.net.client import RemotingClient
 from ledgermq.net.server import RemotingServer, RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode

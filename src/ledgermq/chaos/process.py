@@ -1,6 +1,6 @@
 """One child process of a layout: spawned, SIGKILLed, paused, resumed and reaped by pid.
 
-Children start through ``ledgermq.chaos.child`` (the ``ledgermq`` command line with the
+Children start through ``ledgermq.cli.chaos_child`` (the ``ledgermq`` command line with the
 environment's failpoints armed), in their own session, with stdout and stderr appended to
 one log per process across restarts. Every signal goes to the pid this object started,
 never to a name or a group; a paused child is resumed before it is killed or stopped.
@@ -53,7 +53,7 @@ class ChildProcess:
         self._log.write(f"===== chaos start {self.name}: {' '.join(self.args)}\n".encode())
         self._log.flush()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ledgermq.chaos.child", "-v", *self.args],
+            [sys.executable, "-m", "ledgermq.cli.chaos_child", "-v", *self.args],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

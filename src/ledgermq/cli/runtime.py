@@ -11,19 +11,11 @@ from pathlib import Path
 
 import click
 
+from ledgermq.aio.loops import new_event_loop
 from ledgermq.config import parse_properties
 from ledgermq.errors import LedgerError
 
 log = logging.getLogger(__name__)
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-
-        return uvloop.new_event_loop()
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        return asyncio.new_event_loop()
 
 
 # The store's reput, flush and clean threads are CPU-bound in bursts; with CPython's default

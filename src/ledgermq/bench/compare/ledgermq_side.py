@@ -61,7 +61,7 @@ class LedgermqRunner:
         return [p.pid for p in self.pair.procs if p.poll() is None]
 
     def __enter__(self) -> LedgermqRunner:
-        from ledgermq.cli.runtime import new_event_loop
+        from ledgermq.aio.loops import new_event_loop
         from ledgermq.client import Producer
 
         try:

@@ -85,7 +85,7 @@ class JetStreamRunner:
         return [self.proc.pid] if self.proc is not None and self.proc.poll() is None else []
 
     def __enter__(self) -> JetStreamRunner:
-        from ledgermq.cli.runtime import new_event_loop
+        from ledgermq.aio.loops import new_event_loop
 
         nats = import_nats()
         try:

@@ -10,7 +10,18 @@ from pathlib import Path
 import pytest
 
 CLIENT = Path(__file__).resolve().parents[2] / "src" / "ledgermq" / "client"
-PURE = {"fault.py", "selector.py", "publish_info.py", "message.py", "errors.py", "allocate.py"}
+PURE = {
+    "producer/fault.py",
+    "producer/selector.py",
+    "instance/publish_info.py",
+    "message.py",
+    "errors.py",
+    "consumer/allocate.py",
+}
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(CLIENT).as_posix()
 
 
 def _imports(path: Path) -> set[str]:
@@ -23,16 +34,20 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("path", sorted(CLIENT.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(CLIENT.rglob("*.py")), ids=lambda p: _rel(p))
 def test_client_does_not_reach_into_the_server(path: Path) -> None:
     bad = {n for n in _imports(path) if n.startswith(("ledgermq.store", "ledgermq.broker", "ledgermq.raft"))}
     assert not bad, f"{path.name} imports {sorted(bad)}"
-    if path.name in PURE:
+    if _rel(path) in PURE:
         impure = {n for n in _imports(path) if n.split(".")[0] in {"asyncio", "socket", "selectors", "ssl"}}
         assert not impure, f"{path.name} imports {sorted(impure)}"
 
 
 @pytest.mark.parametrize("name", sorted(PURE))
 def test_pure_client_modules_import_only_pure_client_modules(name: str) -> None:
-    ours = {n.rsplit(".", 1)[1] + ".py" for n in _imports(CLIENT / name) if n.startswith("ledgermq.client.")}
+    ours = {
+        n.removeprefix("ledgermq.client.").replace(".", "/") + ".py"
+        for n in _imports(CLIENT / name)
+        if n.startswith("ledgermq.client.")
+    }
     assert ours <= PURE, f"{name} imports {sorted(ours - PURE)}"

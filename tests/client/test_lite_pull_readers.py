@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from types import SimpleNamespace
 
-from ledgermq.client.assigned_queues import QueueState
-from ledgermq.client.lite_pull_readers import PULL_DELAY_WHEN_PAUSE, QueueReaders
-from ledgermq.client.process_queue import ProcessQueue
+from ledgermq.client.consumer.process_queue import ProcessQueue
+from ledgermq.client.lite_pull.assigned_queues import QueueState
+from ledgermq.client.lite_pull.readers import PULL_DELAY_WHEN_PAUSE, QueueReaders
 from ledgermq.protocol.admin_body import MessageQueue
 
 MQ = MessageQueue("T", "broker-a", 0)

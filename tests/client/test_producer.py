@@ -13,8 +13,8 @@ import pytest
 
 from ledgermq.client import Message, MessageQueue, MQBrokerError, Producer, SendFailedError, SendStatus
 from ledgermq.client.errors import ClientStateError, MessageInvalidError, MQClientError, MQConnectError, NoRouteError
-from ledgermq.client.selector import select_by_hash
-from ledgermq.client.send_codec import send_request
+from ledgermq.client.producer.selector import select_by_hash
+from ledgermq.client.producer.send_codec import send_request
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.msgid import decode_offset_msg_id

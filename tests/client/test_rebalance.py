@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ledgermq.client.allocate import AllocateMessageQueueAveragely
-from ledgermq.client.consumer_common import (
+from ledgermq.client.consumer.allocate import AllocateMessageQueueAveragely
+from ledgermq.client.consumer.common import (
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
@@ -18,10 +18,10 @@ from ledgermq.client.consumer_common import (
     parse_consume_timestamp,
     retry_topic,
 )
+from ledgermq.client.consumer.offset_store import RemoteOffsetStore
+from ledgermq.client.consumer.process_queue import ProcessQueue
+from ledgermq.client.consumer.rebalance import PullRequest, RebalanceImpl
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
-from ledgermq.client.offset_store import RemoteOffsetStore
-from ledgermq.client.process_queue import ProcessQueue
-from ledgermq.client.rebalance import PullRequest, RebalanceImpl
 from ledgermq.clock import ManualClock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
@@ -464,7 +464,7 @@ def test_subscription_data_json_and_tags() -> None:
 
 def test_rebalance_accepts_the_real_pull_api() -> None:
     # a typing-level check made at runtime: the attributes RebalanceImpl uses exist
-    from ledgermq.client.pull_api import PullAPI
+    from ledgermq.client.instance.pull_api import PullAPI
 
     for name in ("consumer_ids", "max_offset", "search_offset", "lock_batch", "unlock_batch"):
         assert callable(getattr(PullAPI, name))
@@ -481,7 +481,7 @@ def test_process_queue_basics_used_by_rebalance(n_msgs: int) -> None:
 
 @aio
 async def test_an_illegal_offset_is_not_fixed_for_a_queue_rebalanced_away() -> None:
-    from ledgermq.client.push_consumer import PushConsumer
+    from ledgermq.client.push.consumer import PushConsumer
 
     s = make()
     await s.reb.do_rebalance(False)

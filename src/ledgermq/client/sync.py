@@ -33,14 +33,14 @@ from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ledgermq.admin.client import AdminClient
-from ledgermq.client.async_send import Callbacks, SendCallback
-from ledgermq.client.consume_service import Listener
-from ledgermq.client.consumer_common import MessageSelector
+from ledgermq.client.consumer.common import MessageSelector
 from ledgermq.client.errors import ClientStateError
-from ledgermq.client.lite_pull_consumer import LitePullConsumer
+from ledgermq.client.lite_pull.consumer import LitePullConsumer
 from ledgermq.client.message import Message, SendResult
-from ledgermq.client.producer import Producer
-from ledgermq.client.push_consumer import PushConsumer
+from ledgermq.client.producer.async_send import Callbacks, SendCallback
+from ledgermq.client.producer.producer import Producer
+from ledgermq.client.push.consume_service import Listener
+from ledgermq.client.push.consumer import PushConsumer
 from ledgermq.protocol.admin_body import MessageQueue
 
 __all__ = [

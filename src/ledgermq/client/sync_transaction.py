@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from ledgermq.client.producer.transaction import CheckListener, TransactionProducer
 from ledgermq.client.sync import _Closable, blocking
-from ledgermq.client.transaction_producer import CheckListener, TransactionProducer
 
 __all__ = ["SyncTransactionProducer"]
 

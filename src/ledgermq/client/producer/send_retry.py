@@ -42,20 +42,20 @@ from ledgermq.client.errors import (
     NoMasterError,
     SendFailedError,
 )
-from ledgermq.client.fault import FaultStrategy
-from ledgermq.client.master_watch import MasterWatch
+from ledgermq.client.instance.publish_info import TopicPublishInfo
 from ledgermq.client.message import SendResult, SendStatus
-from ledgermq.client.outgoing import Outgoing
-from ledgermq.client.publish_info import TopicPublishInfo
-from ledgermq.client.selector import select_queue
+from ledgermq.client.producer.fault import FaultStrategy
+from ledgermq.client.producer.master_watch import MasterWatch
+from ledgermq.client.producer.outgoing import Outgoing
+from ledgermq.client.producer.selector import select_queue
 from ledgermq.clock import Clock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.util.ratelog import limited
 
 # The producer's logger, as before this module was split out of it: logging configured
-# for ledgermq.client.producer still sees the warnings of failed attempts.
-log = logging.getLogger("ledgermq.client.producer")
+# for ledgermq.client.producer.producer still sees the warnings of failed attempts.
+log = logging.getLogger("ledgermq.client.producer.producer")
 
 # One attempt: (message, queue, time left in seconds, oneway) -> result, None when oneway.
 Attempt = Callable[[Outgoing, MessageQueue, float, bool], Awaitable[SendResult | None]]

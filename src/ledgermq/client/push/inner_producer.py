@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from ledgermq.client.instance import ClientInstance
-from ledgermq.client.producer import Producer
+from ledgermq.client.instance.client_instance import ClientInstance
+from ledgermq.client.producer.producer import Producer
 
 __all__ = ["CLIENT_INNER_PRODUCER", "InnerProducerRef"]
 

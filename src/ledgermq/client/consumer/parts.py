@@ -14,11 +14,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from ledgermq.client.allocate import AllocateStrategy
-from ledgermq.client.consumer_common import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
-from ledgermq.client.instance import ClientInstance
-from ledgermq.client.offset_store import OffsetStore, ReadOffsetType, offset_store_for
-from ledgermq.client.rebalance import UNLOCK_DELAY, RebalanceImpl, RebalanceListener
+from ledgermq.client.consumer.allocate import AllocateStrategy
+from ledgermq.client.consumer.common import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from ledgermq.client.consumer.offset_store import OffsetStore, ReadOffsetType, offset_store_for
+from ledgermq.client.consumer.rebalance import UNLOCK_DELAY, RebalanceImpl, RebalanceListener
+from ledgermq.client.instance.client_instance import ClientInstance
 from ledgermq.clock import Clock
 from ledgermq.util.ratelog import limited
 

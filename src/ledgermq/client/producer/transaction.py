@@ -41,7 +41,7 @@ from typing import Any
 
 from ledgermq.client.errors import MQClientError
 from ledgermq.client.message import Message, MessageQueue, SendResult, SendStatus
-from ledgermq.client.producer import Producer
+from ledgermq.client.producer.producer import Producer
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.codes import RequestCode

@@ -25,19 +25,19 @@ from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.client.assigned_queues import AssignedQueues, ConsumeBuffer, QueueState
-from ledgermq.client.consumer_common import PULL_DELAY_WHEN_BROKER_FLOW_CONTROL, SubscriptionData
-from ledgermq.client.consumer_parts import BackgroundTasks
+from ledgermq.client.consumer.common import PULL_DELAY_WHEN_BROKER_FLOW_CONTROL, SubscriptionData
+from ledgermq.client.consumer.parts import BackgroundTasks
+from ledgermq.client.consumer.process_queue import ProcessQueue
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
-from ledgermq.client.lite_pull_plan import ReadPlan
-from ledgermq.client.process_queue import ProcessQueue
-from ledgermq.client.pull_api import PullResult, PullStatus
+from ledgermq.client.instance.pull_api import PullResult, PullStatus
+from ledgermq.client.lite_pull.assigned_queues import AssignedQueues, ConsumeBuffer, QueueState
+from ledgermq.client.lite_pull.plan import ReadPlan
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.util.ratelog import limited
 
 if TYPE_CHECKING:
-    from ledgermq.client.lite_pull_consumer import LitePullConsumer
+    from ledgermq.client.lite_pull.consumer import LitePullConsumer
 
 __all__ = [
     "FLOW_CONTROL_LOG_EVERY",
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 # the consumer's logger: what its readers report belongs to it
-log = logging.getLogger("ledgermq.client.lite_pull_consumer")
+log = logging.getLogger("ledgermq.client.lite_pull.consumer")
 
 PULL_DELAY_WHEN_CACHE_FLOW_CONTROL = 0.05
 PULL_DELAY_WHEN_PAUSE = 1.0

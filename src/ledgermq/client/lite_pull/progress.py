@@ -22,23 +22,23 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ledgermq.client.assigned_queues import ConsumeBuffer, QueueState
-from ledgermq.client.consumer_common import MessageModel
+from ledgermq.client.consumer.common import MessageModel
+from ledgermq.client.consumer.offset_store import OFFSET_UNREADABLE, ReadOffsetType, RemoteOffsetStore
+from ledgermq.client.consumer.rebalance import RebalanceImpl
 from ledgermq.client.errors import MQClientError
-from ledgermq.client.lite_pull_plan import ReadPlan
-from ledgermq.client.lite_pull_readers import QueueReaders
-from ledgermq.client.offset_store import OFFSET_UNREADABLE, ReadOffsetType, RemoteOffsetStore
-from ledgermq.client.rebalance import RebalanceImpl
+from ledgermq.client.lite_pull.assigned_queues import ConsumeBuffer, QueueState
+from ledgermq.client.lite_pull.plan import ReadPlan
+from ledgermq.client.lite_pull.readers import QueueReaders
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
 
 if TYPE_CHECKING:
-    from ledgermq.client.lite_pull_consumer import LitePullConsumer
+    from ledgermq.client.lite_pull.consumer import LitePullConsumer
 
 __all__ = ["ConsumeProgress"]
 
 # the consumer's logger: failed commits are the consumer's to report
-log = logging.getLogger("ledgermq.client.lite_pull_consumer")
+log = logging.getLogger("ledgermq.client.lite_pull.consumer")
 
 
 class ConsumeProgress:

@@ -14,10 +14,10 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.client.consumer_common import ConsumeType
-from ledgermq.client.instance import ClientInstance
-from ledgermq.client.offset_store import OffsetStore
-from ledgermq.client.rebalance import RebalanceImpl
+from ledgermq.client.consumer.common import ConsumeType
+from ledgermq.client.consumer.offset_store import OffsetStore
+from ledgermq.client.consumer.rebalance import RebalanceImpl
+from ledgermq.client.instance.client_instance import ClientInstance
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue, decode_mq_table, loads_lenient, mq_table
 from ledgermq.protocol.codes import RequestCode, ResponseCode
@@ -25,12 +25,12 @@ from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import decode_records
 
 if TYPE_CHECKING:
-    from ledgermq.client.push_consumer import PushConsumer
+    from ledgermq.client.push.consumer import PushConsumer
 
 __all__ = ["CLIENT_VERSION", "ConsumerStats", "handle_broker_request", "reset_offset", "running_info"]
 
 # the consumer's logger: a failed reset is the consumer's to report
-log = logging.getLogger("ledgermq.client.push_consumer")
+log = logging.getLogger("ledgermq.client.push.consumer")
 
 CLIENT_VERSION = "V4_9_7"
 

@@ -16,7 +16,7 @@ import random
 from collections.abc import Sequence
 
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, NoRouteError
-from ledgermq.client.publish_info import (
+from ledgermq.client.instance.publish_info import (
     AUTO_CREATE_TOPIC,
     DEFAULT_TOPIC_QUEUE_NUMS,
     TopicPublishInfo,

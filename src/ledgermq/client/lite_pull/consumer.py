@@ -21,14 +21,12 @@ from types import TracebackType
 from typing import Any
 
 from ledgermq.acl.signing import Credentials
-from ledgermq.client.allocate import AllocateMessageQueueAveragely, AllocateStrategy
-from ledgermq.client.assigned_queues import AssignedQueues, ConsumeBuffer
-from ledgermq.client.client_check import check_client_in_broker
-from ledgermq.client.consumer_common import DEFAULT_CONSUMER_GROUP as DEFAULT_CONSUMER_GROUP
-from ledgermq.client.consumer_common import (
+from ledgermq.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateStrategy
+from ledgermq.client.consumer.common import DEFAULT_CONSUMER_GROUP as DEFAULT_CONSUMER_GROUP
+from ledgermq.client.consumer.common import (
     PULL_DELAY_WHEN_BROKER_FLOW_CONTROL as PULL_DELAY_WHEN_BROKER_FLOW_CONTROL,
 )
-from ledgermq.client.consumer_common import (
+from ledgermq.client.consumer.common import (
     SUB_ALL,
     ConsumeFromWhere,
     ConsumeType,
@@ -36,25 +34,27 @@ from ledgermq.client.consumer_common import (
     MessageSelector,
     selector_of,
 )
-from ledgermq.client.consumer_parts import BackgroundTasks, load_offset_store, rebalance_for
+from ledgermq.client.consumer.offset_store import OffsetStore, ReadOffsetType
+from ledgermq.client.consumer.parts import BackgroundTasks, load_offset_store, rebalance_for
+from ledgermq.client.consumer.rebalance import PullRequest, RebalanceImpl
 from ledgermq.client.errors import ClientStateError, MQClientError
-from ledgermq.client.instance import ClientInstance, local_ip
-from ledgermq.client.lite_pull_metadata import TOPIC_METADATA_FIRST_CHECK as TOPIC_METADATA_FIRST_CHECK
-from ledgermq.client.lite_pull_metadata import TopicMessageQueueChangeListener, TopicQueueWatcher
-from ledgermq.client.lite_pull_plan import MessageQueueListener, ReadMode, ReadPlan
-from ledgermq.client.lite_pull_progress import ConsumeProgress
-from ledgermq.client.lite_pull_readers import FLOW_CONTROL_LOG_EVERY as FLOW_CONTROL_LOG_EVERY
-from ledgermq.client.lite_pull_readers import PULL_DELAY_ON_OFFSET_EXCEPTION as PULL_DELAY_ON_OFFSET_EXCEPTION
-from ledgermq.client.lite_pull_readers import PULL_DELAY_WHEN_CACHE_FLOW_CONTROL as PULL_DELAY_WHEN_CACHE_FLOW_CONTROL
-from ledgermq.client.lite_pull_readers import PULL_DELAY_WHEN_PAUSE as PULL_DELAY_WHEN_PAUSE
-from ledgermq.client.lite_pull_readers import ROUTE_REFRESH_MIN_INTERVAL as ROUTE_REFRESH_MIN_INTERVAL
-from ledgermq.client.lite_pull_readers import QueueReaders
-from ledgermq.client.lite_pull_settings import GROUP_MAX_LENGTH as GROUP_MAX_LENGTH
-from ledgermq.client.lite_pull_settings import MIN_AUTO_COMMIT_INTERVAL as MIN_AUTO_COMMIT_INTERVAL
-from ledgermq.client.lite_pull_settings import check_group as check_group
-from ledgermq.client.lite_pull_settings import check_settings, heartbeat_data, running_info
-from ledgermq.client.offset_store import OffsetStore, ReadOffsetType
-from ledgermq.client.rebalance import PullRequest, RebalanceImpl
+from ledgermq.client.instance.client_check import check_client_in_broker
+from ledgermq.client.instance.client_instance import ClientInstance, local_ip
+from ledgermq.client.lite_pull.assigned_queues import AssignedQueues, ConsumeBuffer
+from ledgermq.client.lite_pull.metadata import TOPIC_METADATA_FIRST_CHECK as TOPIC_METADATA_FIRST_CHECK
+from ledgermq.client.lite_pull.metadata import TopicMessageQueueChangeListener, TopicQueueWatcher
+from ledgermq.client.lite_pull.plan import MessageQueueListener, ReadMode, ReadPlan
+from ledgermq.client.lite_pull.progress import ConsumeProgress
+from ledgermq.client.lite_pull.readers import FLOW_CONTROL_LOG_EVERY as FLOW_CONTROL_LOG_EVERY
+from ledgermq.client.lite_pull.readers import PULL_DELAY_ON_OFFSET_EXCEPTION as PULL_DELAY_ON_OFFSET_EXCEPTION
+from ledgermq.client.lite_pull.readers import PULL_DELAY_WHEN_CACHE_FLOW_CONTROL as PULL_DELAY_WHEN_CACHE_FLOW_CONTROL
+from ledgermq.client.lite_pull.readers import PULL_DELAY_WHEN_PAUSE as PULL_DELAY_WHEN_PAUSE
+from ledgermq.client.lite_pull.readers import ROUTE_REFRESH_MIN_INTERVAL as ROUTE_REFRESH_MIN_INTERVAL
+from ledgermq.client.lite_pull.readers import QueueReaders
+from ledgermq.client.lite_pull.settings import GROUP_MAX_LENGTH as GROUP_MAX_LENGTH
+from ledgermq.client.lite_pull.settings import MIN_AUTO_COMMIT_INTERVAL as MIN_AUTO_COMMIT_INTERVAL
+from ledgermq.client.lite_pull.settings import check_group as check_group
+from ledgermq.client.lite_pull.settings import check_settings, heartbeat_data, running_info
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord

@@ -18,9 +18,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from ledgermq.client.consumer_common import SubscriptionData
+from ledgermq.client.consumer.common import SubscriptionData
 from ledgermq.client.errors import MQBrokerError, MQClientError
-from ledgermq.client.instance import ClientInstance
+from ledgermq.client.instance.client_instance import ClientInstance
 from ledgermq.errors import LedgerError
 from ledgermq.filter import is_tag_type
 from ledgermq.protocol import fastjson

@@ -67,16 +67,6 @@ from types import TracebackType
 from typing import Any
 
 from ledgermq.acl.signing import Credentials
-from ledgermq.client.async_send import (
-    ASYNC_SEND_MAX_BYTES,
-    ASYNC_SEND_MAX_INFLIGHT,
-    AsyncSendBudget,
-    AsyncSends,
-    Callbacks,
-    OnException,
-    OnSuccess,
-    SendCallback,
-)
 from ledgermq.client.errors import (
     ClientStateError,
     MasterMovedError,
@@ -86,12 +76,23 @@ from ledgermq.client.errors import (
     NoMasterError,
     NoRouteError,
 )
-from ledgermq.client.failover import FailoverSettings
-from ledgermq.client.fault import FaultStrategy
-from ledgermq.client.instance import ClientInstance, local_ip
-from ledgermq.client.master_watch import MasterWatch
+from ledgermq.client.instance.client_instance import ClientInstance, local_ip
+from ledgermq.client.instance.routes import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
 from ledgermq.client.message import Message, SendResult
-from ledgermq.client.outgoing import (
+from ledgermq.client.producer.async_send import (
+    ASYNC_SEND_MAX_BYTES,
+    ASYNC_SEND_MAX_INFLIGHT,
+    AsyncSendBudget,
+    AsyncSends,
+    Callbacks,
+    OnException,
+    OnSuccess,
+    SendCallback,
+)
+from ledgermq.client.producer.failover import FailoverSettings
+from ledgermq.client.producer.fault import FaultStrategy
+from ledgermq.client.producer.master_watch import MasterWatch
+from ledgermq.client.producer.outgoing import (
     COMPRESS_LEVEL,
     COMPRESS_OVER,
     MAX_MESSAGE_SIZE,
@@ -102,10 +103,9 @@ from ledgermq.client.outgoing import (
     prepare_batch,
     prepare_message,
 )
-from ledgermq.client.route_cache import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
-from ledgermq.client.selector import QueueSelector
-from ledgermq.client.send_codec import read_send_response, send_request
-from ledgermq.client.send_retry import send_to_queue_with_retries, send_with_retries
+from ledgermq.client.producer.selector import QueueSelector
+from ledgermq.client.producer.send_codec import read_send_response, send_request
+from ledgermq.client.producer.send_retry import send_to_queue_with_retries, send_with_retries
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.net.client import ConnectError
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError

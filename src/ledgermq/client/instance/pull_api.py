@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
-from ledgermq.client.route_cache import BrokerChoice, RouteCache
+from ledgermq.client.instance.routes import BrokerChoice, RouteCache
 from ledgermq.errors import ProtocolError
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError

@@ -14,7 +14,7 @@ from typing import Any
 
 from ledgermq.client.errors import MQBrokerError, MQClientError
 from ledgermq.client.message import DEFAULT_REGION, STATUS_BY_CODE, SendResult
-from ledgermq.client.outgoing import Outgoing
+from ledgermq.client.producer.outgoing import Outgoing
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand

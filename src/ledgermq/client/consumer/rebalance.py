@@ -35,13 +35,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ledgermq.client.allocate import (
+from ledgermq.client.consumer.allocate import (
     AllocateMessageQueueAveragely,
     AllocateStrategy,
     java_string_sort_key,
     message_queue_sort_key,
 )
-from ledgermq.client.consumer_common import (
+from ledgermq.client.consumer.common import (
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
@@ -49,8 +49,8 @@ from ledgermq.client.consumer_common import (
     is_retry_topic,
     parse_consume_timestamp,
 )
-from ledgermq.client.offset_store import NO_OFFSET, OffsetStore, ReadOffsetType
-from ledgermq.client.process_queue import ProcessQueue
+from ledgermq.client.consumer.offset_store import NO_OFFSET, OffsetStore, ReadOffsetType
+from ledgermq.client.consumer.process_queue import ProcessQueue
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.util.ratelog import limited

@@ -29,16 +29,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.client.consumer_common import MessageModel, dlq_topic, retry_topic
+from ledgermq.client.consumer.common import MessageModel, dlq_topic, retry_topic
+from ledgermq.client.consumer.process_queue import PROPERTY_CONSUME_START_TIME, ProcessQueue
 from ledgermq.client.message import Message
-from ledgermq.client.process_queue import PROPERTY_CONSUME_START_TIME, ProcessQueue
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.util.ratelog import limited
 
 if TYPE_CHECKING:
-    from ledgermq.client.push_consumer import PushConsumer
+    from ledgermq.client.push.consumer import PushConsumer
 
 __all__ = [
     "ConsumeConcurrentlyContext",

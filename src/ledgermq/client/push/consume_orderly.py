@@ -12,7 +12,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.client.consume_service import (
+from ledgermq.client.consumer.common import MessageModel
+from ledgermq.client.consumer.process_queue import ProcessQueue
+from ledgermq.client.push.consume_service import (
     MAX_TIME_CONSUME_CONTINUOUSLY,
     PROPERTY_RECONSUME_TIME,
     ConsumeMessageService,
@@ -22,14 +24,12 @@ from ledgermq.client.consume_service import (
     coerce_status,
     reset_retry_topic,
 )
-from ledgermq.client.consumer_common import MessageModel
-from ledgermq.client.process_queue import ProcessQueue
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.util.ratelog import limited
 
 if TYPE_CHECKING:
-    from ledgermq.client.push_consumer import PushConsumer
+    from ledgermq.client.push.consumer import PushConsumer
 
 log = logging.getLogger(__name__)
 

@@ -36,24 +36,12 @@ from types import TracebackType
 from typing import Any
 
 from ledgermq.acl.signing import Credentials
-from ledgermq.client import push_broker_requests
-from ledgermq.client.allocate import AllocateMessageQueueAveragely, AllocateStrategy
-from ledgermq.client.client_check import check_client_in_broker
-from ledgermq.client.consume_orderly import ConsumeMessageOrderlyService
-from ledgermq.client.consume_service import (
-    ConsumeConcurrentlyContext,
-    ConsumeConcurrentlyStatus,
-    ConsumeMessageConcurrentlyService,
-    ConsumeMessageService,
-    ConsumeOrderlyContext,
-    ConsumeOrderlyStatus,
-    Listener,
-)
-from ledgermq.client.consumer_common import DEFAULT_CONSUMER_GROUP as DEFAULT_CONSUMER_GROUP
-from ledgermq.client.consumer_common import (
+from ledgermq.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateStrategy
+from ledgermq.client.consumer.common import DEFAULT_CONSUMER_GROUP as DEFAULT_CONSUMER_GROUP
+from ledgermq.client.consumer.common import (
     PULL_DELAY_WHEN_BROKER_FLOW_CONTROL as PULL_DELAY_WHEN_BROKER_FLOW_CONTROL,
 )
-from ledgermq.client.consumer_common import (
+from ledgermq.client.consumer.common import (
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
@@ -62,21 +50,33 @@ from ledgermq.client.consumer_common import (
     retry_topic,
     selector_of,
 )
-from ledgermq.client.consumer_parts import BackgroundTasks, load_offset_store, rebalance_for
+from ledgermq.client.consumer.offset_store import OffsetStore, ReadOffsetType
+from ledgermq.client.consumer.parts import BackgroundTasks, load_offset_store, rebalance_for
+from ledgermq.client.consumer.rebalance import PullRequest, RebalanceImpl
 from ledgermq.client.errors import ClientStateError, MQClientError
-from ledgermq.client.inner_producer import CLIENT_INNER_PRODUCER as CLIENT_INNER_PRODUCER
-from ledgermq.client.inner_producer import InnerProducerRef
-from ledgermq.client.instance import ClientInstance, local_ip
-from ledgermq.client.offset_store import OffsetStore, ReadOffsetType
-from ledgermq.client.producer import Producer
-from ledgermq.client.pull_api import PullAPI
-from ledgermq.client.push_broker_requests import CLIENT_VERSION as CLIENT_VERSION
-from ledgermq.client.push_broker_requests import ConsumerStats
-from ledgermq.client.push_pull_loop import MIB as MIB
-from ledgermq.client.push_pull_loop import PULL_DELAY_WHEN_SUSPENDED as PULL_DELAY_WHEN_SUSPENDED
-from ledgermq.client.push_pull_loop import PullLoops
-from ledgermq.client.push_settings import check_settings, checked_group, heartbeat_data
-from ledgermq.client.rebalance import PullRequest, RebalanceImpl
+from ledgermq.client.instance.client_check import check_client_in_broker
+from ledgermq.client.instance.client_instance import ClientInstance, local_ip
+from ledgermq.client.instance.pull_api import PullAPI
+from ledgermq.client.producer.producer import Producer
+from ledgermq.client.push import broker_requests as push_broker_requests
+from ledgermq.client.push.broker_requests import CLIENT_VERSION as CLIENT_VERSION
+from ledgermq.client.push.broker_requests import ConsumerStats
+from ledgermq.client.push.consume_orderly import ConsumeMessageOrderlyService
+from ledgermq.client.push.consume_service import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeMessageConcurrentlyService,
+    ConsumeMessageService,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+    Listener,
+)
+from ledgermq.client.push.inner_producer import CLIENT_INNER_PRODUCER as CLIENT_INNER_PRODUCER
+from ledgermq.client.push.inner_producer import InnerProducerRef
+from ledgermq.client.push.pull_loop import MIB as MIB
+from ledgermq.client.push.pull_loop import PULL_DELAY_WHEN_SUSPENDED as PULL_DELAY_WHEN_SUSPENDED
+from ledgermq.client.push.pull_loop import PullLoops
+from ledgermq.client.push.settings import check_settings, checked_group, heartbeat_data
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.command import RemotingCommand

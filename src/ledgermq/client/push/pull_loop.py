@@ -20,25 +20,25 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ledgermq.client.consumer_common import PULL_DELAY_WHEN_BROKER_FLOW_CONTROL, MessageModel
-from ledgermq.client.consumer_parts import BackgroundTasks
+from ledgermq.client.consumer.common import PULL_DELAY_WHEN_BROKER_FLOW_CONTROL, MessageModel
+from ledgermq.client.consumer.offset_store import ReadOffsetType
+from ledgermq.client.consumer.parts import BackgroundTasks
+from ledgermq.client.consumer.process_queue import ProcessQueue
+from ledgermq.client.consumer.rebalance import PullRequest
 from ledgermq.client.errors import MQBrokerError
-from ledgermq.client.offset_store import ReadOffsetType
-from ledgermq.client.process_queue import ProcessQueue
-from ledgermq.client.pull_api import PullStatus
-from ledgermq.client.rebalance import PullRequest
+from ledgermq.client.instance.pull_api import PullStatus
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.util.ratelog import limited
 
 if TYPE_CHECKING:
-    from ledgermq.client.push_consumer import PushConsumer
+    from ledgermq.client.push.consumer import PushConsumer
 
 __all__ = ["MIB", "PULL_DELAY_WHEN_SUSPENDED", "PullLoops"]
 
 # the consumer's logger: what its pulls report belongs to it
-log = logging.getLogger("ledgermq.client.push_consumer")
+log = logging.getLogger("ledgermq.client.push.consumer")
 
 MIB = 1024 * 1024
 PULL_DELAY_WHEN_SUSPENDED = 1.0

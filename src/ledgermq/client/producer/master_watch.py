@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ledgermq.client.errors import MasterMovedError, MQClientError
-from ledgermq.client.failover import FailoverSettings
-from ledgermq.client.publish_info import TopicPublishInfo
+from ledgermq.client.instance.publish_info import TopicPublishInfo
+from ledgermq.client.producer.failover import FailoverSettings
 from ledgermq.clock import Clock
 
-log = logging.getLogger("ledgermq.client.producer")
+log = logging.getLogger("ledgermq.client.producer.producer")
 
 T = TypeVar("T")
 

@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ledgermq.client.process_queue import ProcessQueue
+from ledgermq.client.consumer.process_queue import ProcessQueue
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.client import consumer_common
-from ledgermq.client.consumer_common import ConsumeType, SubscriptionData
-from ledgermq.client.consumer_common import check_group as check_group
+from ledgermq.client.consumer import common as consumer_common
+from ledgermq.client.consumer.common import ConsumeType, SubscriptionData
+from ledgermq.client.consumer.common import check_group as check_group
 from ledgermq.client.errors import MQClientError
 from ledgermq.protocol.names import GROUP_MAX_LENGTH as GROUP_MAX_LENGTH
 
 if TYPE_CHECKING:
-    from ledgermq.client.lite_pull_consumer import LitePullConsumer
+    from ledgermq.client.lite_pull.consumer import LitePullConsumer
 
 __all__ = [
     "GROUP_MAX_LENGTH",

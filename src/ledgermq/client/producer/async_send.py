@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from ledgermq.client.errors import ClientStateError, MQClientError
 from ledgermq.client.message import SendResult
-from ledgermq.client.outgoing import Outgoing
+from ledgermq.client.producer.outgoing import Outgoing
 from ledgermq.clock import Clock
 from ledgermq.util.ratelog import limited
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ledgermq.client import consumer_common
-from ledgermq.client.consumer_common import ConsumeType, check_group, parse_consume_timestamp
+from ledgermq.client.consumer import common as consumer_common
+from ledgermq.client.consumer.common import ConsumeType, check_group, parse_consume_timestamp
 from ledgermq.client.errors import MQClientError
 
 if TYPE_CHECKING:
-    from ledgermq.client.push_consumer import PushConsumer
+    from ledgermq.client.push.consumer import PushConsumer
 
 __all__ = ["check_settings", "checked_group", "heartbeat_data"]
 

@@ -17,18 +17,18 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
-from ledgermq.client.assigned_queues import AssignedQueues, QueueState
-from ledgermq.client.consumer_common import SUB_ALL, SubscriptionData
+from ledgermq.client.consumer.common import SUB_ALL, SubscriptionData
+from ledgermq.client.consumer.process_queue import ProcessQueue
+from ledgermq.client.consumer.rebalance import PullRequest
 from ledgermq.client.errors import MQClientError
-from ledgermq.client.process_queue import ProcessQueue
-from ledgermq.client.rebalance import PullRequest
+from ledgermq.client.lite_pull.assigned_queues import AssignedQueues, QueueState
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.util.ratelog import limited
 
 __all__ = ["MessageQueueListener", "ReadMode", "ReadPlan"]
 
 # the consumer's logger: a failing listener is the consumer's to report
-log = logging.getLogger("ledgermq.client.lite_pull_consumer")
+log = logging.getLogger("ledgermq.client.lite_pull.consumer")
 
 MessageQueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], Awaitable[None] | None]
 """``fn(topic, mq_all, mq_divided)``: a rebalance changed this consumer's queues of ``topic``."""

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ledgermq.client.fault import FaultStrategy
-from ledgermq.client.publish_info import TopicPublishInfo
+from ledgermq.client.instance.publish_info import TopicPublishInfo
+from ledgermq.client.producer.fault import FaultStrategy
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.util.javahash import java_string_hash
 

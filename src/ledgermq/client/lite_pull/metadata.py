@@ -17,18 +17,18 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ledgermq.client.consumer_parts import BackgroundTasks
+from ledgermq.client.consumer.parts import BackgroundTasks
 from ledgermq.client.errors import MQClientError
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.util.ratelog import limited
 
 if TYPE_CHECKING:
-    from ledgermq.client.lite_pull_consumer import LitePullConsumer
+    from ledgermq.client.lite_pull.consumer import LitePullConsumer
 
 __all__ = ["TOPIC_METADATA_FIRST_CHECK", "TopicMessageQueueChangeListener", "TopicQueueWatcher"]
 
 # the consumer's logger: a listener's failure is reported where the consumer's are
-log = logging.getLogger("ledgermq.client.lite_pull_consumer")
+log = logging.getLogger("ledgermq.client.lite_pull.consumer")
 
 TOPIC_METADATA_FIRST_CHECK = 10.0
 

@@ -481,7 +481,15 @@ def test_process_queue_basics_used_by_rebalance(n_msgs: int) -> None:
 
 @aio
 async def test_an_illegal_offset_is_not_fixed_for_a_queue_rebalanced_away() -> None:
-    from ledgermq.client.push.consumer import PushConsumer
+    import logging
+    from typing import cast
+
+    from ledgermq.client.consumer.parts import BackgroundTasks, ConsumerParts
+    from ledgermq.client.instance.client_instance import ClientInstance
+    from ledgermq.client.push.consume_service import ConsumeMessageService
+    from ledgermq.client.push.pull_loop import PullLoops
+    from ledgermq.client.push.settings import PushSettings
+    from ledgermq.client.push.state import PushState
 
     s = make()
     await s.reb.do_rebalance(False)
@@ -489,19 +497,21 @@ async def test_an_illegal_offset_is_not_fixed_for_a_queue_rebalanced_away() -> N
     pq = s.reb.process_queue_table[q0]
     pq.dropped = True  # the pull answered OFFSET_ILLEGAL; the fix is due in 10 s
     s.store.update_offset(q0, 3, increase_only=False)
-    c = PushConsumer(GROUP, "127.0.0.1:9876", offset_illegal_fix_delay=0)
-    c._offset_store, c._rebalance = s.store, s.reb
+    settings = PushSettings(group=GROUP, namesrv_addrs="127.0.0.1:9876", offset_illegal_fix_delay=0)
+    parts = ConsumerParts(cast(ClientInstance, None), s.store, s.reb)  # the fix-up needs no instance
+    service = cast(ConsumeMessageService, None)  # nor a consume service
+    pulls = PullLoops(PushState(settings, ManualClock()), parts, service, BackgroundTasks(GROUP, logging.getLogger()))
     s.api.cids = ["10.0.0.0@a", ME]  # meanwhile q0 went to another member
     await s.reb.do_rebalance(False)
     s.broker.commits.clear()
     s.broker.committed[q0] = 40  # the new owner's progress
-    await c._pulls.fix_offset_later(q0, pq, 90)
+    await pulls.fix_offset_later(q0, pq, 90)
     assert s.broker.committed[q0] == 40 and s.broker.commits == []
     assert q0 not in s.store.clone_offset_table()
 
     s.api.cids = [ME]  # and then back to us, pulled afresh
     await s.reb.do_rebalance(False)
     fresh = s.reb.process_queue_table[q0]
-    await c._pulls.fix_offset_later(q0, pq, 90)
+    await pulls.fix_offset_later(q0, pq, 90)
     assert s.reb.process_queue_table.get(q0) is fresh and not fresh.dropped
     assert s.broker.committed[q0] == 40

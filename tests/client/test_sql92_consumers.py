@@ -172,8 +172,8 @@ class _Remoting:
 def check(answers: dict[str, int | None]) -> _Remoting:
     from types import SimpleNamespace
 
+    from ledgermq.client.consumer.client_check import check_client_in_broker
     from ledgermq.client.consumer.common import SubscriptionData
-    from ledgermq.client.instance.client_check import check_client_in_broker
 
     remoting = _Remoting(answers)
     names = [a.split(":")[0] for a in answers]

@@ -9,13 +9,13 @@ because the broker (ours or Java's) and the admin tools read them that way.
 from __future__ import annotations
 
 import enum
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from ledgermq.client.errors import MQClientError
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.filter import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, FilterSyntaxError, compile_expression
 from ledgermq.protocol.names import GROUP_MAX_LENGTH, GROUP_NAME_PATTERN
 from ledgermq.util.javahash import tag_hash
@@ -122,9 +122,9 @@ def format_consume_timestamp(epoch_ms: int) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000).strftime(_TIMESTAMP_FORMAT)
 
 
-def default_consume_timestamp() -> str:
-    """Java's default ``consumeTimestamp``: half an hour before now."""
-    return format_consume_timestamp(int(time.time() * 1000) - 30 * 60 * 1000)
+def default_consume_timestamp(now_ms: int) -> str:
+    """Java's default ``consumeTimestamp``: half an hour before ``now_ms``."""
+    return format_consume_timestamp(now_ms - 30 * 60 * 1000)
 
 
 def check_property_expression(expression: str, expression_type: str) -> None:
@@ -190,7 +190,8 @@ class SubscriptionData:
         expression_type: str = "TAG",
         sub_version: int | None = None,
     ) -> SubscriptionData:
-        version = int(time.time() * 1000) if sub_version is None else sub_version
+        # the consumers give their clock's time; the system clock only for a caller of its own
+        version = SYSTEM_CLOCK.wall_ms() if sub_version is None else sub_version
         expr = (expression or "").strip()
         kind = (expression_type or EXPRESSION_TYPE_TAG).upper()
         if kind != EXPRESSION_TYPE_TAG:

@@ -10,59 +10,58 @@ of the offset store's choice had drifted before ``offset_store_for`` replaced th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from ledgermq.client.consumer.allocate import AllocateStrategy
-from ledgermq.client.consumer.common import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from ledgermq.client.consumer.common import ConsumeType, MessageModel, SubscriptionData
 from ledgermq.client.consumer.offset_store import OffsetStore, ReadOffsetType, offset_store_for
 from ledgermq.client.consumer.rebalance import UNLOCK_DELAY, RebalanceImpl, RebalanceListener
-from ledgermq.client.instance.client_instance import ClientInstance
+from ledgermq.client.consumer.settings import ConsumerSettings
+from ledgermq.client.instance.client_instance import ClientInstance, local_ip
+from ledgermq.client.instance.pull_api import PullAPI
 from ledgermq.clock import Clock
 from ledgermq.util.ratelog import limited
 
-__all__ = ["BackgroundTasks", "ConsumerSettings", "load_offset_store", "rebalance_for"]
+__all__ = ["BackgroundTasks", "ConsumerParts", "load_offset_store", "rebalance_for", "with_client_ip"]
+
+S = TypeVar("S", bound=ConsumerSettings)
 
 
-class ConsumerSettings(RebalanceListener, Protocol):
-    """The settings both consumers keep under the same names, read-only here; the consumer
-    is also the listener of its own rebalance."""
+def with_client_ip(settings: S) -> S:
+    """The settings with this host's address as ``client_ip`` when none was given (Java's
+    ``RemotingUtil.getLocalAddress``): looked up once, when the consumer is made."""
+    return settings if settings.client_ip else dataclasses.replace(settings, client_ip=local_ip())
 
-    @property
-    def group(self) -> str: ...
 
-    @property
-    def message_model(self) -> MessageModel: ...
+@dataclass(frozen=True)
+class ConsumerParts:
+    """What a consumer has once started, handed to the parts that need it: its client
+    instance, its offset store and its rebalance (whose process queues are the queues read)."""
 
-    @property
-    def allocate_strategy(self) -> AllocateStrategy: ...
-
-    @property
-    def consume_from_where(self) -> ConsumeFromWhere: ...
-
-    @property
-    def consume_timestamp(self) -> str | int | None: ...
+    instance: ClientInstance
+    offset_store: OffsetStore
+    rebalance: RebalanceImpl
 
     @property
-    def instance_name(self) -> str: ...
-
-    @property
-    def clock(self) -> Clock: ...
+    def pull_api(self) -> PullAPI:
+        return self.instance.pull_api
 
 
 async def load_offset_store(
-    consumer: ConsumerSettings, instance: ClientInstance, given: OffsetStore | None, store_dir: str | None
+    settings: ConsumerSettings, instance: ClientInstance, given: OffsetStore | None, store_dir: str | None
 ) -> OffsetStore:
     """The user's store, else the one the message model calls for, loaded: a consumer must
     know its committed offsets before its first rebalance computes where to start."""
     store = given or offset_store_for(
-        broadcasting=consumer.message_model is MessageModel.BROADCASTING,
+        broadcasting=settings.message_model is MessageModel.BROADCASTING,
         broker=instance.pull_api,
-        group=consumer.group,
+        group=settings.group,
         client_ip=instance.client_ip,
         client_id=instance.client_id,
-        instance_name=consumer.instance_name,
+        instance_name=settings.instance_name,
         store_dir=store_dir,
     )
     await store.load()
@@ -70,32 +69,34 @@ async def load_offset_store(
 
 
 def rebalance_for(
-    consumer: ConsumerSettings,
+    settings: ConsumerSettings,
     instance: ClientInstance,
     store: OffsetStore,
+    listener: RebalanceListener,
     *,
     consume_type: ConsumeType,
     read_type: ReadOffsetType,
     subscriptions: dict[str, SubscriptionData],
+    clock: Clock,
     unlock_delay: float = UNLOCK_DELAY,
 ) -> RebalanceImpl:
     """The consumer's rebalance, sharing ``subscriptions`` (the consumer's own dict, so a
     later ``subscribe`` is seen by the next round). Only how offsets are read and what the
     brokers are told the consumer is differ between the two kinds."""
     return RebalanceImpl(
-        consumer.group,
+        settings.group,
         instance.client_id,
         instance.pull_api,
         store,
-        listener=consumer,
-        message_model=consumer.message_model,
-        allocate_strategy=consumer.allocate_strategy,
-        consume_from_where=consumer.consume_from_where,
-        consume_timestamp=consumer.consume_timestamp,
+        listener=listener,
+        message_model=settings.message_model,
+        allocate_strategy=settings.allocate_strategy,
+        consume_from_where=settings.consume_from_where,
+        consume_timestamp=settings.consume_timestamp,
         consume_type=consume_type,
         read_type=read_type,
         subscriptions=subscriptions,
-        clock=consumer.clock,
+        clock=clock,
         unlock_delay=unlock_delay,
     )
 

@@ -37,8 +37,9 @@ from typing import Any, Protocol
 
 from ledgermq.acl.signing import Credentials, signer
 from ledgermq.client.errors import ClientStateError, MQClientError
+from ledgermq.client.instance.namesrv import split_namesrv_addrs
 from ledgermq.client.instance.pull_api import PullAPI
-from ledgermq.client.instance.routes import POLL_NAMESRV_INTERVAL, NameServerClient, RouteCache, split_namesrv_addrs
+from ledgermq.client.instance.routes import POLL_NAMESRV_INTERVAL, NameServerClient, RouteCache
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import Connection, ConnectionClosedError, RequestTimeoutError

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ledgermq.protocol.admin_body import MessageQueue
@@ -94,9 +93,3 @@ def default_topic_route(route: TopicRouteData, default_queue_nums: int = DEFAULT
         for qd in route.queue_datas
     ]
     return shaped
-
-
-def split_namesrv_addrs(addrs: str | Sequence[str]) -> list[str]:
-    """``"a:9876;b:9876"`` or a list -> addresses, blanks dropped."""
-    items = addrs.split(";") if isinstance(addrs, str) else list(addrs)
-    return [a.strip() for a in items if a and a.strip()]

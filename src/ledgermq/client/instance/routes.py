@@ -16,13 +16,13 @@ import random
 from collections.abc import Sequence
 
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, NoRouteError
+from ledgermq.client.instance.namesrv import split_namesrv_addrs
 from ledgermq.client.instance.publish_info import (
     AUTO_CREATE_TOPIC,
     DEFAULT_TOPIC_QUEUE_NUMS,
     TopicPublishInfo,
     default_topic_route,
     publish_info_from_route,
-    split_namesrv_addrs,
 )
 from ledgermq.errors import ProtocolError
 from ledgermq.net.client import ConnectError, RemotingClient

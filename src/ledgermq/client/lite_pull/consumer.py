@@ -1,13 +1,14 @@
 """The lite pull consumer (RocketMQ 4.9.7 ``DefaultLitePullConsumer``): the application
 calls ``poll`` and gets what background readers have already pulled.
 
-This module is the facade the application uses: the settings, the lifecycle, and what the
-client instance and the rebalance call. The work is done by its parts: what to read
-(``subscribe`` or ``assign``, never both) is ``lite_pull_plan``'s; the per-queue readers
-filling the buffer are ``lite_pull_readers``'; ``poll``, ``seek`` and the commits, which
-move and record each queue's consume offset, are ``lite_pull_progress``'; the topic
-queue-change listeners are ``lite_pull_metadata``'s; checking and reporting the settings
-is ``lite_pull_settings``'.
+This module is the facade the application uses: the lifecycle, and what the client
+instance and the rebalance call. It holds no setting of its own: ``LitePullSettings``
+(``lite_pull.settings``) holds them, frozen and checked; ``LitePullState``
+(``lite_pull.state``) what its parts share. The work is done by its parts: what to read
+(``subscribe`` or ``assign``, never both) is ``lite_pull.plan``'s; the per-queue readers
+filling the buffer are ``lite_pull.readers``'; ``poll``, ``seek`` and the commits, which
+move and record each queue's consume offset, are ``lite_pull.progress``'; the topic
+queue-change listeners are ``lite_pull.metadata``'s.
 """
 
 from __future__ import annotations
@@ -20,50 +21,42 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
-from ledgermq.acl.signing import Credentials
-from ledgermq.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateStrategy
-from ledgermq.client.consumer.common import DEFAULT_CONSUMER_GROUP as DEFAULT_CONSUMER_GROUP
+from ledgermq.client.consumer.client_check import check_client_in_broker
 from ledgermq.client.consumer.common import (
-    PULL_DELAY_WHEN_BROKER_FLOW_CONTROL as PULL_DELAY_WHEN_BROKER_FLOW_CONTROL,
-)
-from ledgermq.client.consumer.common import (
+    DEFAULT_CONSUMER_GROUP,
     SUB_ALL,
-    ConsumeFromWhere,
     ConsumeType,
     MessageModel,
     MessageSelector,
     selector_of,
 )
 from ledgermq.client.consumer.offset_store import OffsetStore, ReadOffsetType
-from ledgermq.client.consumer.parts import BackgroundTasks, load_offset_store, rebalance_for
+from ledgermq.client.consumer.parts import (
+    BackgroundTasks,
+    ConsumerParts,
+    load_offset_store,
+    rebalance_for,
+    with_client_ip,
+)
 from ledgermq.client.consumer.rebalance import PullRequest, RebalanceImpl
+from ledgermq.client.consumer.settings import settings_of
 from ledgermq.client.errors import ClientStateError, MQClientError
-from ledgermq.client.instance.client_check import check_client_in_broker
-from ledgermq.client.instance.client_instance import ClientInstance, local_ip
+from ledgermq.client.instance.client_instance import ClientInstance
 from ledgermq.client.lite_pull.assigned_queues import AssignedQueues, ConsumeBuffer
-from ledgermq.client.lite_pull.metadata import TOPIC_METADATA_FIRST_CHECK as TOPIC_METADATA_FIRST_CHECK
 from ledgermq.client.lite_pull.metadata import TopicMessageQueueChangeListener, TopicQueueWatcher
 from ledgermq.client.lite_pull.plan import MessageQueueListener, ReadMode, ReadPlan
 from ledgermq.client.lite_pull.progress import ConsumeProgress
-from ledgermq.client.lite_pull.readers import FLOW_CONTROL_LOG_EVERY as FLOW_CONTROL_LOG_EVERY
-from ledgermq.client.lite_pull.readers import PULL_DELAY_ON_OFFSET_EXCEPTION as PULL_DELAY_ON_OFFSET_EXCEPTION
-from ledgermq.client.lite_pull.readers import PULL_DELAY_WHEN_CACHE_FLOW_CONTROL as PULL_DELAY_WHEN_CACHE_FLOW_CONTROL
-from ledgermq.client.lite_pull.readers import PULL_DELAY_WHEN_PAUSE as PULL_DELAY_WHEN_PAUSE
-from ledgermq.client.lite_pull.readers import ROUTE_REFRESH_MIN_INTERVAL as ROUTE_REFRESH_MIN_INTERVAL
 from ledgermq.client.lite_pull.readers import QueueReaders
-from ledgermq.client.lite_pull.settings import GROUP_MAX_LENGTH as GROUP_MAX_LENGTH
-from ledgermq.client.lite_pull.settings import MIN_AUTO_COMMIT_INTERVAL as MIN_AUTO_COMMIT_INTERVAL
-from ledgermq.client.lite_pull.settings import check_group as check_group
-from ledgermq.client.lite_pull.settings import check_settings, heartbeat_data, running_info
+from ledgermq.client.lite_pull.settings import LitePullSettings, heartbeat_data, running_info
+from ledgermq.client.lite_pull.state import LitePullState
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
 
-# Also re-exported (imported "as" themselves above): the constants and check_group, which
-# were defined here before the parts moved out.
 __all__ = [
     "DEFAULT_CONSUMER_GROUP",
     "LitePullConsumer",
+    "LitePullSettings",
     "MessageQueueListener",
     "TopicMessageQueueChangeListener",
 ]
@@ -80,118 +73,53 @@ class LitePullConsumer:
 
     def __init__(
         self,
-        group: str,
-        namesrv_addrs: str | Sequence[str],
+        group: str | None = None,
+        namesrv_addrs: str | Sequence[str] | None = None,
         *,
-        message_model: MessageModel = MessageModel.CLUSTERING,
-        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp: str | int | None = None,
-        allocate_strategy: AllocateStrategy | None = None,
-        pull_batch_size: int = 10,
-        pull_threads_nums: int = 20,
-        consume_message_batch_max_size: int = 10,
-        pull_threshold_for_all: int = 10_000,
-        pull_threshold_for_queue: int = 1000,
-        pull_threshold_size_for_queue: int = 100,
-        consume_max_span: int = 2000,
-        poll_timeout_millis: int = 5000,
-        auto_commit: bool = True,
-        auto_commit_interval: float = 5.0,
-        topic_metadata_check_interval: float = 30.0,
-        broker_suspend_max_time_millis: int = 20_000,
-        consumer_timeout_millis_when_suspend: int = 30_000,
-        pull_time_delay_millis_when_exception: int = 1000,
+        settings: LitePullSettings | None = None,
         offset_store: OffsetStore | None = None,
-        local_offset_store_dir: str | None = None,
-        unit_mode: bool = False,
-        instance_name: str = "DEFAULT",
-        client_ip: str | None = None,
-        api_timeout: float = 3.0,
-        poll_namesrv_interval: float = 30.0,
-        heartbeat_interval: float = 30.0,
-        rebalance_interval: float = 20.0,
-        persist_interval: float = 5.0,
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
-        credentials: Credentials | None = None,
+        **options: Any,
     ) -> None:
-        check_group(group)
-        check_settings(
-            pull_batch_size=pull_batch_size,
-            pull_threads_nums=pull_threads_nums,
-            consume_message_batch_max_size=consume_message_batch_max_size,
-            auto_commit_interval=auto_commit_interval,
-            poll_timeout_millis=poll_timeout_millis,
-            broker_suspend_max_time_millis=broker_suspend_max_time_millis,
-            consumer_timeout_millis_when_suspend=consumer_timeout_millis_when_suspend,
-        )
-        self.group = group
-        self.namesrv_addrs = namesrv_addrs
-        self.message_model = message_model
-        self.consume_from_where = consume_from_where
-        self.consume_timestamp = consume_timestamp
-        self.allocate_strategy: AllocateStrategy = allocate_strategy or AllocateMessageQueueAveragely()
-        self.pull_batch_size = pull_batch_size
-        self.pull_threads_nums = pull_threads_nums
-        self.consume_message_batch_max_size = consume_message_batch_max_size
-        self.pull_threshold_for_all = pull_threshold_for_all
-        self.pull_threshold_for_queue = pull_threshold_for_queue
-        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
-        self.consume_max_span = consume_max_span
-        self.poll_timeout_millis = poll_timeout_millis
-        self.auto_commit = auto_commit
-        self.auto_commit_interval = auto_commit_interval
-        self.topic_metadata_check_interval = topic_metadata_check_interval
-        self.broker_suspend_max_time_millis = broker_suspend_max_time_millis
-        self.consumer_timeout_millis_when_suspend = consumer_timeout_millis_when_suspend
-        self.pull_time_delay_when_exception = pull_time_delay_millis_when_exception / 1000
-        self.unit_mode = unit_mode
-        self.instance_name = instance_name
-        self.client_ip = client_ip or local_ip()
+        """``LitePullConsumer("cg", "127.0.0.1:9876", pull_batch_size=32)`` or
+        ``LitePullConsumer(settings=LitePullSettings(...))``: the keyword arguments are
+        ``LitePullSettings``' fields, checked when given. ``offset_store`` replaces the store
+        the message model calls for; ``rng`` is the client instance's random source."""
+        self.settings = with_client_ip(settings_of(LitePullSettings, settings, group, namesrv_addrs, options))
         self.clock = clock
-        self._instance_options: dict[str, Any] = dict(
-            api_timeout=api_timeout,
-            poll_namesrv_interval=poll_namesrv_interval,
-            heartbeat_interval=heartbeat_interval,
-            rebalance_interval=rebalance_interval,
-            persist_interval=persist_interval,
-            clock=clock,
-            rng=rng,
-            credentials=credentials,
-        )
-        self._user_offset_store = offset_store
-        self._local_offset_store_dir = local_offset_store_dir
-        self._instance: ClientInstance | None = None
-        self._offset_store: OffsetStore | None = None
-        self._rebalance: RebalanceImpl | None = None
-        self._state = "created"
-        self._start_timestamp = 0
+        self._rng = rng
+        self._given_offset_store = offset_store
+        self._shared = LitePullState(self.settings, clock)
         self._assigned = AssignedQueues()
         self._buffer = ConsumeBuffer()
-        self._plan = ReadPlan(self._assigned)
-        self._background = BackgroundTasks(group, log, name_prefix="lite-pull")
-        self._readers = QueueReaders(self, self._plan, self._buffer, self._background)
-        self._progress = ConsumeProgress(self, self._plan, self._buffer, self._readers)
-        self._metadata = TopicQueueWatcher(self, self._background)
+        self._plan = ReadPlan(self._assigned, clock)
+        self._background = BackgroundTasks(self.settings.group, log, name_prefix="lite-pull")
+        self._readers = QueueReaders(self._shared, self._plan, self._buffer, self._background)
+        self._progress = ConsumeProgress(self._shared, self._plan, self._buffer, self._readers)
+        self._metadata = TopicQueueWatcher(self._shared, self._background)
+
+    # -- the settings the application reads --------------------------------------------
+    @property
+    def group(self) -> str:
+        return self.settings.group
+
+    @property
+    def message_model(self) -> MessageModel:
+        return self.settings.message_model
 
     # -- parts that exist once started ---------------------------------------------------
     @property
     def instance(self) -> ClientInstance:
-        if self._instance is None:
-            raise ClientStateError(f"the consumer is {self._state}; start it first")
-        return self._instance
+        return self._shared.started.instance
 
     @property
     def offset_store(self) -> OffsetStore:
-        if self._offset_store is None:
-            raise ClientStateError(f"the consumer is {self._state}; start it first")
-        return self._offset_store
+        return self._shared.started.offset_store
 
     @property
     def rebalance(self) -> RebalanceImpl:
-        if self._rebalance is None:
-            raise ClientStateError(f"the consumer is {self._state}; start it first")
-        return self._rebalance
+        return self._shared.started.rebalance
 
     @property
     def client_id(self) -> str:
@@ -199,49 +127,57 @@ class LitePullConsumer:
 
     @property
     def running(self) -> bool:
-        return self._state == "running"
+        return self._shared.running
 
     def _check_running(self) -> None:
-        if self._state != "running":
-            raise ClientStateError(f"the consumer is {self._state}, not running; start it first")
+        if self._shared.lifecycle != "running":
+            raise ClientStateError(f"the consumer is {self._shared.lifecycle}, not running; start it first")
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
         """Join the client instance, start the readers of assigned queues (subscribe mode:
         announce the group and rebalance at once)."""
-        if self._state != "created":
-            raise ClientStateError(f"the consumer is {self._state}; it can be started once")
-        self._state = "starting"
+        if self._shared.lifecycle != "created":
+            raise ClientStateError(f"the consumer is {self._shared.lifecycle}; it can be started once")
+        self._shared.lifecycle = "starting"
+        settings = self.settings
         instance = ClientInstance.acquire(
-            self.namesrv_addrs, client_ip=self.client_ip, instance_name=self.instance_name, **self._instance_options
+            settings.namesrv_addrs,
+            **settings.instance_options(),
+            persist_interval=settings.persist_interval,
+            clock=self.clock,
+            rng=self._rng,
         )
         try:
-            store = await load_offset_store(self, instance, self._user_offset_store, self._local_offset_store_dir)
+            store = await load_offset_store(
+                settings, instance, self._given_offset_store, settings.local_offset_store_dir
+            )
             instance.register_consumer(self)
         except BaseException:
-            self._state = "start failed"
+            self._shared.lifecycle = "start failed"
             await instance.release()
             raise
-        self._instance = instance
-        self._offset_store = store
-        self._rebalance = rebalance_for(
-            self,
+        rebalance = rebalance_for(
+            settings,
             instance,
             store,
+            self,
             consume_type=ConsumeType.CONSUME_ACTIVELY,
             read_type=ReadOffsetType.MEMORY_FIRST_THEN_STORE,
             subscriptions=self._plan.subscriptions,
+            clock=self.clock,
         )
-        self._assigned.process_queue_of = self._rebalance.process_queue_table.get
-        self._start_timestamp = self.clock.wall_ms()
+        self._shared.parts = ConsumerParts(instance, store, rebalance)
+        self._assigned.process_queue_of = rebalance.process_queue_table.get
+        self._shared.start_ms = self.clock.wall_ms()
         try:
             await instance.start()
         except BaseException:
-            self._state = "start failed"
+            self._shared.lifecycle = "start failed"
             await instance.unregister_consumer(self.group)
             await instance.release()
             raise
-        self._state = "running"
+        self._shared.lifecycle = "running"
         mode = self._plan.mode.value
         log.info("lite pull consumer %s started (client %s, %s)", self.group, instance.client_id, mode)
         if self._plan.mode is ReadMode.ASSIGN:
@@ -254,7 +190,7 @@ class LitePullConsumer:
                 await check_client_in_broker(instance, self.group, list(self._plan.subscriptions.values()))
             except BaseException:
                 await self.shutdown()
-                self._state = "start failed"
+                self._shared.lifecycle = "start failed"
                 raise
             await self._announce_subscriptions(topics, routes_fetched=True)
         else:
@@ -263,27 +199,26 @@ class LitePullConsumer:
     async def shutdown(self) -> None:
         """Stop the readers, commit (when auto-committing) and persist the offsets, leave
         the group and release the client instance. ``poll`` calls waiting return []."""
-        if self._state in ("created", "start failed"):
-            self._state = "shut down"
+        if self._shared.lifecycle in ("created", "start failed"):
+            self._shared.lifecycle = "shut down"
             return
-        if self._state != "running":
+        if self._shared.lifecycle != "running":
             return
-        self._state = "shutting down"
+        self._shared.lifecycle = "shutting down"
         self._buffer.ready.set()  # wake pollers; they see the state and return []
         metadata = self._metadata.stop()
         tasks = [t for t in [metadata, *self._background.cancel(), *self._readers.cancel()] if t is not None]
         await asyncio.gather(*tasks, return_exceptions=True)
         instance = self.instance
         try:
-            if self.auto_commit:
+            if self.settings.auto_commit:
                 self.commit_sync()
             await self._progress.flush()
-            if self._rebalance is not None:
-                await self._rebalance.close()
+            await self.rebalance.close()
             await instance.unregister_consumer(self.group)
         finally:
             self._buffer.clear()
-            self._state = "shut down"
+            self._shared.lifecycle = "shut down"
             await instance.release()
         log.info("lite pull consumer %s shut down", self.group)
 
@@ -313,11 +248,11 @@ class LitePullConsumer:
         this consumer's queues."""
         if not topic or not topic.strip():
             raise ValueError("the topic can not be blank")
-        if self._state not in ("created", "running"):
-            raise ClientStateError(f"the consumer is {self._state}")
+        if self._shared.lifecycle not in ("created", "running"):
+            raise ClientStateError(f"the consumer is {self._shared.lifecycle}")
         text, kind = selector_of(expression, expression_type)
         self._plan.subscribe(topic, text, listener, expression_type=kind)
-        if self._state == "running":
+        if self._shared.lifecycle == "running":
             self.instance.routes.watch(topic)
             self._background.spawn(partial(self._announce_subscriptions, [topic]), f"subscribe to {topic}")
 
@@ -341,7 +276,7 @@ class LitePullConsumer:
         """Stop reading ``topic``: its readers stop and its buffered messages are dropped."""
         for state in self._plan.unsubscribe(topic):
             self._readers.drop(state)
-        if self._state == "running" and self._plan.subscribing:
+        if self._shared.lifecycle == "running" and self._plan.subscribing:
             self._background.spawn(partial(self._announce_subscriptions, []), f"unsubscribe from {topic}")
 
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
@@ -351,14 +286,14 @@ class LitePullConsumer:
         queues = set(mqs)
         if not queues:
             raise ValueError("the message queues can not be empty")
-        if self._state not in ("created", "running"):
-            raise ClientStateError(f"the consumer is {self._state}")
+        if self._shared.lifecycle not in ("created", "running"):
+            raise ClientStateError(f"the consumer is {self._shared.lifecycle}")
         removed, added = self._plan.assign(queues)
         for state in removed:
             self._readers.drop(state)
-            if self._state == "running":
+            if self._shared.lifecycle == "running":
                 self._background.spawn(partial(self._progress.forget, state.mq), f"offset of {state.mq}")
-        if self._state == "running":
+        if self._shared.lifecycle == "running":
             for topic in {mq.topic for mq in queues}:
                 self.instance.routes.watch(topic)
             self._readers.start(added)
@@ -368,7 +303,7 @@ class LitePullConsumer:
         only before ``start``, as in Java."""
         if not expression or not expression.strip():
             raise ValueError("the sub expression can not be blank")
-        if self._state != "created":
+        if self._shared.lifecycle != "created":
             raise ClientStateError("set_sub_expression_for_assign can only be called before start")
         self._plan.set_assign_expression(topic, expression)
 
@@ -391,7 +326,7 @@ class LitePullConsumer:
     async def message_queue_changed(
         self, topic: str, mq_all: frozenset[MessageQueue], mq_divided: frozenset[MessageQueue]
     ) -> None:
-        if self._state != "running" or topic not in self._plan.subscriptions:
+        if self._shared.lifecycle != "running" or topic not in self._plan.subscriptions:
             return
         mine = mq_all if self.message_model is MessageModel.BROADCASTING else mq_divided
         self._readers.replace(*self._plan.rebalanced(topic, mine))
@@ -442,7 +377,7 @@ class LitePullConsumer:
         """Commit the consume offset of every assigned queue (Java ``commitSync()``): into
         the offset store now, to the brokers with the next persist (every ``persist_interval``
         and at shutdown)."""
-        if self._offset_store is not None:
+        if self._shared.parts is not None:
             self._progress.commit_sync()
 
     async def commit(self, offsets: Mapping[MessageQueue, int] | None = None, persist: bool = True) -> None:
@@ -467,20 +402,20 @@ class LitePullConsumer:
 
     # -- what the client instance calls --------------------------------------------------
     def consumer_data(self) -> dict[str, Any]:
-        return heartbeat_data(self, self._plan.announced())
+        return heartbeat_data(self.settings, self._plan.announced())
 
     def subscribed_topics(self) -> set[str]:
         return self._plan.topics()
 
     async def do_rebalance(self) -> None:
-        if self._plan.subscribing and self._state == "running":
+        if self._plan.subscribing and self._shared.lifecycle == "running":
             await self.rebalance.do_rebalance(False)
 
     async def persist_offsets(self) -> None:
         """Persist the stored offsets of the queues read now (Java ``persistConsumerOffset``)."""
-        if self._offset_store is not None:
-            await self._progress.persist(self._rebalance)
+        if self._shared.parts is not None:
+            await self._progress.persist(self._shared.parts.rebalance)
 
     def running_info(self) -> dict[str, Any]:
         """``ConsumerRunningInfo``: the settings as Java names them and the subscriptions."""
-        return running_info(self, self._start_timestamp, self._plan.announced())
+        return running_info(self.settings, self._shared.start_ms, self._plan.announced())

@@ -15,15 +15,12 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import TYPE_CHECKING
 
 from ledgermq.client.consumer.parts import BackgroundTasks
 from ledgermq.client.errors import MQClientError
+from ledgermq.client.lite_pull.state import LitePullState
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.util.ratelog import limited
-
-if TYPE_CHECKING:
-    from ledgermq.client.lite_pull.consumer import LitePullConsumer
 
 __all__ = ["TOPIC_METADATA_FIRST_CHECK", "TopicMessageQueueChangeListener", "TopicQueueWatcher"]
 
@@ -39,8 +36,8 @@ TopicMessageQueueChangeListener = Callable[[str, set[MessageQueue]], Awaitable[N
 class TopicQueueWatcher:
     """The registered listeners and the queues each was last told of."""
 
-    def __init__(self, consumer: LitePullConsumer, background: BackgroundTasks) -> None:
-        self._consumer = consumer
+    def __init__(self, state: LitePullState, background: BackgroundTasks) -> None:
+        self._state = state
         self._background = background
         self._listeners: dict[str, TopicMessageQueueChangeListener] = {}
         self._queues: dict[str, set[MessageQueue]] = {}
@@ -50,16 +47,16 @@ class TopicQueueWatcher:
         if not topic or listener is None:
             raise MQClientError("the topic or the listener is missing")
         if topic in self._listeners:
-            log.warning("group %s: a new queue change listener of %s replaces the old one", self._consumer.group, topic)
+            log.warning("group %s: a new queue change listener of %s replaces the old one", self._state.group, topic)
         self._listeners[topic] = listener
-        if self._consumer.running:
+        if self._state.running:
             self._spawn_baseline(topic)
 
     def start(self) -> None:
         """Take the baselines of the listeners registered before start, then check periodically."""
         for topic in list(self._listeners):
             self._spawn_baseline(topic)
-        self._task = asyncio.create_task(self._loop(), name=f"lite-pull-metadata {self._consumer.group}")
+        self._task = asyncio.create_task(self._loop(), name=f"lite-pull-metadata {self._state.group}")
 
     def stop(self) -> asyncio.Task[None] | None:
         """Cancel the periodic check; the caller awaits the task returned."""
@@ -72,10 +69,10 @@ class TopicQueueWatcher:
         self._background.spawn(partial(self._baseline, topic), f"queues of {topic}")
 
     async def _baseline(self, topic: str) -> None:
-        self._queues[topic] = await self._consumer.fetch_message_queues(topic)
+        self._queues[topic] = set(await self._state.started.instance.routes.find_subscribe_queues(topic))
 
     async def _loop(self) -> None:
-        interval = self._consumer.topic_metadata_check_interval
+        interval = self._state.settings.topic_metadata_check_interval
         await asyncio.sleep(min(TOPIC_METADATA_FIRST_CHECK, interval))
         while True:
             try:
@@ -84,31 +81,31 @@ class TopicQueueWatcher:
                 limited.log(
                     log,
                     logging.ERROR,
-                    ("metadata", self._consumer.group),
+                    ("metadata", self._state.group),
                     "group %s: checking the topics' queues failed",
-                    self._consumer.group,
+                    self._state.group,
                     exc_info=True,
                 )
-            await asyncio.sleep(self._consumer.topic_metadata_check_interval)
+            await asyncio.sleep(self._state.settings.topic_metadata_check_interval)
 
     async def check(self) -> None:
         """One round: call the listener of every topic whose queues changed."""
-        consumer = self._consumer
+        shared = self._state
         for topic, listener in list(self._listeners.items()):
             try:
-                queues = set(await consumer.instance.routes.find_subscribe_queues(topic, refresh=True))
+                queues = set(await shared.started.instance.routes.find_subscribe_queues(topic, refresh=True))
             except MQClientError as exc:
                 limited.persisting(  # normal while the topic is being created
                     log,
                     logging.WARNING,
-                    ("metadata", consumer.group, topic),
+                    ("metadata", shared.group, topic),
                     "group %s: the queues of %s could not be fetched: %s",
-                    consumer.group,
+                    shared.group,
                     topic,
                     exc,
                 )
                 continue
-            limited.reset(("metadata", consumer.group, topic))
+            limited.reset(("metadata", shared.group, topic))
             if queues == self._queues.get(topic):
                 continue
             self._queues[topic] = queues
@@ -120,9 +117,9 @@ class TopicQueueWatcher:
                 limited.log(
                     log,
                     logging.ERROR,
-                    ("queue-listener", consumer.group, topic),
+                    ("queue-listener", shared.group, topic),
                     "group %s: the queue change listener of %s raised",
-                    consumer.group,
+                    shared.group,
                     topic,
                     exc_info=True,
                 )

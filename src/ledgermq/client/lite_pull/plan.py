@@ -22,6 +22,7 @@ from ledgermq.client.consumer.process_queue import ProcessQueue
 from ledgermq.client.consumer.rebalance import PullRequest
 from ledgermq.client.errors import MQClientError
 from ledgermq.client.lite_pull.assigned_queues import AssignedQueues, QueueState
+from ledgermq.clock import Clock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.util.ratelog import limited
 
@@ -46,8 +47,10 @@ class ReadMode(enum.Enum):
 class ReadPlan:
     """Subscriptions or assigned queues; see the module docstring."""
 
-    def __init__(self, assigned: AssignedQueues) -> None:
+    def __init__(self, assigned: AssignedQueues, clock: Clock) -> None:
+        """``clock`` stamps the subscriptions' versions."""
         self.assigned = assigned
+        self.clock = clock
         self.mode = ReadMode.NONE
         # subscribe mode: topic -> subscription (the rebalance works on this same dict)
         self.subscriptions: dict[str, SubscriptionData] = {}
@@ -71,7 +74,9 @@ class ReadPlan:
     def subscribe(
         self, topic: str, expression: str, listener: MessageQueueListener | None, *, expression_type: str = "TAG"
     ) -> None:
-        sub = SubscriptionData.build(topic, expression, expression_type=expression_type)  # validates first
+        sub = SubscriptionData.build(  # validates first
+            topic, expression, expression_type=expression_type, sub_version=self.clock.wall_ms()
+        )
         self._use(ReadMode.SUBSCRIBE)
         self.subscriptions[topic] = sub
         if listener is not None:

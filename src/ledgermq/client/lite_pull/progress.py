@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from ledgermq.client.consumer.common import MessageModel
 from ledgermq.client.consumer.offset_store import OFFSET_UNREADABLE, ReadOffsetType, RemoteOffsetStore
@@ -29,11 +28,9 @@ from ledgermq.client.errors import MQClientError
 from ledgermq.client.lite_pull.assigned_queues import ConsumeBuffer, QueueState
 from ledgermq.client.lite_pull.plan import ReadPlan
 from ledgermq.client.lite_pull.readers import QueueReaders
+from ledgermq.client.lite_pull.state import LitePullState
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
-
-if TYPE_CHECKING:
-    from ledgermq.client.lite_pull.consumer import LitePullConsumer
 
 __all__ = ["ConsumeProgress"]
 
@@ -45,10 +42,8 @@ class ConsumeProgress:
     """Polls, seeks and commits of one consumer. The consumer checks that it is running
     before it asks; this works on its buffer, offset store and assigned queues' states."""
 
-    def __init__(
-        self, consumer: LitePullConsumer, plan: ReadPlan, buffer: ConsumeBuffer, readers: QueueReaders
-    ) -> None:
-        self._consumer = consumer
+    def __init__(self, state: LitePullState, plan: ReadPlan, buffer: ConsumeBuffer, readers: QueueReaders) -> None:
+        self._state = state
         self._plan = plan
         self._assigned = plan.assigned
         self._buffer = buffer
@@ -56,18 +51,18 @@ class ConsumeProgress:
         self._next_auto_commit = float("-inf")
 
     async def poll(self, timeout: float | None) -> list[MessageRecord]:
-        consumer = self._consumer
+        shared = self._state
         if timeout is None:
-            timeout = consumer.poll_timeout_millis / 1000
+            timeout = shared.settings.poll_timeout_millis / 1000
         if timeout < 0:
             raise ValueError("the poll timeout must not be negative")
-        if consumer.auto_commit:
+        if shared.settings.auto_commit:
             self._maybe_auto_commit()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            out = self._buffer.take(consumer.consume_message_batch_max_size)
-            if out or not consumer.running:
+            out = self._buffer.take(shared.settings.consume_message_batch_max_size)
+            if out or not shared.running:
                 return out
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -81,7 +76,7 @@ class ConsumeProgress:
     # -- positions -----------------------------------------------------------------------
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         self._plan.state_of(mq)
-        pull_api = self._consumer.instance.pull_api
+        pull_api = self._state.started.instance.pull_api
         low, high = await asyncio.gather(pull_api.min_offset(mq), pull_api.max_offset(mq))
         if not low <= offset <= high:
             raise MQClientError(
@@ -94,18 +89,18 @@ class ConsumeProgress:
         state.pull_offset = offset
         state.consume_offset = offset
         state.idle = False
-        if self._consumer.running:
+        if self._state.running:
             self._readers.start([state])
 
     # -- commits -------------------------------------------------------------------------
     async def committed(self, mq: MessageQueue) -> int:
-        offset = await self._consumer.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
+        offset = await self._state.started.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
         if offset == OFFSET_UNREADABLE:
             raise MQClientError(f"the committed offset of {mq} could not be fetched from the broker")
         return offset
 
     def commit_sync(self) -> None:
-        store = self._consumer.offset_store
+        store = self._state.started.offset_store
         for state in self._assigned.states():
             if state.consume_offset >= 0 and not state.pq.dropped:
                 store.update_offset(state.mq, state.consume_offset, increase_only=False)
@@ -113,14 +108,14 @@ class ConsumeProgress:
     def _maybe_auto_commit(self) -> None:
         """Commit when ``auto_commit_interval`` has passed since the last auto-commit: by
         then the application has processed what the previous polls returned."""
-        now = self._consumer.clock.monotonic()
+        now = self._state.clock.monotonic()
         if now >= self._next_auto_commit:
-            self._consumer.commit_sync()  # the consumer's: a subclass's override counts too
-            self._next_auto_commit = now + self._consumer.auto_commit_interval
+            self.commit_sync()
+            self._next_auto_commit = now + self._state.settings.auto_commit_interval
 
     async def commit(self, offsets: Mapping[MessageQueue, int] | None, persist: bool) -> None:
-        consumer = self._consumer
-        store = consumer.offset_store
+        shared = self._state
+        store = shared.started.offset_store
         if offsets is None:
             offsets = {
                 s.mq: s.consume_offset for s in self._assigned.states() if s.consume_offset >= 0 and not s.pq.dropped
@@ -139,13 +134,13 @@ class ConsumeProgress:
             else:
                 log.info(  # rebalanced away between the poll and the commit
                     "group %s: offset %d of %s not committed: the queue is not assigned here",
-                    consumer.group,
+                    shared.group,
                     offset,
                     mq,
                 )
         if not persist:
             return
-        if consumer.message_model is MessageModel.BROADCASTING:
+        if shared.settings.message_model is MessageModel.BROADCASTING:
             for mq, offset in direct.items():
                 store.update_offset(mq, offset, increase_only=False)
             await store.persist_all(self._assigned.queues() | set(mine) | set(direct))
@@ -156,7 +151,7 @@ class ConsumeProgress:
                 await store.update_consume_offset_to_broker(mq, offset, False)
             except MQClientError as exc:
                 errors.append(exc)
-                log.info("group %s: committing offset %d of %s failed: %s", consumer.group, offset, mq, exc)  # raised
+                log.info("group %s: committing offset %d of %s failed: %s", shared.group, offset, mq, exc)  # raised
         if errors:
             raise errors[0]
 
@@ -167,17 +162,17 @@ class ConsumeProgress:
         queues = self._assigned.queues()
         if self._plan.subscribing and rebalance is not None:
             queues = set(rebalance.process_queue_table)
-        await self._consumer.offset_store.persist_all(queues)
+        await self._state.started.offset_store.persist_all(queues)
 
     async def flush(self) -> None:
         """At shutdown: write every assigned queue's stored offset and wait for the answers
         (the periodic persist sends them oneway); all queues at once, so an unresponsive
         broker costs one request timeout, not one per queue."""
-        consumer = self._consumer
-        store = consumer.offset_store
+        shared = self._state
+        store = shared.started.offset_store
         queues = self._assigned.queues()
-        if consumer.message_model is MessageModel.BROADCASTING or not isinstance(store, RemoteOffsetStore):
-            await consumer.persist_offsets()
+        if shared.settings.message_model is MessageModel.BROADCASTING or not isinstance(store, RemoteOffsetStore):
+            await self.persist(shared.started.rebalance)
             return
 
         async def one(mq: MessageQueue, offset: int) -> None:
@@ -185,7 +180,7 @@ class ConsumeProgress:
                 await store.update_consume_offset_to_broker(mq, offset, False)
             except MQClientError as exc:
                 log.warning(  # once, at shutdown: the next owner re-reads from the last commit
-                    "group %s: committing offset %d of %s at shutdown failed: %s", consumer.group, offset, mq, exc
+                    "group %s: committing offset %d of %s at shutdown failed: %s", shared.group, offset, mq, exc
                 )
 
         table = store.clone_offset_table()
@@ -194,7 +189,7 @@ class ConsumeProgress:
     async def forget(self, mq: MessageQueue) -> None:
         """A queue left the assignment: persist what was committed for it, then forget it
         (unless it was assigned again meanwhile)."""
-        store = self._consumer.offset_store
+        store = self._state.started.offset_store
         await store.persist(mq)
         if mq not in self._assigned:
             store.remove_offset(mq)

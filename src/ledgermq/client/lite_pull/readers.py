@@ -23,7 +23,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ledgermq.client.consumer.common import PULL_DELAY_WHEN_BROKER_FLOW_CONTROL, SubscriptionData
 from ledgermq.client.consumer.parts import BackgroundTasks
@@ -32,12 +32,10 @@ from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
 from ledgermq.client.instance.pull_api import PullResult, PullStatus
 from ledgermq.client.lite_pull.assigned_queues import AssignedQueues, ConsumeBuffer, QueueState
 from ledgermq.client.lite_pull.plan import ReadPlan
+from ledgermq.client.lite_pull.state import LitePullState
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.util.ratelog import limited
-
-if TYPE_CHECKING:
-    from ledgermq.client.lite_pull.consumer import LitePullConsumer
 
 __all__ = [
     "FLOW_CONTROL_LOG_EVERY",
@@ -66,18 +64,18 @@ class QueueReaders:
 
     def __init__(
         self,
-        consumer: LitePullConsumer,
+        state: LitePullState,
         plan: ReadPlan,
         buffer: ConsumeBuffer,
         background: BackgroundTasks,
     ) -> None:
-        self._consumer = consumer
+        self._state = state
         self._plan = plan
         self._assigned: AssignedQueues = plan.assigned
         self._buffer = buffer
         self._background = background
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
-        self._permits = asyncio.Semaphore(consumer.pull_threads_nums)
+        self._permits = asyncio.Semaphore(state.settings.pull_threads_nums)
         self._route_refreshed: dict[str, float] = {}
         self._flow_control_times = {"all": 0, "queue": 0, "span": 0}
 
@@ -128,13 +126,13 @@ class QueueReaders:
                 limited.log(
                     log,
                     logging.ERROR,
-                    ("read-bug", self._consumer.group, state.mq),
+                    ("read-bug", self._state.group, state.mq),
                     "group %s: reading %s failed",
-                    self._consumer.group,
+                    self._state.group,
                     state.mq,
                     exc_info=True,
                 )
-                delay = self._consumer.pull_time_delay_when_exception
+                delay = self._state.settings.pull_time_delay_when_exception
             if delay is None:
                 return
             if delay > 0:
@@ -145,9 +143,7 @@ class QueueReaders:
                     pass
 
     def _gone(self, state: QueueState, pq: ProcessQueue) -> bool:
-        return (
-            not self._consumer.running or pq.dropped or self._assigned.get(state.mq) is not state or state.pq is not pq
-        )
+        return not self._state.running or pq.dropped or self._assigned.get(state.mq) is not state or state.pq is not pq
 
     def _flow_controlled(self, what: str, message: str, *args: Any) -> float:
         times = self._flow_control_times[what]
@@ -156,9 +152,9 @@ class QueueReaders:
             limited.log(  # the application polls more slowly than the readers pull
                 log,
                 logging.WARNING,
-                ("flow-control", self._consumer.group, what),
+                ("flow-control", self._state.group, what),
                 "group %s: " + message + " (flow control #%d)",
-                self._consumer.group,
+                self._state.group,
                 *args,
                 times + 1,
             )
@@ -167,7 +163,7 @@ class QueueReaders:
     def _pull_failed(self, state: QueueState, offset: int, exc: Exception) -> None:
         """Normal for a while (the group before its first heartbeat, a broker restarting);
         a warning once it lasts, one key per broker rather than per queue."""
-        group = self._consumer.group
+        group = self._state.group
         limited.persisting(
             log,
             logging.WARNING,
@@ -182,32 +178,32 @@ class QueueReaders:
 
     async def pull_once(self, state: QueueState) -> float | None:
         """One step of a reader: the delay before the next step, None to stop."""
-        consumer = self._consumer
+        shared = self._state
         pq = state.pq
         if self._gone(state, pq):
             return None
         if state.paused:
             return PULL_DELAY_WHEN_PAUSE
-        if self._buffer.count > consumer.pull_threshold_for_all:
+        if self._buffer.count > shared.settings.pull_threshold_for_all:
             return self._flow_controlled("all", "%d messages buffered", self._buffer.count)
-        if state.buffered > consumer.pull_threshold_for_queue:
+        if state.buffered > shared.settings.pull_threshold_for_queue:
             return self._flow_controlled("queue", "%d messages of %s buffered", state.buffered, state.mq)
-        if state.buffered_bytes >> 20 > consumer.pull_threshold_size_for_queue:
+        if state.buffered_bytes >> 20 > shared.settings.pull_threshold_size_for_queue:
             return self._flow_controlled("queue", "%d MiB of %s buffered", state.buffered_bytes >> 20, state.mq)
-        if state.buffered_span > consumer.consume_max_span:
+        if state.buffered_span > shared.settings.consume_max_span:
             return self._flow_controlled("span", "buffered offsets of %s span %d", state.mq, state.buffered_span)
 
         offset = state.pull_offset
         if offset < 0:
             try:
-                offset = await consumer.rebalance.compute_pull_from_where(state.mq)
+                offset = await shared.started.rebalance.compute_pull_from_where(state.mq)
             except Exception as exc:
                 limited.persisting(
                     log,
                     logging.WARNING,
-                    ("start-offset", consumer.group, state.mq),
+                    ("start-offset", shared.group, state.mq),
                     "group %s: the start offset of %s could not be computed: %s",
-                    consumer.group,
+                    shared.group,
                     state.mq,
                     exc,
                     grace=30.0,
@@ -217,9 +213,9 @@ class QueueReaders:
                 return None
             if offset < 0:
                 log.debug(  # the offset store logged why (rate-limited)
-                    "group %s: no start offset for %s yet (the offset store cannot be read)", consumer.group, state.mq
+                    "group %s: no start offset for %s yet (the offset store cannot be read)", shared.group, state.mq
                 )
-                return consumer.pull_time_delay_when_exception
+                return shared.settings.pull_time_delay_when_exception
             if state.pull_offset < 0:  # a seek meanwhile wins
                 state.pull_offset = offset
             offset = state.pull_offset
@@ -233,14 +229,14 @@ class QueueReaders:
             if exc.code == ResponseCode.FLOW_CONTROL:
                 return PULL_DELAY_WHEN_BROKER_FLOW_CONTROL
             self._pull_failed(state, offset, exc)
-            return consumer.pull_time_delay_when_exception
+            return shared.settings.pull_time_delay_when_exception
         except MQClientError as exc:
             self._pull_failed(state, offset, exc)
             if isinstance(exc, MQConnectError):
                 topic = state.mq.topic
                 self._background.spawn(partial(self._refresh_route, topic), f"route refresh of {topic}")
-            return consumer.pull_time_delay_when_exception
-        limited.reset(("pull", consumer.group, state.mq.broker_name))
+            return shared.settings.pull_time_delay_when_exception
+        limited.reset(("pull", shared.group, state.mq.broker_name))
         if self._gone(state, pq) or state.pull_offset != offset:
             return None if self._gone(state, pq) else 0.0  # dropped, or a seek moved the queue
         pq.mark_pulled()
@@ -249,7 +245,7 @@ class QueueReaders:
         elif result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning(
                 "group %s: offset %d of %s is illegal (min %d, max %d); going on from %d",
-                consumer.group,
+                shared.group,
                 offset,
                 state.mq,
                 result.min_offset,
@@ -261,29 +257,29 @@ class QueueReaders:
         return 0.0
 
     async def _pull(self, state: QueueState, offset: int, sub: SubscriptionData) -> PullResult:
-        consumer = self._consumer
-        pull_api = consumer.instance.pull_api
+        shared = self._state
+        pull_api = shared.started.instance.pull_api
         kwargs: dict[str, Any] = dict(
             expression=sub.sub_string,
             expression_type=sub.expression_type,
             sub_version=0 if sub.expression_type == "TAG" else sub.sub_version,
-            suspend_ms=consumer.broker_suspend_max_time_millis,
-            timeout=consumer.consumer_timeout_millis_when_suspend / 1000,
+            suspend_ms=shared.settings.broker_suspend_max_time_millis,
+            timeout=shared.settings.consumer_timeout_millis_when_suspend / 1000,
             lite=True,
         )
         if state.idle:  # a long poll that mostly waits: no permit
-            return await pull_api.pull(state.mq, consumer.group, offset, consumer.pull_batch_size, **kwargs)
+            return await pull_api.pull(state.mq, shared.group, offset, shared.settings.pull_batch_size, **kwargs)
         async with self._permits:
-            return await pull_api.pull(state.mq, consumer.group, offset, consumer.pull_batch_size, **kwargs)
+            return await pull_api.pull(state.mq, shared.group, offset, shared.settings.pull_batch_size, **kwargs)
 
     async def _refresh_route(self, topic: str) -> None:
         """After a connection failure: the name servers may already know the broker is gone."""
-        consumer = self._consumer
-        now = consumer.clock.monotonic()
+        shared = self._state
+        now = shared.clock.monotonic()
         if now - self._route_refreshed.get(topic, float("-inf")) < ROUTE_REFRESH_MIN_INTERVAL:
             return
         self._route_refreshed[topic] = now
         try:
-            await consumer.instance.routes.update(topic)
+            await shared.started.instance.routes.update(topic)
         except MQClientError as exc:
-            log.info("group %s: route of %s could not be refreshed: %s", consumer.group, topic, exc)
+            log.info("group %s: route of %s could not be refreshed: %s", shared.group, topic, exc)

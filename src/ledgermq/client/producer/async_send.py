@@ -25,9 +25,6 @@ from ledgermq.util.ratelog import limited
 
 log = logging.getLogger(__name__)
 
-ASYNC_SEND_MAX_INFLIGHT = 256
-ASYNC_SEND_MAX_BYTES = 64 * 1024 * 1024
-
 
 class AsyncBackPressureError(MQClientError):
     """An async send waited its whole timeout for an in-flight slot (Java's RemotingTooMuchRequestException)."""

@@ -60,13 +60,13 @@ the message may be stored twice (at-least-once, as any retry after a timeout).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-from ledgermq.acl.signing import Credentials
 from ledgermq.client.errors import (
     ClientStateError,
     MasterMovedError,
@@ -77,11 +77,9 @@ from ledgermq.client.errors import (
     NoRouteError,
 )
 from ledgermq.client.instance.client_instance import ClientInstance, local_ip
-from ledgermq.client.instance.routes import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
+from ledgermq.client.instance.routes import TopicPublishInfo
 from ledgermq.client.message import Message, SendResult
 from ledgermq.client.producer.async_send import (
-    ASYNC_SEND_MAX_BYTES,
-    ASYNC_SEND_MAX_INFLIGHT,
     AsyncSendBudget,
     AsyncSends,
     Callbacks,
@@ -92,6 +90,7 @@ from ledgermq.client.producer.async_send import (
 from ledgermq.client.producer.failover import FailoverSettings
 from ledgermq.client.producer.fault import FaultStrategy
 from ledgermq.client.producer.master_watch import MasterWatch
+from ledgermq.client.producer.msgid import UniqueIdGenerator
 from ledgermq.client.producer.outgoing import (
     COMPRESS_LEVEL,
     COMPRESS_OVER,
@@ -106,11 +105,11 @@ from ledgermq.client.producer.outgoing import (
 from ledgermq.client.producer.selector import QueueSelector
 from ledgermq.client.producer.send_codec import read_send_response, send_request
 from ledgermq.client.producer.send_retry import send_to_queue_with_retries, send_with_retries
+from ledgermq.client.producer.settings import ProducerSettings
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.net.client import ConnectError
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
 from ledgermq.protocol.admin_body import MessageQueue
-from ledgermq.protocol.msgid import UniqueIdGenerator
 
 __all__ = [
     "COMPRESS_LEVEL",
@@ -121,6 +120,7 @@ __all__ = [
     "RETRY_PREFIX",
     "FailoverSettings",
     "Producer",
+    "ProducerSettings",
 ]
 
 log = logging.getLogger(__name__)
@@ -135,79 +135,75 @@ class Producer:
 
     def __init__(
         self,
-        group: str,
-        namesrv_addrs: str | Sequence[str],
+        group: str | None = None,
+        namesrv_addrs: str | Sequence[str] | None = None,
         *,
-        send_timeout: float = 3.0,
-        retry_times: int = 2,
-        retry_times_when_send_async_failed: int = 2,
-        async_send_max_inflight: int = ASYNC_SEND_MAX_INFLIGHT,
-        async_send_max_bytes: int = ASYNC_SEND_MAX_BYTES,
-        compress_over: int = COMPRESS_OVER,
-        compress_level: int = COMPRESS_LEVEL,
-        max_message_size: int = MAX_MESSAGE_SIZE,
-        send_latency_fault_enable: bool = False,
-        retry_another_broker_when_not_store_ok: bool = False,
-        poll_namesrv_interval: float = 30.0,
-        heartbeat_interval: float = 30.0,
-        api_timeout: float = 3.0,
-        create_topic_key: str = AUTO_CREATE_TOPIC,
-        default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
-        client_ip: str | None = None,
-        instance_name: str = "DEFAULT",
+        settings: ProducerSettings | None = None,
         clock: Clock = SYSTEM_CLOCK,
         rng: random.Random | None = None,
-        failover: FailoverSettings | None = None,
-        credentials: Credentials | None = None,
+        **options: Any,
     ) -> None:
-        if not group:
-            raise MQClientError("the producer group is blank")
-        if retry_times < 0 or retry_times_when_send_async_failed < 0:
-            raise MQClientError("retry_times and retry_times_when_send_async_failed must be 0 or more")
-        self.group = group
-        self.send_timeout = send_timeout
-        self.retry_times = retry_times
-        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
-        self.async_budget = AsyncSendBudget(async_send_max_inflight, async_send_max_bytes)
-        self._async = AsyncSends(self.async_budget, clock, self._check_running)
-        self.compress_over = compress_over
-        self.compress_level = compress_level
-        self.max_message_size = max_message_size
-        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
-        self.heartbeat_interval = heartbeat_interval
-        self.api_timeout = api_timeout
-        self.create_topic_key = create_topic_key
-        self.default_topic_queue_nums = default_topic_queue_nums
+        """``Producer("pg", "127.0.0.1:9876", send_timeout=5)`` or
+        ``Producer(settings=ProducerSettings(...))``: the keyword arguments are
+        ``ProducerSettings``' fields, checked when given. ``rng`` is the client instance's
+        random source (queue choice, name server choice)."""
+        if settings is not None:
+            if group is not None or namesrv_addrs is not None or options:
+                raise TypeError("give either settings= or the producer's keyword arguments, not both")
+        elif group is None or namesrv_addrs is None:
+            raise TypeError("a producer needs its group and the name server addresses (or settings=)")
+        else:
+            settings = ProducerSettings(group=group, namesrv_addrs=namesrv_addrs, **options)
+        if not settings.client_ip:
+            settings = dataclasses.replace(settings, client_ip=local_ip())
+        self.settings = settings
         self.clock = clock
-        rng = rng or random.Random()
+        self.async_budget = AsyncSendBudget(settings.async_send_max_inflight, settings.async_send_max_bytes)
+        self._async = AsyncSends(self.async_budget, clock, self._check_running)
         self.instance = ClientInstance.acquire(
-            namesrv_addrs,
-            client_ip=client_ip or local_ip(),
-            instance_name=instance_name,
-            api_timeout=api_timeout,
-            poll_namesrv_interval=poll_namesrv_interval,
-            heartbeat_interval=heartbeat_interval,
+            settings.namesrv_addrs,
+            client_ip=settings.client_ip,
+            instance_name=settings.instance_name,
+            api_timeout=settings.api_timeout,
+            poll_namesrv_interval=settings.poll_namesrv_interval,
+            heartbeat_interval=settings.heartbeat_interval,
             clock=clock,
-            rng=rng,
-            credentials=credentials,
+            rng=rng or random.Random(),
+            credentials=settings.credentials,
         )
-        self.client_ip = self.instance.client_ip
         self.client_id = self.instance.client_id
         self.remoting = self.instance.remoting
         self.routes = self.instance.routes
-        self.routes.create_topic_key = create_topic_key
-        self.routes.default_topic_queue_nums = default_topic_queue_nums
-        self.fault = FaultStrategy(send_latency_fault_enable, clock=clock)
-        self.failover = FailoverSettings() if failover is None else failover
+        self.routes.create_topic_key = settings.create_topic_key
+        self.routes.default_topic_queue_nums = settings.default_topic_queue_nums
+        self.fault = FaultStrategy(settings.send_latency_fault_enable, clock=clock)
+        failover = settings.failover
         # the route lookups of failed and stalled sends: one per topic at a time, rate-bounded
         self.master_watch = MasterWatch(
             self.routes,
-            self.failover,
+            failover,
             clock,
-            self.failover.route_poll_interval if self.failover.enabled else ROUTE_REFRESH_AFTER_FAILURE_S,
+            failover.route_poll_interval if failover.enabled else ROUTE_REFRESH_AFTER_FAILURE_S,
         )
-        self.ids = UniqueIdGenerator(self.client_ip)
+        self.ids = UniqueIdGenerator(self.instance.client_ip)
         self._state = "created"
+
+    # -- the settings the application reads ----------------------------------------------
+    @property
+    def group(self) -> str:
+        return self.settings.group
+
+    @property
+    def send_timeout(self) -> float:
+        return self.settings.send_timeout
+
+    @property
+    def failover(self) -> FailoverSettings:
+        return self.settings.failover
+
+    @property
+    def client_ip(self) -> str:
+        return self.instance.client_ip
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -225,7 +221,7 @@ class Producer:
         if self._state in ("shutting down", "shut down"):
             return
         self._state = "shutting down"
-        await self._async.drain(self.send_timeout + 1.0)
+        await self._async.drain(self.settings.send_timeout + 1.0)
         self._state = "shut down"
         await self.master_watch.close()
         if was_running:
@@ -252,11 +248,16 @@ class Producer:
     # -- message preparation ---------------------------------------------------------------
     def _prepare(self, msg: Message) -> Outgoing:
         return prepare_message(
-            msg, self.ids, self.clock, self.max_message_size, self.compress_over, self.compress_level
+            msg,
+            self.ids,
+            self.clock,
+            self.settings.max_message_size,
+            self.settings.compress_over,
+            self.settings.compress_level,
         )
 
     def _prepare_batch(self, msgs: Sequence[Message]) -> Outgoing:
-        return prepare_batch(msgs, self.ids, self.clock, self.max_message_size)
+        return prepare_batch(msgs, self.ids, self.clock, self.settings.max_message_size)
 
     # -- one attempt -----------------------------------------------------------------------
     async def _broker_addr(self, mq: MessageQueue, wait: float = 0.0) -> str:
@@ -278,7 +279,12 @@ class Producer:
         addr = await self._broker_addr(mq, timeout / 2)
         timeout -= self.clock.monotonic() - begin
         cmd = send_request(
-            out, mq, self.group, self.create_topic_key, self.default_topic_queue_nums, self.clock.wall_ms()
+            out,
+            mq,
+            self.group,
+            self.settings.create_topic_key,
+            self.settings.default_topic_queue_nums,
+            self.clock.wall_ms(),
         )
         try:
             if oneway:
@@ -306,7 +312,9 @@ class Producer:
         except MQConnectError as exc:
             raise NoRouteError(f"no route info of topic {topic}: {exc}") from exc
         if info is None or not info.ok:
-            raise NoRouteError(f"no route info of topic {topic} (nor of {self.create_topic_key} to auto-create it)")
+            raise NoRouteError(
+                f"no route info of topic {topic} (nor of {self.settings.create_topic_key} to auto-create it)"
+            )
         return info
 
     async def _send_default(
@@ -324,12 +332,12 @@ class Producer:
         (admitted before shutdown began: not checked again)."""
         if started is None:
             self._check_running()
-        timeout = self.send_timeout if timeout is None else timeout
+        timeout = self.settings.send_timeout if timeout is None else timeout
         begin_first = self.clock.monotonic() if started is None else started
         if retry_not_ok is None:
-            retry_not_ok = self.retry_another_broker_when_not_store_ok
+            retry_not_ok = self.settings.retry_another_broker_when_not_store_ok
         info = await self._publish_info(out.topic, begin_first + timeout)
-        times_total = 1 if oneway else 1 + (self.retry_times if retries is None else retries)
+        times_total = 1 if oneway else 1 + (self.settings.retry_times if retries is None else retries)
         return await send_with_retries(
             out,
             info,
@@ -385,7 +393,7 @@ class Producer:
         """``send(msg, selector, arg)``: the selector picks one of the topic's write queues."""
         self._check_running()
         out = self._prepare(msg)
-        timeout = self.send_timeout if timeout is None else timeout
+        timeout = self.settings.send_timeout if timeout is None else timeout
         deadline = self.clock.monotonic() + timeout
         info = await self._publish_info(msg.topic, deadline)
         queue = selector(list(info.queues), msg, arg)
@@ -396,7 +404,7 @@ class Producer:
     async def _send_selected(self, out: Outgoing, queue: MessageQueue, timeout: float | None) -> SendResult:
         if queue.topic != out.topic:
             raise MessageInvalidError(f"the selected queue's topic {queue.topic!r} is not the message's {out.topic!r}")
-        timeout = self.send_timeout if timeout is None else timeout
+        timeout = self.settings.send_timeout if timeout is None else timeout
         begin = self.clock.monotonic()
         while True:  # one attempt, made again only on the new master of an abandoned one
             try:
@@ -434,7 +442,7 @@ class Producer:
             lambda: self._prepare(msg),
             self._send_default_async,
             Callbacks.of(callback, on_success, on_exception),
-            self.send_timeout if timeout is None else timeout,
+            self.settings.send_timeout if timeout is None else timeout,
         )
 
     def send_batch_async(
@@ -451,7 +459,7 @@ class Producer:
             lambda: self._prepare_batch(msgs),
             self._send_default_async,
             Callbacks.of(callback, on_success, on_exception),
-            self.send_timeout if timeout is None else timeout,
+            self.settings.send_timeout if timeout is None else timeout,
         )
 
     def send_to_queue_async(
@@ -474,7 +482,7 @@ class Producer:
             lambda: self._prepare(msg),
             run,
             Callbacks.of(callback, on_success, on_exception),
-            self.send_timeout if timeout is None else timeout,
+            self.settings.send_timeout if timeout is None else timeout,
         )
 
     def send_orderly_async(
@@ -502,7 +510,7 @@ class Producer:
             lambda: self._prepare(msg),
             run,
             Callbacks.of(callback, on_success, on_exception),
-            self.send_timeout if timeout is None else timeout,
+            self.settings.send_timeout if timeout is None else timeout,
         )
 
     async def wait_for_async_capacity(self, timeout: float | None = None) -> bool:
@@ -517,7 +525,12 @@ class Producer:
 
     async def _send_default_async(self, out: Outgoing, started: float, timeout: float) -> SendResult:
         result = await self._send_default(
-            out, timeout, False, retries=self.retry_times_when_send_async_failed, retry_not_ok=False, started=started
+            out,
+            timeout,
+            False,
+            retries=self.settings.retry_times_when_send_async_failed,
+            retry_not_ok=False,
+            started=started,
         )
         assert result is not None
         return result
@@ -534,7 +547,7 @@ class Producer:
             self._send_kernel,
             self.fault,
             self.clock,
-            self.retry_times_when_send_async_failed,
+            self.settings.retry_times_when_send_async_failed,
             started,
             timeout,
             self.master_watch,

@@ -113,8 +113,8 @@ class TransactionProducer(Producer):
 
     def __init__(
         self,
-        group: str,
-        namesrv_addrs: str | Sequence[str],
+        group: str | None = None,
+        namesrv_addrs: str | Sequence[str] | None = None,
         *,
         check_listener: CheckListener,
         executor: TransactionExecutor | None = None,

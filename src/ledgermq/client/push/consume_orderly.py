@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ledgermq.client.consumer.common import MessageModel
+from ledgermq.client.consumer.parts import ConsumerParts
 from ledgermq.client.consumer.process_queue import ProcessQueue
 from ledgermq.client.push.consume_service import (
     MAX_TIME_CONSUME_CONTINUOUSLY,
@@ -24,12 +25,11 @@ from ledgermq.client.push.consume_service import (
     coerce_status,
     reset_retry_topic,
 )
+from ledgermq.client.push.inner_producer import InnerProducer
+from ledgermq.client.push.state import PushState
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.util.ratelog import limited
-
-if TYPE_CHECKING:
-    from ledgermq.client.push.consumer import PushConsumer
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +37,19 @@ log = logging.getLogger(__name__)
 class ConsumeMessageOrderlyService(ConsumeMessageService):
     orderly = True
 
-    def __init__(self, consumer: PushConsumer, listener: Listener) -> None:
-        super().__init__(consumer, listener)
+    def __init__(
+        self,
+        state: PushState,
+        parts: ConsumerParts,
+        listener: Listener,
+        inner_producer: Callable[[], Awaitable[InnerProducer]],
+    ) -> None:
+        super().__init__(state, parts, listener, inner_producer)
         self._queue_locks: dict[MessageQueue, asyncio.Lock] = {}
 
     @property
     def clustering(self) -> bool:
-        return self.consumer.message_model is MessageModel.CLUSTERING
+        return self.settings.message_model is MessageModel.CLUSTERING
 
     def start(self) -> None:
         super().start()
@@ -52,11 +58,11 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
             self._tasks.add(task)
 
     async def _lock_loop(self) -> None:
-        await asyncio.sleep(min(1.0, self.consumer.lock_interval))
+        await asyncio.sleep(min(1.0, self.settings.lock_interval))
         while True:
             try:
                 if not self.stopped:
-                    await self.consumer.rebalance_impl.lock_all()
+                    await self.parts.rebalance.lock_all()
             except Exception:
                 limited.log(
                     log,
@@ -66,12 +72,12 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                     self.group,
                     exc_info=True,
                 )
-            await asyncio.sleep(self.consumer.lock_interval)
+            await asyncio.sleep(self.settings.lock_interval)
 
     async def shutdown(self) -> None:
         await super().shutdown()
         if self.clustering:
-            await self.consumer.rebalance_impl.unlock_all(oneway=False)
+            await self.parts.rebalance.unlock_all(oneway=False)
 
     def submit(self, msgs: list[MessageRecord], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
         if dispatch:
@@ -79,14 +85,14 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
 
     def submit_later(self, pq: ProcessQueue, mq: MessageQueue, suspend_ms: int) -> None:
         if suspend_ms == -1:
-            suspend_ms = self.consumer.suspend_current_queue_time_millis
+            suspend_ms = self.settings.suspend_current_queue_time_millis
         delay = min(max(suspend_ms, 10), 30_000) / 1000
         self.later(delay, lambda: self.submit([], pq, mq, True), f"re-consuming {mq} orderly")
 
     def try_lock_later_and_reconsume(self, mq: MessageQueue, pq: ProcessQueue, delay: float) -> None:
         async def run() -> None:
             await asyncio.sleep(delay)
-            ok = not self.stopped and await self.consumer.rebalance_impl.lock(mq)
+            ok = not self.stopped and await self.parts.rebalance.lock(mq)
             self.submit_later(pq, mq, 10 if ok else 3000)
 
         self.spawn(run(), f"re-locking {mq}")
@@ -100,7 +106,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 if not pq.dropped:
                     self.try_lock_later_and_reconsume(mq, pq, 0.1)
                 return
-            begin = time.monotonic()
+            begin = self.clock.monotonic()
             go_on = True
             while go_on:
                 if pq.dropped:
@@ -109,10 +115,10 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                     log.debug("group %s: %s is not locked (or the lock expired); consuming later", self.group, mq)
                     self.try_lock_later_and_reconsume(mq, pq, 0.01)
                     break
-                if time.monotonic() - begin > MAX_TIME_CONSUME_CONTINUOUSLY:
+                if self.clock.monotonic() - begin > MAX_TIME_CONSUME_CONTINUOUSLY:
                     self.submit_later(pq, mq, 10)
                     break
-                msgs = pq.take_messages(max(1, self.consumer.consume_message_batch_max_size))
+                msgs = pq.take_messages(max(1, self.settings.consume_message_batch_max_size))
                 if not msgs:
                     break
                 reset_retry_topic(msgs, self.group)
@@ -152,7 +158,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
         suspend = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
         if context.auto_commit:
             if status is suspend:
-                self.consumer.stats.consumed(mq.topic, 0, len(msgs))
+                self.state.stats.consumed(mq.topic, 0, len(msgs))
                 if await self.check_reconsume_times(msgs):
                     pq.make_message_to_consume_again(msgs)
                     self.submit_later(pq, mq, context.suspend_current_queue_time_millis)
@@ -161,10 +167,10 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                     commit_offset = pq.commit()
             else:  # SUCCESS (COMMIT and ROLLBACK make no sense with auto commit: taken as SUCCESS)
                 commit_offset = pq.commit()
-                self.consumer.stats.consumed(mq.topic, len(msgs), 0)
+                self.state.stats.consumed(mq.topic, len(msgs), 0)
         else:
             if status is ConsumeOrderlyStatus.SUCCESS:
-                self.consumer.stats.consumed(mq.topic, len(msgs), 0)
+                self.state.stats.consumed(mq.topic, len(msgs), 0)
             elif status is ConsumeOrderlyStatus.COMMIT:
                 commit_offset = pq.commit()
             elif status is ConsumeOrderlyStatus.ROLLBACK:
@@ -172,19 +178,19 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 self.submit_later(pq, mq, context.suspend_current_queue_time_millis)
                 go_on = False
             else:
-                self.consumer.stats.consumed(mq.topic, 0, len(msgs))
+                self.state.stats.consumed(mq.topic, 0, len(msgs))
                 if await self.check_reconsume_times(msgs):
                     pq.make_message_to_consume_again(msgs)
                     self.submit_later(pq, mq, context.suspend_current_queue_time_millis)
                     go_on = False
         if commit_offset >= 0 and not pq.dropped:
-            self.consumer.offset_store.update_offset(mq, commit_offset, increase_only=False)
+            self.parts.offset_store.update_offset(mq, commit_offset, increase_only=False)
         return go_on
 
     async def check_reconsume_times(self, msgs: list[MessageRecord]) -> bool:
         """True when the batch must be consumed again; messages past the limit are sent to
         the retry topic (and so to the DLQ) instead."""
-        max_times = self.consumer.effective_max_reconsume_times(orderly=True)
+        max_times = self.settings.effective_max_reconsume_times(orderly=True)
         suspend = False
         for msg in msgs:
             if msg.reconsume_times >= max_times:

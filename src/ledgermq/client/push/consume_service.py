@@ -23,22 +23,21 @@ import asyncio
 import enum
 import inspect
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ledgermq.client.consumer.common import MessageModel, dlq_topic, retry_topic
+from ledgermq.client.consumer.parts import ConsumerParts
 from ledgermq.client.consumer.process_queue import PROPERTY_CONSUME_START_TIME, ProcessQueue
 from ledgermq.client.message import Message
+from ledgermq.client.push.inner_producer import InnerProducer
+from ledgermq.client.push.state import PushState
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.util.ratelog import limited
-
-if TYPE_CHECKING:
-    from ledgermq.client.push.consumer import PushConsumer
 
 __all__ = [
     "ConsumeConcurrentlyContext",
@@ -116,11 +115,22 @@ class ConsumeMessageService:
 
     orderly = False
 
-    def __init__(self, consumer: PushConsumer, listener: Listener) -> None:
-        self.consumer = consumer
+    def __init__(
+        self,
+        state: PushState,
+        parts: ConsumerParts,
+        listener: Listener,
+        inner_producer: Callable[[], Awaitable[InnerProducer]],
+    ) -> None:
+        """``inner_producer()`` gives the producer failed messages are re-sent through."""
+        self.state = state
+        self.settings = state.settings
+        self.parts = parts
+        self.clock = state.clock
         self.listener = listener
+        self.inner_producer = inner_producer
         self.is_async = _is_async(listener)
-        self.max_workers = consumer.consume_thread_max
+        self.max_workers = state.settings.consume_thread_max
         self.executor: ThreadPoolExecutor | None = None
         self.slots = asyncio.Semaphore(self.max_workers)
         self.stopped = False
@@ -128,7 +138,7 @@ class ConsumeMessageService:
 
     @property
     def group(self) -> str:
-        return self.consumer.group
+        return self.state.group
 
     def start(self) -> None:
         if not self.is_async:
@@ -205,7 +215,7 @@ class ConsumeMessageService:
     async def _directly(self, msg: MessageRecord, context: Any, ok: set[Any], later: set[Any]) -> dict[str, Any]:
         """CONSUME_MESSAGE_DIRECTLY's ``ConsumeMessageDirectlyResult``."""
         reset_retry_topic([msg], self.group)
-        begin = time.monotonic()
+        begin = self.clock.monotonic()
         remark = None
         try:
             status = coerce_status(await self.call_listener([msg], context), type(next(iter(ok))))
@@ -235,7 +245,7 @@ class ConsumeMessageService:
             "autoCommit": True,
             "consumeResult": result,
             "order": self.orderly,
-            "spentTimeMills": int((time.monotonic() - begin) * 1000),
+            "spentTimeMills": int((self.clock.monotonic() - begin) * 1000),
         }
         if remark is not None:
             doc["remark"] = remark
@@ -260,7 +270,7 @@ class ConsumeMessageService:
             delay_level=3 + msg.reconsume_times,
             flag=msg.flag,
         )
-        producer = await self.consumer.inner_producer()
+        producer = await self.inner_producer()
         await producer.send(copy)
 
 
@@ -286,8 +296,14 @@ def coerce_status(value: Any, kind: type[enum.Enum]) -> Any:
 
 
 class ConsumeMessageConcurrentlyService(ConsumeMessageService):
-    def __init__(self, consumer: PushConsumer, listener: Listener) -> None:
-        super().__init__(consumer, listener)
+    def __init__(
+        self,
+        state: PushState,
+        parts: ConsumerParts,
+        listener: Listener,
+        inner_producer: Callable[[], Awaitable[InnerProducer]],
+    ) -> None:
+        super().__init__(state, parts, listener, inner_producer)
         self._clean_task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -296,7 +312,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         self._tasks.add(self._clean_task)
 
     async def _clean_loop(self) -> None:
-        interval = self.consumer.consume_timeout * 60
+        interval = self.settings.consume_timeout * 60
         while True:
             await asyncio.sleep(interval)
             try:
@@ -307,10 +323,10 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
     async def clean_expired_messages(self) -> None:
         """Messages stuck in a listener longer than ``consume_timeout`` minutes are sent back
         (delay level 3) and released, so the committed offset moves on."""
-        now_ms = int(time.time() * 1000)
-        for mq, pq in list(self.consumer.rebalance_impl.process_queue_table.items()):
+        now_ms = self.clock.wall_ms()
+        for mq, pq in list(self.parts.rebalance.process_queue_table.items()):
             for _ in range(16):
-                msg = pq.expired_head(self.consumer.consume_timeout * 60, now_ms)
+                msg = pq.expired_head(self.settings.consume_timeout * 60, now_ms)
                 if msg is None:
                     break
                 if not await self.send_message_back(msg, 3, mq.broker_name):
@@ -320,7 +336,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
                     pq.remove_message([msg])
 
     def submit(self, msgs: list[MessageRecord], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
-        size = max(1, self.consumer.consume_message_batch_max_size)
+        size = max(1, self.settings.consume_message_batch_max_size)
         for i in range(0, len(msgs), size):
             self.spawn(self.consume(msgs[i : i + size], pq, mq), f"consuming {mq}")
 
@@ -330,7 +346,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             return
         context = ConsumeConcurrentlyContext(mq)
         reset_retry_topic(msgs, self.group)
-        start = str(int(time.time() * 1000))
+        start = str(self.clock.wall_ms())
         for msg in msgs:
             msg.properties[PROPERTY_CONSUME_START_TIME] = start
         status: ConsumeConcurrentlyStatus | None
@@ -367,13 +383,13 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             return
         if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
             ack_index = min(context.ack_index, len(msgs) - 1)
-            self.consumer.stats.consumed(mq.topic, ack_index + 1, len(msgs) - ack_index - 1)
+            self.state.stats.consumed(mq.topic, ack_index + 1, len(msgs) - ack_index - 1)
         else:
             ack_index = -1
-            self.consumer.stats.consumed(mq.topic, 0, len(msgs))
+            self.state.stats.consumed(mq.topic, 0, len(msgs))
         failed = msgs[ack_index + 1 :]
         done = list(msgs)
-        if self.consumer.message_model is MessageModel.BROADCASTING:
+        if self.settings.message_model is MessageModel.BROADCASTING:
             for msg in failed:
                 limited.log(
                     log,
@@ -393,21 +409,21 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
                 ids = {id(m) for m in back_failed}
                 done = [m for m in msgs if id(m) not in ids]
                 self.later(
-                    self.consumer.local_reconsume_delay,
+                    self.settings.local_reconsume_delay,
                     lambda: self.submit(back_failed, pq, mq, True),
                     f"re-consuming {len(back_failed)} messages of {mq}",
                 )
         offset = pq.remove_message(done)
         if offset >= 0 and not pq.dropped:
-            self.consumer.offset_store.update_offset(mq, offset, increase_only=True)
+            self.parts.offset_store.update_offset(mq, offset, increase_only=True)
 
     async def send_message_back(self, msg: MessageRecord, delay_level: int, broker_name: str) -> bool:
         """CONSUMER_SEND_MSG_BACK, else a copy to the retry topic; False if neither worked."""
-        max_times = self.consumer.effective_max_reconsume_times(orderly=False)
+        max_times = self.settings.effective_max_reconsume_times(orderly=False)
         if not msg.broker_name:
             msg.broker_name = broker_name
         try:
-            await self.consumer.pull_api.send_back(msg, self.group, delay_level, max_times, timeout=5.0)
+            await self.parts.pull_api.send_back(msg, self.group, delay_level, max_times, timeout=5.0)
             self._warn_if_dead_lettered(msg, max_times)
             return True
         except Exception as exc:

@@ -10,38 +10,47 @@ shut down when the last of them lets go.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable
+from typing import Protocol
 
 from ledgermq.client.instance.client_instance import ClientInstance
-from ledgermq.client.producer.producer import Producer
+from ledgermq.client.message import Message, SendResult
 
-__all__ = ["CLIENT_INNER_PRODUCER", "InnerProducerRef"]
+__all__ = ["CLIENT_INNER_PRODUCER", "InnerProducer", "InnerProducerRef", "MakeInnerProducer"]
 
 CLIENT_INNER_PRODUCER = "CLIENT_INNER_PRODUCER"
+
+
+class InnerProducer(Protocol):
+    """What the consumers need of a producer: sending a message back, and a lifecycle."""
+
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    async def send(self, msg: Message, *, timeout: float | None = None) -> SendResult: ...
+
+
+# Given by the push consumer facade, which builds a producer of group CLIENT_INNER_PRODUCER
+# on the instance's settings: the facade knows the producer, its parts need not.
+MakeInnerProducer = Callable[[ClientInstance], InnerProducer]
 
 
 class _InnerProducers:
     """One producer per client instance, counted by the consumers holding it."""
 
     def __init__(self) -> None:
-        self._table: dict[int, tuple[Producer, int]] = {}
+        self._table: dict[int, tuple[InnerProducer, int]] = {}
         self._locks: dict[int, asyncio.Lock] = {}  # one per instance (so per event loop)
 
-    async def acquire(self, instance: ClientInstance, namesrv_addrs: Sequence[str]) -> Producer:
+    async def acquire(self, instance: ClientInstance, make: MakeInnerProducer) -> InnerProducer:
         key = id(instance)
         async with self._locks.setdefault(key, asyncio.Lock()):
             entry = self._table.get(key)
             if entry is not None:
                 self._table[key] = (entry[0], entry[1] + 1)
                 return entry[0]
-            producer = Producer(
-                CLIENT_INNER_PRODUCER,
-                list(namesrv_addrs),
-                client_ip=instance.client_ip,
-                instance_name=instance.instance_name,
-                api_timeout=instance.api_timeout,
-                credentials=instance.credentials,
-            )
+            producer = make(instance)
             await producer.start()
             self._table[key] = (producer, 1)
             return producer
@@ -67,15 +76,16 @@ class InnerProducerRef:
     many failed batches ask at once, so that releasing it once at shutdown lets the
     producer (and with it the client instance) stop."""
 
-    def __init__(self) -> None:
-        self._producer: Producer | None = None
+    def __init__(self, make: MakeInnerProducer) -> None:
+        self._make = make
+        self._producer: InnerProducer | None = None
         self._lock = asyncio.Lock()
 
-    async def get(self, instance: ClientInstance) -> Producer:
+    async def get(self, instance: ClientInstance) -> InnerProducer:
         if self._producer is None:
             async with self._lock:
                 if self._producer is None:
-                    self._producer = await _INNER_PRODUCERS.acquire(instance, instance.namesrv_addrs)
+                    self._producer = await _INNER_PRODUCERS.acquire(instance, self._make)
         return self._producer
 
     async def release(self, instance: ClientInstance) -> None:

@@ -16,24 +16,21 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
 
 from ledgermq.client.consumer.common import PULL_DELAY_WHEN_BROKER_FLOW_CONTROL, MessageModel
 from ledgermq.client.consumer.offset_store import ReadOffsetType
-from ledgermq.client.consumer.parts import BackgroundTasks
+from ledgermq.client.consumer.parts import BackgroundTasks, ConsumerParts
 from ledgermq.client.consumer.process_queue import ProcessQueue
 from ledgermq.client.consumer.rebalance import PullRequest
 from ledgermq.client.errors import MQBrokerError
 from ledgermq.client.instance.pull_api import PullStatus
+from ledgermq.client.push.consume_service import ConsumeMessageService
+from ledgermq.client.push.state import PushState
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.util.ratelog import limited
-
-if TYPE_CHECKING:
-    from ledgermq.client.push.consumer import PushConsumer
 
 __all__ = ["MIB", "PULL_DELAY_WHEN_SUSPENDED", "PullLoops"]
 
@@ -45,16 +42,26 @@ PULL_DELAY_WHEN_SUSPENDED = 1.0
 
 
 class PullLoops:
-    """The pull tasks of one consumer, by process queue. The consumer's settings are read at
-    every pull: the per-queue thresholds change with the number of queues when topic-wide
-    thresholds are set."""
+    """The pull tasks of one started consumer, by process queue. The state is read at every
+    pull: the per-queue thresholds change with the number of queues when topic-wide
+    thresholds are set, and the consumer may be paused."""
 
-    def __init__(self, consumer: PushConsumer, background: BackgroundTasks, active: Callable[[], bool]) -> None:
-        """``active()`` says whether loops may go on: the consumer is running, or starting
-        (its first rebalance may dispatch before ``start`` returns)."""
-        self._consumer = consumer
+    def __init__(
+        self,
+        state: PushState,
+        parts: ConsumerParts,
+        service: ConsumeMessageService,
+        background: BackgroundTasks,
+        pull_once: Callable[[PullRequest], Awaitable[float | None]] | None = None,
+    ) -> None:
+        """``pull_once`` is the round a loop runs (default: ``self.pull_once``); the consumer
+        gives its own public ``pull_once`` so that what is there is what runs."""
+        self._state = state
+        self._settings = state.settings
+        self._parts = parts
+        self._service = service
         self._background = background
-        self._active = active
+        self._round = pull_once or self.pull_once
         self._tasks: dict[ProcessQueue, asyncio.Task[None]] = {}
         self._flow_control_times = 0
 
@@ -69,21 +76,11 @@ class PullLoops:
             )
             self._tasks[req.process_queue] = task
             task.add_done_callback(functools.partial(self._forget, req.process_queue))
-            log.info("group %s: pulling %s from offset %d", self._consumer.group, req.message_queue, req.next_offset)
+            log.info("group %s: pulling %s from offset %d", self._state.group, req.message_queue, req.next_offset)
 
     def _forget(self, pq: ProcessQueue, task: asyncio.Task[None]) -> None:
         if self._tasks.get(pq) is task:
             del self._tasks[pq]
-
-    def share_topic_thresholds(self, queues: int) -> None:
-        """Topic-wide thresholds, when set, are split among the queues read now (Java's
-        ``RebalancePushImpl.messageQueueChanged``): the per-queue ones are what loops check."""
-        consumer = self._consumer
-        if queues:
-            if consumer.pull_threshold_for_topic != -1:
-                consumer.pull_threshold_for_queue = max(1, consumer.pull_threshold_for_topic // queues)
-            if consumer.pull_threshold_size_for_topic != -1:
-                consumer.pull_threshold_size_for_queue = max(1, consumer.pull_threshold_size_for_topic // queues)
 
     def cancel_dropped(self) -> None:
         """After a rebalance: a dropped queue's loop need not wait out its long poll."""
@@ -104,23 +101,22 @@ class PullLoops:
 
     async def _loop(self, req: PullRequest) -> None:
         """One queue's pulls until its process queue is dropped or the consumer stops."""
-        while self._active():
+        while self._state.active:
             try:
-                # through the consumer, whose pull_once is public: what is there is what runs
-                delay = await self._consumer.pull_once(req)
+                delay = await self._round(req)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 limited.log(
                     log,
                     logging.ERROR,
-                    ("pull-bug", self._consumer.group, req.message_queue),
+                    ("pull-bug", self._state.group, req.message_queue),
                     "group %s: pulling %s failed",
-                    self._consumer.group,
+                    self._state.group,
                     req.message_queue,
                     exc_info=True,
                 )
-                delay = self._consumer.pull_delay_when_exception
+                delay = self._settings.pull_delay_when_exception
             if delay is None:
                 return
             if delay > 0:
@@ -128,29 +124,26 @@ class PullLoops:
 
     async def pull_once(self, req: PullRequest) -> float | None:
         """One ``pullMessage`` round: the delay before the next one, None to stop."""
-        consumer = self._consumer
-        group = consumer.group
+        state, settings, parts = self._state, self._settings, self._parts
+        group = state.group
         pq, mq = req.process_queue, req.message_queue
         if pq.dropped:
             log.info("group %s: %s is dropped; its pulls stop", group, mq)
             return None
         pq.mark_pulled()
-        if consumer.paused:
+        if state.paused:
             return PULL_DELAY_WHEN_SUSPENDED
-        if (
-            pq.msg_count > consumer.pull_threshold_for_queue
-            or pq.msg_size // MIB > consumer.pull_threshold_size_for_queue
-        ):
+        if pq.msg_count > state.queue_threshold_count or pq.msg_size // MIB > state.queue_threshold_mib:
             self._flow_controlled(mq, pq, "cache")
-            return consumer.flow_control_delay
-        if not consumer.orderly:
-            if pq.max_span > consumer.consume_concurrently_max_span:
+            return settings.flow_control_delay
+        if not state.orderly:
+            if pq.max_span > settings.consume_concurrently_max_span:
                 self._flow_controlled(mq, pq, "span")
-                return consumer.flow_control_delay
+                return settings.flow_control_delay
         elif pq.locked:
             if not req.previously_locked:
                 try:
-                    offset = await consumer.rebalance_impl.compute_pull_from_where(mq)
+                    offset = await parts.rebalance.compute_pull_from_where(mq)
                 except Exception as exc:
                     limited.persisting(
                         log,
@@ -162,38 +155,38 @@ class PullLoops:
                         exc,
                         grace=30.0,
                     )
-                    return consumer.pull_delay_when_exception
+                    return settings.pull_delay_when_exception
                 if offset < 0:
-                    return consumer.pull_delay_when_exception
+                    return settings.pull_delay_when_exception
                 if offset < req.next_offset:
                     log.info("group %s: %s locked; starting at the broker's offset %d", group, mq, offset)
                 req.previously_locked = True
                 req.next_offset = offset
         else:
             log.debug("group %s: %s is not locked yet; pulling later", group, mq)
-            return consumer.pull_delay_when_exception
-        sub = consumer.subscriptions.get(mq.topic)
+            return settings.pull_delay_when_exception
+        sub = state.subscriptions.get(mq.topic)
         if sub is None:
             log.debug("group %s: no subscription for %s (unsubscribed; the rebalance drops it)", group, mq)
-            return consumer.pull_delay_when_exception
+            return settings.pull_delay_when_exception
 
         commit_offset = 0
-        if consumer.message_model is MessageModel.CLUSTERING:
-            memory = await consumer.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
+        if settings.message_model is MessageModel.CLUSTERING:
+            memory = await parts.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
             commit_offset = max(memory, 0)
-        begin = time.monotonic()
+        begin = state.clock.monotonic()
         try:
-            result = await consumer.pull_api.pull(
+            result = await parts.pull_api.pull(
                 mq,
                 group,
                 req.next_offset,
-                consumer.pull_batch_size,
+                settings.pull_batch_size,
                 expression=sub.sub_string,
                 expression_type=sub.expression_type,
                 sub_version=sub.sub_version,
                 commit_offset=commit_offset,
-                suspend_ms=int(consumer.broker_suspend_max_time * 1000),
-                timeout=consumer.consumer_timeout_when_suspend,
+                suspend_ms=int(settings.broker_suspend_max_time * 1000),
+                timeout=settings.consumer_timeout_when_suspend,
             )
         except LedgerError as exc:
             if not mq.topic.startswith("%RETRY%"):
@@ -211,7 +204,7 @@ class PullLoops:
                 )
             if isinstance(exc, MQBrokerError) and exc.code == ResponseCode.FLOW_CONTROL:
                 return PULL_DELAY_WHEN_BROKER_FLOW_CONTROL
-            return consumer.pull_delay_when_exception
+            return settings.pull_delay_when_exception
         limited.reset(("pull", group, mq.broker_name))
         if pq.dropped:
             return None
@@ -220,7 +213,7 @@ class PullLoops:
             prev = req.next_offset
             req.next_offset = result.next_begin_offset
             msgs = result.messages
-            consumer.stats.pulled(mq.topic, (time.monotonic() - begin) * 1000, len(msgs))
+            state.stats.pulled(mq.topic, (state.clock.monotonic() - begin) * 1000, len(msgs))
             if result.next_begin_offset < prev or (msgs and msgs[0].queue_offset < prev):
                 limited.log(
                     log,
@@ -235,12 +228,12 @@ class PullLoops:
             if not msgs:
                 return 0.0
             dispatch = pq.put_message(msgs)
-            consumer.consume_service.submit(msgs, pq, mq, dispatch)
-            return consumer.pull_interval
+            self._service.submit(msgs, pq, mq, dispatch)
+            return settings.pull_interval
         if result.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
             req.next_offset = result.next_begin_offset
             if pq.msg_count == 0:  # correctTagsOffset: nothing in flight, the offset may move on
-                consumer.offset_store.update_offset(mq, req.next_offset, increase_only=True)
+                parts.offset_store.update_offset(mq, req.next_offset, increase_only=True)
             return 0.0
         # OFFSET_ILLEGAL: stop here, record where to restart, let the rebalance re-add the queue
         log.warning(
@@ -259,26 +252,26 @@ class PullLoops:
     async def fix_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """After an illegal offset: commit where the broker said to restart, then let the
         rebalance take the queue up afresh from there."""
-        consumer = self._consumer
-        await asyncio.sleep(consumer.offset_illegal_fix_delay)
-        if consumer.rebalance_impl.process_queue_table.get(mq) is not pq:
+        parts, group = self._parts, self._state.group
+        await asyncio.sleep(self._settings.offset_illegal_fix_delay)
+        if parts.rebalance.process_queue_table.get(mq) is not pq:
             # Rebalanced away meanwhile (unlike Java, which commits anyway): the new owner's
             # progress must not be overwritten, nor a queue taken back since dropped again.
-            log.info("group %s: %s is no longer ours; its illegal offset is left to its owner", consumer.group, mq)
+            log.info("group %s: %s is no longer ours; its illegal offset is left to its owner", group, mq)
             return
-        consumer.offset_store.update_offset(mq, offset, increase_only=False)
-        await consumer.offset_store.persist(mq)
-        await consumer.rebalance_impl.remove_process_queue(mq, consumer.orderly)
-        log.info("group %s: offset of %s fixed to %d", consumer.group, mq, offset)
+        parts.offset_store.update_offset(mq, offset, increase_only=False)
+        await parts.offset_store.persist(mq)
+        await parts.rebalance.remove_process_queue(mq, self._state.orderly)
+        log.info("group %s: offset of %s fixed to %d", group, mq, offset)
 
     def _flow_controlled(self, mq: MessageQueue, pq: ProcessQueue, why: str) -> None:
         if self._flow_control_times % 1000 == 0:  # the listener is slower than the pulls
             limited.log(
                 log,
                 logging.WARNING,
-                ("flow-control", self._consumer.group),
+                ("flow-control", self._state.group),
                 "group %s: flow control (%s) on %s: %d messages, %d MiB cached, span %d (%d times)",
-                self._consumer.group,
+                self._state.group,
                 why,
                 mq,
                 pq.msg_count,

@@ -13,12 +13,12 @@ from types import TracebackType
 from typing import Any
 
 from ledgermq.client.producer.transaction import CheckListener, TransactionProducer
-from ledgermq.client.sync import _Closable, blocking
+from ledgermq.client.sync.loop_thread import Closable, blocking
 
 __all__ = ["SyncTransactionProducer"]
 
 
-class SyncTransactionProducer(_Closable[TransactionProducer]):
+class SyncTransactionProducer(Closable[TransactionProducer]):
     """``with SyncTransactionProducer("pg", ns, check_listener=check) as p:
     p.send_message_in_transaction(msg, executor=run_local)``; options are
     ``TransactionProducer``'s."""

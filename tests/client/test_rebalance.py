@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from ledgermq.client.consumer.common import (
 )
 from ledgermq.client.consumer.offset_store import RemoteOffsetStore
 from ledgermq.client.consumer.process_queue import ProcessQueue
-from ledgermq.client.consumer.rebalance import PullRequest, RebalanceImpl
+from ledgermq.client.consumer.rebalance import PullRequest, RebalanceImpl, RebalanceSettings
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
 from ledgermq.clock import ManualClock
 from ledgermq.protocol.admin_body import MessageQueue
@@ -163,21 +164,18 @@ def make(
     store = RemoteOffsetStore(broker, GROUP, client_id=ME)
     rec = Recorder()
     clock = ManualClock()
-    reb = RebalanceImpl(
-        GROUP,
-        ME,
-        api,
-        store,
-        listener=rec,
+    settings = RebalanceSettings(
+        group=GROUP,
+        client_id=ME,
         message_model=model,
         allocate_strategy=AllocateMessageQueueAveragely(),
         consume_from_where=where,
         consume_timestamp=timestamp,
         consume_type=consume_type,
-        subscriptions={t: SubscriptionData.build(t, "*") for t in topics},
-        clock=clock,
         unlock_delay=0.05,
     )
+    subscriptions = {t: SubscriptionData.build(t, "*") for t in topics}
+    reb = RebalanceImpl(settings, api, store, subscriptions, listener=rec, clock=clock)
     return Setup(api, broker, store, rec, reb, clock)
 
 
@@ -222,7 +220,7 @@ async def test_allocation_matches_averagely_for_every_member() -> None:
     seen: list[MessageQueue] = []
     for cid in members:
         s = make(topics={T: queues(n=4, brokers=("broker-b", "broker-a"))})
-        s.reb.client_id = cid
+        s.reb.settings = dataclasses.replace(s.reb.settings, client_id=cid)
         s.api.cids = list(reversed(members))
         await s.reb.do_rebalance(False)
         seen.extend(s.reb.process_queue_table)
@@ -423,7 +421,7 @@ async def test_orderly_removal_cancelled_as_the_batch_ends_is_cancelled() -> Non
 @aio
 async def test_close_releases_pending_delayed_unlocks_and_remove_process_queue() -> None:
     s = make()
-    s.reb.unlock_delay = 60
+    s.reb.settings = dataclasses.replace(s.reb.settings, unlock_delay=60)
     await s.reb.do_rebalance(True)
     q = queues()
     s.reb.process_queue_table[q[3]].put_message([msg(1)])

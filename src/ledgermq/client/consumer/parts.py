@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ledgermq.client.consumer.common import ConsumeType, MessageModel, SubscriptionData
 from ledgermq.client.consumer.offset_store import OffsetStore, ReadOffsetType, offset_store_for
-from ledgermq.client.consumer.rebalance import UNLOCK_DELAY, RebalanceImpl, RebalanceListener
+from ledgermq.client.consumer.rebalance import UNLOCK_DELAY, RebalanceImpl, RebalanceListener, RebalanceSettings
 from ledgermq.client.consumer.settings import ConsumerSettings
 from ledgermq.client.instance.client_instance import ClientInstance, local_ip
 from ledgermq.client.instance.pull_api import PullAPI
@@ -84,20 +84,22 @@ def rebalance_for(
     later ``subscribe`` is seen by the next round). Only how offsets are read and what the
     brokers are told the consumer is differ between the two kinds."""
     return RebalanceImpl(
-        settings.group,
-        instance.client_id,
+        RebalanceSettings(
+            group=settings.group,
+            client_id=instance.client_id,
+            message_model=settings.message_model,
+            allocate_strategy=settings.allocate_strategy,
+            consume_from_where=settings.consume_from_where,
+            consume_timestamp=settings.consume_timestamp,
+            consume_type=consume_type,
+            read_type=read_type,
+            unlock_delay=unlock_delay,
+        ),
         instance.pull_api,
         store,
+        subscriptions,
         listener=listener,
-        message_model=settings.message_model,
-        allocate_strategy=settings.allocate_strategy,
-        consume_from_where=settings.consume_from_where,
-        consume_timestamp=settings.consume_timestamp,
-        consume_type=consume_type,
-        read_type=read_type,
-        subscriptions=subscriptions,
         clock=clock,
-        unlock_delay=unlock_delay,
     )
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ledgermq.client.consumer.allocate import (
@@ -136,48 +136,60 @@ class RebalanceListener(Protocol):
         ...
 
 
+@dataclass(frozen=True, kw_only=True)
+class RebalanceSettings:
+    """What a rebalance knows of its consumer, fixed for its life: who it is, how it shares
+    queues and where it starts reading (``consume_timestamp``: yyyyMMddHHmmss, epoch ms, a
+    function giving epoch ms, or None for half an hour ago), how it reads offsets and how
+    long a dropped orderly queue keeps its broker lock."""
+
+    group: str
+    client_id: str
+    message_model: MessageModel = MessageModel.CLUSTERING
+    allocate_strategy: AllocateStrategy = field(default_factory=AllocateMessageQueueAveragely)
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    consume_timestamp: str | int | Callable[[], int] | None = None
+    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
+    read_type: ReadOffsetType = ReadOffsetType.READ_FROM_STORE
+    unlock_delay: float = UNLOCK_DELAY
+
+
 class RebalanceImpl:
     """The assigned-queue table of one consumer group in this client, and its rebalance."""
 
     def __init__(
         self,
-        group: str,
-        client_id: str,
+        settings: RebalanceSettings,
         api: RebalanceAPI,
         offset_store: OffsetStore,
+        subscriptions: dict[str, SubscriptionData],
         *,
         listener: RebalanceListener | None = None,
-        message_model: MessageModel = MessageModel.CLUSTERING,
-        allocate_strategy: AllocateStrategy | None = None,
-        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp: str | int | Callable[[], int] | None = None,
-        consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY,
-        read_type: ReadOffsetType = ReadOffsetType.READ_FROM_STORE,
-        subscriptions: dict[str, SubscriptionData] | None = None,
         clock: Clock = SYSTEM_CLOCK,
-        unlock_delay: float = UNLOCK_DELAY,
         process_queue_factory: Callable[[], ProcessQueue] | None = None,
     ) -> None:
-        self.group = group
-        self.client_id = client_id
+        """``subscriptions`` is the consumer's own dict: a later ``subscribe`` is seen by
+        the next round."""
+        self.settings = settings
         self.api = api
         self.offset_store = offset_store
+        self.subscriptions = subscriptions
         self.listener = listener
-        self.message_model = message_model
-        self.allocate_strategy: AllocateStrategy = allocate_strategy or AllocateMessageQueueAveragely()
-        self.consume_from_where = consume_from_where
-        self.consume_timestamp = consume_timestamp
-        self.consume_type = consume_type
-        self.read_type = read_type
-        self.subscriptions: dict[str, SubscriptionData] = subscriptions if subscriptions is not None else {}
         self.clock = clock
-        self.unlock_delay = unlock_delay
         self.consume_lock_wait = CONSUME_LOCK_WAIT
         self.process_queue_factory = process_queue_factory or (lambda: ProcessQueue(clock=clock))
         self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
         self.topic_subscribe_info: dict[str, frozenset[MessageQueue]] = {}
         self._delayed_unlocks: dict[asyncio.Task[None], MessageQueue] = {}
         self._rebalance_lock = asyncio.Lock()
+
+    @property
+    def group(self) -> str:
+        return self.settings.group
+
+    @property
+    def client_id(self) -> str:
+        return self.settings.client_id
 
     # -- the rebalance -------------------------------------------------------------------
     async def do_rebalance(self, is_order: bool) -> None:
@@ -225,7 +237,7 @@ class RebalanceImpl:
 
     async def rebalance_by_topic(self, topic: str, is_order: bool) -> None:
         mq_set = await self.topic_queues(topic)
-        if self.message_model is MessageModel.BROADCASTING:
+        if self.settings.message_model is MessageModel.BROADCASTING:
             if mq_set is None:
                 return
             if await self.update_process_queue_table_in_rebalance(topic, mq_set, is_order):
@@ -259,7 +271,7 @@ class RebalanceImpl:
         limited.reset(("cids", self.group, topic))
         mq_all = sorted(mq_set, key=message_queue_sort_key)
         cid_all.sort(key=java_string_sort_key)
-        strategy = self.allocate_strategy
+        strategy = self.settings.allocate_strategy
         try:
             result = strategy.allocate(self.group, self.client_id, mq_all, cid_all)
         except Exception:
@@ -319,7 +331,7 @@ class RebalanceImpl:
                     self._pop_if(mq, pq)
                     changed = True
                     log.info("group %s: dropped queue %s", self.group, mq)
-            elif pq.pull_expired and self.consume_type is ConsumeType.CONSUME_PASSIVELY:
+            elif pq.pull_expired and self.settings.consume_type is ConsumeType.CONSUME_PASSIVELY:
                 pq.dropped = True
                 if await self.remove_unnecessary_message_queue(mq, pq, is_order):
                     self._pop_if(mq, pq)
@@ -376,7 +388,7 @@ class RebalanceImpl:
         table (a batch is still consuming; the next round tries again)."""
         await self.offset_store.persist(mq)
         self.offset_store.remove_offset(mq)
-        if not (is_order and self.message_model is MessageModel.CLUSTERING):
+        if not (is_order and self.settings.message_model is MessageModel.CLUSTERING):
             return True
         try:
             # asyncio.timeout, not wait_for: in 3.11 wait_for keeps a lock granted as a
@@ -400,10 +412,15 @@ class RebalanceImpl:
         """Unlock after ``unlock_delay``: the cached messages may still be in a listener."""
 
         async def later() -> None:
-            await asyncio.sleep(self.unlock_delay)
+            await asyncio.sleep(self.settings.unlock_delay)
             await self.unlock(mq, oneway=True)
 
-        log.info("group %s: queue %s still has cached messages; unlocking in %.0fs", self.group, mq, self.unlock_delay)
+        log.info(
+            "group %s: queue %s still has cached messages; unlocking in %.0fs",
+            self.group,
+            mq,
+            self.settings.unlock_delay,
+        )
         task = asyncio.get_running_loop().create_task(later())
         self._delayed_unlocks[task] = mq
         task.add_done_callback(lambda t: self._delayed_unlocks.pop(t, None))
@@ -422,7 +439,7 @@ class RebalanceImpl:
 
     # -- start offsets -------------------------------------------------------------------
     def consume_timestamp_ms(self) -> int:
-        ts = self.consume_timestamp
+        ts = self.settings.consume_timestamp
         if ts is None:
             return self.clock.wall_ms() - 30 * 60 * 1000
         if callable(ts):
@@ -434,12 +451,12 @@ class RebalanceImpl:
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """The offset to start pulling ``mq`` from; -1 means "not now" (the store could not be
         read). Raises when the broker must be asked for a queue offset and cannot answer."""
-        last = await self.offset_store.read_offset(mq, self.read_type)
+        last = await self.offset_store.read_offset(mq, self.settings.read_type)
         if last >= 0:
             return last
         if last != NO_OFFSET:
             return -1
-        where = self.consume_from_where
+        where = self.settings.consume_from_where
         if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
             return 0
         if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from ledgermq.acl.signing import Credentials
 from ledgermq.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateStrategy
@@ -60,7 +60,7 @@ class ConsumerSettings:
         for name, value in values.items():
             object.__setattr__(self, name, value)
 
-    def replace(self, **changes: Any) -> ConsumerSettings:
+    def replace(self, **changes: Any) -> Self:
         """A copy with ``changes``, checked again."""
         return dataclasses.replace(self, **changes)
 

@@ -27,12 +27,14 @@ name servers share one. ``acquire`` counts users; the last ``release`` shuts it 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import random
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ledgermq.acl.signing import Credentials, signer
@@ -99,45 +101,56 @@ class ConsumerHandle(Protocol):
         ...
 
 
+@dataclass(frozen=True, kw_only=True)
+class InstanceSettings:
+    """What one client instance is and how often it works: its name servers, its id
+    (``client_ip@instance_name``), the request timeout, the intervals of its loops and the
+    ACL credentials every request is signed with. ``client_ip`` "" is this host's address."""
+
+    namesrv_addrs: str | Sequence[str]
+    client_ip: str = ""
+    instance_name: str = "DEFAULT"
+    api_timeout: float = 3.0
+    poll_namesrv_interval: float = POLL_NAMESRV_INTERVAL
+    heartbeat_interval: float = HEARTBEAT_INTERVAL
+    rebalance_interval: float = REBALANCE_INTERVAL
+    persist_interval: float = PERSIST_INTERVAL
+    credentials: Credentials | None = None
+
+    def __post_init__(self) -> None:
+        if not split_namesrv_addrs(self.namesrv_addrs):
+            raise MQClientError("no name server address given")
+
+    def resolved(self) -> InstanceSettings:
+        """With this host's address and the default instance name filled in: the client id's
+        parts, as the instance will use them."""
+        return dataclasses.replace(
+            self, client_ip=self.client_ip or local_ip(), instance_name=default_instance_name(self.instance_name)
+        )
+
+
 class ClientInstance:
     """Connections, routes, heartbeats and the shared loops of one client id."""
 
     def __init__(
-        self,
-        namesrv_addrs: str | Sequence[str],
-        *,
-        client_ip: str | None = None,
-        instance_name: str = "DEFAULT",
-        api_timeout: float = 3.0,
-        poll_namesrv_interval: float = POLL_NAMESRV_INTERVAL,
-        heartbeat_interval: float = HEARTBEAT_INTERVAL,
-        rebalance_interval: float = REBALANCE_INTERVAL,
-        persist_interval: float = PERSIST_INTERVAL,
-        clock: Clock = SYSTEM_CLOCK,
-        rng: random.Random | None = None,
-        credentials: Credentials | None = None,
+        self, settings: InstanceSettings, *, clock: Clock = SYSTEM_CLOCK, rng: random.Random | None = None
     ) -> None:
-        self.namesrv_addrs = split_namesrv_addrs(namesrv_addrs)
-        if not self.namesrv_addrs:
-            raise MQClientError("no name server address given")
-        self.client_ip = client_ip or local_ip()
-        self.instance_name = default_instance_name(instance_name)
+        settings = settings.resolved()
+        self.settings = settings
+        self.namesrv_addrs = split_namesrv_addrs(settings.namesrv_addrs)
+        self.client_ip = settings.client_ip
+        self.instance_name = settings.instance_name
         self.client_id = f"{self.client_ip}@{self.instance_name}"
-        self.api_timeout = api_timeout
-        self.heartbeat_interval = heartbeat_interval
-        self.rebalance_interval = rebalance_interval
-        self.persist_interval = persist_interval
         self.clock = clock
         self.rng = rng or random.Random()
-        self.credentials = credentials  # every request is signed with them (ACL, docs/acl.md)
         self.remoting = RemotingClient(
-            connect_timeout=api_timeout,
+            connect_timeout=settings.api_timeout,
             on_request=self._on_broker_request,
-            sign=signer(credentials) if credentials is not None else None,
+            sign=signer(settings.credentials) if settings.credentials is not None else None,
         )
-        self.namesrv = NameServerClient(self.remoting, self.namesrv_addrs, timeout=api_timeout, rng=self.rng)
-        self.routes = RouteCache(self.namesrv, poll_interval=poll_namesrv_interval, rng=self.rng)
-        self.pull_api = PullAPI(self.remoting, self.routes, timeout=api_timeout)
+        self.namesrv = NameServerClient(self.remoting, self.namesrv_addrs, timeout=settings.api_timeout, rng=self.rng)
+        self.routes = RouteCache(self.namesrv, poll_interval=settings.poll_namesrv_interval, rng=self.rng)
+        self.pull_api = PullAPI(self.remoting, self.routes, timeout=settings.api_timeout)
         self.producers: set[str] = set()
         self.consumers: dict[str, ConsumerHandle] = {}
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
@@ -148,28 +161,37 @@ class ClientInstance:
         self._rebalance_wakeup = asyncio.Event()
         self._request_tasks: set[asyncio.Task[None]] = set()
 
+    @property
+    def api_timeout(self) -> float:
+        return self.settings.api_timeout
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """Every request is signed with them (ACL, docs/acl.md)."""
+        return self.settings.credentials
+
     # -- sharing -------------------------------------------------------------------------
     @classmethod
     def acquire(
         cls,
         namesrv_addrs: str | Sequence[str],
         *,
-        client_ip: str | None = None,
-        instance_name: str = "DEFAULT",
+        clock: Clock = SYSTEM_CLOCK,
+        rng: random.Random | None = None,
         **options: Any,
     ) -> ClientInstance:
-        """The shared instance of this client id (created on first use); pair with ``release``."""
-        ip = client_ip or local_ip()
-        name = default_instance_name(instance_name)
-        key = (f"{ip}@{name}", tuple(split_namesrv_addrs(namesrv_addrs)))
+        """The shared instance of this client id (created on first use); pair with ``release``.
+        ``options`` are ``InstanceSettings``' fields; the first user's settings make it."""
+        settings = InstanceSettings(namesrv_addrs=namesrv_addrs, **options).resolved()
+        key = (f"{settings.client_ip}@{settings.instance_name}", tuple(split_namesrv_addrs(namesrv_addrs)))
         inst = _INSTANCES.get(key)
-        if inst is not None and inst._state != "shut down" and inst.credentials != options.get("credentials"):
+        if inst is not None and inst._state != "shut down" and inst.credentials != settings.credentials:
             raise MQClientError(
                 f"client instance {key[0]} already runs with other ACL credentials; "
                 "give this client its own instance_name"
             )
         if inst is None or inst._state == "shut down":
-            inst = cls(namesrv_addrs, client_ip=ip, instance_name=name, **options)
+            inst = cls(settings, clock=clock, rng=rng)
             _INSTANCES[key] = inst
         inst.users += 1
         return inst
@@ -205,8 +227,10 @@ class ClientInstance:
             self.routes.start(first_delay=self.routes.poll_interval)
             every = self._every
             self._tasks = [
-                asyncio.create_task(every(self.heartbeat_interval, self.heartbeat, "heartbeat"), name="heartbeat"),
-                asyncio.create_task(every(self.persist_interval, self.persist_all, "persist"), name="persist"),
+                asyncio.create_task(
+                    every(self.settings.heartbeat_interval, self.heartbeat, "heartbeat"), name="heartbeat"
+                ),
+                asyncio.create_task(every(self.settings.persist_interval, self.persist_all, "persist"), name="persist"),
                 asyncio.create_task(self._rebalance_loop(), name="rebalance"),
             ]
 
@@ -345,7 +369,7 @@ class ClientInstance:
             # asyncio.timeout, not wait_for: in 3.11 a wake-up that coincides with shutdown's
             # cancel makes wait_for swallow the cancel, and shutdown then waits forever.
             try:
-                async with asyncio.timeout(self.rebalance_interval):
+                async with asyncio.timeout(self.settings.rebalance_interval):
                     await self._rebalance_wakeup.wait()
             except TimeoutError:
                 pass

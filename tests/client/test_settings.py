@@ -23,29 +23,134 @@ from ledgermq.clock import ManualClock
 NS = "127.0.0.1:9876"
 
 # The keyword arguments of the three facades before the settings objects (commit 22ad5ed).
-PUSH_KEYWORDS = """message_model consume_from_where consume_timestamp allocate_strategy consume_thread_min
-consume_thread_max consume_concurrently_max_span pull_threshold_for_queue pull_threshold_size_for_queue
-pull_threshold_for_topic pull_threshold_size_for_topic pull_interval pull_batch_size consume_message_batch_max_size
-max_reconsume_times consume_timeout suspend_current_queue_time_millis persist_consumer_offset_interval
-rebalance_interval heartbeat_interval poll_namesrv_interval api_timeout instance_name client_ip offset_store
-offset_store_dir broker_suspend_max_time consumer_timeout_when_suspend pull_delay_when_exception flow_control_delay
-local_reconsume_delay lock_interval unlock_delay offset_illegal_fix_delay reset_offset_wait clock credentials""".split()
-LITE_KEYWORDS = """message_model consume_from_where consume_timestamp allocate_strategy pull_batch_size
-pull_threads_nums consume_message_batch_max_size pull_threshold_for_all pull_threshold_for_queue
-pull_threshold_size_for_queue consume_max_span poll_timeout_millis auto_commit auto_commit_interval
-topic_metadata_check_interval broker_suspend_max_time_millis consumer_timeout_millis_when_suspend
-pull_time_delay_millis_when_exception offset_store local_offset_store_dir unit_mode instance_name client_ip
-api_timeout poll_namesrv_interval heartbeat_interval rebalance_interval persist_interval clock rng credentials""".split()
-PRODUCER_KEYWORDS = """send_timeout retry_times retry_times_when_send_async_failed async_send_max_inflight
-async_send_max_bytes compress_over compress_level max_message_size send_latency_fault_enable
-retry_another_broker_when_not_store_ok poll_namesrv_interval heartbeat_interval api_timeout create_topic_key
-default_topic_queue_nums client_ip instance_name clock rng failover credentials""".split()
-PUBLIC_NAMES = """AllocateMessageQueueAveragely AllocateMessageQueueAveragelyByCircle AllocateMessageQueueByConfig
-AllocateMessageQueueConsistentHash AsyncBackPressureError ConsumeConcurrentlyContext ConsumeConcurrentlyStatus
-ConsumeFromWhere ConsumeOrderlyContext ConsumeOrderlyStatus Credentials FailoverSettings LitePullConsumer
-LocalTransactionState MQBrokerError MQClientError MQConnectError MasterMovedError Message MessageExt MessageModel
-MessageQueue MessageSelector Producer PushConsumer SendCallback SendFailedError SendResult SendStatus
-TransactionProducer TransactionSendResult""".split()
+PUSH_KEYWORDS = [
+    "message_model",
+    "consume_from_where",
+    "consume_timestamp",
+    "allocate_strategy",
+    "consume_thread_min",
+    "consume_thread_max",
+    "consume_concurrently_max_span",
+    "pull_threshold_for_queue",
+    "pull_threshold_size_for_queue",
+    "pull_threshold_for_topic",
+    "pull_threshold_size_for_topic",
+    "pull_interval",
+    "pull_batch_size",
+    "consume_message_batch_max_size",
+    "max_reconsume_times",
+    "consume_timeout",
+    "suspend_current_queue_time_millis",
+    "persist_consumer_offset_interval",
+    "rebalance_interval",
+    "heartbeat_interval",
+    "poll_namesrv_interval",
+    "api_timeout",
+    "instance_name",
+    "client_ip",
+    "offset_store",
+    "offset_store_dir",
+    "broker_suspend_max_time",
+    "consumer_timeout_when_suspend",
+    "pull_delay_when_exception",
+    "flow_control_delay",
+    "local_reconsume_delay",
+    "lock_interval",
+    "unlock_delay",
+    "offset_illegal_fix_delay",
+    "reset_offset_wait",
+    "clock",
+    "credentials",
+]
+LITE_KEYWORDS = [
+    "message_model",
+    "consume_from_where",
+    "consume_timestamp",
+    "allocate_strategy",
+    "pull_batch_size",
+    "pull_threads_nums",
+    "consume_message_batch_max_size",
+    "pull_threshold_for_all",
+    "pull_threshold_for_queue",
+    "pull_threshold_size_for_queue",
+    "consume_max_span",
+    "poll_timeout_millis",
+    "auto_commit",
+    "auto_commit_interval",
+    "topic_metadata_check_interval",
+    "broker_suspend_max_time_millis",
+    "consumer_timeout_millis_when_suspend",
+    "pull_time_delay_millis_when_exception",
+    "offset_store",
+    "local_offset_store_dir",
+    "unit_mode",
+    "instance_name",
+    "client_ip",
+    "api_timeout",
+    "poll_namesrv_interval",
+    "heartbeat_interval",
+    "rebalance_interval",
+    "persist_interval",
+    "clock",
+    "rng",
+    "credentials",
+]
+PRODUCER_KEYWORDS = [
+    "send_timeout",
+    "retry_times",
+    "retry_times_when_send_async_failed",
+    "async_send_max_inflight",
+    "async_send_max_bytes",
+    "compress_over",
+    "compress_level",
+    "max_message_size",
+    "send_latency_fault_enable",
+    "retry_another_broker_when_not_store_ok",
+    "poll_namesrv_interval",
+    "heartbeat_interval",
+    "api_timeout",
+    "create_topic_key",
+    "default_topic_queue_nums",
+    "client_ip",
+    "instance_name",
+    "clock",
+    "rng",
+    "failover",
+    "credentials",
+]
+PUBLIC_NAMES = [
+    "AllocateMessageQueueAveragely",
+    "AllocateMessageQueueAveragelyByCircle",
+    "AllocateMessageQueueByConfig",
+    "AllocateMessageQueueConsistentHash",
+    "AsyncBackPressureError",
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
+    "Credentials",
+    "FailoverSettings",
+    "LitePullConsumer",
+    "LocalTransactionState",
+    "MQBrokerError",
+    "MQClientError",
+    "MQConnectError",
+    "MasterMovedError",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "MessageSelector",
+    "Producer",
+    "PushConsumer",
+    "SendCallback",
+    "SendFailedError",
+    "SendResult",
+    "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
+]
 
 
 def _accepted(facade: type, settings_cls: type) -> set[str]:

@@ -150,7 +150,7 @@ class ClientInstance:
         )
         self.namesrv = NameServerClient(self.remoting, self.namesrv_addrs, timeout=settings.api_timeout, rng=self.rng)
         self.routes = RouteCache(self.namesrv, poll_interval=settings.poll_namesrv_interval, rng=self.rng)
-        self.pull_api = PullAPI(self.remoting, self.routes, timeout=settings.api_timeout)
+        self.pull_api = PullAPI(self.remoting, self.routes, timeout=settings.api_timeout, clock=clock)
         self.producers: set[str] = set()
         self.consumers: dict[str, ConsumerHandle] = {}
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group

@@ -32,6 +32,7 @@ from typing import Any
 
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
 from ledgermq.client.instance.routes import BrokerChoice, RouteCache
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import ProtocolError
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
@@ -105,10 +106,13 @@ def filter_by_tags(messages: list[MessageRecord], tags: set[str]) -> list[Messag
 class PullAPI:
     """Pulls and consumer-side queries for one client instance."""
 
-    def __init__(self, remoting: RemotingClient, routes: RouteCache, *, timeout: float = 3.0) -> None:
+    def __init__(
+        self, remoting: RemotingClient, routes: RouteCache, *, timeout: float = 3.0, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.remoting = remoting
         self.routes = routes
         self.timeout = timeout
+        self.clock = clock
         # pullFromWhichNodeTable: the broker id the last answer suggested, per queue
         self.pull_from: dict[MessageQueue, int] = {}
         self.connect_broker_by_user = False
@@ -147,7 +151,7 @@ class PullAPI:
 
     def _refresh_soon(self, topic: str) -> None:
         loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = self.clock.monotonic()
         if now - self._refreshed_at.get(topic, -1e9) < self.route_refresh_after_failure:
             return
         self._refreshed_at[topic] = now

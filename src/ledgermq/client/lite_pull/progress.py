@@ -1,6 +1,6 @@
 """How far the application has consumed each queue of a lite pull consumer: ``poll``
 advances it, ``seek`` moves it anywhere, commits record it. (The readers, which fill the
-buffer ``poll`` takes from, are ``lite_pull_readers``.)
+buffer ``poll`` takes from, are ``lite_pull.readers``.)
 
 ``poll`` hands out up to ``consume_message_batch_max_size`` buffered messages, oldest
 batch first, or waits up to its timeout for some, and moves each queue's *consume offset*

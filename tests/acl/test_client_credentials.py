@@ -8,7 +8,7 @@ import pytest
 
 from ledgermq.acl.signing import ACCESS_KEY, Credentials, signature_matches
 from ledgermq.client.errors import MQClientError
-from ledgermq.client.instance import ClientInstance
+from ledgermq.client.instance.client_instance import ClientInstance
 from ledgermq.protocol.command import RemotingCommand
 
 A = Credentials("accountA1", "secretA1")

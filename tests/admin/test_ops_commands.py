@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
 from ledgermq.client.message import Message
-from ledgermq.client.producer import Producer
-from ledgermq.client.push_consumer import PushConsumer
+from ledgermq.client.producer.producer import Producer
+from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
+from ledgermq.client.push.consumer import PushConsumer
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.message import MessageRecord

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
 from ledgermq.client.message import Message
-from ledgermq.client.producer import Producer
-from ledgermq.client.push_consumer import PushConsumer
+from ledgermq.client.producer.producer import Producer
+from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
+from ledgermq.client.push.consumer import PushConsumer
 from ledgermq.protocol.message import MessageRecord
 from tests.admin.servers import BROKER, START_TIMEOUT, ProcessCluster, ns_route
 

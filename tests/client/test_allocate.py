@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgermq.client.allocate import (
+from ledgermq.client.consumer.allocate import (
     AllocateMachineRoomNearby,
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
@@ -97,7 +97,7 @@ def test_empty_inputs_raise_value_error(strategy: AllocateStrategy) -> None:
 def test_a_consumer_missing_from_cid_all_gets_nothing_and_it_is_logged(
     strategy: AllocateStrategy, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="ledgermq.client.allocate"):
+    with caplog.at_level(logging.INFO, logger="ledgermq.client.consumer.allocate"):
         assert strategy.allocate(G, "stranger", Q8, C3) == []
     assert "stranger" in caplog.text and "[BUG]" in caplog.text
 

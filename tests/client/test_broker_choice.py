@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from ledgermq.client.errors import MQClientError, MQConnectError
-from ledgermq.client.pull_api import PullAPI, PullStatus, filter_by_tags, parse_tags
-from ledgermq.client.route_cache import NameServerClient, RouteCache, subscribe_queues_from_route
+from ledgermq.client.instance.pull_api import PullAPI, PullStatus, filter_by_tags, parse_tags
+from ledgermq.client.instance.routes import NameServerClient, RouteCache, subscribe_queues_from_route
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import RequestCode, ResponseCode

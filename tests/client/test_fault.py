@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledgermq.client.fault import (
+from ledgermq.client.producer.fault import (
     LATENCY_MAX_MS,
     NOT_AVAILABLE_DURATION_MS,
     FaultStrategy,

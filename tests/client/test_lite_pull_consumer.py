@@ -14,9 +14,9 @@ import pytest
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.client import Message, MessageQueue, Producer
-from ledgermq.client.consumer_common import ConsumeFromWhere
+from ledgermq.client.consumer.common import ConsumeFromWhere
 from ledgermq.client.errors import ClientStateError, MQClientError
-from ledgermq.client.lite_pull_consumer import LitePullConsumer
+from ledgermq.client.lite_pull.consumer import LitePullConsumer
 from ledgermq.protocol.message import MessageRecord
 from tests.admin.servers import poll
 from tests.client.cluster import Cluster, running
@@ -390,7 +390,7 @@ async def _owns(c: LitePullConsumer, mqs: set[MessageQueue]) -> bool:
 
 def test_broadcasting_members_each_read_everything(tmp_path: Path) -> None:
     async def body(cluster: Cluster) -> None:
-        from ledgermq.client.consumer_common import MessageModel
+        from ledgermq.client.consumer.common import MessageModel
 
         await make_topic(cluster.ns_addr, [cluster.addr("broker-a")], "LiteBcast", queues=2)
         kw: dict[str, Any] = dict(

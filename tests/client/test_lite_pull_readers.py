@@ -7,18 +7,28 @@ import time
 from collections.abc import Callable
 from types import SimpleNamespace
 
-from ledgermq.client.assigned_queues import QueueState
-from ledgermq.client.lite_pull_readers import PULL_DELAY_WHEN_PAUSE, QueueReaders
-from ledgermq.client.process_queue import ProcessQueue
+from ledgermq.client.consumer.process_queue import ProcessQueue
+from ledgermq.client.lite_pull.assigned_queues import QueueState
+from ledgermq.client.lite_pull.readers import PULL_DELAY_WHEN_PAUSE, QueueReaders
+from ledgermq.client.lite_pull.settings import LitePullSettings
+from ledgermq.client.lite_pull.state import LitePullState
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.protocol.admin_body import MessageQueue
 
 MQ = MessageQueue("T", "broker-a", 0)
 
 
 def _readers() -> QueueReaders:
-    consumer = SimpleNamespace(pull_threads_nums=4, pull_time_delay_when_exception=1.0, group="g", running=True)
+    settings = LitePullSettings(
+        group="g",
+        namesrv_addrs="127.0.0.1:9876",
+        client_ip="127.0.0.1",
+        pull_threads_nums=4,
+        pull_time_delay_millis_when_exception=1000,
+    )
+    state = LitePullState(settings, SYSTEM_CLOCK, lifecycle="running")
     plan = SimpleNamespace(assigned={})
-    return QueueReaders(consumer, plan, buffer=None, background=None)  # type: ignore[arg-type]
+    return QueueReaders(state, plan, buffer=None, background=None)  # type: ignore[arg-type]
 
 
 def _gap_between_pulls(state: QueueState, first_pull: Callable[[QueueState], float]) -> float:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
-from ledgermq.client.consumer_common import ConsumeFromWhere
-from ledgermq.client.producer import Producer
+from ledgermq.client.consumer.common import ConsumeFromWhere
+from ledgermq.client.producer.producer import Producer
+from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
 from ledgermq.util.ratelog import RateLimitedLog
 from tests.client.cluster import running
 from tests.client.consumer_cluster import Collector, aio, consumer, send_many

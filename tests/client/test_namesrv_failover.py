@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from ledgermq.client import Message, Producer
-from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
-from ledgermq.client.consumer_common import ConsumeFromWhere
-from ledgermq.client.lite_pull_consumer import LitePullConsumer
-from ledgermq.client.push_consumer import PushConsumer
+from ledgermq.client.consumer.common import ConsumeFromWhere
+from ledgermq.client.lite_pull.consumer import LitePullConsumer
+from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
+from ledgermq.client.push.consumer import PushConsumer
 from ledgermq.protocol.message import MessageRecord
 from tests.compat.cluster import HOST, START_TIMEOUT, ServerProcess, free_port, route, tail, tcp_open, wait_until
 

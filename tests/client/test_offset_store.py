@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
-from ledgermq.client.message import MessageQueue
-from ledgermq.client.offset_store import (
+from ledgermq.client.consumer.offset_store import (
     LOCAL_OFFSET_STORE_DIR_ENV,
     NO_OFFSET,
     OFFSET_UNREADABLE,
@@ -24,6 +22,8 @@ from ledgermq.client.offset_store import (
     default_local_offset_store_dir,
     encode_offset_file,
 )
+from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
+from ledgermq.client.message import MessageQueue
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.failpoints import armed
 from ledgermq.protocol.admin_body import loads_lenient
@@ -167,7 +167,7 @@ def test_remote_failure_to_ask_is_minus_two(
 ) -> None:
     broker.fail = lambda mq: error
     remote.update_offset(A0, 4, False)
-    with caplog.at_level(logging.DEBUG, logger="ledgermq.client.offset_store"):  # a warning only if it lasts
+    with caplog.at_level(logging.DEBUG, logger="ledgermq.client.consumer.offset_store"):  # a warning only if it lasts
         assert run(remote.read_offset(A0, STORE)) == OFFSET_UNREADABLE == -2
     assert "could not fetch" in caplog.text
     assert run(remote.read_offset(A0, MEMORY)) == 4
@@ -204,7 +204,7 @@ def test_remote_broker_errors_do_not_lose_memory_offsets(
     remote.update_offset(A0, 10, False)
     remote.update_offset(B0, 20, False)
     broker.fail = lambda mq: MQConnectError("down", "b") if mq.broker_name == "broker-b" else None
-    with caplog.at_level(logging.DEBUG, logger="ledgermq.client.offset_store"):  # a warning only if it lasts
+    with caplog.at_level(logging.DEBUG, logger="ledgermq.client.consumer.offset_store"):  # a warning only if it lasts
         run(remote.persist_all({A0, B0}))  # does not raise
     assert broker.updates == [(A0, 10, True)]  # the other broker's commit still went out
     assert "could not commit offset 20" in caplog.text
@@ -444,7 +444,7 @@ def test_local_write_is_atomic_and_a_failure_keeps_memory(tmp_path: Path, caplog
     store.update_offset(A0, 2, False)
     with (
         armed("atomic_file.before_rename", crash_on_main_file),
-        caplog.at_level(logging.ERROR, logger="ledgermq.client.offset_store"),
+        caplog.at_level(logging.ERROR, logger="ledgermq.client.consumer.offset_store"),
     ):
         run(store.persist_all({A0}))  # logged, not raised
     assert hits == 2

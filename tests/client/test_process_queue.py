@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ledgermq.client.process_queue import PROPERTY_CONSUME_START_TIME, ProcessQueue
+from ledgermq.client.consumer.process_queue import PROPERTY_CONSUME_START_TIME, ProcessQueue
 from ledgermq.clock import ManualClock
 from ledgermq.protocol.message import MessageRecord
 

@@ -13,8 +13,8 @@ import pytest
 
 from ledgermq.client import Message, MessageQueue, MQBrokerError, Producer, SendFailedError, SendStatus
 from ledgermq.client.errors import ClientStateError, MessageInvalidError, MQClientError, MQConnectError, NoRouteError
-from ledgermq.client.selector import select_by_hash
-from ledgermq.client.send_codec import send_request
+from ledgermq.client.producer.selector import select_by_hash
+from ledgermq.client.producer.send_codec import send_request
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.msgid import decode_offset_msg_id
@@ -208,7 +208,9 @@ def test_client_side_refusals() -> None:
     }  # fmt: skip
     assert out.properties.startswith("TAGS\x01t\x02KEYS\x01a b\x02WAIT\x01true")
     mq = MessageQueue("T", "broker-x", 3)
-    req = send_request(out, mq, p.group, p.create_topic_key, p.default_topic_queue_nums, p.clock.wall_ms())
+    req = send_request(
+        out, mq, p.group, p.settings.create_topic_key, p.settings.default_topic_queue_nums, p.clock.wall_ms()
+    )
     assert set(req.ext_fields) == set("abcdefghijkmn")  # l only for retry topics
     assert req.ext_fields["e"] == "3" and req.ext_fields["n"] == "broker-x" and req.ext_fields["m"] == "false"
     assert req.ext_fields["c"] == "TBW102" and req.ext_fields["d"] == "4" and req.ext_fields["h"] == "7"

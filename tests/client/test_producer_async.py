@@ -15,9 +15,9 @@ import pytest
 
 from ledgermq.broker.app import BrokerApp
 from ledgermq.client import Message, MessageQueue, MQBrokerError, Producer, SendResult, SendStatus
-from ledgermq.client.async_send import AsyncBackPressureError, AsyncSendBudget
 from ledgermq.client.errors import ClientStateError, MessageInvalidError, MQConnectError, SendFailedError
-from ledgermq.client.selector import select_by_hash
+from ledgermq.client.producer.async_send import AsyncBackPressureError, AsyncSendBudget
+from ledgermq.client.producer.selector import select_by_hash
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand
@@ -132,7 +132,7 @@ def test_local_errors_and_callback_errors_reach_on_exception_or_the_log(
             def boom(_: SendResult) -> None:
                 raise RuntimeError("callback bug")
 
-            with caplog.at_level(logging.ERROR, logger="ledgermq.client.producer"):
+            with caplog.at_level(logging.ERROR, logger="ledgermq.client.producer.producer"):
                 result = await p.send_async(Message("AsyncE", b"y"), on_success=boom)
             assert result.status is SendStatus.SEND_OK  # the send stands
             assert any("callback bug" in (r.exc_text or "") for r in caplog.records)

@@ -17,7 +17,7 @@ import pytest
 
 from ledgermq.client import FailoverSettings, Message, MQConnectError, Producer, SendStatus
 from ledgermq.client.errors import NoRouteError
-from ledgermq.client.publish_info import TopicPublishInfo
+from ledgermq.client.instance.publish_info import TopicPublishInfo
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.command import RemotingCommand

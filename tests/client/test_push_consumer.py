@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
-from ledgermq.client.consumer_common import ConsumeFromWhere, MessageModel, dlq_topic, retry_topic
+from ledgermq.client.consumer.common import ConsumeFromWhere, MessageModel, dlq_topic, retry_topic
 from ledgermq.client.errors import ClientStateError, MQClientError
 from ledgermq.client.message import Message
-from ledgermq.client.producer import Producer
-from ledgermq.client.push_consumer import PushConsumer
+from ledgermq.client.producer.producer import Producer
+from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
+from ledgermq.client.push.consumer import PushConsumer
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue, loads_lenient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
@@ -197,7 +197,7 @@ async def test_orderly_consumption_keeps_queue_order_and_holds_the_locks(tmp_pat
         order: dict[int, list[int]] = {}
         suspended: set[int] = set()
 
-        from ledgermq.client.consume_service import ConsumeOrderlyStatus
+        from ledgermq.client.push.consume_service import ConsumeOrderlyStatus
 
         async def listener(msgs: list[Any], context: Any) -> ConsumeOrderlyStatus:
             # "create" has no sequence: a young queue is read from 0 even from LAST_OFFSET (Java's broker too)
@@ -233,7 +233,7 @@ async def test_orderly_consumption_keeps_queue_order_and_holds_the_locks(tmp_pat
         finally:
             await c.shutdown()
         # shutdown released them
-        from ledgermq.client.instance import ClientInstance
+        from ledgermq.client.instance.client_instance import ClientInstance
 
         inst = ClientInstance.acquire(cl.ns_addr, instance_name="probe")
         try:

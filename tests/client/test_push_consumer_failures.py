@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ledgermq.client.consume_service import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
-from ledgermq.client.consumer_common import ConsumeFromWhere, dlq_topic
+from ledgermq.client.consumer.common import ConsumeFromWhere, dlq_topic
 from ledgermq.client.errors import MQConnectError
 from ledgermq.client.message import Message
-from ledgermq.client.producer import Producer
+from ledgermq.client.producer.producer import Producer
+from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
 from tests.admin.servers import commit_offset

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
-from ledgermq.client.consumer_common import ConsumeFromWhere
+from ledgermq.client.consumer.common import ConsumeFromWhere
 from ledgermq.client.message import Message
-from ledgermq.client.producer import Producer
+from ledgermq.client.producer.producer import Producer
+from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
 from ledgermq.protocol.message import MessageRecord
 from tests.client.consumer_cluster import DelayCluster, aio, consumer, wait_until
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 from collections.abc import Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
 
 import pytest
 
-from ledgermq.client.allocate import AllocateMessageQueueAveragely
-from ledgermq.client.consumer_common import (
+from ledgermq.client.consumer.allocate import AllocateMessageQueueAveragely
+from ledgermq.client.consumer.common import (
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
@@ -18,10 +19,10 @@ from ledgermq.client.consumer_common import (
     parse_consume_timestamp,
     retry_topic,
 )
+from ledgermq.client.consumer.offset_store import RemoteOffsetStore
+from ledgermq.client.consumer.process_queue import ProcessQueue
+from ledgermq.client.consumer.rebalance import PullRequest, RebalanceImpl, RebalanceSettings
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
-from ledgermq.client.offset_store import RemoteOffsetStore
-from ledgermq.client.process_queue import ProcessQueue
-from ledgermq.client.rebalance import PullRequest, RebalanceImpl
 from ledgermq.clock import ManualClock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
@@ -163,21 +164,18 @@ def make(
     store = RemoteOffsetStore(broker, GROUP, client_id=ME)
     rec = Recorder()
     clock = ManualClock()
-    reb = RebalanceImpl(
-        GROUP,
-        ME,
-        api,
-        store,
-        listener=rec,
+    settings = RebalanceSettings(
+        group=GROUP,
+        client_id=ME,
         message_model=model,
         allocate_strategy=AllocateMessageQueueAveragely(),
         consume_from_where=where,
         consume_timestamp=timestamp,
         consume_type=consume_type,
-        subscriptions={t: SubscriptionData.build(t, "*") for t in topics},
-        clock=clock,
         unlock_delay=0.05,
     )
+    subscriptions = {t: SubscriptionData.build(t, "*") for t in topics}
+    reb = RebalanceImpl(settings, api, store, subscriptions, listener=rec, clock=clock)
     return Setup(api, broker, store, rec, reb, clock)
 
 
@@ -222,7 +220,7 @@ async def test_allocation_matches_averagely_for_every_member() -> None:
     seen: list[MessageQueue] = []
     for cid in members:
         s = make(topics={T: queues(n=4, brokers=("broker-b", "broker-a"))})
-        s.reb.client_id = cid
+        s.reb.settings = dataclasses.replace(s.reb.settings, client_id=cid)
         s.api.cids = list(reversed(members))
         await s.reb.do_rebalance(False)
         seen.extend(s.reb.process_queue_table)
@@ -423,7 +421,7 @@ async def test_orderly_removal_cancelled_as_the_batch_ends_is_cancelled() -> Non
 @aio
 async def test_close_releases_pending_delayed_unlocks_and_remove_process_queue() -> None:
     s = make()
-    s.reb.unlock_delay = 60
+    s.reb.settings = dataclasses.replace(s.reb.settings, unlock_delay=60)
     await s.reb.do_rebalance(True)
     q = queues()
     s.reb.process_queue_table[q[3]].put_message([msg(1)])
@@ -464,7 +462,7 @@ def test_subscription_data_json_and_tags() -> None:
 
 def test_rebalance_accepts_the_real_pull_api() -> None:
     # a typing-level check made at runtime: the attributes RebalanceImpl uses exist
-    from ledgermq.client.pull_api import PullAPI
+    from ledgermq.client.instance.pull_api import PullAPI
 
     for name in ("consumer_ids", "max_offset", "search_offset", "lock_batch", "unlock_batch"):
         assert callable(getattr(PullAPI, name))
@@ -481,7 +479,15 @@ def test_process_queue_basics_used_by_rebalance(n_msgs: int) -> None:
 
 @aio
 async def test_an_illegal_offset_is_not_fixed_for_a_queue_rebalanced_away() -> None:
-    from ledgermq.client.push_consumer import PushConsumer
+    import logging
+    from typing import cast
+
+    from ledgermq.client.consumer.parts import BackgroundTasks, ConsumerParts
+    from ledgermq.client.instance.client_instance import ClientInstance
+    from ledgermq.client.push.consume_service import ConsumeMessageService
+    from ledgermq.client.push.pull_loop import PullLoops
+    from ledgermq.client.push.settings import PushSettings
+    from ledgermq.client.push.state import PushState
 
     s = make()
     await s.reb.do_rebalance(False)
@@ -489,19 +495,21 @@ async def test_an_illegal_offset_is_not_fixed_for_a_queue_rebalanced_away() -> N
     pq = s.reb.process_queue_table[q0]
     pq.dropped = True  # the pull answered OFFSET_ILLEGAL; the fix is due in 10 s
     s.store.update_offset(q0, 3, increase_only=False)
-    c = PushConsumer(GROUP, "127.0.0.1:9876", offset_illegal_fix_delay=0)
-    c._offset_store, c._rebalance = s.store, s.reb
+    settings = PushSettings(group=GROUP, namesrv_addrs="127.0.0.1:9876", offset_illegal_fix_delay=0)
+    parts = ConsumerParts(cast(ClientInstance, None), s.store, s.reb)  # the fix-up needs no instance
+    service = cast(ConsumeMessageService, None)  # nor a consume service
+    pulls = PullLoops(PushState(settings, ManualClock()), parts, service, BackgroundTasks(GROUP, logging.getLogger()))
     s.api.cids = ["10.0.0.0@a", ME]  # meanwhile q0 went to another member
     await s.reb.do_rebalance(False)
     s.broker.commits.clear()
     s.broker.committed[q0] = 40  # the new owner's progress
-    await c._pulls.fix_offset_later(q0, pq, 90)
+    await pulls.fix_offset_later(q0, pq, 90)
     assert s.broker.committed[q0] == 40 and s.broker.commits == []
     assert q0 not in s.store.clone_offset_table()
 
     s.api.cids = [ME]  # and then back to us, pulled afresh
     await s.reb.do_rebalance(False)
     fresh = s.reb.process_queue_table[q0]
-    await c._pulls.fix_offset_later(q0, pq, 90)
+    await pulls.fix_offset_later(q0, pq, 90)
     assert s.reb.process_queue_table.get(q0) is fresh and not fresh.dropped
     assert s.broker.committed[q0] == 40

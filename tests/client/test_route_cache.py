@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from ledgermq.client.errors import MQConnectError
-from ledgermq.client.route_cache import (
+from ledgermq.client.instance.routes import (
     NameServerClient,
     RouteCache,
     default_topic_route,

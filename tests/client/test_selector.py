@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ledgermq.client.fault import FaultStrategy
-from ledgermq.client.publish_info import TopicPublishInfo, publish_info_from_route
-from ledgermq.client.selector import select_by_hash, select_one, select_queue
+from ledgermq.client.instance.publish_info import TopicPublishInfo, publish_info_from_route
+from ledgermq.client.producer.fault import FaultStrategy
+from ledgermq.client.producer.selector import select_by_hash, select_one, select_queue
 from ledgermq.clock import ManualClock
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.route import BrokerData, QueueData, TopicRouteData

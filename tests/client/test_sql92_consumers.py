@@ -19,7 +19,7 @@ from ledgermq.client import (
     PushConsumer,
 )
 from ledgermq.client.errors import MQBrokerError, MQClientError
-from ledgermq.client.lite_pull_consumer import LitePullConsumer
+from ledgermq.client.lite_pull.consumer import LitePullConsumer
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.message import MessageRecord
 from tests.client.cluster import Cluster, running
@@ -172,8 +172,8 @@ class _Remoting:
 def check(answers: dict[str, int | None]) -> _Remoting:
     from types import SimpleNamespace
 
-    from ledgermq.client.client_check import check_client_in_broker
-    from ledgermq.client.consumer_common import SubscriptionData
+    from ledgermq.client.consumer.client_check import check_client_in_broker
+    from ledgermq.client.consumer.common import SubscriptionData
 
     remoting = _Remoting(answers)
     names = [a.split(":")[0] for a in answers]

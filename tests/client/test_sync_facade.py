@@ -15,13 +15,14 @@ import pytest
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import AdminResponseError
+from ledgermq.admin.sync import SyncAdmin
 from ledgermq.client import Message, MessageQueue, SendResult, SendStatus
 from ledgermq.client import sync as S
-from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
-from ledgermq.client.consumer_common import ConsumeFromWhere
+from ledgermq.client.consumer.common import ConsumeFromWhere
 from ledgermq.client.errors import ClientStateError, MessageInvalidError
-from ledgermq.client.selector import select_by_hash
-from ledgermq.client.sync import SyncAdmin, SyncLitePullConsumer, SyncProducer, SyncPushConsumer
+from ledgermq.client.producer.selector import select_by_hash
+from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
+from ledgermq.client.sync import SyncLitePullConsumer, SyncProducer, SyncPushConsumer
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.message import MessageRecord
 from tests.admin.servers import BackgroundCluster, Cluster

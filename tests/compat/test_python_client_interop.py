@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from ledgermq.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
-from ledgermq.client.instance import ClientInstance
-from ledgermq.client.pull_api import PullStatus
+from ledgermq.client.instance.client_instance import ClientInstance
+from ledgermq.client.instance.pull_api import PullStatus
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.message import MessageRecord
 from tests.compat.cluster import HAVE_CPP_CLIENT, Cluster

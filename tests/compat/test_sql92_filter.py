@@ -24,7 +24,7 @@ from ledgermq.client import (
     Producer,
     PushConsumer,
 )
-from ledgermq.client.lite_pull_consumer import LitePullConsumer
+from ledgermq.client.lite_pull.consumer import LitePullConsumer
 from ledgermq.protocol.message import MessageRecord
 from tests.compat.cluster import HAVE_CPP_CLIENT, Cluster
 

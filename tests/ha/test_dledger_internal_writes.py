@@ -136,7 +136,7 @@ def test_delayed_messages_and_consumer_retries_go_through_the_raft_group(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     group = delay_group(tmp_path)
-    caplog.set_level(logging.ERROR, logger="ledgermq.client.consume_service")
+    caplog.set_level(logging.ERROR, logger="ledgermq.client.push.consume_service")
     try:
         group.start()
         leader = group.master()

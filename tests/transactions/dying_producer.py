@@ -10,7 +10,7 @@ import signal
 import sys
 
 from ledgermq.client import Message, TransactionProducer
-from ledgermq.client.transaction_producer import LocalTransactionState
+from ledgermq.client.producer.transaction import LocalTransactionState
 
 
 async def main(ns: str, topic: str, group: str, body: str) -> None:

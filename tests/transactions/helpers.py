@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ledgermq.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, PushConsumer
-from ledgermq.client.transaction_producer import LocalTransactionState
+from ledgermq.client.producer.transaction import LocalTransactionState
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.codes import RequestCode, ResponseCode

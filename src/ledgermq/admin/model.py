@@ -3,10 +3,10 @@ small helpers shared by ``AdminClient`` and ``ledgermq admin``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledgermq.client.instance.namesrv import split_namesrv_addrs as split_namesrv_addrs
 from ledgermq.errors import LedgerError
 from ledgermq.net.client import split_address
 from ledgermq.protocol import properties as P
@@ -331,11 +331,6 @@ def normalize_address(addr: str) -> str:
     if not host or not 0 < port < 65536:
         raise AdminError(f"address {addr!r} is not host:port (port 1..65535)")
     return f"{host}:{port}"
-
-
-def split_namesrv_addrs(addrs: str | Sequence[str]) -> list[str]:
-    items = addrs.split(";") if isinstance(addrs, str) else list(addrs)
-    return [a.strip() for a in items if a and a.strip()]
 
 
 # -- the client --------------------------------------------------------------------------

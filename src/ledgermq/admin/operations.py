@@ -23,7 +23,7 @@ from ledgermq.admin.model import (
     ClientConnection,
     select_broker_addr,
 )
-from ledgermq.client.pull_api import FLAG_SUBSCRIPTION, filter_by_tags, parse_tags
+from ledgermq.client.instance.pull_api import FLAG_SUBSCRIPTION, filter_by_tags, parse_tags
 from ledgermq.errors import ProtocolError
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue, decode_mq_table, loads_lenient

@@ -412,9 +412,9 @@ async def _ours_consume(mode: str, namesrv: str, topic: str, count: int) -> dict
     defaults otherwise (pull batches of 32, one message per listener call). ``drain``: read
     ``count`` stored messages; ``live``: print READY, then record born -> listener latency of
     every message until ``count`` came."""
-    from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
-    from ledgermq.client.consumer_common import ConsumeFromWhere
-    from ledgermq.client.push_consumer import PushConsumer
+    from ledgermq.client.consumer.common import ConsumeFromWhere
+    from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
+    from ledgermq.client.push.consumer import PushConsumer
     from ledgermq.protocol.message import MessageRecord
 
     got = 0

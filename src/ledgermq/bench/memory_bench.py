@@ -189,9 +189,9 @@ async def _fill(producer: Any, s: MemorySettings, body: bytes) -> int:
 async def _slow_consumer(pair: HAPair, producer: Any, s: MemorySettings, body: bytes) -> tuple[int, int]:
     """A push consumer held to ``slow_rate`` a second while ``feed_rate`` a second arrive."""
     from ledgermq.client import Message
-    from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
-    from ledgermq.client.consumer_common import ConsumeFromWhere
-    from ledgermq.client.push_consumer import PushConsumer
+    from ledgermq.client.consumer.common import ConsumeFromWhere
+    from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
+    from ledgermq.client.push.consumer import PushConsumer
     from ledgermq.protocol.message import MessageRecord
 
     consumed = 0

@@ -4,31 +4,31 @@ shared client instance; ``ledgermq.client.sync`` wraps them for blocking code.""
 from __future__ import annotations
 
 from ledgermq.acl.signing import Credentials
-from ledgermq.client.allocate import (
+from ledgermq.client.consumer.allocate import (
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
     AllocateMessageQueueByConfig,
     AllocateMessageQueueConsistentHash,
 )
-from ledgermq.client.async_send import AsyncBackPressureError, SendCallback
-from ledgermq.client.consume_service import (
+from ledgermq.client.consumer.common import ConsumeFromWhere, MessageModel, MessageSelector
+from ledgermq.client.errors import MasterMovedError, MQBrokerError, MQClientError, MQConnectError, SendFailedError
+from ledgermq.client.lite_pull.consumer import LitePullConsumer
+from ledgermq.client.message import Message, MessageQueue, SendResult, SendStatus
+from ledgermq.client.producer.async_send import AsyncBackPressureError, SendCallback
+from ledgermq.client.producer.failover import FailoverSettings
+from ledgermq.client.producer.producer import Producer
+from ledgermq.client.producer.transaction import (
+    LocalTransactionState,
+    TransactionProducer,
+    TransactionSendResult,
+)
+from ledgermq.client.push.consume_service import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
 )
-from ledgermq.client.consumer_common import ConsumeFromWhere, MessageModel, MessageSelector
-from ledgermq.client.errors import MasterMovedError, MQBrokerError, MQClientError, MQConnectError, SendFailedError
-from ledgermq.client.failover import FailoverSettings
-from ledgermq.client.lite_pull_consumer import LitePullConsumer
-from ledgermq.client.message import Message, MessageQueue, SendResult, SendStatus
-from ledgermq.client.producer import Producer
-from ledgermq.client.push_consumer import PushConsumer
-from ledgermq.client.transaction_producer import (
-    LocalTransactionState,
-    TransactionProducer,
-    TransactionSendResult,
-)
+from ledgermq.client.push.consumer import PushConsumer
 from ledgermq.protocol.message import MessageRecord as MessageExt
 
 __all__ = [

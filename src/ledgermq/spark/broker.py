@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ledgermq.client.errors import MQBrokerError, MQClientError, NoRouteError
-from ledgermq.client.instance import ClientInstance
+from ledgermq.client.instance.client_instance import ClientInstance, InstanceSettings
+from ledgermq.client.instance.pull_api import PullStatus
 from ledgermq.client.message import MessageQueue
-from ledgermq.client.pull_api import PullStatus
 from ledgermq.errors import ProtocolError
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode
@@ -147,7 +147,11 @@ class BrokerSession:
 
     async def client(self) -> ClientInstance:
         if self._client is None:
-            client = ClientInstance(self.namesrv, api_timeout=self.api_timeout, instance_name=f"spark-{id(self)}")
+            client = ClientInstance(
+                InstanceSettings(
+                    namesrv_addrs=self.namesrv, api_timeout=self.api_timeout, instance_name=f"spark-{id(self)}"
+                )
+            )
             await client.start()
             self._client = client
         return self._client

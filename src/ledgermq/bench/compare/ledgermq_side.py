@@ -169,9 +169,9 @@ class LedgermqRunner:
     async def _drain_push(self, topic: str) -> Measured:
         """Our push consumer, ``async def`` listener, Java's defaults (pull 32, 1 per call);
         timed from the first message in hand to the last."""
-        from ledgermq.client.consume_service import ConsumeConcurrentlyStatus
-        from ledgermq.client.consumer_common import ConsumeFromWhere
-        from ledgermq.client.push_consumer import PushConsumer
+        from ledgermq.client.consumer.common import ConsumeFromWhere
+        from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
+        from ledgermq.client.push.consumer import PushConsumer
         from ledgermq.protocol.message import MessageRecord
 
         want, got = self.settings.backlog, 0
@@ -209,8 +209,8 @@ class LedgermqRunner:
     async def _drain_lite(self, topic: str) -> Measured:
         """Our lite pull consumer, ``poll`` in a loop, pull batches of 32 (as the push
         consumer's) rather than its default 10."""
-        from ledgermq.client.consumer_common import ConsumeFromWhere
-        from ledgermq.client.lite_pull_consumer import LitePullConsumer
+        from ledgermq.client.consumer.common import ConsumeFromWhere
+        from ledgermq.client.lite_pull.consumer import LitePullConsumer
 
         want, got = self.settings.backlog, 0
         consumer = LitePullConsumer(

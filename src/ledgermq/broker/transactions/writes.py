@@ -11,9 +11,9 @@ import logging
 from ledgermq.broker.context import Broker
 from ledgermq.broker.transactions.half import HALF_TOPIC
 from ledgermq.broker.transactions.ops import op_message
+from ledgermq.client.producer.msgid import UniqueIdGenerator
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol.message import MessageRecord, decode_record
-from ledgermq.protocol.msgid import UniqueIdGenerator
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.results import PutResult
 

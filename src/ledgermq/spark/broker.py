@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from ledgermq.aio.loops import close_loop, new_event_loop
 from ledgermq.client.errors import MQBrokerError, MQClientError, NoRouteError
 from ledgermq.client.instance.client_instance import ClientInstance, InstanceSettings
 from ledgermq.client.instance.pull_api import PullStatus
@@ -83,33 +84,6 @@ class BrokerUnavailableError(MQClientError):
 
 def _mq(q: QueueId) -> MessageQueue:
     return MessageQueue(q.topic, q.broker, q.queue_id)
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """A loop driven with ``run_until_complete`` step by step (uvloop when installed).
-
-    Not ``asyncio.Runner``: on the main thread its ``run`` swaps the SIGINT handler twice per
-    call, and ``signal.getsignal`` then formats the handler, whose repr holds the task and
-    its result (a whole pull answer): milliseconds per step."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        return asyncio.new_event_loop()
-    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    return loop
-
-
-def close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel what is left on ``loop``, let it finish, close the loop."""
-    try:
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-    finally:
-        loop.close()
 
 
 class BrokerSession:

@@ -33,10 +33,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import DataType, MapType, StructType
 
+from ledgermq.aio.loops import close_loop, new_event_loop
 from ledgermq.client import Message, MessageQueue, Producer
 from ledgermq.client.errors import MQClientError
 from ledgermq.protocol import properties as P
-from ledgermq.spark.broker import close_loop, new_event_loop
 from ledgermq.spark.options import OptionError, WriteOptions, parse_write_options
 from ledgermq.spark.schema import WRITE_COLUMNS
 

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
+from ledgermq.aio.loops import new_event_loop
 from ledgermq.client.errors import ClientStateError
 
 __all__ = ["CALLBACK_THREADS", "STOP_TIMEOUT", "Closable", "LoopThread", "blocking", "on_loop", "shutdown_all"]
@@ -30,15 +31,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 CALLBACK_THREADS = 4
 STOP_TIMEOUT = 30.0
-
-
-def _new_event_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-
-        return uvloop.new_event_loop()
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        return asyncio.new_event_loop()
 
 
 _callback_thread = threading.local()
@@ -52,7 +44,7 @@ class LoopThread:
     """One event loop on a daemon thread, plus the pool that runs user callbacks."""
 
     def __init__(self) -> None:
-        self.loop = _new_event_loop()
+        self.loop = new_event_loop()
         self.callbacks = concurrent.futures.ThreadPoolExecutor(
             CALLBACK_THREADS, thread_name_prefix="ledgermq-sync-callback", initializer=_mark_callback_thread
         )

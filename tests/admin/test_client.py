@@ -255,7 +255,7 @@ def test_unreachable_servers_and_name_server_failover(tmp_path: Path) -> None:
                 await admin.cluster_info()
         async with running_cluster(tmp_path) as c, AdminClient(f"{dead};{c.ns_addr}", timeout=2.0) as admin:
             assert "TBW102" in await admin.topic_list()
-            assert admin.namesrv_addrs[admin._preferred] == c.ns_addr  # sticks to the one that answered
+            assert admin.namesrv_in_use == c.ns_addr  # sticks to the one that answered
             with pytest.raises(AdminConnectError, match="cannot connect"):
                 await admin.broker_runtime_info(dead)
             with pytest.raises(AdminError, match="not host:port"):
@@ -299,3 +299,14 @@ def test_version_names_and_address_lists() -> None:
     for bad in ("garbage", "host:", ":9876", "host:0", "host:65536", "host:99999"):
         with pytest.raises(AdminError, match="not host:port"):
             normalize_address(bad)
+
+
+def test_admin_errors_belong_to_the_client_error_hierarchy() -> None:
+    """One hierarchy: a caller catching the client's errors catches the admin tools' too."""
+    from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
+
+    assert issubclass(AdminError, MQClientError)
+    assert issubclass(AdminConnectError, MQConnectError) and issubclass(AdminConnectError, AdminError)
+    refused = AdminResponseError(17, "no such topic", "route")
+    assert isinstance(refused, MQBrokerError) and refused.code == 17 and refused.remark == "no such topic"
+    assert str(refused) == "route: TOPIC_NOT_EXIST (17): no such topic"

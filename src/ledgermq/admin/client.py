@@ -53,6 +53,8 @@ from ledgermq.admin.model import (
     select_broker_addr,
     split_namesrv_addrs,
 )
+from ledgermq.client.errors import MQConnectError
+from ledgermq.client.instance.namesrv_client import NameServerClient
 from ledgermq.errors import ProtocolError
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
@@ -85,7 +87,7 @@ class AdminClient:
         self.remoting = RemotingClient(
             connect_timeout=connect_timeout, sign=signer(credentials) if credentials is not None else None
         )
-        self._preferred = 0
+        self._namesrv: NameServerClient | None = None
 
     async def __aenter__(self) -> AdminClient:
         return self
@@ -120,22 +122,24 @@ class AdminClient:
         except ConnectionClosedError as exc:
             raise AdminConnectError(f"{addr} closed the connection: {exc}") from None
 
+    @property
+    def namesrv_in_use(self) -> str | None:
+        """The name server asked first next time (the one that answered last); None before any."""
+        ns = self._namesrv
+        return None if ns is None else ns.addrs[ns.preferred]
+
     async def invoke_namesrv(self, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
-        """Ask the name servers in turn until one answers."""
-        if not self.namesrv_addrs:
-            raise AdminError("no name server address given (-n host:port or NAMESRV_ADDR)")
-        errors: list[str] = []
-        count = len(self.namesrv_addrs)
-        for i in range(count):
-            index = (self._preferred + i) % count
-            try:
-                resp = await self.invoke(self.namesrv_addrs[index], code, ext, body)
-            except AdminConnectError as exc:
-                errors.append(str(exc))
-                continue
-            self._preferred = index
-            return resp
-        raise AdminConnectError(f"no name server reachable ({'; '.join(errors)})")
+        """Ask the name servers in turn until one answers (the client's name-server layer,
+        starting at the first address as mqadmin does)."""
+        if self._namesrv is None:
+            if not self.namesrv_addrs:
+                raise AdminError("no name server address given (-n host:port or NAMESRV_ADDR)")
+            addrs = [normalize_address(a) for a in self.namesrv_addrs]  # a bad one is named at once
+            self._namesrv = NameServerClient(self.remoting, addrs, timeout=self.timeout, start_at=0)
+        try:
+            return await self._namesrv.invoke(code, ext, body)
+        except MQConnectError as exc:
+            raise AdminConnectError(str(exc)) from None
 
     @staticmethod
     def _check(resp: RemotingCommand, what: str) -> RemotingCommand:

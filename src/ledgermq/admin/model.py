@@ -6,12 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, code_name
 from ledgermq.client.instance.namesrv import split_namesrv_addrs as split_namesrv_addrs
-from ledgermq.errors import LedgerError
 from ledgermq.net.client import split_address
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.admin_body import MessageQueue
-from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.protocol.route import BrokerData
 
@@ -26,30 +25,27 @@ DEFAULT_QUERY_MAX_NUM = 64  # what mqadmin queryMsgByKey asks for
 
 
 # -- errors ------------------------------------------------------------------------------
-class AdminError(LedgerError):
+# Admin errors are client errors: one hierarchy for everything a client-side call can
+# fail with, so a caller that catches MQClientError (or MQConnectError, MQBrokerError)
+# catches the admin tools' failures too.
+class AdminError(MQClientError):
     """An admin request could not be carried out."""
 
 
-class AdminConnectError(AdminError):
+class AdminConnectError(MQConnectError, AdminError):
     """No server could be reached, or it did not answer in time."""
 
 
-class AdminResponseError(AdminError):
+class AdminResponseError(MQBrokerError, AdminError):
     """The server answered with an error code."""
 
     def __init__(self, code: int, remark: str | None, what: str = "") -> None:
         self.code = code
         self.remark = remark or ""
+        self.addr = ""
         self.what = what
         prefix = f"{what}: " if what else ""
-        super().__init__(f"{prefix}{code_name(code)} ({code}){': ' + self.remark if self.remark else ''}")
-
-
-def code_name(code: int) -> str:
-    try:
-        return ResponseCode(code).name
-    except ValueError:
-        return "CODE"
+        MQClientError.__init__(self, f"{prefix}{code_name(code)} ({code}){': ' + self.remark if self.remark else ''}")
 
 
 def mq_version_desc(ordinal: int) -> str:

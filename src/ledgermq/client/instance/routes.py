@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
 
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, NoRouteError
 from ledgermq.client.instance.namesrv import split_namesrv_addrs
+from ledgermq.client.instance.namesrv_client import NameServerClient
 from ledgermq.client.instance.publish_info import (
     AUTO_CREATE_TOPIC,
     DEFAULT_TOPIC_QUEUE_NUMS,
@@ -24,12 +24,7 @@ from ledgermq.client.instance.publish_info import (
     default_topic_route,
     publish_info_from_route,
 )
-from ledgermq.errors import ProtocolError
-from ledgermq.net.client import ConnectError, RemotingClient
-from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
 from ledgermq.protocol.admin_body import MessageQueue
-from ledgermq.protocol.codes import RequestCode, ResponseCode
-from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import MASTER_ID, PERM_READ, TopicRouteData
 from ledgermq.util.ratelog import limited
 
@@ -49,58 +44,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 POLL_NAMESRV_INTERVAL = 30.0
-
-
-# -- name servers ----------------------------------------------------------------------------
-class NameServerClient:
-    """GET_ROUTEINFO_BY_TOPIC on the name servers: the one that answered last is asked first;
-    one that cannot be reached is skipped for the next."""
-
-    def __init__(
-        self,
-        remoting: RemotingClient,
-        addrs: str | Sequence[str],
-        *,
-        timeout: float = 3.0,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.remoting = remoting
-        self.addrs = split_namesrv_addrs(addrs)
-        if not self.addrs:
-            raise MQClientError("no name server address given")
-        self.timeout = timeout
-        self.preferred = (rng or random.Random()).randrange(len(self.addrs))
-
-    async def invoke(self, code: int, ext: dict[str, object]) -> RemotingCommand:
-        errors: list[str] = []
-        count = len(self.addrs)
-        for i in range(count):
-            index = (self.preferred + i) % count
-            addr = self.addrs[index]
-            try:
-                resp = await self.remoting.invoke(addr, RemotingCommand.request(code, ext), self.timeout)
-            except (ConnectError, ConnectionClosedError) as exc:
-                errors.append(str(exc))
-                continue
-            except RequestTimeoutError as exc:
-                self.remoting.close_connection(addr)
-                errors.append(str(exc))
-                continue
-            self.preferred = index
-            return resp
-        raise MQConnectError(f"no name server reachable ({'; '.join(errors)})")
-
-    async def route(self, topic: str) -> TopicRouteData | None:
-        """The topic's route; None if the name servers know no such topic (TOPIC_NOT_EXIST)."""
-        resp = await self.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": True})
-        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-            return None
-        if resp.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(resp.code, resp.remark, "name server")
-        try:
-            return TopicRouteData.decode(resp.body)
-        except ProtocolError as exc:
-            raise MQClientError(f"route of {topic} does not decode: {exc}") from None
 
 
 def subscribe_queues_from_route(topic: str, route: TopicRouteData) -> list[MessageQueue]:

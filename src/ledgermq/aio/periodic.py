@@ -24,8 +24,10 @@ class Periodic:
     """``Periodic(name, round_, interval, first_delay=...)``; ``start()``, ``await stop()``.
 
     ``round_`` may be a plain function or a coroutine function. ``first_delay`` is the sleep
-    before the first round (default: one interval; 0 runs a round at once). ``start`` and
-    ``stop`` are idempotent; ``stop`` waits until the task has ended.
+    before the first round (default: one interval; 0 runs a round at once). ``on_error``
+    reports a failed round (default: logged with its traceback; clients pass a rate-limited
+    report, since a server that stays away fails every round). ``start`` and ``stop`` are
+    idempotent; ``stop`` waits until the task has ended.
     """
 
     def __init__(
@@ -35,11 +37,13 @@ class Periodic:
         interval: Interval,
         *,
         first_delay: float | None = None,
+        on_error: Callable[[Periodic, Exception], object] | None = None,
     ) -> None:
         self.name = name
         self.round = round_
         self.interval = interval
         self.first_delay = first_delay
+        self.on_error = on_error
         self.failures = 0
         self._task: asyncio.Task[None] | None = None
 

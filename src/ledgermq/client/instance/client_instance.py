@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ledgermq.acl.signing import Credentials, signer
+from ledgermq.aio.periodic import Periodic
 from ledgermq.client.errors import ClientStateError, MQClientError
 from ledgermq.client.instance.namesrv import split_namesrv_addrs
 from ledgermq.client.instance.pull_api import PullAPI
@@ -53,6 +54,13 @@ from ledgermq.protocol.properties import PGROUP
 from ledgermq.util.ratelog import limited
 
 log = logging.getLogger(__name__)
+
+
+def _round_failed(timer: Periodic, _exc: Exception) -> None:
+    """A client's timers report failures once a minute each: a broker or name server that
+    stays away fails every round."""
+    limited.log(log, logging.ERROR, ("round", timer.name), "%s round failed", timer.name, exc_info=True)
+
 
 CLIENT_INNER_PRODUCER = "CLIENT_INNER_PRODUCER"
 HEARTBEAT_INTERVAL = 30.0
@@ -158,6 +166,7 @@ class ClientInstance:
         self._state = "created"
         self._start_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self._timers: list[Periodic] = []
         self._rebalance_wakeup = asyncio.Event()
         self._request_tasks: set[asyncio.Task[None]] = set()
 
@@ -225,14 +234,13 @@ class ClientInstance:
                 # the refresh timer goes on trying and warns if the name servers stay unreachable
                 log.info("client %s: no route refresh at start within %.1fs", self.client_id, self.api_timeout * 2)
             self.routes.start(first_delay=self.routes.poll_interval)
-            every = self._every
-            self._tasks = [
-                asyncio.create_task(
-                    every(self.settings.heartbeat_interval, self.heartbeat, "heartbeat"), name="heartbeat"
-                ),
-                asyncio.create_task(every(self.settings.persist_interval, self.persist_all, "persist"), name="persist"),
-                asyncio.create_task(self._rebalance_loop(), name="rebalance"),
+            self._timers = [
+                Periodic("heartbeat", self.heartbeat, self.settings.heartbeat_interval, on_error=_round_failed),
+                Periodic("persist", self.persist_all, self.settings.persist_interval, on_error=_round_failed),
             ]
+            for timer in self._timers:
+                timer.start()
+            self._tasks = [asyncio.create_task(self._rebalance_loop(), name="rebalance")]
 
     async def shutdown(self) -> None:
         if self._state == "shut down":
@@ -240,6 +248,9 @@ class ClientInstance:
         was_running = self._state == "running"
         self._state = "shut down"
         tasks, self._tasks = self._tasks, []
+        timers, self._timers = self._timers, []
+        for timer in timers:
+            await timer.stop()
         for task in [*tasks, *self._request_tasks]:
             task.cancel()
         for task in [*tasks, *self._request_tasks]:
@@ -378,14 +389,6 @@ class ClientInstance:
                 await self.rebalance_all()
             except Exception:  # the loop must survive anything
                 limited.log(log, logging.ERROR, "rebalance-round", "rebalance round failed", exc_info=True)
-
-    async def _every(self, interval: float, action: Any, what: str) -> None:
-        while self._state == "running":
-            await asyncio.sleep(interval)
-            try:
-                await action()
-            except Exception:  # the loop must survive anything
-                limited.log(log, logging.ERROR, ("round", what), "%s round failed", what, exc_info=True)
 
     # -- requests from brokers -----------------------------------------------------------
     def _on_broker_request(self, conn: Connection, cmd: RemotingCommand) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import random
 
+from ledgermq.aio.periodic import Periodic
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, NoRouteError
 from ledgermq.client.instance.namesrv import split_namesrv_addrs
 from ledgermq.client.instance.namesrv_client import NameServerClient
@@ -98,7 +99,7 @@ class RouteCache:
         self.subscribe: dict[str, list[MessageQueue]] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
+        self._timer: Periodic | None = None
 
     # -- lookups -------------------------------------------------------------------------
     def master_addr(self, broker_name: str) -> str | None:
@@ -220,23 +221,18 @@ class RouteCache:
 
     # -- the timer -----------------------------------------------------------------------
     def start(self, first_delay: float = 0.01) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(first_delay), name="route-refresh")
-
-    async def _loop(self, first_delay: float) -> None:
-        await asyncio.sleep(first_delay)
-        while True:
-            try:
-                await self.refresh_all()
-            except Exception:  # the loop must survive anything
-                limited.log(log, logging.ERROR, ("route-refresh", id(self)), "route refresh failed", exc_info=True)
-            await asyncio.sleep(self.poll_interval)
+        if self._timer is None:
+            self._timer = Periodic(
+                "route-refresh",
+                self.refresh_all,
+                lambda: self.poll_interval,
+                first_delay=first_delay,
+                on_error=lambda _p, _exc: limited.log(
+                    log, logging.ERROR, ("route-refresh", id(self)), "route refresh failed", exc_info=True
+                ),
+            )
+        self._timer.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        if self._timer is not None:
+            await self._timer.stop()

@@ -31,7 +31,6 @@ import contextlib
 import logging
 import random
 import socket
-import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,7 +126,7 @@ class HAClient:
         self.current_address = ""
         self.session: SlaveSession | None = None
         self._task: asyncio.Task[None] | None = None
-        self._bulk_until = 0.0  # time.monotonic() until which we count as receiving a backlog
+        self._bulk_until = 0.0  # clock.monotonic() until which we count as receiving a backlog
         self._burst_start = 0.0
         self._burst_bytes = 0
         self._stopping = False
@@ -159,7 +158,7 @@ class HAClient:
         self.connected = False
 
     def _count_burst(self, n: int) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now - self._burst_start > _BULK_WINDOW_S:
             self._burst_start, self._burst_bytes = now, 0
         self._burst_bytes += n
@@ -167,10 +166,9 @@ class HAClient:
             self._bulk_until = now + _BULK_HOLD_S
 
     def receiving_backlog(self) -> bool:
-        """True while a backlog streams in (called from the store's dispatch thread).
-
-        Real time, not the injected clock: it paces a thread, it decides nothing."""
-        return time.monotonic() < self._bulk_until
+        """True while a backlog streams in (called from the store's dispatch thread, which
+        bounds how long it holds off by the store's clock)."""
+        return self.clock.monotonic() < self._bulk_until
 
     def status(self) -> SlaveClientStatus:
         s = self.session
@@ -280,7 +278,7 @@ class HAClient:
         self.session = session
         # A slave that (re)connects usually has a backlog to fetch: hold dispatch off from the
         # start rather than after the first megabyte (which it would otherwise slow down).
-        self._bulk_until = time.monotonic() + _BULK_HOLD_S
+        self._bulk_until = clock.monotonic() + _BULK_HOLD_S
         buf = bytearray(_BUFFER_SIZE)
         view = memoryview(buf)
         have = 0  # bytes in buf (a partial frame at most, between reads)

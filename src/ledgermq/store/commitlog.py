@@ -47,7 +47,7 @@ def queue_key(topic: str, queue_id: int) -> str:
 
 class CommitLog:
     def __init__(self, directory: Path, segment_size: int, clock: Clock) -> None:
-        self.queue = MappedFileQueue(directory, segment_size)
+        self.queue = MappedFileQueue(directory, segment_size, clock)
         self.segment_size = segment_size
         self.clock = clock
         self.put_lock = threading.Lock()

@@ -17,7 +17,6 @@ import contextlib
 import mmap
 import os
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -209,11 +208,13 @@ class MappedFile(SegmentPositions):
         if release:
             self._cleanup()
 
-    def destroy(self, force_after_s: float = 120.0) -> bool:
-        """Ask for removal; True once the file is gone (False: readers still hold it)."""
+    def destroy(self, now: float, force_after_s: float = 120.0) -> bool:
+        """Ask for removal; True once the file is gone (False: readers still hold it).
+
+        ``now`` is the owner's monotonic clock: a file readers still pin is removed anyway
+        ``force_after_s`` after the first request."""
         with self._lock:
             self._available = False
-            now = time.monotonic()
             if self._destroy_requested_at is None:
                 self._destroy_requested_at = now
             busy = self._refs > 0 and now - self._destroy_requested_at < force_after_s

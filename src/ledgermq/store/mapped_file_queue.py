@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import StoreError, StoreFullError
 from ledgermq.failpoints import failpoint
 from ledgermq.store.mapped_file import MappedFile, SegmentPositions, parse_segment_name, segment_name
@@ -69,9 +70,10 @@ class SegmentRun(Generic[S]):
 
 
 class MappedFileQueue(SegmentRun[MappedFile]):
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, clock: Clock = SYSTEM_CLOCK) -> None:
         self.directory = directory
         self.file_size = file_size
+        self.clock = clock
         self.files: list[MappedFile] = []
         self._lock = threading.Lock()
 
@@ -164,7 +166,7 @@ class MappedFileQueue(SegmentRun[MappedFile]):
                 mf.truncate_to(offset - mf.start_offset, online=online)
                 keep.append(mf)
             else:
-                mf.destroy(60.0 if online else 0.0)
+                mf.destroy(self.clock.monotonic(), 60.0 if online else 0.0)
         with self._lock:
             self.files = keep
         if self.directory.exists():
@@ -179,7 +181,7 @@ class MappedFileQueue(SegmentRun[MappedFile]):
         for mf in self.files[:-1] if keep_last else list(self.files):
             if len(removed) >= max_files or not condition(mf):
                 break
-            if not mf.destroy(force_after_s):
+            if not mf.destroy(self.clock.monotonic(), force_after_s):
                 break  # still pinned by a reader; try again next round
             removed.append(mf)
         if removed:

@@ -175,7 +175,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         if self.dledger is not None:
             self._start_dledger_services(reput_from)
             return
-        self.reput = ReputService(self.commitlog, self.queues, self.index, reput_from, self.delay_levels_ms)
+        self.reput = ReputService(self.commitlog, self.queues, self.index, reput_from, self.delay_levels_ms, self.clock)
         self.reput.listeners = self._listeners
         self.reput.defer = self._defer
         self.reput.dispatch_hooks = self._dispatch_hooks
@@ -204,7 +204,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         driver flushes the DLedger files); retention deletes DLedger data files
         (store/dledger/retention.py)."""
         assert self.dledger is not None
-        reput = DLedgerReputService(self.dledger, self.queues, self.index, reput_from, self.delay_levels_ms)
+        reput = DLedgerReputService(self.dledger, self.queues, self.index, reput_from, self.delay_levels_ms, self.clock)
         reput.listeners = self._listeners
         reput.defer = self._defer
         reput.dispatch_hooks = self._dispatch_hooks

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.consumequeue import ConsumeQueueTable
@@ -66,8 +67,10 @@ class ReputService(ServiceThread):
         index: IndexService | None,
         start_offset: int,
         delay_levels_ms: list[int],
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__(0.05)
+        self.clock = clock
         self.commitlog = commitlog
         self.queues = queues
         self.index = index
@@ -105,13 +108,13 @@ class ReputService(ServiceThread):
                 return
 
     def _wait_while_held(self, hold: HoldOff) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now < self._run_until:
             return
         deadline = now + MAX_HOLD_S
         while hold() and not self.stopping:
-            if time.monotonic() >= deadline:
-                self._run_until = time.monotonic() + MIN_RUN_S
+            if self.clock.monotonic() >= deadline:
+                self._run_until = self.clock.monotonic() + MIN_RUN_S
                 return
             time.sleep(_HOLD_POLL_S)
 
@@ -229,7 +232,7 @@ class ReputService(ServiceThread):
                     hold is not None
                     and count % _HOLD_CHECK_EVERY == 0
                     and hold()
-                    and time.monotonic() >= self._run_until
+                    and self.clock.monotonic() >= self._run_until
                 ):
                     self._held = True
                     break

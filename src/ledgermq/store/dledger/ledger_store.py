@@ -367,13 +367,13 @@ class DLedgerStore:
                     break
                 self._first_index = max(self._first_index, head.index)
                 self.data.detach_first_while(_is(mf))
-            _destroy(mf, force_after_s)
+            _destroy(mf, self.data.clock.monotonic(), force_after_s)
             removed.append(mf)
         with self._lock:
             boundary = self._first_index * INDEX_UNIT_SIZE
             stale = [] if self._closed else self.index.detach_first_while(lambda m: m.end_offset <= boundary)
         for mf in stale:
-            _destroy(mf, force_after_s)
+            _destroy(mf, self.data.clock.monotonic(), force_after_s)
         return removed
 
     # -- durability ------------------------------------------------------------------
@@ -448,9 +448,9 @@ def _is(target: MappedFile) -> Callable[[MappedFile], bool]:
     return lambda mf: mf is target
 
 
-def _destroy(mf: MappedFile, force_after_s: float) -> None:
+def _destroy(mf: MappedFile, now: float, force_after_s: float) -> None:
     """Unlink (or set aside, while a reader holds it) a file already out of its list, and
     make that durable before the next one goes."""
-    mf.destroy(force_after_s)
+    mf.destroy(now, force_after_s)
     if mf.path.parent.exists():
         fsync_dir(mf.path.parent)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import StoreError
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.consumequeue import ConsumeQueueTable
@@ -32,8 +33,9 @@ class DLedgerReputService(ReputService):
         index: IndexService | None,
         start_offset: int,
         delay_levels_ms: list[int],
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        super().__init__(commitlog, queues, index, start_offset, delay_levels_ms)
+        super().__init__(commitlog, queues, index, start_offset, delay_levels_ms, clock)
         self.dledger = commitlog
 
     def _dispatch_available(self, hold: HoldOff | None) -> int:

@@ -94,3 +94,62 @@ def test_ledger_storage_needs_no_event_loop() -> None:
     names = _imports(SRC / "raftio" / "ledger_storage.py")
     bad = {n for n in names if n.split(".")[0] in FORBIDDEN_IN_PURE or n.startswith("ledgermq.net")}
     assert not bad, f"raftio/ledger_storage.py imports {sorted(bad)}"
+
+
+# spark/ speaks to brokers and name servers only through the client (docs/architecture.md).
+SPARK_MAY_IMPORT = (
+    "ledgermq.spark",
+    "ledgermq.client",
+    "ledgermq.aio",
+    "ledgermq.errors",
+    "ledgermq.clock",
+    "ledgermq.config",
+)
+
+
+def _ledgermq_imports(source: str, filename: str = "<source>") -> set[str]:
+    """Every ledgermq module a source imports, function-local, TYPE_CHECKING and relative ones
+    included (a relative import inside spark/ stays in spark/; ``from ledgermq import x`` names
+    ``ledgermq.x``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names if a.name.split(".")[0] == "ledgermq")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                names.add("ledgermq.spark")
+            elif node.module == "ledgermq":
+                names.update(f"ledgermq.{a.name}" for a in node.names)
+            elif node.module and node.module.split(".")[0] == "ledgermq":
+                names.add(node.module)
+    return names
+
+
+def _spark_violations(source: str) -> set[str]:
+    allowed = SPARK_MAY_IMPORT
+    return {n for n in _ledgermq_imports(source) if not any(n == a or n.startswith(a + ".") for a in allowed)}
+
+
+def test_spark_imports_only_the_client_aio_and_core() -> None:
+    files = sorted((SRC / "spark").rglob("*.py"))
+    assert files
+    bad = {str(p.relative_to(SRC)): sorted(v) for p in files if (v := _spark_violations(p.read_text()))}
+    assert not bad, f"spark/ reaches past the client: {bad}"
+    # the checker itself: allowed imports pass, each kind of planted violation is caught
+    assert not _spark_violations(
+        "from ledgermq.client.records import decode_record\nimport ledgermq.aio.loops\nfrom ledgermq import errors\n"
+        "from .broker import BrokerSession\nimport ledgermq.spark\n"
+    )
+    planted = (
+        "import pyarrow\nfrom ledgermq.client import Producer\n"
+        "def f():\n    from ledgermq.protocol.codes import ResponseCode\n"
+        "import ledgermq.net.client\nfrom ledgermq import store\nfrom ledgermq.clientele import x\n"
+        "from ledgermq.failpoints import hit\n"
+    )
+    assert _spark_violations(planted) == {
+        "ledgermq.protocol.codes",
+        "ledgermq.net.client",
+        "ledgermq.store",
+        "ledgermq.clientele",
+        "ledgermq.failpoints",
+    }

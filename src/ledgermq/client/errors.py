@@ -10,13 +10,14 @@
   unknown: the message may have been stored too).
 * ``MQBrokerError(code, remark)``: the broker answered with an error code. ``retriable``
   says whether the Java client would retry the send on another broker
-  (``DefaultMQProducer.retryResponseCodes``).
+  (``DefaultMQProducer.retryResponseCodes``). ``ResponseCode`` (exported here) names
+  its ``code`` values, so callers can decide on them without reaching into the protocol.
 """
 
 from __future__ import annotations
 
 from ledgermq.errors import LedgerError
-from ledgermq.protocol.codes import ResponseCode
+from ledgermq.protocol.codes import ResponseCode as ResponseCode  # public: what MQBrokerError.code holds
 
 # DefaultMQProducer.retryResponseCodes in 4.9.7: TOPIC_NOT_EXIST, SERVICE_NOT_AVAILABLE,
 # SYSTEM_ERROR, NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT.

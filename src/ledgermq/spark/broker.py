@@ -24,30 +24,12 @@ from ledgermq.aio.loops import close_loop, new_event_loop
 from ledgermq.client.errors import MQBrokerError, MQClientError, NoRouteError
 from ledgermq.client.instance.client_instance import ClientInstance, InstanceSettings
 from ledgermq.client.instance.pull_api import PullStatus
+from ledgermq.client.instance.topics import list_user_topics
 from ledgermq.client.message import MessageQueue
-from ledgermq.errors import ProtocolError
-from ledgermq.protocol import fastjson
-from ledgermq.protocol.codes import RequestCode
 from ledgermq.spark.offsets import QueueId
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-# Topics a pattern never selects: the broker's own (RocketMQ TopicValidator's system topics).
-SYSTEM_TOPICS = frozenset(
-    {
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "BenchmarkTest",
-        "OFFSET_MOVED_EVENT",
-        "SELF_TEST_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    }
-)
-SYSTEM_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_")
 
 
 class Status(enum.Enum):
@@ -146,18 +128,7 @@ class BrokerSession:
     async def topics(self) -> list[str]:
         """Every user topic the name servers know (system, retry, DLQ, cluster and broker
         names left out), sorted."""
-        client = await self.client()
-        listed = await client.namesrv.invoke(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
-        info = await client.namesrv.invoke(RequestCode.GET_BROKER_CLUSTER_INFO, {})
-        try:
-            topics = [str(t) for t in (fastjson.loads(listed.body).get("topicList") or [])]
-            cluster = fastjson.loads(info.body) if info.body else {}
-        except (ProtocolError, AttributeError) as exc:
-            raise MQClientError(f"the name server's topic list does not decode: {exc}") from None
-        hidden = set(SYSTEM_TOPICS)
-        hidden.update(str(n) for n in (cluster.get("brokerAddrTable") or {}))
-        hidden.update(str(c) for c in (cluster.get("clusterAddrTable") or {}))
-        return sorted(t for t in topics if t not in hidden and not t.startswith(SYSTEM_PREFIXES))
+        return await list_user_topics((await self.client()).namesrv)
 
     # -- queue offsets -------------------------------------------------------------------
     async def min_offset(self, q: QueueId) -> int:

@@ -35,10 +35,9 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Final
 
+from ledgermq.client import records as R
+from ledgermq.client.records import MESSAGE_MAGIC_CODE, decode_record, offset_msg_id
 from ledgermq.errors import RemoteProtocolError
-from ledgermq.protocol import sysflag as SF
-from ledgermq.protocol.message import MESSAGE_MAGIC_CODE, decode_record
-from ledgermq.protocol.msgid import offset_msg_id
 from ledgermq.spark.arrow_kernels import (
     binary_over,
     head_pattern,
@@ -56,7 +55,7 @@ from ledgermq.spark.schema import arrow_schema
 if TYPE_CHECKING:
     import pyarrow as pa
 
-_SLOW_FLAGS: Final = SF.BORNHOST_V6 | SF.STOREHOST_V6 | SF.COMPRESSED
+_SLOW_FLAGS: Final = R.BORNHOST_V6 | R.STOREHOST_V6 | R.COMPRESSED
 _MAGIC: Final = MESSAGE_MAGIC_CODE
 _LITTLE: Final = sys.byteorder == "little"
 _MAX_RAW: Final = (1 << 31) - (1 << 16)  # int32 offsets into one pull answer
@@ -333,14 +332,14 @@ class RowBuffer:
         self._chunks, self._rows = [], 0
 
         props = Properties(utf8_text(_concat([c.props for c in chunks], pa.binary())))
-        tags = props.lookup("TAGS")
-        uniq = props.lookup("UNIQ_KEY")
+        tags = props.lookup(R.TAGS)
+        uniq = props.lookup(R.UNIQ_KEY)
         if uniq.null_count:
             uniq = _fill_msg_ids(uniq, chunks)
         ts_type = pa.timestamp("us", tz="UTC")
         batch = pa.RecordBatch.from_arrays(
             [
-                props.lookup("KEYS"),
+                props.lookup(R.KEYS),
                 _concat([c.bodies for c in chunks], pa.binary()),
                 pa.repeat(pa.scalar(self.topic, pa.string()), n),
                 pa.repeat(pa.scalar(self.broker, pa.string()), n),
@@ -386,7 +385,7 @@ def _fill_msg_ids(uniq: pa.Array, chunks: list[_Chunk]) -> pa.Array:
 def _props_bytes(raw: bytes, pos: int, total: int) -> bytes:
     """The stored properties text of the (already validated) record at ``pos``."""
     sysflag = int.from_bytes(raw[pos + 36 : pos + 40], "big", signed=True)
-    head = 88 + (12 if sysflag & SF.BORNHOST_V6 else 0) + (12 if sysflag & SF.STOREHOST_V6 else 0)
+    head = 88 + (12 if sysflag & R.BORNHOST_V6 else 0) + (12 if sysflag & R.STOREHOST_V6 else 0)
     blen = int.from_bytes(raw[pos + head - 4 : pos + head], "big", signed=True)
     t = pos + head + blen
     start = t + 1 + raw[t] + 2

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ledgermq.protocol.message import decode_record
+from ledgermq.client.records import decode_record
 from ledgermq.spark.broker import BrokerSession, Status
 from ledgermq.spark.offsets import EARLIEST, LATEST, Offsets, QueueId
 from ledgermq.spark.options import OptionError, ReadOptions, Subscription

@@ -22,8 +22,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ledgermq.client.errors import MQBrokerError, MQClientError
-from ledgermq.protocol.codes import ResponseCode
+from ledgermq.client.errors import MQBrokerError, MQClientError, ResponseCode
 from ledgermq.spark.broker import BrokerSession, Pulled, Status
 from ledgermq.spark.columnar import RowBuffer
 from ledgermq.spark.options import ReadOptions

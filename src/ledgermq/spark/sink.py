@@ -35,8 +35,8 @@ from pyspark.sql.types import DataType, MapType, StructType
 
 from ledgermq.aio.loops import close_loop, new_event_loop
 from ledgermq.client import Message, MessageQueue, Producer
+from ledgermq.client import records as R
 from ledgermq.client.errors import MQClientError
-from ledgermq.protocol import properties as P
 from ledgermq.spark.options import OptionError, WriteOptions, parse_write_options
 from ledgermq.spark.schema import WRITE_COLUMNS
 
@@ -193,9 +193,9 @@ def messages_of(batch: pa.RecordBatch, opts: WriteOptions) -> list[tuple[Message
             for k, v in props[i]:
                 if v is None or k in SYSTEM_PROPERTIES:
                     continue
-                if k == P.TAGS:
+                if k == R.TAGS:
                     row_tags = row_tags if row_tags is not None else v
-                elif k == P.KEYS:
+                elif k == R.KEYS:
                     row_keys = row_keys if row_keys is not None else v
                 else:
                     user[k] = v

@@ -1,0 +1,43 @@
+"""The client's raw-pull API: the stored-record format as public names.
+
+``PullAPI.pull(..., decode=False)`` hands back a PULL_MESSAGE answer's body untouched
+(``PullResult.raw``): stored records back to back, in RocketMQ 4.x's commit-log layout.
+Code that reads those bytes itself (the Spark source decodes them column by column into
+Arrow, far faster than building one ``MessageExt`` per message) needs the same format
+facts the client decodes with. They live in ``protocol/``, which is not the client's public
+surface; this module is, so such code depends on the client only and the protocol package
+may be reorganised behind it.
+
+* ``decode_record(buf, pos, check_crc=..., inflate=...)``: the record at ``pos`` as a
+  ``MessageExt`` (``RemoteProtocolError`` on any inconsistency); ``decode_records`` for
+  a whole body.
+* ``MESSAGE_MAGIC_CODE``: the magic every stored record carries at bytes 4..8.
+* The SYSFLAG bits that change a record's layout: ``BORNHOST_V6`` / ``STOREHOST_V6``
+  (16-byte hosts instead of 4) and ``COMPRESSED`` (a zlib body).
+* ``offset_msg_id(store_host, physical_offset)``: the offset message id (what
+  ``MessageExt.offset_msg_id`` holds), for a record whose fields were read by hand.
+* Property names (RocketMQ ``MessageConst``) a reader or writer looks up.
+"""
+
+from __future__ import annotations
+
+from ledgermq.protocol.message import MESSAGE_MAGIC_CODE, MessageRecord, decode_record, decode_records
+from ledgermq.protocol.msgid import offset_msg_id
+from ledgermq.protocol.properties import KEYS, TAGS, UNIQ_KEY
+from ledgermq.protocol.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6
+
+MessageExt = MessageRecord
+
+__all__ = [
+    "BORNHOST_V6",
+    "COMPRESSED",
+    "KEYS",
+    "MESSAGE_MAGIC_CODE",
+    "STOREHOST_V6",
+    "TAGS",
+    "UNIQ_KEY",
+    "MessageExt",
+    "decode_record",
+    "decode_records",
+    "offset_msg_id",
+]

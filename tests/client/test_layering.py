@@ -18,7 +18,6 @@ PURE = {
     "instance/publish_info.py",
     "producer/failover.py",
     "producer/fault.py",
-    "producer/msgid.py",
     "producer/outgoing.py",
     "producer/settings.py",
     "producer/selector.py",

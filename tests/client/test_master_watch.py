@@ -18,12 +18,12 @@ from ledgermq.client.message import SendResult, SendStatus
 from ledgermq.client.producer.failover import FailoverSettings
 from ledgermq.client.producer.fault import FaultStrategy
 from ledgermq.client.producer.master_watch import MasterWatch
-from ledgermq.client.producer.msgid import UniqueIdGenerator
 from ledgermq.client.producer.outgoing import Outgoing, prepare_message
 from ledgermq.client.producer.send_retry import send_to_queue_with_retries, send_with_retries
 from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
+from ledgermq.util.unique_ids import UniqueIdGenerator
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgermq.client.producer.msgid import UniqueIdGenerator
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol.msgid import decode_offset_msg_id, offset_msg_id, uniq_id_ip
+from ledgermq.util.unique_ids import UniqueIdGenerator
 
 # --------------------------------------------------------------------------- offset message id
 

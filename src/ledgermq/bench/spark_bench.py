@@ -267,10 +267,10 @@ def _timed(action: Any) -> float:
 
 def _sample_batch(rows: int, body_size: int) -> Any:
     """A realistic record batch (what the source yields for producer-made messages)."""
-    from ledgermq.client.producer.msgid import UniqueIdGenerator
     from ledgermq.protocol import properties as P
     from ledgermq.protocol.message import encode_record
     from ledgermq.spark.columnar import RowBuffer
+    from ledgermq.util.unique_ids import UniqueIdGenerator
 
     ids = UniqueIdGenerator()
     now = int(time.time() * 1000)

@@ -38,6 +38,7 @@ from typing import Final
 from ledgermq.errors import LocalProtocolError, PropertiesTooLargeError, RemoteProtocolError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
+from ledgermq.util.ip import pack_ip
 
 MESSAGE_MAGIC_CODE: Final = -626843481  # 0xDAA320A7 as a Java int
 BLANK_MAGIC_CODE: Final = -875286124  # 0xCBD43194 as a Java int
@@ -156,10 +157,8 @@ def body_crc(body: bytes | memoryview) -> int:
 @lru_cache(maxsize=1024)
 def pack_host(host: Host) -> tuple[bytes, int, bool]:
     """(packed ip, port, is_v6). IPv4-mapped IPv6 is stored as IPv4 so C clients can read it."""
-    ip = ipaddress.ip_address(host[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.packed, int(host[1]), ip.version == 6
+    packed = pack_ip(host[0])
+    return packed, int(host[1]), len(packed) == 16
 
 
 @lru_cache(maxsize=1024)

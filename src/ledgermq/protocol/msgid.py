@@ -7,7 +7,7 @@
   int16, a per-process int32) followed by 12 of time and counter: int32 milliseconds
   since the start of the current month and an int16 counter (``MessageClientIDSetter``).
   Reading one is here (``uniq_id_ip``); making them, which keeps state (a counter, a lock,
-  the process id), is the client's (``ledgermq.client.producer.msgid``).
+  the process id), is ``ledgermq.util.unique_ids``'s (used by producers and the broker).
 """
 
 from __future__ import annotations

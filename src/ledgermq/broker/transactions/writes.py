@@ -11,11 +11,11 @@ import logging
 from ledgermq.broker.context import Broker
 from ledgermq.broker.transactions.half import HALF_TOPIC
 from ledgermq.broker.transactions.ops import op_message
-from ledgermq.client.producer.msgid import UniqueIdGenerator
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol.message import MessageRecord, decode_record
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.results import PutResult
+from ledgermq.util.unique_ids import UniqueIdGenerator
 
 log = logging.getLogger("ledgermq.broker.transactions")
 

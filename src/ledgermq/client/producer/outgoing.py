@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 from ledgermq.client.errors import MessageInvalidError
 from ledgermq.client.message import Message, validate_message, validate_topic
-from ledgermq.client.producer.msgid import UniqueIdGenerator
 from ledgermq.clock import Clock
 from ledgermq.errors import LocalProtocolError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.batch import BatchEntry, encode_batch
 from ledgermq.protocol.message import MAX_PROPERTIES_BYTES
+from ledgermq.util.unique_ids import UniqueIdGenerator
 
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 COMPRESS_OVER = 4096

@@ -90,7 +90,6 @@ from ledgermq.client.producer.async_send import (
 from ledgermq.client.producer.failover import FailoverSettings
 from ledgermq.client.producer.fault import FaultStrategy
 from ledgermq.client.producer.master_watch import MasterWatch
-from ledgermq.client.producer.msgid import UniqueIdGenerator
 from ledgermq.client.producer.outgoing import (
     COMPRESS_LEVEL,
     COMPRESS_OVER,
@@ -110,6 +109,7 @@ from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.net.client import ConnectError
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
 from ledgermq.protocol.admin_body import MessageQueue
+from ledgermq.util.unique_ids import UniqueIdGenerator
 
 __all__ = [
     "COMPRESS_LEVEL",

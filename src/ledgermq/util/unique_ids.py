@@ -1,10 +1,12 @@
 """Making message ids (``UNIQ_KEY``) the way the Java client's ``MessageClientIDSetter``
 does: 20 fixed hex characters (ip, pid as int16, a per-generator int32 salt) followed by 12
 of time and counter: int32 milliseconds since the start of the current month and an int16
-counter. The generator keeps state (the counter, a lock, the month's start), so it lives
-with the producers that own one; reading ids is ``ledgermq.protocol.msgid``'s.
+counter.
 
-The broker's own writes (a transaction's op messages) use it too.
+The generator keeps state (the counter, a lock, the month's start, the process id), so it
+is not in the pure protocol layer (reading ids is ``ledgermq.protocol.msgid``'s); it is
+here, below both of its users: producers, and the broker's own writes (a transaction's op
+messages). Stdlib only.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import random
 import struct
 import threading
 
-from ledgermq.protocol.message import pack_host
+from ledgermq.util.ip import pack_ip
 
 __all__ = ["UniqueIdGenerator"]
 
@@ -42,7 +44,7 @@ class UniqueIdGenerator:
     def __init__(self, ip: str = "127.0.0.1", pid: int | None = None, rng: random.Random | None = None) -> None:
         """``pid`` defaults to this process's, the salt comes from ``rng`` (default: the
         module's generator): ids of two generators of one process differ."""
-        packed, _, _ = pack_host((ip, 0))
+        packed = pack_ip(ip)
         pid = os.getpid() if pid is None else pid
         salt = (rng or random).getrandbits(31)
         self._fixed = (packed + struct.pack(">Hi", pid & 0xFFFF, salt)).hex().upper()

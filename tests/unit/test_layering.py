@@ -153,3 +153,97 @@ def test_spark_imports_only_the_client_aio_and_core() -> None:
         "ledgermq.clientele",
         "ledgermq.failpoints",
     }
+
+
+# The whole layer order (docs/architecture.md, "Layers present today"): a package imports
+# only packages of a lower rank. Packages of one rank do not import each other; the core
+# modules (errors, clock, config, ...) may import one another.
+LAYER_RANKS: dict[str, int] = {
+    "cli": 100,
+    "bench": 90,
+    "chaos": 90,
+    "spark": 80,
+    "admin": 70,
+    "client": 60,
+    "broker": 50,
+    "namesrv": 45,
+    "ha": 40,
+    "raftio": 40,
+    "testing": 35,
+    "raft": 30,
+    "store": 30,
+    "acl": 25,
+    "net": 25,
+    "aio": 20,
+    "filter": 20,
+    "protocol": 15,
+    "util": 10,
+}
+CORE_RANK = 5  # errors.py, clock.py, config.py, config_keys.py, failpoints.py, startup.py
+
+
+def _unit(module: str) -> str | None:
+    """``ledgermq.store.reput`` -> ``store``; a core module -> ``core``; not ours -> None."""
+    parts = module.split(".")
+    if parts[0] != "ledgermq" or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in LAYER_RANKS else "core"
+
+
+def _rank(unit: str) -> int:
+    return CORE_RANK if unit == "core" else LAYER_RANKS[unit]
+
+
+def layer_violations(imports: dict[str, set[str]]) -> list[str]:
+    """``imports``: importing unit -> the ledgermq modules it imports; the edges that point up
+    or sideways."""
+    bad = []
+    for unit, modules in sorted(imports.items()):
+        for module in sorted(modules):
+            target = _unit(module)
+            if target is None or target == unit or (unit == "core" and target == "core"):
+                continue
+            if _rank(target) >= _rank(unit):
+                bad.append(f"{unit} -> {module}")
+    return bad
+
+
+def _package_imports() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).parts
+        unit = rel[0] if len(rel) > 1 else "core"  # a top-level module is a core module
+        text = path.read_text()
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.update(
+                    f"{node.module}.{a.name}" if node.module == "ledgermq" else node.module for a in node.names
+                )
+        out.setdefault(unit, set()).update(names)
+    return out
+
+
+def test_every_package_has_a_rank() -> None:
+    packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages == set(LAYER_RANKS), f"rank these in LAYER_RANKS: {sorted(packages ^ set(LAYER_RANKS))}"
+
+
+def test_dependencies_point_down_the_layer_list() -> None:
+    assert not layer_violations(_package_imports())
+    # the checker itself catches upward and sideways edges and lets downward ones pass
+    planted = {
+        "store": {"ledgermq.broker.app", "ledgermq.protocol.message"},
+        "broker": {"ledgermq.client.producer", "ledgermq.store"},
+        "net": {"ledgermq.acl.signing"},
+        "core": {"ledgermq.errors", "ledgermq.util.ratelog"},
+        "client": {"ledgermq.filter", "ledgermq.aio.periodic"},
+    }
+    assert layer_violations(planted) == [
+        "broker -> ledgermq.client.producer",
+        "core -> ledgermq.util.ratelog",
+        "net -> ledgermq.acl.signing",
+        "store -> ledgermq.broker.app",
+    ]

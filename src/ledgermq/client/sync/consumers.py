@@ -6,20 +6,19 @@ the facade's callback threads."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import Any
 
 from ledgermq.client.consumer.common import MessageSelector
 from ledgermq.client.lite_pull.consumer import LitePullConsumer
 from ledgermq.client.push.consume_service import Listener
 from ledgermq.client.push.consumer import PushConsumer
-from ledgermq.client.sync.loop_thread import Closable, blocking, on_loop
+from ledgermq.client.sync.loop_thread import Lifecycle, blocking, on_loop
 from ledgermq.protocol.admin_body import MessageQueue
 
 __all__ = ["SyncLitePullConsumer", "SyncPushConsumer"]
 
 
-class SyncLitePullConsumer(Closable[LitePullConsumer]):
+class SyncLitePullConsumer(Lifecycle[LitePullConsumer]):
     """``with SyncLitePullConsumer("cg", "127.0.0.1:9876") as c: ...`` after ``c.subscribe("T")``
     (or ``assign``) and ``start``; then ``c.poll(1.0)``. Options are ``LitePullConsumer``'s."""
 
@@ -30,23 +29,6 @@ class SyncLitePullConsumer(Closable[LitePullConsumer]):
     def consumer(self) -> LitePullConsumer:
         """The asyncio consumer underneath (use it only on the facade's loop)."""
         return self._target
-
-    def start(self) -> None:
-        self._run(self._target.start())
-
-    def shutdown(self) -> None:
-        """Shut the consumer down (commits and persists offsets); the last facade object to
-        close stops the loop thread. Idempotent."""
-        self._close(self._target.shutdown())
-
-    def __enter__(self) -> SyncLitePullConsumer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     def subscribe(
         self,
@@ -85,7 +67,7 @@ class SyncLitePullConsumer(Closable[LitePullConsumer]):
     commit = blocking(LitePullConsumer.commit)
 
 
-class SyncPushConsumer(Closable[PushConsumer]):
+class SyncPushConsumer(Lifecycle[PushConsumer]):
     """``c = SyncPushConsumer("cg", "127.0.0.1:9876"); c.subscribe("T"); c.register_listener(fn);
     c.start()``. A plain listener ``fn(msgs, context) -> ConsumeConcurrentlyStatus`` runs on the
     consumer's worker pool. Options are ``PushConsumer``'s."""
@@ -97,23 +79,6 @@ class SyncPushConsumer(Closable[PushConsumer]):
     def consumer(self) -> PushConsumer:
         """The asyncio consumer underneath (use it only on the facade's loop)."""
         return self._target
-
-    def start(self) -> None:
-        self._run(self._target.start())
-
-    def shutdown(self) -> None:
-        """Shut the consumer down (persists offsets, leaves the group); the last facade object
-        to close stops the loop thread. Idempotent."""
-        self._close(self._target.shutdown())
-
-    def __enter__(self) -> SyncPushConsumer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     def register_listener(self, fn: Listener) -> None:
         """``fn(msgs, context) -> ConsumeConcurrentlyStatus``, run on the consumer's worker pool."""

@@ -19,7 +19,8 @@ import concurrent.futures
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from types import TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar, overload
 
 from ledgermq.aio.loops import new_event_loop
 from ledgermq.client.errors import ClientStateError
@@ -264,3 +265,34 @@ class Closable(_Facade[T]):
             self._loop.run(coro)
         finally:
             _release_loop(self._loop)
+
+
+class _StartStop(Protocol):
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
+S = TypeVar("S", bound=_StartStop)
+
+
+class Lifecycle(Closable[S]):
+    """``start``/``shutdown`` and the ``with`` statement of a facade whose asyncio object
+    has ``start()`` and ``shutdown()`` coroutines (producers and consumers)."""
+
+    def start(self) -> None:
+        self._run(self._target.start())
+
+    def shutdown(self) -> None:
+        """Shut the object underneath down (a producer's async sends in flight finish
+        first); the last facade object to close stops the loop thread. Idempotent."""
+        self._close(self._target.shutdown())
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.shutdown()

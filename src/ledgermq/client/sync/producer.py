@@ -8,18 +8,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
 from typing import Any
 
 from ledgermq.client.message import Message, SendResult
 from ledgermq.client.producer.async_send import Callbacks, SendCallback
 from ledgermq.client.producer.producer import Producer
-from ledgermq.client.sync.loop_thread import Closable, blocking
+from ledgermq.client.sync.loop_thread import Lifecycle, blocking
 
 __all__ = ["SyncProducer"]
 
 
-class SyncProducer(Closable[Producer]):
+class SyncProducer(Lifecycle[Producer]):
     """``with SyncProducer("pg", "127.0.0.1:9876") as p: p.send(Message("T", b"hi"))``.
 
     Options are ``Producer``'s (``send_timeout``, ``retry_times``, ...)."""
@@ -31,23 +30,6 @@ class SyncProducer(Closable[Producer]):
     def producer(self) -> Producer:
         """The asyncio producer underneath (use it only on the facade's loop)."""
         return self._target
-
-    def start(self) -> None:
-        self._run(self._target.start())
-
-    def shutdown(self) -> None:
-        """Shut the producer down (async sends in flight finish first); the last facade
-        object to close stops the loop thread. Idempotent."""
-        self._close(self._target.shutdown())
-
-    def __enter__(self) -> SyncProducer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     send = blocking(Producer.send)
     send_oneway = blocking(Producer.send_oneway)

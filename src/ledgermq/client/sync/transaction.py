@@ -9,16 +9,15 @@ other blocking facade methods.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any
 
 from ledgermq.client.producer.transaction import CheckListener, TransactionProducer
-from ledgermq.client.sync.loop_thread import Closable, blocking
+from ledgermq.client.sync.loop_thread import Lifecycle, blocking
 
 __all__ = ["SyncTransactionProducer"]
 
 
-class SyncTransactionProducer(Closable[TransactionProducer]):
+class SyncTransactionProducer(Lifecycle[TransactionProducer]):
     """``with SyncTransactionProducer("pg", ns, check_listener=check) as p:
     p.send_message_in_transaction(msg, executor=run_local)``; options are
     ``TransactionProducer``'s."""
@@ -32,22 +31,6 @@ class SyncTransactionProducer(Closable[TransactionProducer]):
     def producer(self) -> TransactionProducer:
         """The asyncio producer underneath (use it only on the facade's loop)."""
         return self._target
-
-    def start(self) -> None:
-        self._run(self._target.start())
-
-    def shutdown(self) -> None:
-        """Shut the producer down; idempotent (the last facade object stops the loop thread)."""
-        self._close(self._target.shutdown())
-
-    def __enter__(self) -> SyncTransactionProducer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.shutdown()
 
     send_message_in_transaction = blocking(TransactionProducer.send_message_in_transaction)
     send = blocking(TransactionProducer.send)

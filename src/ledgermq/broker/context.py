@@ -39,7 +39,7 @@ class Broker:
     pull_hold: PullHoldService
     clock: Clock
     extras: dict[str, object] = field(default_factory=dict)
-    stats: BrokerStats = field(default_factory=BrokerStats)  # message and request counters (metrics, admin)
+    stats: BrokerStats = field(init=False)  # message and request counters (metrics, admin), on ``clock``
     filters: ConsumerFilterManager = field(default_factory=ConsumerFilterManager)  # SQL92 filters from heartbeats
     filter_cache: DispatchMatchCache | None = None  # SQL92 answers computed at dispatch; set by BrokerApp
     schedule: ScheduleService | None = None
@@ -50,6 +50,9 @@ class Broker:
     # Makes a changed BrokerConfig current everywhere it is kept (UPDATE_BROKER_CONFIG) and
     # registers the whole table again; set by BrokerApp.
     apply_config: Callable[[BrokerConfig], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.stats = BrokerStats(now_ms=self.clock.wall_ms)
 
     # -- the broker's one way to write ------------------------------------------------
     async def put(self, msg: MessageInput) -> PutResult:

@@ -21,7 +21,6 @@ Index bases: raft index = DLedger index + 1 (see ledger_storage.py).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from ledgermq.config import FlushDiskType
@@ -53,11 +52,11 @@ class StoreLog(LedgerStorage):
         flushed log costs the driver no thread hand-off per tick)."""
         if self.store.persisted_index >= self.store.last_index:
             return False
-        return self.sync_flush or time.monotonic() - self._last_fsync >= self.flush_interval_s
+        return self.sync_flush or self.message_store.clock.monotonic() - self._last_fsync >= self.flush_interval_s
 
     def flush(self) -> tuple[int, int]:
         """fsync under SYNC_FLUSH; under ASYNC_FLUSH at most every flushIntervalCommitLog."""
-        now = time.monotonic()  # paces fsyncs, decides nothing about order or safety
+        now = self.message_store.clock.monotonic()  # the store's clock paces the timed fsyncs
         if self.sync_flush or now - self._last_fsync >= self.flush_interval_s:
             self._last_fsync = now
             return super().flush()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ledgermq.bench.memory_bench import PHASES, memory_of
+from ledgermq.bench.memory_bench import PHASES
+from ledgermq.bench.procstat import rss_split
 from ledgermq.cli.main import cli
 
 pytestmark = pytest.mark.timeout(180)
@@ -34,4 +35,4 @@ def test_memory_bench_samples_both_brokers_through_every_phase(tmp_path: Path) -
 
 
 def test_memory_of_a_gone_process_reads_as_minus_one() -> None:
-    assert memory_of(2**22 + 12345) == (-1, -1)  # above the default pid_max
+    assert rss_split(2**22 + 12345) == (-1, -1)  # above the default pid_max

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError, code_name
+from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
 from ledgermq.client.instance.namesrv import split_namesrv_addrs as split_namesrv_addrs
 from ledgermq.net.client import split_address
 from ledgermq.protocol import properties as P
@@ -40,12 +40,7 @@ class AdminResponseError(MQBrokerError, AdminError):
     """The server answered with an error code."""
 
     def __init__(self, code: int, remark: str | None, what: str = "") -> None:
-        self.code = code
-        self.remark = remark or ""
-        self.addr = ""
-        self.what = what
-        prefix = f"{what}: " if what else ""
-        MQClientError.__init__(self, f"{prefix}{code_name(code)} ({code}){': ' + self.remark if self.remark else ''}")
+        super().__init__(code, remark, what=what)
 
 
 def mq_version_desc(ordinal: int) -> str:

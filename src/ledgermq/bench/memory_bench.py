@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgermq.bench.broker_bench import _wait_port
-from ledgermq.bench.procstat import load_average
+from ledgermq.bench.procstat import load_average, rss_split
 from ledgermq.bench.replication_bench import MIB, HAPair, _wait_quiet
 
 TOPIC = "MemTopic"
@@ -124,21 +124,6 @@ class MemoryReport:
         return max(s.anon for s in mine) - warm[-1].anon
 
 
-def memory_of(pid: int) -> tuple[int, int]:
-    """(RssAnon, RssFile) of ``pid`` in bytes; (-1, -1) if it is gone."""
-    anon = file = -1
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    anon = int(line.split()[1]) * 1024
-                elif line.startswith("RssFile:"):
-                    file = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return -1, -1
-    return anon, file
-
-
 class _Sampler:
     """Samples both brokers every interval on the bench's loop, labelled with the phase."""
 
@@ -152,7 +137,7 @@ class _Sampler:
         load = load_average()
         at = time.monotonic() - self._t0
         for broker, pid in self.pids.items():
-            anon, file = memory_of(pid)
+            anon, file = rss_split(pid)
             self.report.samples.append(Sample(at, self.phase, broker, anon, file, load))
 
     def enter(self, phase: str) -> None:

@@ -42,6 +42,22 @@ def rss_bytes(pid: int) -> int:
     return -1
 
 
+def rss_split(pid: int) -> tuple[int, int]:
+    """(RssAnon, RssFile) of ``pid`` in bytes: memory the process owns, and pages of mapped
+    files the kernel may evict; (-1, -1) if unreadable."""
+    anon = file = -1
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    anon = int(line.split()[1]) * 1024
+                elif line.startswith("RssFile:"):
+                    file = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return -1, -1
+    return anon, file
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds ``pid`` has used so far; -1 if unreadable."""
     try:

@@ -88,13 +88,15 @@ class MasterMovedError(MQConnectError):
 class MQBrokerError(MQClientError):
     """The broker (or name server) answered with an error code."""
 
-    def __init__(self, code: int, remark: str | None, addr: str = "") -> None:
+    def __init__(self, code: int, remark: str | None, addr: str = "", *, what: str = "") -> None:
         self.code = code
         self.remark = remark or ""
         self.addr = addr
+        self.what = what  # the request, when the caller names it ("route", "topic list")
+        prefix = f"{what}: " if what else ""
         where = f" from {addr}" if addr else ""
         detail = f": {self.remark}" if self.remark else ""
-        super().__init__(f"{code_name(code)} ({code}){where}{detail}")
+        super().__init__(f"{prefix}{code_name(code)} ({code}){where}{detail}")
 
     @property
     def retriable(self) -> bool:

@@ -1,8 +1,11 @@
 """RemotingServer: accept connections, dispatch each request to the processor for its code.
 
-A processor is ``async def processor(ctx, request) -> RemotingCommand | None``, registered
-by request code; it returns the response (the server fills in opaque, flag and
-serialization) or None for oneway handling. The server owns the rules every processor
+A processor is registered by request code and returns the response (the server fills in
+opaque, flag and serialization), None for oneway handling, or an awaitable of either. It
+is called where the frame is read: one that can answer at once (a send that needs no
+flush or slave wait) returns the answer and costs no task, no extra frames and no loop
+turn; one that must wait (``async def`` processors, or a send under SYNC_MASTER) returns
+an awaitable, which runs as a task of its own. The server owns the rules every processor
 would otherwise repeat:
 
 * unknown codes get REQUEST_CODE_NOT_SUPPORTED (remark " request type N not supported");
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +58,8 @@ class RequestContext:
         self.server.inflight += 1
 
 
-Processor = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
+Answer = RemotingCommand | None
+Processor = Callable[[RequestContext, RemotingCommand], Answer | Awaitable[Answer]]
 InlineProcessor = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
 """A processor that never waits: run where the frame is read, without a task of its own."""
 Gate = Callable[[Connection, RemotingCommand], RemotingCommand | None]
@@ -175,17 +179,61 @@ class RemotingServer:
             return
         conn.inflight += 1
         self.inflight += 1
-        task = asyncio.create_task(self._run(processor, conn, cmd, gate_in_thread))
+        if gate_in_thread:
+            self._spawn(self._run_gated(processor, conn, cmd))
+            return
+        try:
+            outcome = processor(RequestContext(conn, self), cmd)
+        except Exception as exc:
+            conn.inflight -= 1
+            self.inflight -= 1
+            self._answer(conn, cmd, self._failed(conn, cmd, exc))
+            return
+        if outcome is None or isinstance(outcome, RemotingCommand):
+            conn.inflight -= 1
+            self.inflight -= 1
+            if outcome is not None:
+                self._answer(conn, cmd, outcome)
+            return
+        self._spawn(self._run(outcome, conn, cmd))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, processor: Processor, conn: Connection, cmd: RemotingCommand, gate: bool = False) -> None:
+    def _failed(self, conn: Connection, cmd: RemotingCommand, exc: Exception) -> RemotingCommand:
+        log.error("%s: %s from %s failed", self.name, request_name(cmd.code), conn.peer, exc_info=exc)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+    async def _run_gated(self, processor: Processor, conn: Connection, cmd: RemotingCommand) -> None:
+        """A large request: the gate checks it in a worker thread before the processor runs."""
         try:
-            refusal = await asyncio.to_thread(self.gate, conn, cmd) if gate and self.gate is not None else None
-            response = refusal if refusal is not None else await processor(RequestContext(conn, self), cmd)
+            refusal = await asyncio.to_thread(self.gate, conn, cmd) if self.gate is not None else None
+            if refusal is not None:
+                outcome: Answer | Awaitable[Answer] = refusal
+            else:
+                outcome = processor(RequestContext(conn, self), cmd)
+        except Exception as exc:
+            outcome = self._failed(conn, cmd, exc)
+        if outcome is None or isinstance(outcome, RemotingCommand):
+            conn.inflight -= 1
+            self.inflight -= 1
+            if outcome is not None:
+                self._answer(conn, cmd, outcome)
+            return
+        await self._run(outcome, conn, cmd)
+
+    async def _run(self, outcome: Awaitable[Answer], conn: Connection, cmd: RemotingCommand) -> None:
+        try:
+            response = await outcome
         except Exception as exc:
             log.exception("%s: %s from %s failed", self.name, request_name(cmd.code), conn.peer)
             response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        except BaseException:
+            if isinstance(outcome, Coroutine):
+                outcome.close()  # cancelled before its first step: it was never awaited
+            raise
         finally:
             conn.inflight -= 1
             self.inflight -= 1

@@ -14,7 +14,10 @@ from ledgermq.protocol.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
-BrokerProcessor = Callable[[Broker, RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
+BrokerAnswer = RemotingCommand | None
+BrokerProcessor = Callable[[Broker, RequestContext, RemotingCommand], BrokerAnswer | Awaitable[BrokerAnswer]]
+"""``async def`` for a request that waits; a plain function for one the send path answers
+at once, returning an awaitable only when it must wait (net/server.py)."""
 
 
 def bind(fn: BrokerProcessor, broker: Broker) -> Processor:
@@ -22,19 +25,38 @@ def bind(fn: BrokerProcessor, broker: Broker) -> Processor:
 
     Every request's latency is counted here by request and response code (broker/stats.py;
     a held pull counts its hold). A processor that raises is counted as SYSTEM_ERROR, as the
-    server answers it."""
+    server answers it. A plain answer is counted and returned without a coroutine of ours,
+    so a send answered at once costs no frame beyond its own."""
     count = broker.stats.count_request
+    perf_counter = time.perf_counter
 
-    async def processor(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
-        start = time.perf_counter()
+    def processor(ctx: RequestContext, cmd: RemotingCommand) -> BrokerAnswer | Awaitable[BrokerAnswer]:
+        start = perf_counter()
+        try:
+            outcome = fn(broker, ctx, cmd)
+        except ProtocolError as exc:
+            count(cmd.code, ResponseCode.SYSTEM_ERROR, perf_counter() - start)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        except BaseException:
+            count(cmd.code, ResponseCode.SYSTEM_ERROR, perf_counter() - start)
+            raise
+        if outcome is None:
+            count(cmd.code, -1, perf_counter() - start)
+            return None
+        if isinstance(outcome, RemotingCommand):
+            count(cmd.code, outcome.code, perf_counter() - start)
+            return outcome
+        return _counted(outcome, cmd, start)
+
+    async def _counted(outcome: Awaitable[BrokerAnswer], cmd: RemotingCommand, start: float) -> BrokerAnswer:
         status: int = ResponseCode.SYSTEM_ERROR
         try:
-            response = await fn(broker, ctx, cmd)
+            response = await outcome
             status = -1 if response is None else response.code
             return response
         except ProtocolError as exc:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         finally:
-            count(cmd.code, status, time.perf_counter() - start)
+            count(cmd.code, status, perf_counter() - start)
 
     return processor

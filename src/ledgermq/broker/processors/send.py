@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Awaitable
 
 from ledgermq.broker.context import Broker
 from ledgermq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, topic_error
@@ -44,8 +45,13 @@ STATUS_CODES = {
 
 
 def _peer_host(ctx: RequestContext) -> tuple[str, int]:
-    host, _, port = ctx.peer.rpartition(":")
-    return (host or "127.0.0.1", int(port) if port.isdigit() else 0)
+    """The born host of what this connection sends, parsed once per connection."""
+    attachment = ctx.connection.attachment
+    born: tuple[str, int] | None = attachment.get("born_host")
+    if born is None:
+        host, _, port = ctx.peer.rpartition(":")
+        born = attachment["born_host"] = (host or "127.0.0.1", int(port) if port.isdigit() else 0)
+    return born
 
 
 def _resolve_topic(
@@ -66,27 +72,26 @@ def _resolve_topic(
     return tc
 
 
-async def _check(
-    broker: Broker, cmd: RemotingCommand, hdr: SendMessageRequestHeader
-) -> tuple[TopicConfig, int] | RemotingCommand:
+def _admit(broker: Broker, cmd: RemotingCommand, hdr: SendMessageRequestHeader) -> RemotingCommand | None:
+    """The refusals that need no topic: a read-only broker, an illegal or system topic name."""
     if not broker.writable:
         return cmd.response(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_addr}] sending message is forbidden",
         )
-    topic = hdr.topic
-    problem = topic_error(topic)
+    problem = topic_error(hdr.topic)
     if problem is not None:
         code = ResponseCode.NO_PERMISSION if "forbidden" in problem else ResponseCode.SYSTEM_ERROR
         return cmd.response(code, problem)
-    known = broker.topics.get(topic) is not None
-    tc = _resolve_topic(broker, cmd, hdr, topic)
-    if isinstance(tc, RemotingCommand):
-        return tc
-    if not known and broker.register_now is not None:
-        await broker.register_now()  # routable before the producer hears back (one increment per burst)
+    return None
+
+
+def _route(
+    cmd: RemotingCommand, hdr: SendMessageRequestHeader, tc: TopicConfig
+) -> tuple[TopicConfig, int] | RemotingCommand:
+    """The topic's write permission and the queue the message goes to."""
     if not tc.perm & PERM_WRITE:
-        return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{hdr.topic}] sending message is forbidden")
     queue_id = hdr.queue_id
     if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
         return cmd.response(
@@ -96,6 +101,21 @@ async def _check(
     if queue_id < 0:
         queue_id = random.randrange(max(1, tc.write_queue_nums))
     return tc, queue_id
+
+
+async def _check(
+    broker: Broker, cmd: RemotingCommand, hdr: SendMessageRequestHeader
+) -> tuple[TopicConfig, int] | RemotingCommand:
+    refused = _admit(broker, cmd, hdr)
+    if refused is not None:
+        return refused
+    known = broker.topics.get(hdr.topic) is not None
+    tc = _resolve_topic(broker, cmd, hdr, hdr.topic)
+    if isinstance(tc, RemotingCommand):
+        return tc
+    if not known and broker.register_now is not None:
+        await broker.register_now()  # routable before the producer hears back (one increment per burst)
+    return _route(cmd, hdr, tc)
 
 
 def _retry_to_dlq(broker: Broker, hdr: SendMessageRequestHeader, topic: str, queue_id: int) -> tuple[str, int]:
@@ -114,32 +134,52 @@ def _retry_to_dlq(broker: Broker, hdr: SendMessageRequestHeader, topic: str, que
     return dlq, 0
 
 
-async def _finish(
-    broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool = True
-) -> RemotingCommand:
-    if result.append is not None and broker.ha is not None:
-        broker.ha.notify_append()  # stream it to slaves now rather than at the next poll
-    if result.flush_future is not None:
-        await _wait_for_flush(broker, result)
-    if result.ok and wait and broker.dledger is None and broker.store_config.broker_role is BrokerRole.SYNC_MASTER:
-        await _wait_for_slave(broker, result)
+def _stored_answer(broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+    """The answer to a put whose waits (if any) are over."""
     code = STATUS_CODES[result.status]
-    if result.append is not None:  # stored (RocketMQ counts SLAVE/FLUSH timeouts too: the message is kept)
-        broker.stats.count_put(result.append.topic, result.append.msg_num, result.append.wrote_bytes)
-    if result.append is None:
+    append = result.append
+    if append is None:
         remark = result.remark
         if result.status is PutStatus.SERVICE_NOT_AVAILABLE:
             remark = f"service not available now. It may be caused by one of the following reasons: {remark}"
         return cmd.response(code, remark or result.status.value)
+    # stored: RocketMQ counts SLAVE/FLUSH timeouts too, the message is kept
+    broker.stats.count_put(append.topic, append.msg_num, append.wrote_bytes)
     header = SendMessageResponseHeader(
-        result.append.msg_id,
+        append.msg_id,
         queue_id,
-        result.append.queue_offset,
+        append.queue_offset,
         broker.config.region_id,
         broker.config.trace_on,
     )
     stored_remark = None if code == ResponseCode.SUCCESS else (result.remark or result.status.value)
     return cmd.response(code, stored_remark, header.ext())
+
+
+def _waits_for_slave(broker: Broker, result: PutResult, wait: bool) -> bool:
+    return result.ok and wait and broker.dledger is None and broker.store_config.broker_role is BrokerRole.SYNC_MASTER
+
+
+def _answer(
+    broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """The answer now, or an awaitable of it when the put must first be flushed (SYNC_FLUSH)
+    or reach a slave (SYNC_MASTER)."""
+    if result.append is not None and broker.ha is not None:
+        broker.ha.notify_append()  # stream it to slaves now rather than at the next poll
+    if result.flush_future is not None or _waits_for_slave(broker, result, wait):
+        return _answer_after_waits(broker, cmd, result, queue_id, wait)
+    return _stored_answer(broker, cmd, result, queue_id)
+
+
+async def _answer_after_waits(
+    broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
+) -> RemotingCommand:
+    if result.flush_future is not None:
+        await _wait_for_flush(broker, result)
+    if _waits_for_slave(broker, result, wait):
+        await _wait_for_slave(broker, result)
+    return _stored_answer(broker, cmd, result, queue_id)
 
 
 async def _wait_for_flush(broker: Broker, result: PutResult) -> None:
@@ -183,14 +223,72 @@ async def _wait_for_slave(broker: Broker, result: PutResult) -> None:
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
 
 
-async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def send_message(
+    broker: Broker, ctx: RequestContext, cmd: RemotingCommand
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """The produce path. A native master with the topic already known stores the message
+    and answers within this call (no task, no loop turn); only the waits SYNC_FLUSH and
+    SYNC_MASTER ask for, a topic created by this send (which is registered first) and
+    DLedger's replication return an awaitable."""
     hdr = SendMessageRequestHeader.decode(cmd)
-    if cmd.code == RequestCode.SEND_BATCH_MESSAGE or hdr.batch:
-        return await _send_batch(broker, ctx, cmd, hdr)
+    tc = broker.topics.get(hdr.topic)
+    if tc is None or broker.dledger is not None:
+        return _send_waiting(broker, ctx, cmd, hdr)
+    refused = _admit(broker, cmd, hdr)
+    if refused is not None:
+        return refused
+    routed = _route(cmd, hdr, tc)
+    if isinstance(routed, RemotingCommand):
+        return routed
+    tc, queue_id = routed
+    built = _build(broker, ctx, cmd, hdr, tc, queue_id)
+    if isinstance(built, RemotingCommand):
+        return built
+    msg, wait = built
+    # native mode (checked above): the store is the broker's one way to write (Broker.put)
+    result = broker.store.put_message(msg) if isinstance(msg, MessageInput) else broker.store.put_messages(msg)
+    return _answer(broker, cmd, result, queue_id, wait)
+
+
+async def _send_waiting(
+    broker: Broker, ctx: RequestContext, cmd: RemotingCommand, hdr: SendMessageRequestHeader
+) -> RemotingCommand:
     checked = await _check(broker, cmd, hdr)
     if isinstance(checked, RemotingCommand):
         return checked
     tc, queue_id = checked
+    built = _build(broker, ctx, cmd, hdr, tc, queue_id)
+    if isinstance(built, RemotingCommand):
+        return built
+    msg, wait = built
+    result = await (broker.put(msg) if isinstance(msg, MessageInput) else broker.put_batch(msg))
+    answer = _answer(broker, cmd, result, queue_id, wait)
+    return answer if isinstance(answer, RemotingCommand) else await answer
+
+
+def _build(
+    broker: Broker,
+    ctx: RequestContext,
+    cmd: RemotingCommand,
+    hdr: SendMessageRequestHeader,
+    tc: TopicConfig,
+    queue_id: int,
+) -> tuple[MessageInput | BatchInput, bool] | RemotingCommand:
+    """What to store, and whether the sender waits for it to be stored (its WAIT property)."""
+    if cmd.code == RequestCode.SEND_BATCH_MESSAGE or hdr.batch:
+        batch = _batch_input(broker, ctx, cmd, hdr, tc, queue_id)
+        return batch if isinstance(batch, RemotingCommand) else (batch, True)
+    return _message_input(broker, ctx, cmd, hdr, tc, queue_id)
+
+
+def _message_input(
+    broker: Broker,
+    ctx: RequestContext,
+    cmd: RemotingCommand,
+    hdr: SendMessageRequestHeader,
+    tc: TopicConfig,
+    queue_id: int,
+) -> tuple[MessageInput, bool] | RemotingCommand:
     topic, queue_id_stored = _retry_to_dlq(broker, hdr, tc.topic_name, queue_id)
     props = P.decode_properties(hdr.properties or "")
     prepared = is_prepared(props)  # a transaction's half message (broker/transactions)
@@ -222,17 +320,17 @@ async def send_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
         if wait_text is not None:
             msg.properties[P.WAIT] = wait_text
         msg = to_half(msg)
-    result = await broker.put(msg)
-    return await _finish(broker, cmd, result, queue_id, wait)
+    return msg, wait
 
 
-async def _send_batch(
-    broker: Broker, ctx: RequestContext, cmd: RemotingCommand, hdr: SendMessageRequestHeader
-) -> RemotingCommand:
-    checked = await _check(broker, cmd, hdr)
-    if isinstance(checked, RemotingCommand):
-        return checked
-    tc, queue_id = checked
+def _batch_input(
+    broker: Broker,
+    ctx: RequestContext,
+    cmd: RemotingCommand,
+    hdr: SendMessageRequestHeader,
+    tc: TopicConfig,
+    queue_id: int,
+) -> BatchInput | RemotingCommand:
     if tc.topic_name.startswith(RETRY_PREFIX):
         return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group")
     body = cmd.body
@@ -270,8 +368,7 @@ async def _send_batch(
         born_host=_peer_host(ctx),
         store_host=broker.store_host,
     )
-    result = await broker.put_batch(batch)
-    return await _finish(broker, cmd, result, queue_id)
+    return batch
 
 
 PROCESSORS = {

@@ -25,7 +25,8 @@ from ledgermq.ha.codec import HEADER, MAX_FRAME_BODY, REPORT, encode_frame, enco
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.epochs import Agree, EpochLog
 from ledgermq.ha.handshake import HELLO_MAGIC, LENGTH, decode_hello, encode_answer
-from ledgermq.ha.master import HAService, _SlaveLink
+from ledgermq.ha.master import HAService
+from ledgermq.ha.master_link import SlaveLink
 from ledgermq.ha.slave import HAClient
 from ledgermq.store.dispatch import whole_records_end
 from ledgermq.store.message_store import MessageStore
@@ -303,14 +304,14 @@ def test_master_delivers_every_byte_to_a_slave_that_reads_slowly(
     """Small socket buffers and a slow reader: sendmsg takes part of a window at a time."""
 
     waits = 0
-    writable = _SlaveLink._writable
+    writable = SlaveLink._writable
 
-    async def counting_writable(self: _SlaveLink, loop: asyncio.AbstractEventLoop) -> None:
+    async def counting_writable(self: SlaveLink, loop: asyncio.AbstractEventLoop) -> None:
         nonlocal waits
         waits += 1
         await writable(self, loop)
 
-    monkeypatch.setattr(_SlaveLink, "_writable", counting_writable)
+    monkeypatch.setattr(SlaveLink, "_writable", counting_writable)
 
     async def main() -> None:
         seg = 8 * 1024 * 1024

@@ -58,7 +58,7 @@ from ledgermq.bench.broker_bench import (
     stop_processes,
 )
 from ledgermq.ha.config import HAConfig
-from ledgermq.ha.master import WRITE_SPAN
+from ledgermq.ha.master_link import WRITE_SPAN
 from ledgermq.ha.slave import READ_MAX
 from ledgermq.testing.ports import free_port
 

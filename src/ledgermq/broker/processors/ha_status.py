@@ -28,7 +28,8 @@ from typing import Any
 
 from ledgermq.broker.context import Broker
 from ledgermq.errors import LedgerError
-from ledgermq.ha.master import HAService, SlaveStatus
+from ledgermq.ha.master import HAService
+from ledgermq.ha.master_link import SlaveStatus
 from ledgermq.ha.slave import HAClient
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson

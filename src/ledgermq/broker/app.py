@@ -21,6 +21,7 @@ from ledgermq.broker.dledger import BrokerDLedger, check_settings, follower_brok
 from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.metrics import BrokerMetrics
+from ledgermq.broker.offset_waiters import OffsetWaiters
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.processors import (
     admin,
@@ -205,6 +206,9 @@ class BrokerApp:
         b.pull_hold.bind(asyncio.get_running_loop())
         b.store.add_arrival_listener(b.pull_hold.arrived_threadsafe)
         b.store.defer_dispatch(asyncio.get_running_loop().call_soon)
+        flush_waiters = OffsetWaiters(asyncio.get_running_loop(), self.store_config.sync_flush_timeout_ms / 1000)
+        if b.store.report_flushes(flush_waiters.report_from_thread):
+            b.flush_waiters = flush_waiters
         b.topics.load()
         b.topics.persist()
         b.offsets.load()

@@ -11,6 +11,7 @@ from ledgermq.broker.consumer_filters import ConsumerFilterManager
 from ledgermq.broker.dledger import BrokerDLedger
 from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.long_polling import PullHoldService
+from ledgermq.broker.offset_waiters import OffsetWaiters
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.schedule import ScheduleService
 from ledgermq.broker.stats import BrokerStats
@@ -44,6 +45,8 @@ class Broker:
     filter_cache: DispatchMatchCache | None = None  # SQL92 answers computed at dispatch; set by BrokerApp
     schedule: ScheduleService | None = None
     ha: HAService | None = None  # a master's replication service
+    # SYNC_FLUSH sends waiting for their fsync (set by BrokerApp when the store reports flushes)
+    flush_waiters: OffsetWaiters | None = None
     dledger: BrokerDLedger | None = None  # DLedger mode: the Raft group decides the master
     # Waits (bounded) until the topic changes made so far reached the name servers; set by BrokerApp.
     register_now: Callable[[], Awaitable[None]] | None = None

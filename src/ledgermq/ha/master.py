@@ -232,23 +232,30 @@ class HAService:
                 return True
         return False
 
-    async def wait_for_ack(self, offset: int, timeout: float) -> bool:
-        """True once a slave that holds the message ending at ``offset`` acknowledged it (or
-        beyond); False after ``timeout``."""
-        if self.max_acked_offset >= offset and self._covered(offset):
-            return True
-        loop = asyncio.get_running_loop()
+    def ack_future(self, offset: int, timeout: float) -> asyncio.Future[bool]:
+        """Resolves True once a slave that holds the message ending at ``offset``
+        acknowledged it (or beyond), False after ``timeout``. A future rather than a
+        coroutine, so a send can answer from its callback without a task of its own."""
+        loop = self._loop or asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
+        if self.max_acked_offset >= offset and self._covered(offset):
+            fut.set_result(True)
+            return fut
         heapq.heappush(self._waiters, (offset, next(self._seq), fut))
         self.wake_writers()
         timer = loop.call_later(max(0.0, timeout), _expire, fut)
-        try:
-            acked = await fut
-        finally:
+
+        def settled(done: asyncio.Future[bool]) -> None:
             timer.cancel()
-        if not acked:
-            self._prune_waiters()
-        return acked
+            if done.cancelled() or not done.result():
+                self._prune_waiters()
+
+        fut.add_done_callback(settled)
+        return fut
+
+    async def wait_for_ack(self, offset: int, timeout: float) -> bool:
+        """``ack_future``, awaited."""
+        return await self.ack_future(offset, timeout)
 
     def _prune_waiters(self) -> None:
         live = [w for w in self._waiters if not w[2].done()]

@@ -4,9 +4,10 @@ A processor is registered by request code and returns the response (the server f
 opaque, flag and serialization), None for oneway handling, or an awaitable of either. It
 is called where the frame is read: one that can answer at once (a send that needs no
 flush or slave wait) returns the answer and costs no task, no extra frames and no loop
-turn; one that must wait (``async def`` processors, or a send under SYNC_MASTER) returns
-an awaitable, which runs as a task of its own. The server owns the rules every processor
-would otherwise repeat:
+turn. A returned ``asyncio.Future`` (a send waiting for its fsync or its slave) is
+answered from its done callback, again without a task; any other awaitable (``async def``
+processors) runs as a task of its own. The server owns the rules every processor would
+otherwise repeat:
 
 * unknown codes get REQUEST_CODE_NOT_SUPPORTED (remark " request type N not supported");
 * a processor exception becomes SYSTEM_ERROR with the exception text as remark;
@@ -23,6 +24,7 @@ would otherwise repeat:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -195,7 +197,23 @@ class RemotingServer:
             if outcome is not None:
                 self._answer(conn, cmd, outcome)
             return
+        if isinstance(outcome, asyncio.Future):  # answered from its callback: no task
+            outcome.add_done_callback(functools.partial(self._future_done, conn, cmd))
+            return
         self._spawn(self._run(outcome, conn, cmd))
+
+    def _future_done(self, conn: Connection, cmd: RemotingCommand, outcome: asyncio.Future[Answer]) -> None:
+        conn.inflight -= 1
+        self.inflight -= 1
+        if outcome.cancelled():
+            return
+        exc = outcome.exception()
+        if exc is not None:
+            response = self._failed(conn, cmd, exc) if isinstance(exc, Exception) else None
+        else:
+            response = outcome.result()
+        if response is not None:
+            self._answer(conn, cmd, response)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)

@@ -112,6 +112,9 @@ class GroupCommitService(ServiceThread):
         self.latency = latency or LatencyHistogram()
         self._lock = threading.Lock()
         self._requests: list[tuple[int, Future[bool]]] = []
+        # Told after every flush (from this thread): the durable offset, or the failure.
+        # One call per fsync, however many writers it covered (group commit's whole point).
+        self.on_flushed: Callable[[int, OSError | None], None] | None = None
 
     def submit(self, next_offset: int) -> Future[bool]:
         """A future that becomes True once every byte below ``next_offset`` is durable.
@@ -133,6 +136,7 @@ class GroupCommitService(ServiceThread):
         if self.failed is not None:
             for _, fut in requests:
                 _resolve(fut, self.failed)
+            self._tell(self.commitlog.queue.flushed_offset(), self.failed)
             return
         ts = self.commitlog.last_store_timestamp
         dirty = self.commitlog.queue.flushed_offset() < self.commitlog.queue.max_offset()
@@ -144,6 +148,7 @@ class GroupCommitService(ServiceThread):
             self.on_failure(exc)
             for _, fut in requests:
                 _resolve(fut, exc)
+            self._tell(self.commitlog.queue.flushed_offset(), exc)
             raise
         if dirty:
             self.latency.observe(time.perf_counter() - start)
@@ -151,6 +156,16 @@ class GroupCommitService(ServiceThread):
             self.checkpoint.physic_ts = ts
         for offset, fut in requests:
             _resolve(fut, flushed >= offset)
+        if dirty or requests:
+            self._tell(flushed, None)
+
+    def _tell(self, flushed: int, failure: OSError | None) -> None:
+        listener = self.on_flushed
+        if listener is not None:
+            try:
+                listener(flushed, failure)
+            except Exception:
+                log.exception("flush listener failed")
 
     def on_stop(self) -> None:
         self.step()

@@ -386,16 +386,30 @@ class MessageStore(StoreReads, DLedgerWrites):
         if self.reput is not None:
             self.reput.after_append()
         flusher = self.commitlog_flusher
-        future = None
         if isinstance(flusher, GroupCommitService):
-            if wait:
-                future = flusher.submit(result.next_offset)
-            else:
-                flusher.wakeup()
-        return PutResult(PutStatus.PUT_OK, result, flush_future=future)
+            if wait and flusher.on_flushed is None:
+                return PutResult(PutStatus.PUT_OK, result, flush_future=flusher.submit(result.next_offset))
+            flusher.wakeup()
+            if wait:  # the listener of report_flushes tells the waiter
+                return PutResult(PutStatus.PUT_OK, result, durable_at=result.next_offset)
+        return PutResult(PutStatus.PUT_OK, result)
+
+    def report_flushes(self, listener: Callable[[int, OSError | None], None]) -> bool:
+        """SYNC_FLUSH: tell ``listener`` (from the flush thread) the durable offset after
+        every fsync, or its failure; a waiting put then carries ``durable_at`` instead of a
+        future of its own. False (nothing to report) under ASYNC_FLUSH."""
+        flusher = self.commitlog_flusher
+        if not isinstance(flusher, GroupCommitService):
+            return False
+        flusher.on_flushed = listener
+        return True
 
     def wait_for_flush(self, result: PutResult) -> PutResult:
         """Block until a SYNC_FLUSH put is durable, or turn it into FLUSH_DISK_TIMEOUT."""
+        flusher = self.commitlog_flusher
+        if result.durable_at is not None and isinstance(flusher, GroupCommitService):
+            result.flush_future = flusher.submit(result.durable_at)  # a thread's wait, not the listener's
+            result.durable_at = None
         if result.flush_future is None:
             return result
         try:

@@ -53,6 +53,9 @@ class PutResult:
     remark: str = ""
     # Set under SYNC_FLUSH when the message asked to wait: resolves True once durable.
     flush_future: Future[bool] | None = field(default=None, repr=False)
+    # Instead of ``flush_future`` when the store reports its fsyncs to a listener
+    # (MessageStore.report_flushes): the offset an fsync must reach before the answer.
+    durable_at: int | None = None
 
     @property
     def ok(self) -> bool:

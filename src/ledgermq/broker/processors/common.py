@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -46,7 +47,17 @@ def bind(fn: BrokerProcessor, broker: Broker) -> Processor:
         if isinstance(outcome, RemotingCommand):
             count(cmd.code, outcome.code, perf_counter() - start)
             return outcome
+        if isinstance(outcome, asyncio.Future):  # the server answers from its callback: count there too
+            outcome.add_done_callback(lambda done: _count_future(done, cmd, start))
+            return outcome
         return _counted(outcome, cmd, start)
+
+    def _count_future(done: asyncio.Future[BrokerAnswer], cmd: RemotingCommand, start: float) -> None:
+        status: int = ResponseCode.SYSTEM_ERROR
+        if not done.cancelled() and done.exception() is None:
+            response = done.result()
+            status = -1 if response is None else response.code
+        count(cmd.code, status, perf_counter() - start)
 
     async def _counted(outcome: Awaitable[BrokerAnswer], cmd: RemotingCommand, start: float) -> BrokerAnswer:
         status: int = ResponseCode.SYSTEM_ERROR

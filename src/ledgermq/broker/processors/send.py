@@ -7,15 +7,13 @@ so C++ batches are stored as the separate messages they are).
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import Awaitable
 
 from ledgermq.broker.context import Broker
+from ledgermq.broker.processors.send_answer import answer
 from ledgermq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, topic_error
 from ledgermq.broker.transactions.half import is_prepared, to_half
-from ledgermq.config import BrokerRole
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import properties as P
@@ -23,25 +21,10 @@ from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.batch import iter_batch
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers_send import SendMessageRequestHeader, SendMessageResponseHeader
+from ledgermq.protocol.headers_send import SendMessageRequestHeader
 from ledgermq.protocol.message import inflate_body
 from ledgermq.protocol.route import PERM_WRITE, TopicConfig
 from ledgermq.store.message_input import BatchInput, MessageInput
-from ledgermq.store.results import PutResult, PutStatus
-
-STATUS_CODES = {
-    PutStatus.PUT_OK: ResponseCode.SUCCESS,
-    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
-    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
-    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
-    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
-    PutStatus.CREATE_MAPPED_FILE_FAILED: ResponseCode.SYSTEM_ERROR,
-    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
-    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
-    PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
-    # RocketMQ's DLedgerCommitLog: not FLUSH_SLAVE_TIMEOUT, which clients take as stored.
-    PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: ResponseCode.SYSTEM_ERROR,
-}
 
 
 def _peer_host(ctx: RequestContext) -> tuple[str, int]:
@@ -134,95 +117,6 @@ def _retry_to_dlq(broker: Broker, hdr: SendMessageRequestHeader, topic: str, que
     return dlq, 0
 
 
-def _stored_answer(broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
-    """The answer to a put whose waits (if any) are over."""
-    code = STATUS_CODES[result.status]
-    append = result.append
-    if append is None:
-        remark = result.remark
-        if result.status is PutStatus.SERVICE_NOT_AVAILABLE:
-            remark = f"service not available now. It may be caused by one of the following reasons: {remark}"
-        return cmd.response(code, remark or result.status.value)
-    # stored: RocketMQ counts SLAVE/FLUSH timeouts too, the message is kept
-    broker.stats.count_put(append.topic, append.msg_num, append.wrote_bytes)
-    header = SendMessageResponseHeader(
-        append.msg_id,
-        queue_id,
-        append.queue_offset,
-        broker.config.region_id,
-        broker.config.trace_on,
-    )
-    stored_remark = None if code == ResponseCode.SUCCESS else (result.remark or result.status.value)
-    return cmd.response(code, stored_remark, header.ext())
-
-
-def _waits_for_slave(broker: Broker, result: PutResult, wait: bool) -> bool:
-    return result.ok and wait and broker.dledger is None and broker.store_config.broker_role is BrokerRole.SYNC_MASTER
-
-
-def _answer(
-    broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
-) -> RemotingCommand | Awaitable[RemotingCommand]:
-    """The answer now, or an awaitable of it when the put must first be flushed (SYNC_FLUSH)
-    or reach a slave (SYNC_MASTER)."""
-    if result.append is not None and broker.ha is not None:
-        broker.ha.notify_append()  # stream it to slaves now rather than at the next poll
-    if result.flush_future is not None or _waits_for_slave(broker, result, wait):
-        return _answer_after_waits(broker, cmd, result, queue_id, wait)
-    return _stored_answer(broker, cmd, result, queue_id)
-
-
-async def _answer_after_waits(
-    broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
-) -> RemotingCommand:
-    if result.flush_future is not None:
-        await _wait_for_flush(broker, result)
-    if _waits_for_slave(broker, result, wait):
-        await _wait_for_slave(broker, result)
-    return _stored_answer(broker, cmd, result, queue_id)
-
-
-async def _wait_for_flush(broker: Broker, result: PutResult) -> None:
-    """SYNC_FLUSH: answer once an fsync covers the message, FLUSH_DISK_TIMEOUT after syncFlushTimeout.
-
-    The wait never cancels the flush request: the group-commit thread answers a whole batch
-    at once, and a request cancelled under it must not cost the others their answers. A
-    failed fsync has already failed the store (it refuses writes from now on); this sender
-    learns why in the remark.
-    """
-    assert result.flush_future is not None
-    waiter = asyncio.wrap_future(result.flush_future)
-    done, _ = await asyncio.wait({waiter}, timeout=broker.store_config.sync_flush_timeout_ms / 1000)
-    if not done:
-        result.status = PutStatus.FLUSH_DISK_TIMEOUT
-        return
-    exc = waiter.exception()
-    if exc is not None:
-        result.status = PutStatus.FLUSH_DISK_TIMEOUT
-        result.remark = f"flush failed: {exc}; the broker refuses writes until it is restarted"
-    elif not waiter.result():
-        result.status = PutStatus.FLUSH_DISK_TIMEOUT
-
-
-async def _wait_for_slave(broker: Broker, result: PutResult) -> None:
-    """SYNC_MASTER: a send is answered once a slave has acknowledged its bytes.
-
-    No slave connected, or the best one haSlaveFallbehindMax or more behind, answers
-    SLAVE_NOT_AVAILABLE at once; no acknowledgement within syncFlushTimeout answers
-    FLUSH_SLAVE_TIMEOUT. The message is stored either way (RocketMQ's semantics).
-    """
-    assert result.append is not None
-    end = result.append.next_offset
-    if broker.ha is None or not broker.ha.slave_ok(end):
-        result.status = PutStatus.SLAVE_NOT_AVAILABLE
-    else:
-        start = time.perf_counter()
-        acked = await broker.ha.wait_for_ack(end, broker.store_config.sync_flush_timeout_ms / 1000)
-        broker.stats.replication.observe(time.perf_counter() - start)  # timeouts included
-        if not acked:
-            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
-
-
 def send_message(
     broker: Broker, ctx: RequestContext, cmd: RemotingCommand
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
@@ -247,7 +141,7 @@ def send_message(
     msg, wait = built
     # native mode (checked above): the store is the broker's one way to write (Broker.put)
     result = broker.store.put_message(msg) if isinstance(msg, MessageInput) else broker.store.put_messages(msg)
-    return _answer(broker, cmd, result, queue_id, wait)
+    return answer(broker, cmd, result, queue_id, wait)
 
 
 async def _send_waiting(
@@ -262,8 +156,8 @@ async def _send_waiting(
         return built
     msg, wait = built
     result = await (broker.put(msg) if isinstance(msg, MessageInput) else broker.put_batch(msg))
-    answer = _answer(broker, cmd, result, queue_id, wait)
-    return answer if isinstance(answer, RemotingCommand) else await answer
+    answered = answer(broker, cmd, result, queue_id, wait)
+    return answered if isinstance(answered, RemotingCommand) else await answered
 
 
 def _build(

@@ -242,7 +242,7 @@ class HAService:
             fut.set_result(True)
             return fut
         heapq.heappush(self._waiters, (offset, next(self._seq), fut))
-        self.wake_writers()
+        self.notify_append()  # at the end of this loop turn: one window for all of its puts
         timer = loop.call_later(max(0.0, timeout), _expire, fut)
 
         def settled(done: asyncio.Future[bool]) -> None:

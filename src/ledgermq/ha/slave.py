@@ -296,7 +296,8 @@ class HAClient:
                     raise _Drop(f"master silent for more than {session.housekeeping_interval:.1f}s (housekeeping)")
                 if read_last_round:  # reported first (a SYNC_MASTER waits for it), now let the loop run
                     read_last_round = False
-                    await asyncio.sleep(0)
+                    if ready.readable:  # else the wait below yields anyway: one loop turn, not two
+                        await asyncio.sleep(0)
                 if not ready.readable:
                     await ready.wait(max(0.001, session.next_deadline(now)))
                     continue
@@ -454,6 +455,10 @@ class _Readiness:
         self.readable = True  # a fresh connection may already hold bytes: look once
         self._waiter: asyncio.Future[None] | None = None
         self._hooked = False
+        # Kept across waits and moved only when a wait needs an earlier deadline: one
+        # message per wait would otherwise create and cancel a timer each. A timer that
+        # fires early only wakes the client to plan again.
+        self._timer: asyncio.TimerHandle | None = None
 
     def _on_readable(self) -> None:
         self.readable = True
@@ -471,15 +476,29 @@ class _Readiness:
         if not self._hooked:
             self.loop.add_reader(self.fd, self._on_readable)
             self._hooked = True
-        waiter = self._waiter = self.loop.create_future()
-        timer = self.loop.call_later(timeout, _resolve, waiter)
+        loop = self.loop
+        waiter = self._waiter = loop.create_future()
+        when = loop.time() + timeout
+        timer = self._timer
+        if timer is None or timer.when() > when:
+            if timer is not None:
+                timer.cancel()
+            self._timer = loop.call_at(when, self._on_timer)
         try:
             await waiter
         finally:
-            timer.cancel()
             self._waiter = None
 
+    def _on_timer(self) -> None:
+        self._timer = None
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._hooked:
             self.loop.remove_reader(self.fd)
             self._hooked = False
@@ -493,11 +512,6 @@ async def _recv_exact(loop: asyncio.AbstractEventLoop, sock: socket.socket, n: i
             raise _Drop("master closed the connection during the handshake")
         buf += chunk
     return bytes(buf)
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 async def _send_all(loop: asyncio.AbstractEventLoop, sock: socket.socket, data: bytes) -> None:

@@ -150,6 +150,11 @@ class RemotingCommand:
 
 def stringify(values: dict[str, Any]) -> dict[str, str]:
     """extFields as Java sees them: every value a string, nulls dropped, booleans lower-case."""
+    for key, value in values.items():
+        if type(value) is not str or type(key) is not str:
+            break
+    else:  # already strings (typed response headers, our client's headers): a copy will do
+        return dict(values)
     out: dict[str, str] = {}
     for k, v in values.items():
         if v is None:
@@ -212,25 +217,34 @@ def _decode_json_header(raw: bytes) -> RemotingCommand:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise RemoteProtocolError(f"header is not JSON: {exc}") from exc
-    if not isinstance(doc, dict):
+    if type(doc) is not dict:
         raise RemoteProtocolError("header JSON is not an object")
     ext = doc.get("extFields") or {}
-    if not isinstance(ext, dict):
+    if type(ext) is not dict:
         raise RemoteProtocolError("extFields is not an object")
+    # JSON object keys are strings; values mostly are (Java, ours), else numbers (C++)
+    for value in ext.values():
+        if type(value) is not str:
+            ext = {k: v if type(v) is str else _ext_value(v) for k, v in ext.items() if v is not None}
+            break
     language = doc.get("language", "OTHER")
-    if isinstance(language, int) and not isinstance(language, bool):
-        language = _lang_name(language)
+    if type(language) is not str:
+        language = _lang_name(language) if type(language) is int else str(language)
     remark = doc.get("remark")
+    code = doc.get("code", 0)
+    opaque = doc.get("opaque", 0)
+    flag = doc.get("flag", 0)
+    version = doc.get("version", 0)
     return RemotingCommand(
-        code=_as_int(doc, "code"),
-        opaque=_as_int(doc, "opaque"),
-        flag=_as_int(doc, "flag"),
-        language=str(language),
-        version=_as_int(doc, "version"),
-        remark=None if remark is None else str(remark),
-        # JSON object keys are strings; values mostly are (Java), else numbers (C++)
-        ext_fields={k: v if type(v) is str else _ext_value(v) for k, v in ext.items() if v is not None},
-        serialize_type=SerializeType.JSON,
+        code if type(code) is int else _as_int(doc, "code"),
+        opaque if type(opaque) is int else _as_int(doc, "opaque"),
+        flag if type(flag) is int else _as_int(doc, "flag"),
+        language,
+        version if type(version) is int else _as_int(doc, "version"),
+        None if remark is None else str(remark),
+        ext,
+        b"",
+        SerializeType.JSON,
     )
 
 

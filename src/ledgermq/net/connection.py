@@ -7,8 +7,11 @@ its own opaque counter and pending table, and closing fails every pending reques
 
 Writes are coalesced: ``send`` queues the encoded frame and the first send of a loop
 turn schedules one flush for the next, so the answers (or requests) produced in one turn
-leave in one write instead of one system call each. A flush happens before ``close``,
-so nothing sent before a close is dropped by it.
+leave in one write instead of one system call each. Answers given while a read's frames
+are handled leave together at the end of that read, before the work those requests
+scheduled for later in the turn (the store's dispatch, replication to a slave): the
+sender is answered first, in one write per read. A flush happens before ``close``, so
+nothing sent before a close is dropped by it.
 
 Backpressure: when the peer stops reading and our write buffer passes the high-water
 mark, the connection stops reading from that peer (no new work from it) until the
@@ -24,6 +27,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from ledgermq.errors import LedgerError, RemoteProtocolError
+from ledgermq.protocol.codes import RESPONSE_FLAG
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, BadFrame, FrameDecoder
 
@@ -72,6 +76,7 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
+        self._reading = False  # in data_received: its end flushes what its frames answered
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------
@@ -93,22 +98,28 @@ class Connection(asyncio.Protocol):
             log.warning("closing %s: %s", self.peer, exc)
             self.close()
             return
-        for frame in frames:
-            if not self.is_open:
-                return  # closed by an earlier frame of this read: the rest must not run
-            if isinstance(frame, BadFrame):
-                if self.on_bad_frame is not None:
-                    self.on_bad_frame(self, frame)
-                else:
-                    log.warning("closing %s: malformed frame: %s", self.peer, frame.reason)
-                    self.close()
-                    return
-            elif frame.is_response:
-                fut = self.pending.pop(frame.opaque, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(frame)
-            elif self.on_request is not None:
-                self.on_request(self, frame)
+        self._reading = True
+        try:
+            for frame in frames:
+                if not self.is_open:
+                    return  # closed by an earlier frame of this read: the rest must not run
+                if isinstance(frame, BadFrame):
+                    if self.on_bad_frame is not None:
+                        self.on_bad_frame(self, frame)
+                    else:
+                        log.warning("closing %s: malformed frame: %s", self.peer, frame.reason)
+                        self.close()
+                        return
+                elif frame.flag & RESPONSE_FLAG:
+                    fut = self.pending.pop(frame.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(frame)
+                elif self.on_request is not None:
+                    self.on_request(self, frame)
+        finally:
+            self._reading = False
+            if self._out and not self._flush_scheduled:
+                self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -149,7 +160,7 @@ class Connection(asyncio.Protocol):
         self._out_bytes += len(frame)
         if self._out_bytes >= _FLUSH_AT:
             self.flush()  # big answers go at once, so the write-buffer bound holds as before
-        elif not self._flush_scheduled:
+        elif not self._flush_scheduled and not self._reading:
             self._flush_scheduled = True
             loop = self._loop if self._loop is not None else asyncio.get_running_loop()
             loop.call_soon(self.flush)

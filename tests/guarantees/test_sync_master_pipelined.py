@@ -40,9 +40,7 @@ CUTS = 10
 
 
 @pytest.mark.parametrize("senders", [1, 4])
-def test_sync_master_answers_each_send_once_the_slave_acknowledged_its_own_bytes(
-    tmp_path: Path, senders: int
-) -> None:
+def test_sync_master_answers_each_send_once_the_slave_acknowledged_its_own_bytes(tmp_path: Path, senders: int) -> None:
     rng = random.Random(1200 + senders)
 
     async def main() -> None:

@@ -6,7 +6,8 @@ chose, and a reader task collects every answer as it arrives. ``on_answer`` runs
 moment an answer is read (same event loop as an in-process broker), so a test can take a
 snapshot of the broker's state (flushed offset, acknowledged offset) exactly when the
 answer was seen. Every answer is checked to be a response to an opaque this pipe sent and
-not yet answered; anything else is recorded in ``problems`` and fails ``check_clean``.
+not yet answered; anything else is recorded in ``problems``, fails ``check_clean``, and
+fails the next ``until``/``stays`` poll at once (rather than letting it time out).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from ledgermq.protocol.command import RemotingCommand, decode_command
 
 HOST = "127.0.0.1"
+_OPEN: list[Pipe] = []  # pipes whose problems every poll checks
 
 
 @dataclass(slots=True)
@@ -49,6 +51,7 @@ class Pipe:
         reader, writer = await asyncio.open_connection(HOST, port)
         pipe = cls(reader, writer, counter if counter is not None else [0], on_answer)
         pipe._task = asyncio.create_task(pipe._read_loop())
+        _OPEN.append(pipe)
         return pipe
 
     def write(self, requests: Iterable[RemotingCommand]) -> None:
@@ -85,6 +88,8 @@ class Pipe:
         assert not self.problems, self.problems
 
     async def close(self) -> None:
+        if self in _OPEN:
+            _OPEN.remove(self)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -98,6 +103,7 @@ async def until(cond: Callable[[], bool], timeout: float, what: Callable[[], str
     """Poll ``cond`` every 5 ms until it holds; fail with ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not cond():
+        _no_problems()
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s: {what() if callable(what) else what}")
         await asyncio.sleep(0.005)
@@ -109,8 +115,14 @@ async def stays(cond: Callable[[], bool], seconds: float, what: Callable[[], str
     within microseconds of the work it skipped, so a short window catches it."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        _no_problems()
         if not cond():
             raise AssertionError(what() if callable(what) else what)
         await asyncio.sleep(0.005)
     if not cond():
         raise AssertionError(what() if callable(what) else what)
+
+
+def _no_problems() -> None:
+    problems = [p for pipe in _OPEN for p in pipe.problems]
+    assert not problems, f"answers that match no request: {problems[:5]}"

@@ -112,13 +112,9 @@ def test_one_connection_answers_each_request_with_its_own_content_whatever_finis
                 answered = lambda: set(p.answers)  # noqa: E731
                 await until(lambda: at_once <= answered(), 10, lambda: f"{len(at_once - answered())} at-once left")
                 await until(lambda: len(slave.records()) == base_records + 96 + 48, 10, "the sends at the slave")
-                await stays(
-                    lambda: not (answered() & (waiting | set(held_pulls.values()))),
-                    0.2,
-                    lambda: (
-                        f"answered too early: {[kinds[o] for o in answered() & (waiting | set(held_pulls.values()))]}"
-                    ),
-                )
+                must_wait = waiting | set(held_pulls.values())
+                early = lambda: [kinds[o] for o in answered() & must_wait]  # noqa: E731
+                await stays(lambda: not early(), 0.2, lambda: f"answered too early: {early()}")
 
                 # Release the held pulls one by one, by sends on this same connection.
                 order = list(range(QUEUES))

@@ -184,13 +184,15 @@ def test_late_answers_to_timed_out_requests_never_reach_other_requests() -> None
         async with server_with(gates) as server:
             client = RemotingClient()
             addr = f"{HOST}:{server.port}"
+            calls: list[asyncio.Task[RemotingCommand]] = []
+            fresh: list[tuple[RemotingCommand, asyncio.Task[RemotingCommand]]] = []
             try:
                 requests = [
                     RemotingCommand.request(HELD, {"n": n}, f"c-{n}-".encode() + rng.randbytes(rng.randrange(50)))
                     for n in range(128)
                 ]
                 short = set(rng.sample(range(128), 48))
-                calls = [
+                calls += [
                     asyncio.create_task(client.invoke(addr, cmd, 0.2 if n in short else 30.0))
                     for n, cmd in enumerate(requests)
                 ]
@@ -201,24 +203,28 @@ def test_late_answers_to_timed_out_requests_never_reach_other_requests() -> None
                 # Interleave fresh requests, answered at once, with late and live answers.
                 order = list(range(128))
                 rng.shuffle(order)
-                fresh: list[tuple[RemotingCommand, asyncio.Task[RemotingCommand]]] = []
                 for i, n in enumerate(order):
                     gates.event(str(n)).set()
                     if i % 8 == 0:
                         cmd = RemotingCommand.request(FAST, {"n": f"f{i}"}, rng.randbytes(30))
                         fresh.append((cmd, asyncio.create_task(client.invoke(addr, cmd, 30.0))))
                     await asyncio.sleep(0)
+                live = [calls[n] for n in range(128) if n not in short] + [task for _, task in fresh]
+                _, unanswered = await asyncio.wait(live, timeout=10)
+                assert not unanswered, f"{len(unanswered)} of {len(live)} live requests never got their answer"
                 for n, cmd in enumerate(requests):
-                    if n in short:
-                        continue
-                    check_answer("held", cmd, await asyncio.wait_for(calls[n], 10))
+                    if n not in short:
+                        check_answer("held", cmd, calls[n].result())
                 for cmd, task in fresh:
-                    check_answer("fast", cmd, await asyncio.wait_for(task, 10))
+                    check_answer("fast", cmd, task.result())
                 await until(lambda: len(gates.finished) == 128, 5, "every processor to finish")
                 conn = await client.connection(addr)
                 assert conn.pending == {}
                 assert len(server.connections) == 1  # all of it over one connection
             finally:
+                for task in [*calls, *(t for _, t in fresh)]:
+                    task.cancel()
+                await asyncio.gather(*calls, *(t for _, t in fresh), return_exceptions=True)
                 await client.close()
 
     asyncio.run(main())

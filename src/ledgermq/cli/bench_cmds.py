@@ -277,9 +277,10 @@ from ledgermq.cli.bench_scale_cmd import scale_bench  # noqa: E402 - the scale b
 
 bench.add_command(scale_bench)
 
-from ledgermq.cli.bench_compare_cmd import compare_bench  # noqa: E402 - the compare bench lives in its own module
+from ledgermq.cli.bench_compare_cmd import compare_bench, compare_plot  # noqa: E402 - the compare bench lives in its own module
 
 bench.add_command(compare_bench)
+bench.add_command(compare_plot)
 
 from ledgermq.cli.bench_memory_cmd import memory_bench  # noqa: E402 - the memory bench lives in its own module
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 
 from ledgermq.bench.compare.model import QUICK, CompareSettings
+from ledgermq.bench.compare.plot import default_title, render_svg
 from ledgermq.bench.compare.report import document, render
 from ledgermq.bench.compare.schedule import Round
 
@@ -51,6 +54,8 @@ def command_line(ctx: click.Context) -> str:
 @click.option("--no-nats", is_flag=True, help="ledgermq only (no JetStream, so no ledgermq/JetStream ratios)")
 @click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="also write the figures to this file")  # fmt: skip
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="also write the rate ratios against the goals as an SVG chart")  # fmt: skip
 def compare_bench(
     quick: bool,
     messages: int,
@@ -62,6 +67,7 @@ def compare_bench(
     no_variants: bool,
     no_nats: bool,
     json_path: Path | None,
+    plot_path: Path | None,
 ) -> None:
     """ledgermq (master + slave) against NATS JetStream (file storage), ABBA rounds."""
     from ledgermq.bench.compare.nats_side import BenchSetupError, ensure_nats_server, import_nats
@@ -83,7 +89,40 @@ def compare_bench(
         click.echo(f"round {r.index + 1}: {r.system}, load {r.load_1m:.2f}, {r.seconds:.1f} s", err=True)
 
     results = run_compare(settings, on_round=progress, nats_binary=binary)
-    doc = document(results, settings, command_line(click.get_current_context()))
+    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    doc = document(results, settings, command_line(click.get_current_context()), date=date)
     if json_path is not None:
         json_path.write_text(json.dumps(doc, indent=2))
     render(doc, Console(width=max(Console().width, 150)), NOTES)
+    if plot_path is not None:  # after the table, so a bad path does not hide the figures
+        _write_plot(doc, plot_path, default_title(doc))
+        click.echo(f"wrote {plot_path}", err=True)
+
+
+@click.command("compare-plot")
+@click.argument("json_path", metavar="JSON", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("out_path", metavar="OUT.svg", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--title", default=None, help="chart title (default: ledgermq against NATS JetStream)")
+def compare_plot(json_path: Path, out_path: Path, title: str | None) -> None:
+    """Draw the SVG chart of a saved `bench compare --json` file, without running anything."""
+    try:
+        doc = json.loads(json_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise click.ClickException(f"{json_path}: not a JSON file: {exc}") from None
+    if not isinstance(doc, dict):
+        raise click.ClickException(f"{json_path}: not a `ledgermq bench compare` document (not a JSON object)")
+    rows = _write_plot(doc, out_path, default_title(doc) if title is None else title, source=json_path)
+    click.echo(f"wrote {out_path} ({rows} rows)")
+
+
+def _write_plot(doc: dict[str, Any], out_path: Path, title: str, source: Path | None = None) -> int:
+    """Render and write the chart; a document the plot cannot read is a one-line error."""
+    try:
+        svg = render_svg(doc, title=title)
+    except ValueError as exc:
+        raise click.ClickException(f"{source or 'document'}: {exc}") from None
+    try:
+        out_path.write_text(svg, encoding="utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the chart: {exc}") from None
+    return len(doc["rows"])

@@ -93,6 +93,12 @@ def build_rows(results: Results, settings: CompareSettings) -> list[dict[str, An
                 "workload": c.label,
                 "system": f"{c.system} ({c.workload})",
                 "baseline": f"{c.base_system} ({c.base_workload})",
+                "ids": {
+                    "system": c.system,
+                    "workload": c.workload,
+                    "base_system": c.base_system,
+                    "base_workload": c.base_workload,
+                },
                 "measured": _side(a),
                 "base": _side(b),
                 "rate_ratio": None if rate_ratio is None else round(rate_ratio, 3),
@@ -102,8 +108,11 @@ def build_rows(results: Results, settings: CompareSettings) -> list[dict[str, An
     return rows
 
 
-def document(results: Results, settings: CompareSettings, command: str) -> dict[str, Any]:
-    """Everything the table shows, for ``--json``."""
+def document(results: Results, settings: CompareSettings, command: str, *, date: str | None = None) -> dict[str, Any]:
+    """Everything the table shows, for ``--json`` and the plot. Each row's ``ids`` name its
+    two sides by the model's system and workload keys, so a reader (the plot's goal table)
+    never has to parse the display text; ``date`` is when the run ended (the caller reads
+    the clock)."""
     return {
         "settings": {
             "messages": settings.messages,
@@ -123,6 +132,7 @@ def document(results: Results, settings: CompareSettings, command: str) -> dict[
             {"system": system, "workload": workload, **_side(f)} for (system, workload), f in results.figures.items()
         ],
         "command": command,
+        "date": date,
     }
 
 

@@ -32,6 +32,7 @@ from ledgermq.client.consumer.common import MessageModel, dlq_topic, retry_topic
 from ledgermq.client.consumer.parts import ConsumerParts
 from ledgermq.client.consumer.process_queue import PROPERTY_CONSUME_START_TIME, ProcessQueue
 from ledgermq.client.message import Message
+from ledgermq.client.push.consume_workers import ConsumeWorkers
 from ledgermq.client.push.inner_producer import InnerProducer
 from ledgermq.client.push.state import PushState
 from ledgermq.protocol import properties as P
@@ -165,26 +166,26 @@ class ConsumeMessageService:
         if self.stopped:
             coro.close()
             return
-
-        async def guarded() -> None:
-            try:
-                await coro
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                limited.log(
-                    log,
-                    logging.ERROR,
-                    ("task", self.group, what),
-                    "group %s: %s failed",
-                    self.group,
-                    what,
-                    exc_info=True,
-                )
-
-        task = asyncio.get_running_loop().create_task(guarded())
+        task = asyncio.get_running_loop().create_task(self.guarded(coro, what))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def guarded(self, coro: Coroutine[Any, Any, None], what: str) -> None:
+        """Await ``coro``; a failure is logged (rate-limited), never raised."""
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            limited.log(
+                log,
+                logging.ERROR,
+                ("task", self.group, what),
+                "group %s: %s failed",
+                self.group,
+                what,
+                exc_info=True,
+            )
 
     def later(self, delay: float, fn: Callable[[], Awaitable[None] | None], what: str) -> None:
         async def run() -> None:
@@ -305,11 +306,17 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
     ) -> None:
         super().__init__(state, parts, listener, inner_producer)
         self._clean_task: asyncio.Task[None] | None = None
+        self.workers = ConsumeWorkers(self.max_workers, lambda request: self.guarded(request, "consuming"))
 
     def start(self) -> None:
         super().start()
         self._clean_task = asyncio.get_running_loop().create_task(self._clean_loop(), name=f"clean-{self.group}")
         self._tasks.add(self._clean_task)
+
+    async def shutdown(self) -> None:
+        self.stopped = True
+        await self.workers.stop()
+        await super().shutdown()
 
     async def _clean_loop(self) -> None:
         interval = self.settings.consume_timeout * 60
@@ -337,8 +344,10 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
 
     def submit(self, msgs: list[MessageRecord], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
         size = max(1, self.settings.consume_message_batch_max_size)
+        if self.stopped:
+            return
         for i in range(0, len(msgs), size):
-            self.spawn(self.consume(msgs[i : i + size], pq, mq), f"consuming {mq}")
+            self.workers.submit(self.consume(msgs[i : i + size], pq, mq))
 
     async def consume(self, msgs: list[MessageRecord], pq: ProcessQueue, mq: MessageQueue) -> None:
         if pq.dropped:

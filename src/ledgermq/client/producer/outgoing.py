@@ -78,7 +78,8 @@ def prepare_message(
         body = zlib.compress(body, compress_level)
         sysflag |= SF.COMPRESSED | SF.COMPRESSION_ZLIB
     text = P.encode_properties(props)
-    if len(text.encode()) > MAX_PROPERTIES_BYTES:
+    # a character is at most 4 UTF-8 bytes: the usual short text needs no encoding to check
+    if len(text) * 4 > MAX_PROPERTIES_BYTES and len(text.encode()) > MAX_PROPERTIES_BYTES:
         raise MessageInvalidError(f"the message properties are longer than {MAX_PROPERTIES_BYTES} bytes")
     return Outgoing(msg.topic, body, sysflag, msg.flag, text, props[P.UNIQ_KEY], False, reconsume, max_reconsume)
 

@@ -14,7 +14,7 @@ import random
 import pytest
 
 from ledgermq.client.errors import MessageInvalidError
-from ledgermq.client.message import Message
+from ledgermq.client.message import Message, validate_topic
 from ledgermq.client.producer.outgoing import Outgoing, prepare_batch, prepare_message
 from ledgermq.client.producer.send_codec import read_send_response, send_request
 from ledgermq.clock import SYSTEM_CLOCK
@@ -122,3 +122,16 @@ def test_prepare_message_limits_the_property_bytes_not_characters() -> None:
         text_len("€" * 11_000)  # 33,000 bytes in 11,000 characters
     with pytest.raises(MessageInvalidError, match="properties are longer"):
         text_len("v" * MAX_PROPERTIES_BYTES)
+
+
+@pytest.mark.parametrize(
+    ("topic", "words"),
+    [("", "blank"), ("a b", "illegal"), ("x" * 128, "longer than 127"), ("SCHEDULE_TOPIC_XXXX", "system topic")],
+)
+def test_a_bad_topic_is_refused_every_time_it_is_sent_to(topic: str, words: str) -> None:
+    """Topic checks are remembered per topic: the answer, not just the first refusal."""
+    for _ in range(3):
+        with pytest.raises(MessageInvalidError, match=words):
+            validate_topic(topic)
+    for _ in range(3):
+        validate_topic("Good_Topic-1%|")

@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import random
 import struct
 import weakref
 from collections.abc import AsyncIterator
 
 import pytest
 
+from ledgermq.aio.loops import new_event_loop
 from ledgermq.net.connection import Connection, ConnectionClosedError, RequestTimeoutError
 from ledgermq.protocol.command import RemotingCommand, decode_command
 
@@ -190,6 +192,42 @@ def test_the_timer_goes_quiet_when_nothing_is_pending() -> None:
             assert len(fired) == 1
 
     asyncio.run(main())
+
+
+def test_on_uvloop_each_deadline_fires_about_once_at_its_time() -> None:
+    """uvloop's millisecond timers fire up to half a millisecond early: the timer must
+    count such a deadline as reached, not re-arm for the rest and spin the loop."""
+    fired: list[float] = []
+
+    class Counting(Connection):
+        def _on_deadline(self) -> None:
+            fired.append(asyncio.get_running_loop().time())
+            super()._on_deadline()
+
+    rng = random.Random(12)
+    timeouts = [round(rng.uniform(0.05, 0.4), 4) for _ in range(20)]
+
+    async def main() -> None:
+        async with connected() as (conn, peer):
+            conn.__class__ = Counting
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            ends: dict[int, float] = {}
+            tasks = [request(conn, t) for t in timeouts]
+            for i, task in enumerate(tasks):
+                task.add_done_callback(lambda _task, i=i: ends.__setitem__(i, loop.time() - t0))
+            await peer.wait_for(len(tasks))
+            await asyncio.wait(tasks, timeout=5)
+            assert all(isinstance(task.exception(), RequestTimeoutError) for task in tasks)
+            for i, t in enumerate(timeouts):
+                assert t - 2e-3 <= ends[i] < t + 0.25, (t, ends[i])
+            assert len(fired) <= len(timeouts) + 2, len(fired)  # about one firing per deadline
+
+    loop = new_event_loop()  # uvloop, as the client and the CLI run
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
 
 
 def test_the_deadline_heap_stays_as_long_as_the_pending_table() -> None:

@@ -41,6 +41,12 @@ log = logging.getLogger(__name__)
 _FLUSH_AT = 256 * 1024
 """Queued bytes that are written at once instead of at the end of the loop turn."""
 
+_TIMER_SLACK = 0.001
+"""A deadline this close counts as reached when the timer fires: uvloop's timers have
+millisecond resolution and fire up to half a millisecond early (``asyncio.timeout``,
+which the deadline timer replaces, timed out then too); re-arming for the rest would
+spin the loop until it passed."""
+
 
 class ConnectionClosedError(LedgerError):
     """The connection closed before the request got its answer."""
@@ -244,12 +250,12 @@ class Connection(asyncio.Protocol):
         loop = self._loop
         if loop is None:
             return
-        now = loop.time()
+        reached = loop.time() + _TIMER_SLACK
         heap = self._deadlines
         while heap:
             deadline, _seq, opaque, fut, timeout = heap[0]
             if not fut.done():
-                if deadline > now:
+                if deadline > reached:
                     self._arm(loop, deadline)
                     return
                 self.pending.pop(opaque, None)

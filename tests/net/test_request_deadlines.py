@@ -248,6 +248,31 @@ def test_the_deadline_heap_stays_as_long_as_the_pending_table() -> None:
     asyncio.run(main())
 
 
+def test_answers_are_not_kept_alive_by_the_deadline_heap() -> None:
+    """A request held long on top of the heap (the earliest deadline: a long-polling pull)
+    keeps the entries of later, answered requests below it until compaction; those
+    entries must not keep the answers (a pull answer can carry megabytes)."""
+
+    async def main() -> None:
+        async with connected() as (conn, peer):
+            held = request(conn, 2.0)  # earliest deadline, never answered here
+            later = [request(conn, 10.0, str(i)) for i in range(20)]
+            opaques = await peer.wait_for(21)
+            for i, opaque in enumerate(opaques[1:]):
+                peer.answer(opaque, str(i))
+            answers = await asyncio.wait_for(asyncio.gather(*later), 5)
+            assert [a.ext_fields["n"] for a in answers] == [str(i) for i in range(20)]
+            assert len(conn._deadlines) == 21  # below the held one, not compacted yet
+            holders = [entry for entry in conn._deadlines if entry[3] is not None]
+            assert len(holders) == 1 and holders[0][2] == opaques[0]
+            held.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await held
+            assert conn._deadlines == [] and conn.pending == {}
+
+    asyncio.run(main())
+
+
 def test_a_timed_out_request_leaves_no_reference_cycle() -> None:
     """The timeout error is freed by reference counting alone once its task is gone: no
     cycle through the future that held the error and the frame that awaited it, so a

@@ -56,9 +56,12 @@ class RequestTimeoutError(LedgerError):
     """No answer within the request's timeout."""
 
 
-_Deadline = tuple[float, int, int, "asyncio.Future[RemotingCommand]", float]
-"""A pending request's deadline: (loop time, sequence number (unique: ties never compare
-futures), opaque, future, its timeout in seconds (for the error message))."""
+_Deadline = list[Any]
+"""A pending request's deadline: [loop time, sequence number (unique: ties never compare
+further), opaque, future, its timeout in seconds (for the error message)]. The request
+sets the future to None when it ends, so an entry left in the heap does not keep the
+answer (a pull's body can be megabytes) alive."""
+_FUT = 3
 
 RequestHandler = Callable[["Connection", RemotingCommand], None]
 BadFrameHandler = Callable[["Connection", BadFrame], None]
@@ -92,7 +95,7 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._deadlines: list[_Deadline] = []  # a heap; entries of ended requests linger until popped
+        self._deadlines: list[_Deadline] = []  # a heap; entries of ended requests (no future) linger until popped
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
 
@@ -210,10 +213,12 @@ class Connection(asyncio.Protocol):
         loop = self._loop if self._loop is not None else asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self.pending[opaque] = fut
+        entry: _Deadline | None = None
         try:
             self.send(cmd)
             deadline = loop.time() + timeout
-            heapq.heappush(self._deadlines, (deadline, seq, opaque, fut, timeout))
+            entry = [deadline, seq, opaque, fut, timeout]
+            heapq.heappush(self._deadlines, entry)
             if self._timer is None or deadline < self._timer_at:
                 self._arm(loop, deadline)
             return await fut
@@ -224,7 +229,9 @@ class Connection(asyncio.Protocol):
             raise
         finally:
             self.pending.pop(opaque, None)
-            self._drop_ended()
+            if entry is not None:
+                entry[_FUT] = None  # ended: the heap no longer holds the future or its answer
+                self._drop_ended()
 
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._timer is not None:
@@ -237,10 +244,10 @@ class Connection(asyncio.Protocol):
         compaction once they outnumber the pending ones (so the heap stays about as long
         as the pending table, whatever order the answers come in)."""
         heap = self._deadlines
-        while heap and heap[0][3].done():
+        while heap and heap[0][_FUT] is None:
             heapq.heappop(heap)
         if len(heap) > 2 * len(self.pending) + 64:
-            heap[:] = [entry for entry in heap if not entry[3].done()]
+            heap[:] = [entry for entry in heap if entry[_FUT] is not None]
             heapq.heapify(heap)
 
     def _on_deadline(self) -> None:
@@ -254,7 +261,7 @@ class Connection(asyncio.Protocol):
         heap = self._deadlines
         while heap:
             deadline, _seq, opaque, fut, timeout = heap[0]
-            if not fut.done():
+            if fut is not None and not fut.done():
                 if deadline > reached:
                     self._arm(loop, deadline)
                     return

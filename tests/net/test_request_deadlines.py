@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import heapq
 import random
 import struct
 import weakref
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -246,6 +248,35 @@ def test_the_deadline_heap_stays_as_long_as_the_pending_table() -> None:
             assert conn.pending == {} and conn._deadlines == []
 
     asyncio.run(main())
+
+
+def test_answers_read_at_once_do_not_make_every_ending_request_compact_the_heap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """400 answers in one write empty the pending table before any await has ended: the
+    heap is compacted by the count of awaits still running, or each of the 400 endings
+    would rebuild it (quadratic)."""
+    rebuilds = 0
+    real_heapify = heapq.heapify
+
+    def counting_heapify(heap: list[Any]) -> None:
+        nonlocal rebuilds
+        rebuilds += 1
+        real_heapify(heap)
+
+    monkeypatch.setattr(heapq, "heapify", counting_heapify)
+
+    async def main() -> None:
+        async with connected() as (conn, peer):
+            tasks = [request(conn, 30.0, str(i)) for i in range(400)]
+            opaques = await peer.wait_for(400)
+            assert peer.writer is not None
+            peer.writer.write(b"".join(peer.requests[o].response(0).encode() for o in reversed(opaques)))
+            await asyncio.wait_for(asyncio.gather(*tasks), 5)
+            assert conn.pending == {} and conn._deadlines == []
+
+    asyncio.run(main())
+    assert rebuilds <= 4, rebuilds
 
 
 def test_answers_are_not_kept_alive_by_the_deadline_heap() -> None:

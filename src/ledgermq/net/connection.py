@@ -98,6 +98,7 @@ class Connection(asyncio.Protocol):
         self._deadlines: list[_Deadline] = []  # a heap; entries of ended requests (no future) linger until popped
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self._waiting = 0  # requests with a deadline entry whose await has not ended
 
     # -- asyncio.Protocol ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -219,6 +220,7 @@ class Connection(asyncio.Protocol):
             deadline = loop.time() + timeout
             entry = [deadline, seq, opaque, fut, timeout]
             heapq.heappush(self._deadlines, entry)
+            self._waiting += 1
             if self._timer is None or deadline < self._timer_at:
                 self._arm(loop, deadline)
             return await fut
@@ -231,6 +233,7 @@ class Connection(asyncio.Protocol):
             self.pending.pop(opaque, None)
             if entry is not None:
                 entry[_FUT] = None  # ended: the heap no longer holds the future or its answer
+                self._waiting -= 1
                 self._drop_ended()
 
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
@@ -241,12 +244,14 @@ class Connection(asyncio.Protocol):
 
     def _drop_ended(self) -> None:
         """Forget the deadlines of requests that ended: those on top at once, the rest by
-        compaction once they outnumber the pending ones (so the heap stays about as long
-        as the pending table, whatever order the answers come in)."""
+        compaction once they outnumber the waiting ones (so the heap stays about as long
+        as the number of requests awaited, whatever order the answers come in). Counted
+        by awaits, not by the pending table: a read of many answers empties the table at
+        once, before any of their awaits has ended and marked its entry."""
         heap = self._deadlines
         while heap and heap[0][_FUT] is None:
             heapq.heappop(heap)
-        if len(heap) > 2 * len(self.pending) + 64:
+        if len(heap) > 2 * self._waiting + 64:
             heap[:] = [entry for entry in heap if entry[_FUT] is not None]
             heapq.heapify(heap)
 

@@ -17,6 +17,7 @@ import gc
 import heapq
 import random
 import struct
+import sys
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any
@@ -261,7 +262,8 @@ def test_answers_read_at_once_do_not_make_every_ending_request_compact_the_heap(
 
     def counting_heapify(heap: list[Any]) -> None:
         nonlocal rebuilds
-        rebuilds += 1
+        if sys._getframe(1).f_code.co_name == "_drop_ended":  # not the event loop's own timers
+            rebuilds += 1
         real_heapify(heap)
 
     monkeypatch.setattr(heapq, "heapify", counting_heapify)

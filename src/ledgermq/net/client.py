@@ -94,7 +94,9 @@ class RemotingClient:
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         if self.sign is not None:
             self.sign(cmd)
-        conn = await self.connection(addr)
+        conn = self._connections.get(addr)
+        if conn is None or not conn.is_open:  # the pooled one, else without a coroutine per call
+            conn = await self.connection(addr)
         try:
             return await conn.request(cmd, timeout)
         except ConnectionClosedError:

@@ -13,6 +13,14 @@ scheduled for later in the turn (the store's dispatch, replication to a slave): 
 sender is answered first, in one write per read. A flush happens before ``close``, so
 nothing sent before a close is dropped by it.
 
+Timeouts: each request has its own deadline, but a connection has one timer, armed at
+the earliest deadline of its pending requests (a heap of them), instead of a timer and a
+timeout context per request. When it fires, every request past its deadline fails with
+``RequestTimeoutError`` and the timer is armed again at the next deadline; entries of
+requests that ended otherwise (answered, cancelled) are dropped as they reach the top of
+the heap, and the heap is compacted when they outnumber the live ones. Sending at a
+steady rate with one timeout, deadlines arrive in order, so the timer is rarely re-armed.
+
 Backpressure: when the peer stops reading and our write buffer passes the high-water
 mark, the connection stops reading from that peer (no new work from it) until the
 buffer drains; past ``max_write_buffer`` it is closed rather than allowed to eat memory.
@@ -21,6 +29,7 @@ buffer drains; past ``max_write_buffer`` it is closed rather than allowed to eat
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import logging
 from collections.abc import Callable
@@ -36,6 +45,12 @@ log = logging.getLogger(__name__)
 _FLUSH_AT = 256 * 1024
 """Queued bytes that are written at once instead of at the end of the loop turn."""
 
+_TIMER_SLACK = 0.001
+"""A deadline this close counts as reached when the timer fires: uvloop's timers have
+millisecond resolution and fire up to half a millisecond early (``asyncio.timeout``,
+which the deadline timer replaces, timed out then too); re-arming for the rest would
+spin the loop until it passed."""
+
 
 class ConnectionClosedError(LedgerError):
     """The connection closed before the request got its answer."""
@@ -44,6 +59,13 @@ class ConnectionClosedError(LedgerError):
 class RequestTimeoutError(LedgerError):
     """No answer within the request's timeout."""
 
+
+_Deadline = list[Any]
+"""A pending request's deadline: [loop time, sequence number (unique: ties never compare
+further), opaque, future, its timeout in seconds (for the error message)]. The request
+sets the future to None when it ends, so an entry left in the heap does not keep the
+answer (a pull's body can be megabytes) alive."""
+_FUT = 3
 
 RequestHandler = Callable[["Connection", RemotingCommand], None]
 BadFrameHandler = Callable[["Connection", BadFrame], None]
@@ -78,6 +100,10 @@ class Connection(asyncio.Protocol):
         self._flush_scheduled = False
         self._reading = False  # in data_received: its end flushes what its frames answered
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._deadlines: list[_Deadline] = []  # a heap; entries of ended requests (no future) linger until popped
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._waiting = 0  # requests with a deadline entry whose await has not ended
 
     # -- asyncio.Protocol ------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -125,6 +151,10 @@ class Connection(asyncio.Protocol):
         self.transport = None
         self._out = []
         self._out_bytes = 0
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._deadlines = []
         for fut in self.pending.values():
             if not fut.done():
                 fut.set_exception(ConnectionClosedError(f"connection to {self.peer} closed"))
@@ -182,20 +212,78 @@ class Connection(asyncio.Protocol):
             self.close()
 
     async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-        """Send a request and await its response (matched by a fresh opaque)."""
-        cmd.opaque = next(self._opaque) & 0x7FFFFFFF
-        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-        self.pending[cmd.opaque] = fut
+        """Send a request and await its response (matched by a fresh opaque); after
+        ``timeout`` seconds it fails with ``RequestTimeoutError`` and a late answer is dropped.
+
+        A plain await of the future, no ``asyncio.timeout`` or ``wait_for``: the deadline
+        timer fails the future, and a cancel of the caller cancels the future. So an
+        answer arriving in the same loop turn as the caller's cancel does not swallow
+        the cancel (3.11's ``wait_for`` returns the answer and drops the cancel, and a
+        shutdown then waits forever)."""
+        seq = next(self._opaque)
+        opaque = cmd.opaque = seq & 0x7FFFFFFF
+        loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        self.pending[opaque] = fut
+        entry: _Deadline | None = None
         try:
             self.send(cmd)
-            # asyncio.timeout, not wait_for: in 3.11 wait_for returns an answer that arrives
-            # with the caller's cancel and drops the cancel (a shutdown then waits forever)
-            async with asyncio.timeout(timeout):
-                return await fut
-        except TimeoutError:
-            raise RequestTimeoutError(f"no answer from {self.peer} within {timeout:.1f}s") from None
+            deadline = loop.time() + timeout
+            entry = [deadline, seq, opaque, fut, timeout]
+            heapq.heappush(self._deadlines, entry)
+            self._waiting += 1
+            if self._timer is None or deadline < self._timer_at:
+                self._arm(loop, deadline)
+            return await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # retrieved: a cancel may have beaten the timeout to the caller
+            del fut  # the exception's traceback holds this frame: no cycle back through the future
+            raise
         finally:
-            self.pending.pop(cmd.opaque, None)
+            self.pending.pop(opaque, None)
+            if entry is not None:
+                entry[_FUT] = None  # ended: the heap no longer holds the future or its answer
+                self._waiting -= 1
+                self._drop_ended()
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(when, self._on_deadline)
+        self._timer_at = when
+
+    def _drop_ended(self) -> None:
+        """Forget the deadlines of requests that ended: those on top at once, the rest by
+        compaction once they outnumber the waiting ones (so the heap stays about as long
+        as the number of requests awaited, whatever order the answers come in). Counted
+        by awaits, not by the pending table: a read of many answers empties the table at
+        once, before any of their awaits has ended and marked its entry."""
+        heap = self._deadlines
+        while heap and heap[0][_FUT] is None:
+            heapq.heappop(heap)
+        if len(heap) > 2 * self._waiting + 64:
+            heap[:] = [entry for entry in heap if entry[_FUT] is not None]
+            heapq.heapify(heap)
+
+    def _on_deadline(self) -> None:
+        """Fail the requests past their deadline; arm again at the next deadline, if any
+        (with nothing pending the timer stays off)."""
+        self._timer = None
+        loop = self._loop
+        if loop is None:
+            return
+        reached = loop.time() + _TIMER_SLACK
+        heap = self._deadlines
+        while heap:
+            deadline, _seq, opaque, fut, timeout = heap[0]
+            if fut is not None and not fut.done():
+                if deadline > reached:
+                    self._arm(loop, deadline)
+                    return
+                self.pending.pop(opaque, None)
+                fut.set_exception(RequestTimeoutError(f"no answer from {self.peer} within {timeout:.1f}s"))
+            heapq.heappop(heap)
 
     def oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF

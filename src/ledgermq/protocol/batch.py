@@ -28,18 +28,23 @@ class BatchEntry:
 def encode_batch(entries: Iterable[BatchEntry]) -> bytes:
     parts: list[bytes] = []
     for e in entries:
-        props = e.properties.encode()
-        if len(props) > 32767:
-            raise PropertiesTooLargeError(f"batch entry properties are {len(props)} bytes, more than 32767")
-        total = ENTRY_OVERHEAD + len(e.body) + len(props)
-        try:
-            parts.append(_ENTRY_HEAD.pack(total, 0, 0, e.flag, len(e.body)))
-        except struct.error as exc:
-            raise LocalProtocolError(f"a batch entry field is out of range: {exc}") from exc
-        parts.append(e.body)
-        parts.append(_SHORT.pack(len(props)))
-        parts.append(props)
+        add_batch_entry(parts, e.flag, e.body, e.properties)
     return b"".join(parts)
+
+
+def add_batch_entry(parts: list[bytes], flag: int, body: bytes, properties: str) -> None:
+    """Append one entry's pieces to ``parts`` (``b"".join(parts)`` is the batch body): what
+    ``encode_batch`` does per entry, for a producer that has no ``BatchEntry`` to build."""
+    props = properties.encode()
+    if len(props) > 32767:
+        raise PropertiesTooLargeError(f"batch entry properties are {len(props)} bytes, more than 32767")
+    try:
+        parts.append(_ENTRY_HEAD.pack(ENTRY_OVERHEAD + len(body) + len(props), 0, 0, flag, len(body)))
+    except struct.error as exc:
+        raise LocalProtocolError(f"a batch entry field is out of range: {exc}") from exc
+    parts.append(body)
+    parts.append(_SHORT.pack(len(props)))
+    parts.append(props)
 
 
 def iter_batch(body: bytes | memoryview) -> Iterator[BatchEntry]:

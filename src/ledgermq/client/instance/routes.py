@@ -175,6 +175,12 @@ class RouteCache:
             self._install(topic, route)
             return True
 
+    def usable_publish_info(self, topic: str) -> TopicPublishInfo | None:
+        """The cached info when it names writable queues (what ``find_publish_info`` returns
+        without a lookup), else None: a send's fast path, with no coroutine to await."""
+        info = self.publish.get(topic)
+        return info if info is not None and info.ok else None
+
     async def find_publish_info(self, topic: str) -> TopicPublishInfo | None:
         """``tryToFindTopicPublishInfo``: the cached info, else the topic's route, else TBW102's."""
         info = self.publish.get(topic)

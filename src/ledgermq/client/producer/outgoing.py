@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ledgermq.client.errors import MessageInvalidError
-from ledgermq.client.message import Message, validate_message, validate_topic
+from ledgermq.client.message import Message, validate_message, validate_message_fields, validate_topic
 from ledgermq.clock import Clock
 from ledgermq.errors import LocalProtocolError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
-from ledgermq.protocol.batch import BatchEntry, encode_batch
+from ledgermq.protocol.batch import add_batch_entry
 from ledgermq.protocol.message import MAX_PROPERTIES_BYTES
 from ledgermq.util.unique_ids import UniqueIdGenerator
 
@@ -78,7 +78,8 @@ def prepare_message(
         body = zlib.compress(body, compress_level)
         sysflag |= SF.COMPRESSED | SF.COMPRESSION_ZLIB
     text = P.encode_properties(props)
-    if len(text.encode()) > MAX_PROPERTIES_BYTES:
+    # a character is at most 4 UTF-8 bytes: the usual short text needs no encoding to check
+    if len(text) * 4 > MAX_PROPERTIES_BYTES and len(text.encode()) > MAX_PROPERTIES_BYTES:
         raise MessageInvalidError(f"the message properties are longer than {MAX_PROPERTIES_BYTES} bytes")
     return Outgoing(msg.topic, body, sysflag, msg.flag, text, props[P.UNIQ_KEY], False, reconsume, max_reconsume)
 
@@ -93,23 +94,23 @@ def prepare_batch(msgs: Sequence[Message], ids: UniqueIdGenerator, clock: Clock,
     validate_topic(topic)
     if topic.startswith(RETRY_PREFIX):
         raise MessageInvalidError("retry-group messages are not supported in a batch")
-    entries: list[BatchEntry] = []
+    parts: list[bytes] = []
     msg_ids: list[str] = []
-    for msg in msgs:
-        if msg.topic != topic:
-            raise MessageInvalidError(f"a batch must have one topic; {msg.topic!r} differs from {topic!r}")
-        if msg.delay_level > 0:
-            raise MessageInvalidError("delayed messages are not supported in a batch")
-        validate_message(msg, max_message_size)
-        props = msg.wire_properties()
-        if P.UNIQ_KEY not in props:
-            props[P.UNIQ_KEY] = ids.next_id(clock.wall_ms())
-        msg_ids.append(props[P.UNIQ_KEY])
-        entries.append(BatchEntry(msg.flag, bytes(msg.body), P.encode_properties(props)))
     try:
-        body = encode_batch(entries)
+        for msg in msgs:
+            if msg.topic != topic:
+                raise MessageInvalidError(f"a batch must have one topic; {msg.topic!r} differs from {topic!r}")
+            if msg.delay_level > 0:
+                raise MessageInvalidError("delayed messages are not supported in a batch")
+            validate_message_fields(msg, max_message_size)  # the topic is the one checked above
+            props = msg.wire_properties()
+            if P.UNIQ_KEY not in props:
+                props[P.UNIQ_KEY] = ids.next_id(clock.wall_ms())
+            msg_ids.append(props[P.UNIQ_KEY])
+            add_batch_entry(parts, msg.flag, bytes(msg.body), P.encode_properties(props))
     except LocalProtocolError as exc:
         raise MessageInvalidError(str(exc)) from None
+    body = b"".join(parts)
     if len(body) > max_message_size:
         raise MessageInvalidError(f"the batch is {len(body)} bytes, over the maximum {max_message_size}")
     wait = "true" if msgs[0].wait_store_msg_ok else "false"

@@ -275,9 +275,11 @@ class Producer:
         return addr
 
     async def _send_kernel(self, out: Outgoing, mq: MessageQueue, timeout: float, oneway: bool) -> SendResult | None:
-        begin = self.clock.monotonic()
-        addr = await self._broker_addr(mq, timeout / 2)
-        timeout -= self.clock.monotonic() - begin
+        addr = self.routes.master_addr(mq.broker_name)  # known: no coroutine, no time spent
+        if addr is None:
+            begin = self.clock.monotonic()
+            addr = await self._broker_addr(mq, timeout / 2)
+            timeout -= self.clock.monotonic() - begin
         cmd = send_request(
             out,
             mq,
@@ -336,7 +338,10 @@ class Producer:
         begin_first = self.clock.monotonic() if started is None else started
         if retry_not_ok is None:
             retry_not_ok = self.settings.retry_another_broker_when_not_store_ok
-        info = await self._publish_info(out.topic, begin_first + timeout)
+        # a usable cached route is what _publish_info would return (it is not between masters)
+        info = self.routes.usable_publish_info(out.topic)
+        if info is None:
+            info = await self._publish_info(out.topic, begin_first + timeout)
         times_total = 1 if oneway else 1 + (self.settings.retry_times if retries is None else retries)
         return await send_with_retries(
             out,

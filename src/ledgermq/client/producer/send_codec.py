@@ -10,8 +10,6 @@ called once per attempt.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ledgermq.client.errors import MQBrokerError, MQClientError
 from ledgermq.client.message import DEFAULT_REGION, STATUS_BY_CODE, SendResult
 from ledgermq.client.producer.outgoing import Outgoing
@@ -33,24 +31,27 @@ def send_request(
 
     ``c``/``d`` name the topic to copy and its queue count when the broker auto-creates
     the topic; ``l`` (max reconsume times) is None, so left out, except for retry topics."""
-    header: dict[str, Any] = {
+    header = {
         "a": group,
         "b": out.topic,
         "c": create_topic_key,
-        "d": default_topic_queue_nums,
-        "e": mq.queue_id,
-        "f": out.sysflag,
-        "g": born_ms,
-        "h": out.flag,
+        "d": str(default_topic_queue_nums),
+        "e": str(mq.queue_id),
+        "f": str(out.sysflag),
+        "g": str(born_ms),
+        "h": str(out.flag),
         "i": out.properties,
-        "j": out.reconsume_times or 0,
-        "k": False,
-        "l": out.max_reconsume_times,
-        "m": out.batch,
+        "j": str(out.reconsume_times or 0),
+        "k": "false",
+        "m": "true" if out.batch else "false",
         "n": mq.broker_name,
     }
+    if out.max_reconsume_times is not None:
+        header["l"] = str(out.max_reconsume_times)
+    # the header is strings already (as ``stringify`` would make them): built directly,
+    # since this runs once per attempt of every message sent
     code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
-    return RemotingCommand.request(code, header, out.body)
+    return RemotingCommand(code=int(code), ext_fields=header, body=out.body)
 
 
 def read_send_response(resp: RemotingCommand, out: Outgoing, mq: MessageQueue, addr: str) -> SendResult:
@@ -61,7 +62,11 @@ def read_send_response(resp: RemotingCommand, out: Outgoing, mq: MessageQueue, a
         raise MQBrokerError(resp.code, resp.remark, addr)
     ext = resp.ext_fields
     try:
-        queue = MessageQueue(out.topic, mq.broker_name, int(ext["queueId"]))
+        queue_id = int(ext["queueId"])
+        # the queue the attempt went to, as it normally is: no new one per answer
+        queue = mq
+        if queue_id != mq.queue_id or mq.topic != out.topic:
+            queue = MessageQueue(out.topic, mq.broker_name, queue_id)
         queue_offset = int(ext["queueOffset"])
         offset_msg_id = ext["msgId"]
     except (KeyError, ValueError) as exc:

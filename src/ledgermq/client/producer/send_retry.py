@@ -172,7 +172,8 @@ async def send_with_retries(
             info = await _refreshed(info, watch, out.topic)
             continue
         made += 1
-        fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), False)
+        if fault.enabled:  # else the latency is not recorded: not measured either
+            fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), False)
         if oneway or result is None:
             return None
         if result.status is not SendStatus.SEND_OK and retry_not_ok:

@@ -63,7 +63,8 @@ def slow_sends(app: BrokerApp, delay: float) -> None:
 
     async def slow(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
         await asyncio.sleep(delay)
-        return await inner(ctx, cmd)
+        outcome = inner(ctx, cmd)  # an answer now, or an awaitable of one (net/server.py)
+        return outcome if outcome is None or isinstance(outcome, RemotingCommand) else await outcome
 
     app.server.register(RequestCode.SEND_MESSAGE_V2, slow)
 

@@ -22,6 +22,8 @@ from ledgermq.errors import RemoteProtocolError, StoreClosedError, StoreError
 from ledgermq.failpoints import failpoint
 from ledgermq.protocol import message as M
 from ledgermq.protocol.msgid import offset_msg_id
+from ledgermq.store.appended import AppendedRecords
+from ledgermq.store.dispatch import DispatchRequest
 from ledgermq.store.mapped_file import MappedFile, SegmentGoneError
 from ledgermq.store.mapped_file_queue import MappedFileQueue
 from ledgermq.store.results import AppendResult
@@ -39,6 +41,8 @@ class EncodedMessage:
     queue_key: str  # "topic-queueId", RocketMQ's topicQueueTable key
     takes_queue_offset: bool  # False for PREPARED / ROLLBACK records
     store_host: M.Host  # what the record says, so its offset msg id names the same host
+    # What dispatch needs, known at put time (store/appended.py); None: the reput parses the record.
+    facts: DispatchRequest | None = None
 
 
 def queue_key(topic: str, queue_id: int) -> str:
@@ -55,6 +59,8 @@ class CommitLog:
         self.queue_offsets: dict[str, int] = {}
         self.last_store_timestamp = 0
         self.closed = False  # set under the put lock at shutdown: later puts are refused
+        # Dispatch facts of what ``append`` wrote, for the reput (store/appended.py).
+        self.appended = AppendedRecords()
 
     def load(self) -> None:
         self.queue.load()
@@ -103,10 +109,19 @@ class CommitLog:
                     first_queue_offset = qoff
                 M.set_append_fields(data, at, qoff, phys + at, now)
                 ids.append(offset_msg_id(m.store_host, phys + at))
+                facts = m.facts
+                if facts is not None:
+                    facts.commit_log_offset = phys + at
+                    facts.queue_offset = qoff
+                    facts.store_timestamp = now
                 at += len(m.data)
             failpoint("commitlog.before_append")
             mf.append(data)
             self.last_store_timestamp = now
+            appended = self.appended
+            for m in messages:
+                if m.facts is not None:
+                    appended.add(m.facts)
         return AppendResult(
             wrote_offset=phys,
             wrote_bytes=total,
@@ -163,6 +178,7 @@ class CommitLog:
     def truncate_after(self, offset: int) -> None:
         """Online truncation (slave realignment); the caller also holds the dispatch lock."""
         with self.put_lock:
+            self.appended.clear()
             self.queue.truncate_after(offset, online=True)
 
     # -- reads -----------------------------------------------------------------------

@@ -195,12 +195,15 @@ class ReputService(ServiceThread):
                     continue
                 break
             before = self.reput_from
+            failures = self.dispatch_failures
             try:
                 count += self._dispatch_segment(mf, arrivals, hold)
             finally:
                 mf.unpin()
             if self.stuck_reason is not None or self._held or self.reput_from == before:
                 break  # stuck, held off, or the tail record is still arriving (a slave)
+            if self.dispatch_failures != failures:
+                break  # a record could not be dispatched: the next pass tries it again
         with self._progress:
             self._progress.notify_all()
         self._notify(arrivals)

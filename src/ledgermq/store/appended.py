@@ -58,19 +58,19 @@ def facts_for(
         tags = P.get_property(props_text, P.TAGS)
         keys = P.get_property(props_text, P.KEYS)
         uniq = P.get_property(props_text, P.UNIQ_KEY)
-    return DispatchRequest(
-        topic=topic,
-        queue_id=queue_id,
-        commit_log_offset=-1,
-        size=len(record),
-        tags_code=tag_hash(tags) if tags else 0,
-        store_timestamp=0,
-        queue_offset=0,
-        sysflag=_SYSFLAG.unpack_from(record, SYSFLAG_POS)[0],  # as stored (host bits set)
-        keys=keys,
-        uniq_key=uniq,
-        prepared_transaction_offset=prepared_transaction_offset,
-        properties=props_text,
+    return DispatchRequest(  # positional, in field order: this runs for every put
+        topic,
+        queue_id,
+        -1,  # commit_log_offset, set at append
+        len(record),  # size
+        tag_hash(tags) if tags else 0,  # tags_code
+        0,  # store_timestamp, set at append
+        0,  # queue_offset, set at append
+        _SYSFLAG.unpack_from(record, SYSFLAG_POS)[0],  # sysflag as stored (host bits set)
+        keys,
+        uniq,
+        prepared_transaction_offset,
+        props_text,  # properties
     )
 
 

@@ -84,10 +84,14 @@ class CommitLog:
     # -- appends ---------------------------------------------------------------------
     def append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> AppendResult:
         """Append one message or one batch; all records land contiguously."""
-        total = sum(len(m.data) for m in messages)
+        if len(messages) == 1:
+            data = messages[0].data
+            total = len(data)
+        else:
+            total = sum([len(m.data) for m in messages])
+            data = bytearray().join([m.data for m in messages])
         if total + BLANK_HEADER_SIZE > self.segment_size:
             raise StoreError(f"{total} bytes cannot fit in a {self.segment_size}-byte segment")
-        data = messages[0].data if len(messages) == 1 else bytearray().join(m.data for m in messages)
         with self.put_lock:
             if self.closed:
                 raise StoreClosedError("the commit log is shut down")
@@ -95,20 +99,19 @@ class CommitLog:
             now = self.clock.wall_ms()
             if now < self.last_store_timestamp:
                 now = self.last_store_timestamp  # store times never go back within a log
-            phys = mf.write_offset
+            phys = mf.start_offset + mf.wrote
             first_queue_offset = -1
-            ids: list[str] = []
+            offsets = self.queue_offsets
             at = 0
             for m in messages:
                 if m.takes_queue_offset:
-                    qoff = self.queue_offsets.get(m.queue_key, 0)
-                    self.queue_offsets[m.queue_key] = qoff + 1
+                    qoff = offsets.get(m.queue_key, 0)
+                    offsets[m.queue_key] = qoff + 1
                 else:
                     qoff = 0
                 if first_queue_offset < 0:
                     first_queue_offset = qoff
                 M.set_append_fields(data, at, qoff, phys + at, now)
-                ids.append(offset_msg_id(m.store_host, phys + at))
                 facts = m.facts
                 if facts is not None:
                     facts.commit_log_offset = phys + at
@@ -122,16 +125,12 @@ class CommitLog:
             for m in messages:
                 if m.facts is not None:
                     appended.add(m.facts)
-        return AppendResult(
-            wrote_offset=phys,
-            wrote_bytes=total,
-            msg_ids=ids,
-            store_timestamp=now,
-            queue_offset=first_queue_offset,
-            msg_num=len(messages),
-            topic=topic,
-            queue_id=queue_id,
-        )
+        ids = []
+        at = phys
+        for m in messages:  # outside the lock: only the offsets it assigned are needed
+            ids.append(offset_msg_id(m.store_host, at))
+            at += len(m.data)
+        return AppendResult(phys, total, ids, now, first_queue_offset, len(messages), topic, queue_id)
 
     def _segment_with_room(self, size: int) -> MappedFile:
         mf = self.queue.last_for_write()

@@ -478,8 +478,11 @@ class ConsumeQueueTable:
         return cq
 
     def mark_dirty(self, cq: ConsumeQueue) -> None:
-        with self._dirty_lock:
-            self._dirty.add(cq)
+        # Already in the set: the flush that takes this set looks at the queue's segments
+        # after taking it, so after the write that preceded this call.
+        if cq not in self._dirty:
+            with self._dirty_lock:
+                self._dirty.add(cq)
 
     def all(self) -> list[ConsumeQueue]:
         return list(self.queues.values())

@@ -45,6 +45,10 @@ MAX_HOLD_S = 0.5
 MIN_RUN_S = 0.05
 _HOLD_POLL_S = 0.02
 _HOLD_CHECK_EVERY = 16  # records between two looks at ``hold_off``
+# SYSFLAG bit set for exactly the records that get no consume-queue unit (PREPARED and
+# ROLLBACK; ``sysflag.gets_queue_entry``), tested inline on the per-record path.
+_NO_QUEUE_ENTRY = SF.TRANSACTION_PREPARED_TYPE
+assert all(SF.gets_queue_entry(t) == (not t & _NO_QUEUE_ENTRY) for t in range(0, 16, 4))
 # Records whose consume-queue units are written together (one write per queue); bounds
 # what a pass holds while it catches up a backlog.
 ROUND_RECORDS = 512
@@ -97,6 +101,7 @@ class ReputService(ServiceThread):
         self._run_until = 0.0  # no holding off before this (monotonic seconds)
         self._held = False  # the last pass stopped early because of ``hold_off``
         self._progress = threading.Condition()
+        self._waiting = 0  # callers in ``wait_for``, counted under ``_progress``
         # Held while dispatching; online truncation takes it so no unit for cut data is written.
         self.lock = threading.Lock()
 
@@ -204,10 +209,17 @@ class ReputService(ServiceThread):
                 break  # stuck, held off, or the tail record is still arriving (a slave)
             if self.dispatch_failures != failures:
                 break  # a record could not be dispatched: the next pass tries it again
-        with self._progress:
-            self._progress.notify_all()
+        self._notify_progress()
         self._notify(arrivals)
         return count
+
+    def _notify_progress(self) -> None:
+        """Wake ``wait_for`` callers; skips the condition's lock when nobody waits (every
+        pass of every put would pay for it). A waiter registers under the lock before it
+        reads ``reput_from``, so one that registers after this look sees the new value."""
+        if self._waiting:
+            with self._progress:
+                self._progress.notify_all()
 
     def _dispatch_segment(self, mf: MappedFile, arrivals: dict[tuple[str, int], int], hold: HoldOff | None) -> int:
         """Dispatch the records of ``mf`` from ``reput_from`` on, in rounds of at most
@@ -238,7 +250,7 @@ class ReputService(ServiceThread):
                     check_text=False,  # complete records from a master may carry NULs; only recovery cares
                 )
             if isinstance(v, DispatchRequest):
-                if SF.gets_queue_entry(v.sysflag):
+                if not v.sysflag & _NO_QUEUE_ENTRY:
                     try:
                         cq = self.queues.find_or_create(v.topic, v.queue_id)
                     except Exception as exc:
@@ -311,6 +323,7 @@ class ReputService(ServiceThread):
                     failure = (staged[first], exc.__cause__ if isinstance(exc.__cause__, Exception) else exc)
             self.queues.mark_dirty(cq)
         index = self.index
+        hooks = self.dispatch_hooks
         for i in range(done):
             req = staged[i]
             if index is not None:
@@ -320,10 +333,12 @@ class ReputService(ServiceThread):
                     done = i
                     failure = (req, exc)
                     break
-            self._after_dispatch(req)
-            if SF.gets_queue_entry(req.sysflag):
+            if hooks:
+                self._after_dispatch(req)
+            if not req.sysflag & _NO_QUEUE_ENTRY:
                 arrivals[(req.topic, req.queue_id)] = req.queue_offset + 1
-            self.dispatched_ts = req.store_timestamp
+        if done:
+            self.dispatched_ts = staged[done - 1].store_timestamp
         if failure is not None:
             self._dispatch_failed(*failure)
         elif self.dispatch_error is not None and done:
@@ -372,4 +387,8 @@ class ReputService(ServiceThread):
         """Block until everything below ``offset`` is dispatched (tests, HA promotion)."""
         self.wakeup()
         with self._progress:
-            return self._progress.wait_for(lambda: self.reput_from >= offset, timeout)
+            self._waiting += 1
+            try:
+                return self._progress.wait_for(lambda: self.reput_from >= offset, timeout)
+            finally:
+                self._waiting -= 1

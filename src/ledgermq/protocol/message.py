@@ -66,6 +66,7 @@ _LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">h")
 _SIZE_MAGIC = struct.Struct(">ii")
 _TWO_LONGS = struct.Struct(">qq")
+_BYTE = [bytes((i,)) for i in range(256)]
 
 TOTALSIZE_POS: Final = 0
 MAGIC_POS: Final = 4
@@ -252,11 +253,8 @@ def encode_record(
         raise PropertiesTooLargeError(f"properties are {len(props_b)} bytes, more than {MAX_PROPERTIES_BYTES}")
     head = _HEADS[_head_index(sysflag)]
     total = head.size + len(body) + 1 + len(topic_b) + 2 + len(props_b)
-    buf = bytearray(total)
     try:
-        head.pack_into(
-            buf,
-            0,
+        head_b = head.pack(
             total,
             MESSAGE_MAGIC_CODE,
             body_crc(body) if crc is None else crc,
@@ -277,15 +275,8 @@ def encode_record(
         )
     except struct.error as exc:
         raise LocalProtocolError(f"a record field is out of range: {exc}") from exc
-    pos = head.size
-    buf[pos : pos + len(body)] = body
-    pos += len(body)
-    buf[pos] = len(topic_b)
-    buf[pos + 1 : pos + 1 + len(topic_b)] = topic_b
-    pos += 1 + len(topic_b)
-    _SHORT.pack_into(buf, pos, len(props_b))
-    buf[pos + 2 :] = props_b
-    return buf
+    # One join copies each part once (cheaper than filling a zeroed buffer in place).
+    return bytearray().join((head_b, body, _BYTE[len(topic_b)], topic_b, _SHORT.pack(len(props_b)), props_b))
 
 
 def set_append_fields(

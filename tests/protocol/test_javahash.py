@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgermq.util.javahash import java_string_hash
+from ledgermq.util.javahash import java_hash_concat, java_string_hash
 from tests.protocol.golden import ref_java_hash
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -80,3 +80,13 @@ def test_concatenation_law(a: str, b: str) -> None:
     units_b = len(b.encode("utf-16-be", "surrogatepass")) // 2
     expected = (java_string_hash(a) * pow(31, units_b, 2**32) + java_string_hash(b)) % 2**32
     assert java_string_hash(a + b) % 2**32 == expected
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(
+    a=st.one_of(st.text(ANY_CHAR, max_size=20), st.text(max_size=130)),
+    b=st.one_of(st.text(ANY_CHAR, max_size=20), st.text(max_size=600), st.just("k" * 511), st.just("\U0001f600" * 256)),
+)
+def test_hash_of_a_concatenation_from_the_prefix_hash(a: str, b: str) -> None:
+    """The index hashes ``topic#key`` as the topic part's hash extended by the key."""
+    assert java_hash_concat(java_string_hash(a), b) == java_string_hash(a + b) == ref_java_hash(a + b)

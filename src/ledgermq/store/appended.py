@@ -48,7 +48,7 @@ def facts_for(
     if topic == SCHEDULE_TOPIC:
         return None
     n = len(props)
-    if "" not in props and props_text.count("\x01") == n and props_text.count("\x02") == max(n - 1, 0):
+    if "" not in props and props_text.count("\x01") == n and props_text.count("\x02") == (n - 1 if n else 0):
         # No key or value holds a separator, so each key is one pair of the text and the
         # dict answers what ``get_property`` would (an empty value reads as absent).
         tags = props.get(P.TAGS) or None

@@ -60,6 +60,17 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+def java_hash_concat(prefix_hash: int, suffix: str) -> int:
+    """``java_string_hash(prefix + suffix)`` from ``java_string_hash(prefix)``: the hash
+    of a concatenation is h(prefix) * 31**len(suffix) + h(suffix) mod 2**32, the length
+    counted in UTF-16 code units. Index keys are ``topic#key``: the topic part is hashed
+    once per topic, not once per message."""
+    n = len(suffix) if suffix.isascii() else len(_code_units(suffix))
+    weight = _POWERS[_MAX_FAST - 1 - n] if n < _MAX_FAST else pow(31, n, 1 << 32)
+    h = ((prefix_hash & _MASK) * weight + (java_string_hash(suffix) & _MASK)) & _MASK
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
 @lru_cache(maxsize=1024)
 def tag_hash(tag: str) -> int:
     """``java_string_hash`` for tags, which repeat endlessly; index keys are unique and go uncached."""

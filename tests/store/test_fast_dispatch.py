@@ -81,6 +81,7 @@ def _message(draw: st.DrawFn) -> MessageInput:
         sysflag=draw(_SYSFLAG),
         born_timestamp=draw(st.integers(0, 2**40)),
         born_host=draw(st.sampled_from([("127.0.0.1", 5000), ("::1", 6000)])),
+        store_host=draw(st.sampled_from([None, ("::1", 10911)])),  # IPv6 hosts move the later fields
         prepared_transaction_offset=draw(st.integers(0, 2**40)),
     )
 

@@ -29,7 +29,6 @@ import mmap
 import os
 import struct
 import threading
-from functools import lru_cache
 from pathlib import Path
 
 from ledgermq.clock import Clock
@@ -37,7 +36,7 @@ from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.properties import KEY_SEPARATOR
 from ledgermq.store.dispatch import DispatchRequest
 from ledgermq.util.atomic_file import fsync_dir
-from ledgermq.util.javahash import java_hash_concat, java_string_hash
+from ledgermq.util.javahash import java_string_hash
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +51,6 @@ _INT_MAX = 0x7FFFFFFF
 def index_key_hash(key: str) -> int:
     h = abs(java_string_hash(key))
     return 0 if h < 0 or h > _INT_MAX else h
-
-
-@lru_cache(maxsize=1024)
-def _prefix_hash(topic: str) -> int:
-    """``String.hashCode`` of ``topic#``, the part every index key of a topic shares."""
-    return java_string_hash(topic + "#")
 
 
 def index_file_name(wall_ms: int) -> str:
@@ -96,9 +89,8 @@ class IndexFile:
         return self.count >= self.max_entries
 
     def put_hashed(self, java_hash: int, phy_offset: int, store_ts: int) -> bool:
-        """Add an entry for the key whose ``String.hashCode`` is ``java_hash`` (the caller
-        hashes: ``topic#key`` shares its topic part, see ``java_hash_concat``); False
-        when the file is full."""
+        """Add an entry for the key whose ``String.hashCode`` is ``java_hash``; False when
+        the file is full."""
         count = self.count
         if count >= self.max_entries:
             return False
@@ -233,17 +225,17 @@ class IndexService:
         uniq, keys = req.uniq_key, req.keys
         if not uniq and not keys:
             return
-        phy, ts, prefix = req.commit_log_offset, req.store_timestamp, _prefix_hash(req.topic)
+        phy, ts, prefix = req.commit_log_offset, req.store_timestamp, req.topic + "#"
         with self.lock:
             if phy < self._next_phy:
                 return  # replayed during recovery; already indexed
             f = self._writable()
             if uniq:
-                f = self._put(f, java_hash_concat(prefix, uniq), phy, ts)
+                f = self._put(f, java_string_hash(prefix + uniq), phy, ts)
             if keys:
                 for k in keys.split(KEY_SEPARATOR):
                     if k:
-                        f = self._put(f, java_hash_concat(prefix, k), phy, ts)
+                        f = self._put(f, java_string_hash(prefix + k), phy, ts)
             self._next_phy = phy + 1
 
     def _put(self, f: IndexFile, java_hash: int, phy: int, ts: int) -> IndexFile:

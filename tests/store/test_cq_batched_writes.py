@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ledgermq import failpoints
+from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.queue_segment import QueueSegment
 from ledgermq.store.results import PutResult
@@ -163,3 +164,33 @@ def test_index_entries_follow_the_units_of_a_pass(store_factory: StoreFactory) -
         got = store.query_message("T", f"k{i}", 4, 0, 2**62)
         assert r.append is not None and len(got.messages) == 1
         assert f"m{i}".encode() in got.messages[0]
+
+
+def test_a_queue_that_cannot_be_opened_stops_the_pass_at_its_record(
+    store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record whose queue cannot even be looked up is not staged: the records before it
+    are written and announced, dispatch stands at it and puts are refused until it goes."""
+    store = store_factory()
+    _stopped_reput(store)
+    first = [put(store, "Good", f"g{i}".encode(), 0) for i in range(3)]
+    bad = put(store, "Bad", b"b", 0)
+    put(store, "Good", b"after", 0)
+    real = ConsumeQueueTable.find_or_create
+
+    def refuse_bad(table: ConsumeQueueTable, topic: str, queue_id: int) -> ConsumeQueue:
+        if topic == "Bad":
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return real(table, topic, queue_id)
+
+    monkeypatch.setattr(ConsumeQueueTable, "find_or_create", refuse_bad)
+    assert store.reput is not None
+    assert store.reput.dispatch_available() == 3
+    assert bad.append is not None and store.reput.reput_from == bad.append.wrote_offset
+    assert store.dispatch_problem is not None and "Bad-0 offset 0" in store.dispatch_problem
+    assert store.max_offset_in_queue("Good", 0) == 3
+    monkeypatch.setattr(ConsumeQueueTable, "find_or_create", real)
+    assert store.reput.dispatch_available() == 2
+    assert store.dispatch_problem is None
+    assert store.max_offset_in_queue("Good", 0) == 4 and store.max_offset_in_queue("Bad", 0) == 1
+    assert all(r.ok for r in first)

@@ -80,3 +80,12 @@ def test_concatenation_law(a: str, b: str) -> None:
     units_b = len(b.encode("utf-16-be", "surrogatepass")) // 2
     expected = (java_string_hash(a) * pow(31, units_b, 2**32) + java_string_hash(b)) % 2**32
     assert java_string_hash(a + b) % 2**32 == expected
+
+
+def test_every_code_unit_alone_and_after_another() -> None:
+    """Each UTF-16 unit is summed through its two bytes' base-31 digits: every byte value
+    in both places, alone and with a weight."""
+    for u in range(0x10000):
+        c = chr(u)
+        assert java_string_hash(c) == u
+        assert java_string_hash(c + "\x7f") % 2**32 == (31 * u + 0x7F) % 2**32

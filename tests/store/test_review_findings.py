@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledgermq.config import BrokerRole
+from ledgermq.store.consumequeue import ConsumeQueue
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.results import GetStatus, PutStatus
 
@@ -176,23 +177,23 @@ def test_truncate_commitlog_while_the_reput_thread_is_dispatching(
     truncate_dirty ran, and it then stores its own reput_from (past the cut) over the reset.
     The new master's records are then dispatched from the middle of a record (reput stuck)
     and queue offset 1 keeps pointing at the old record's size."""
-    import ledgermq.store.reput as reput_mod
-
     old, offs = _master_bytes(store_factory, tmp_path / "a", [(b"one", "k1"), (b"two", "k2"), (b"three", "k3")])
     new, new_offs = _master_bytes(store_factory, tmp_path / "b", [(b"one", "k1"), (b"TWO-longer" * 20, "k2")])
     cut = offs[1]
     assert new_offs[1] == cut
 
     entered, release = threading.Event(), threading.Event()
-    real_dispatch = reput_mod.dispatch
+    real_put_units = ConsumeQueue.put_units
 
-    def slow_dispatch(req, queues, index):  # type: ignore[no-untyped-def]
-        if req.commit_log_offset == cut and not entered.is_set():
+    def slow_put_units(cq, units):  # type: ignore[no-untyped-def]
+        # The reput thread writes a pass's units after parsing its records: it holds
+        # the record at the cut (and the one after) when it gets here.
+        if any(u[0] == cut for u in units) and not entered.is_set():
             entered.set()
             assert release.wait(5)
-        real_dispatch(req, queues, index)
+        real_put_units(cq, units)
 
-    monkeypatch.setattr(reput_mod, "dispatch", slow_dispatch)
+    monkeypatch.setattr(ConsumeQueue, "put_units", slow_put_units)
     slave = store_factory(root=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
     slave.append_raw(0, old)
     assert entered.wait(5), "reput thread never reached the second record"

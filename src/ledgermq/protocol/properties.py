@@ -37,7 +37,8 @@ KEY_SEPARATOR = " "
 
 def encode_properties(props: Mapping[str, str]) -> str:
     """Java's form: pairs joined by 0x02, no trailing separator."""
-    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if k and v is not None)
+    # A list, not a generator: join builds one anyway, and every put encodes its properties.
+    return PROPERTY_SEPARATOR.join([f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if k and v is not None])
 
 
 def decode_properties(text: str) -> dict[str, str]:

@@ -22,6 +22,8 @@ from ledgermq.errors import RemoteProtocolError, StoreClosedError, StoreError
 from ledgermq.failpoints import failpoint
 from ledgermq.protocol import message as M
 from ledgermq.protocol.msgid import offset_msg_id
+from ledgermq.store.appended import AppendedRecords
+from ledgermq.store.dispatch import DispatchRequest
 from ledgermq.store.mapped_file import MappedFile, SegmentGoneError
 from ledgermq.store.mapped_file_queue import MappedFileQueue
 from ledgermq.store.results import AppendResult
@@ -39,6 +41,8 @@ class EncodedMessage:
     queue_key: str  # "topic-queueId", RocketMQ's topicQueueTable key
     takes_queue_offset: bool  # False for PREPARED / ROLLBACK records
     store_host: M.Host  # what the record says, so its offset msg id names the same host
+    # What dispatch needs, known at put time (store/appended.py); None: the reput parses the record.
+    facts: DispatchRequest | None = None
 
 
 def queue_key(topic: str, queue_id: int) -> str:
@@ -55,6 +59,8 @@ class CommitLog:
         self.queue_offsets: dict[str, int] = {}
         self.last_store_timestamp = 0
         self.closed = False  # set under the put lock at shutdown: later puts are refused
+        # Dispatch facts of what ``append`` wrote, for the reput (store/appended.py).
+        self.appended = AppendedRecords()
 
     def load(self) -> None:
         self.queue.load()
@@ -78,10 +84,14 @@ class CommitLog:
     # -- appends ---------------------------------------------------------------------
     def append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> AppendResult:
         """Append one message or one batch; all records land contiguously."""
-        total = sum(len(m.data) for m in messages)
+        if len(messages) == 1:
+            data = messages[0].data
+            total = len(data)
+        else:
+            total = sum([len(m.data) for m in messages])
+            data = bytearray().join([m.data for m in messages])
         if total + BLANK_HEADER_SIZE > self.segment_size:
             raise StoreError(f"{total} bytes cannot fit in a {self.segment_size}-byte segment")
-        data = messages[0].data if len(messages) == 1 else bytearray().join(m.data for m in messages)
         with self.put_lock:
             if self.closed:
                 raise StoreClosedError("the commit log is shut down")
@@ -89,34 +99,38 @@ class CommitLog:
             now = self.clock.wall_ms()
             if now < self.last_store_timestamp:
                 now = self.last_store_timestamp  # store times never go back within a log
-            phys = mf.write_offset
+            phys = mf.start_offset + mf.wrote
             first_queue_offset = -1
-            ids: list[str] = []
+            offsets = self.queue_offsets
             at = 0
             for m in messages:
                 if m.takes_queue_offset:
-                    qoff = self.queue_offsets.get(m.queue_key, 0)
-                    self.queue_offsets[m.queue_key] = qoff + 1
+                    qoff = offsets.get(m.queue_key, 0)
+                    offsets[m.queue_key] = qoff + 1
                 else:
                     qoff = 0
                 if first_queue_offset < 0:
                     first_queue_offset = qoff
                 M.set_append_fields(data, at, qoff, phys + at, now)
-                ids.append(offset_msg_id(m.store_host, phys + at))
+                facts = m.facts
+                if facts is not None:
+                    facts.commit_log_offset = phys + at
+                    facts.queue_offset = qoff
+                    facts.store_timestamp = now
                 at += len(m.data)
             failpoint("commitlog.before_append")
             mf.append(data)
             self.last_store_timestamp = now
-        return AppendResult(
-            wrote_offset=phys,
-            wrote_bytes=total,
-            msg_ids=ids,
-            store_timestamp=now,
-            queue_offset=first_queue_offset,
-            msg_num=len(messages),
-            topic=topic,
-            queue_id=queue_id,
-        )
+            appended = self.appended
+            for m in messages:
+                if m.facts is not None:
+                    appended.add(m.facts)
+        ids = []
+        at = phys
+        for m in messages:  # outside the lock: only the offsets it assigned are needed
+            ids.append(offset_msg_id(m.store_host, at))
+            at += len(m.data)
+        return AppendResult(phys, total, ids, now, first_queue_offset, len(messages), topic, queue_id)
 
     def _segment_with_room(self, size: int) -> MappedFile:
         mf = self.queue.last_for_write()
@@ -163,6 +177,7 @@ class CommitLog:
     def truncate_after(self, offset: int) -> None:
         """Online truncation (slave realignment); the caller also holds the dispatch lock."""
         with self.put_lock:
+            self.appended.clear()
             self.queue.truncate_after(offset, online=True)
 
     # -- reads -----------------------------------------------------------------------

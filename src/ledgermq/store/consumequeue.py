@@ -28,7 +28,7 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,9 @@ from ledgermq.store.queue_segment import QueueSegment
 log = logging.getLogger(__name__)
 
 UNIT = struct.Struct(">qiq")
+Unit = tuple[int, int, int, int, int, int]
+"""(commit-log offset, size, tag code, queue offset, store time, the caller's tag): one
+unit for ``put_units``; the last field is not written (the reput's record number)."""
 UNIT_SIZE = UNIT.size  # 20
 _PRE_BLANK = UNIT.pack(0, 0x7FFFFFFF, 0)
 _SCAN_CHUNK = UNIT_SIZE * 4096  # units read at a time when walking a segment
@@ -51,6 +54,14 @@ _ZEROS = bytes(_PAGE)
 DEFAULT_OPEN_FILES = 1024
 # Above this many segments to flush at once, one sync() is cheaper than an fdatasync each.
 SYNC_ALL_ABOVE = 256
+
+
+class UnitsNotWritten(Exception):
+    """``put_units`` placed the first ``placed`` units only; ``__cause__`` says why."""
+
+    def __init__(self, placed: int) -> None:
+        super().__init__(f"{placed} units placed")
+        self.placed = placed
 
 
 def _units(seg: QueueSegment, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
@@ -248,6 +259,63 @@ class ConsumeQueue:
             self.last_store_timestamp = store_ts
         return True
 
+    def put_units(self, units: Sequence[Unit]) -> None:
+        """``put`` for each of ``units`` in order, with one write per run of consecutive
+        units that fits in a segment instead of one per unit: the reput hands over the
+        units of one pass, which for a queue follow each other (a pwrite costs more than
+        the rest of a unit's dispatch). Raises ``UnitsNotWritten`` (with how many units
+        were placed, and the cause) if one could not be written."""
+        i = 0
+        n = len(units)
+        try:
+            while i < n:
+                offset, size, tags_code, cq_offset, store_ts, _tag = units[i]
+                if offset + size <= self.max_physic_offset:
+                    i += 1
+                    continue  # already dispatched (recovery replays from a safe point)
+                failpoint("consume_queue.before_put")
+                expect = cq_offset * UNIT_SIZE
+                seg = self.files.last_for_write(start_if_empty=expect)
+                if seg.first_create_in_queue and seg.wrote == 0 and expect > seg.start_offset:
+                    self.min_logic_offset = expect
+                    seg.append(_PRE_BLANK * ((expect - seg.start_offset) // UNIT_SIZE))
+                current = seg.write_offset
+                if expect != current:
+                    if expect > current:
+                        log.error(
+                            "%s-%d: unit for offset %d but the queue ends at %d; not dispatched",
+                            self.topic,
+                            self.queue_id,
+                            cq_offset,
+                            current // UNIT_SIZE,
+                        )
+                    i += 1
+                    continue
+                # The run: units that follow this one in the queue and in the commit log
+                # and still fit in the segment.
+                end = offset + size
+                last_ts = store_ts
+                j = i + 1
+                stop = min(n, i + (seg.size - seg.wrote) // UNIT_SIZE)
+                while j < stop:
+                    o, sz, _t, q, ts, _tag = units[j]
+                    if q != cq_offset + (j - i) or o + sz <= end:
+                        break
+                    end = o + sz
+                    last_ts = max(last_ts, ts)
+                    j += 1
+                if j == i + 1:
+                    data = UNIT.pack(offset, size, tags_code)
+                else:
+                    data = b"".join([UNIT.pack(u[0], u[1], u[2]) for u in units[i:j]])
+                seg.append(data)
+                self.max_physic_offset = end
+                if last_ts > self.last_store_timestamp:
+                    self.last_store_timestamp = last_ts
+                i = j
+        except Exception as exc:
+            raise UnitsNotWritten(i) from exc
+
     def flush(self) -> None:
         self.files.flush()
 
@@ -410,8 +478,11 @@ class ConsumeQueueTable:
         return cq
 
     def mark_dirty(self, cq: ConsumeQueue) -> None:
-        with self._dirty_lock:
-            self._dirty.add(cq)
+        # Already in the set: the flush that takes this set looks at the queue's segments
+        # after taking it, so after the write that preceded this call.
+        if cq not in self._dirty:
+            with self._dirty_lock:
+                self._dirty.add(cq)
 
     def all(self) -> list[ConsumeQueue]:
         return list(self.queues.values())

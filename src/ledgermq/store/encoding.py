@@ -11,6 +11,7 @@ from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.message import Host
+from ledgermq.store.appended import facts_for
 from ledgermq.store.commitlog import EncodedMessage, queue_key
 from ledgermq.store.dispatch import SCHEDULE_TOPIC
 from ledgermq.store.message_input import BatchInput, MessageInput
@@ -25,23 +26,26 @@ def encode_message(msg: MessageInput, store_host: Host, delay_levels_ms: list[in
     comes back as a PutResult. Shared by native puts and DLedger mode's proposals."""
     props = msg.properties
     topic, queue_id = msg.topic, msg.queue_id
-    if SF.gets_queue_entry(msg.sysflag):
+    queue_entry = SF.gets_queue_entry(msg.sysflag)
+    if queue_entry:
         delay = props.get(P.DELAY)
         if delay and delay.isdigit() and int(delay) > 0:
             level = min(int(delay), len(delay_levels_ms))
             props = {**props, P.DELAY: str(level), P.REAL_TOPIC: topic, P.REAL_QID: str(queue_id)}
             topic, queue_id = SCHEDULE_TOPIC, level - 1
+    store = msg.store_host or store_host
+    text = P.encode_properties(props)
     try:
         data = M.encode_record(
             topic=topic,
             body=msg.body,
             queue_id=queue_id,
             flag=msg.flag,
-            properties=P.encode_properties(props),
+            properties=text,
             sysflag=msg.sysflag,
             born_timestamp=msg.born_timestamp,
             born_host=msg.born_host,
-            store_host=msg.store_host or store_host,
+            store_host=store,
             reconsume_times=msg.reconsume_times,
             prepared_transaction_offset=msg.prepared_transaction_offset,
         )
@@ -49,12 +53,8 @@ def encode_message(msg: MessageInput, store_host: Host, delay_levels_ms: list[in
         return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
     except LocalProtocolError as exc:
         return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
-    encoded = EncodedMessage(
-        data,
-        queue_key(topic, queue_id),
-        SF.gets_queue_entry(msg.sysflag),
-        msg.store_host or store_host,
-    )
+    facts = facts_for(topic, queue_id, data, props, text, msg.prepared_transaction_offset)
+    encoded = EncodedMessage(data, queue_key(topic, queue_id), queue_entry, store, facts)
     wait = msg.wait_store_ok and props.get(P.WAIT) != "false"
     return [encoded], topic, queue_id, wait
 
@@ -73,18 +73,20 @@ def encode_batch(batch: BatchInput, store_host: Host) -> Encoded | PutResult:
             if props.get(P.DELAY, "0") not in ("", "0"):
                 return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batches cannot be delayed")
             wait = wait and props.get(P.WAIT) != "false"
+            text = P.encode_properties(props)
             data = M.encode_record(
                 topic=batch.topic,
                 body=body,
                 queue_id=batch.queue_id,
                 flag=flag,
-                properties=P.encode_properties(props),
+                properties=text,
                 sysflag=batch.sysflag,
                 born_timestamp=batch.born_timestamp,
                 born_host=batch.born_host,
                 store_host=batch.store_host or store_host,
             )
-            encoded.append(EncodedMessage(data, key, True, batch.store_host or store_host))
+            facts = facts_for(batch.topic, batch.queue_id, data, props, text, 0)
+            encoded.append(EncodedMessage(data, key, True, batch.store_host or store_host, facts))
     except PropertiesTooLargeError as exc:
         return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, remark=str(exc))
     except LocalProtocolError as exc:

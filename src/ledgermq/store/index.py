@@ -64,6 +64,7 @@ class IndexFile:
         self.slots = slots
         self.max_entries = max_entries
         self.size = HEADER_SIZE + slots * SLOT.size + max_entries * ENTRY_SIZE
+        self._entries_at = HEADER_SIZE + slots * SLOT.size
         existed = path.exists()
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if os.fstat(self.fd).st_size != self.size:
@@ -87,21 +88,31 @@ class IndexFile:
     def is_full(self) -> bool:
         return self.count >= self.max_entries
 
-    def put_key(self, key: str, phy_offset: int, store_ts: int) -> bool:
-        if self.is_full:
+    def put_hashed(self, java_hash: int, phy_offset: int, store_ts: int) -> bool:
+        """Add an entry for the key whose ``String.hashCode`` is ``java_hash``; False when
+        the file is full."""
+        count = self.count
+        if count >= self.max_entries:
             return False
-        key_hash = index_key_hash(key)
+        key_hash = abs(java_hash)
+        if key_hash > _INT_MAX:
+            key_hash = 0  # abs(Integer.MIN_VALUE) stays negative in Java; RocketMQ maps it to 0
+        mm = self.mm
         slot_pos = HEADER_SIZE + (key_hash % self.slots) * SLOT.size
-        prev = self._newest_before(SLOT.unpack_from(self.mm, slot_pos)[0])
-        diff = 0 if self.begin_ts <= 0 else min(max((store_ts - self.begin_ts) // 1000, 0), _INT_MAX)
-        entry_pos = HEADER_SIZE + self.slots * SLOT.size + self.count * ENTRY_SIZE
-        ENTRY.pack_into(self.mm, entry_pos, key_hash, phy_offset, diff, prev)
-        SLOT.pack_into(self.mm, slot_pos, self.count)
-        if self.count <= 1:
+        prev = SLOT.unpack_from(mm, slot_pos)[0]
+        if prev >= count:
+            prev = self._newest_before(prev)
+        elif prev < 0:
+            prev = 0
+        begin_ts = self.begin_ts
+        diff = 0 if begin_ts <= 0 else min(max((store_ts - begin_ts) // 1000, 0), _INT_MAX)
+        ENTRY.pack_into(mm, self._entries_at + count * ENTRY_SIZE, key_hash, phy_offset, diff, prev)
+        SLOT.pack_into(mm, slot_pos, count)
+        if count <= 1:
             self.begin_phy, self.begin_ts = phy_offset, store_ts
         if prev == 0:
             self.slot_count += 1
-        self.count += 1
+        self.count = count + 1
         self.end_phy, self.end_ts = phy_offset, store_ts
         self.dirty = True  # the header is written at flush: recovery never trusts an unflushed file
         return True
@@ -211,21 +222,28 @@ class IndexService:
     def build(self, req: DispatchRequest) -> None:
         if req.sysflag & SF.TRANSACTION_MASK == SF.TRANSACTION_ROLLBACK_TYPE:
             return
-        if not req.uniq_key and not req.keys:
+        uniq, keys = req.uniq_key, req.keys
+        if not uniq and not keys:
             return
+        phy, ts, prefix = req.commit_log_offset, req.store_timestamp, req.topic + "#"
         with self.lock:
-            if req.commit_log_offset < self._next_phy:
+            if phy < self._next_phy:
                 return  # replayed during recovery; already indexed
             f = self._writable()
-            keys = [req.uniq_key] if req.uniq_key else []
-            if req.keys:
-                keys.extend(k for k in req.keys.split(KEY_SEPARATOR) if k)
-            for k in keys:
-                full = f"{req.topic}#{k}"
-                if not f.put_key(full, req.commit_log_offset, req.store_timestamp):
-                    f = self._roll()
-                    f.put_key(full, req.commit_log_offset, req.store_timestamp)
-            self._next_phy = req.commit_log_offset + 1
+            if uniq:
+                f = self._put(f, java_string_hash(prefix + uniq), phy, ts)
+            if keys:
+                for k in keys.split(KEY_SEPARATOR):
+                    if k:
+                        f = self._put(f, java_string_hash(prefix + k), phy, ts)
+            self._next_phy = phy + 1
+
+    def _put(self, f: IndexFile, java_hash: int, phy: int, ts: int) -> IndexFile:
+        """Add the key to ``f``, or to a new file if ``f`` is full; returns the file used."""
+        if not f.put_hashed(java_hash, phy, ts):
+            f = self._roll()
+            f.put_hashed(java_hash, phy, ts)
+        return f
 
     def _writable(self) -> IndexFile:
         if not self.files or self.files[-1].is_full:

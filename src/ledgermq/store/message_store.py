@@ -58,6 +58,7 @@ from ledgermq.util.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
 
+_GOOD_TOPICS_MAX = 4096
 DLEDGER_PUT_REFUSED = "DLedger mode: messages are written through the Raft driver, not put_message"
 
 
@@ -118,6 +119,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         self._listeners: list[ArrivalListener] = []
         self._defer: tuple[Schedule, int] | None = None  # see ``defer_dispatch``
         self._dispatch_hooks: list[DispatchHook] = []
+        self._good_topics: set[str] = set()  # names that passed the topic rule (a regex per put otherwise)
         self.memory_budget = _total_memory() * config.access_message_in_memory_max_ratio // 100
         self.running = False
         self.failed_reason: str | None = None
@@ -356,10 +358,14 @@ class MessageStore(StoreReads, DLedgerWrites):
                 remark=f"body is {body_size} bytes, maxMessageSize is {self.config.max_message_size}",
             )
         # Topics become directory names under consumequeue/: RocketMQ's topic rule (protocol.names).
-        if not topic or len(topic.encode()) > M.MAX_TOPIC_BYTES or not TOPIC_NAME_PATTERN.fullmatch(topic):
-            return PutResult(
-                PutStatus.MESSAGE_ILLEGAL, remark=f"topic {topic!r} must be 1..127 characters of [%|a-zA-Z0-9_-]"
-            )
+        if topic not in self._good_topics:
+            if not topic or len(topic.encode()) > M.MAX_TOPIC_BYTES or not TOPIC_NAME_PATTERN.fullmatch(topic):
+                return PutResult(
+                    PutStatus.MESSAGE_ILLEGAL, remark=f"topic {topic!r} must be 1..127 characters of [%|a-zA-Z0-9_-]"
+                )
+            if len(self._good_topics) >= _GOOD_TOPICS_MAX:
+                self._good_topics.clear()
+            self._good_topics.add(topic)
         if queue_id < 0:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"queue id {queue_id} is negative")
         return None

@@ -116,11 +116,14 @@ class QueueSegment(SegmentPositions):
     def _pwrite(self, data: bytes, at: int) -> None:
         fd = self.files.acquire(self)
         try:
-            view = memoryview(data)
-            while view:
-                n = os.pwrite(fd, view, at)
-                view = view[n:]
+            n = os.pwrite(fd, data, at)
+            if n < len(data):  # short write: go on from where it stopped
+                view = memoryview(data)[n:]
                 at += n
+                while view:
+                    n = os.pwrite(fd, view, at)
+                    view = view[n:]
+                    at += n
         finally:
             self.files.release(self)
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog
-from ledgermq.store.consumequeue import ConsumeQueueTable
+from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable, Unit, UnitsNotWritten
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, INCOMPLETE, DispatchRequest, Verdict, check_record
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import MappedFile
@@ -45,6 +45,13 @@ MAX_HOLD_S = 0.5
 MIN_RUN_S = 0.05
 _HOLD_POLL_S = 0.02
 _HOLD_CHECK_EVERY = 16  # records between two looks at ``hold_off``
+# SYSFLAG bit set for exactly the records that get no consume-queue unit (PREPARED and
+# ROLLBACK; ``sysflag.gets_queue_entry``), tested inline on the per-record path.
+_NO_QUEUE_ENTRY = SF.TRANSACTION_PREPARED_TYPE
+assert all(SF.gets_queue_entry(t) == (not t & _NO_QUEUE_ENTRY) for t in range(0, 16, 4))
+# Records whose consume-queue units are written together (one write per queue); bounds
+# what a pass holds while it catches up a backlog.
+ROUND_RECORDS = 512
 
 
 def dispatch(req: DispatchRequest, queues: ConsumeQueueTable, index: IndexService | None) -> None:
@@ -94,6 +101,7 @@ class ReputService(ServiceThread):
         self._run_until = 0.0  # no holding off before this (monotonic seconds)
         self._held = False  # the last pass stopped early because of ``hold_off``
         self._progress = threading.Condition()
+        self._waiting = 0  # callers in ``wait_for``, counted under ``_progress``
         # Held while dispatching; online truncation takes it so no unit for cut data is written.
         self.lock = threading.Lock()
 
@@ -192,45 +200,81 @@ class ReputService(ServiceThread):
                     continue
                 break
             before = self.reput_from
+            failures = self.dispatch_failures
             try:
                 count += self._dispatch_segment(mf, arrivals, hold)
             finally:
                 mf.unpin()
             if self.stuck_reason is not None or self._held or self.reput_from == before:
                 break  # stuck, held off, or the tail record is still arriving (a slave)
-        with self._progress:
-            self._progress.notify_all()
+            if self.dispatch_failures != failures:
+                break  # a record could not be dispatched: the next pass tries it again
+        self._notify_progress()
         self._notify(arrivals)
         return count
 
+    def _notify_progress(self) -> None:
+        """Wake ``wait_for`` callers; skips the condition's lock when nobody waits (every
+        pass of every put would pay for it). A waiter registers under the lock before it
+        reads ``reput_from``, so one that registers after this look sees the new value."""
+        if self._waiting:
+            with self._progress:
+                self._progress.notify_all()
+
     def _dispatch_segment(self, mf: MappedFile, arrivals: dict[tuple[str, int], int], hold: HoldOff | None) -> int:
+        """Dispatch the records of ``mf`` from ``reput_from`` on, in rounds of at most
+        ``ROUND_RECORDS``: a round's consume-queue units are written per queue with one
+        write (``ConsumeQueue.put_units``), then its records are indexed and announced in
+        order. A record this process appended comes with its facts (store/appended.py);
+        any other is parsed from the bytes."""
         count = 0
         start = mf.start_offset
         limit = mf.wrote
         mm = mf.mm
         pos = self.reput_from - start
+        appended = self.commitlog.appended
+        staged: list[DispatchRequest] = []
+        units: dict[ConsumeQueue, list[Unit]] = {}
+        stage_failure: tuple[DispatchRequest, Exception] | None = None
         while pos < limit:
-            v = check_record(
-                mm,
-                pos,
-                limit,
-                start + pos,
-                check_crc=False,
-                delay_levels_ms=self.delay_levels_ms,
-                capacity=mf.size,
-                check_text=False,  # complete records from a master may carry NULs; only recovery cares
-            )
+            v: DispatchRequest | Verdict | None = appended.take(start + pos, limit - pos) if len(appended) else None
+            if v is None:
+                v = check_record(
+                    mm,
+                    pos,
+                    limit,
+                    start + pos,
+                    check_crc=False,
+                    delay_levels_ms=self.delay_levels_ms,
+                    capacity=mf.size,
+                    check_text=False,  # complete records from a master may carry NULs; only recovery cares
+                )
             if isinstance(v, DispatchRequest):
-                if not self.dispatch_one(v):
-                    break
-                if SF.gets_queue_entry(v.sysflag):
-                    arrivals[(v.topic, v.queue_id)] = v.queue_offset + 1
-                self.dispatched_ts = v.store_timestamp
+                if not v.sysflag & _NO_QUEUE_ENTRY:
+                    try:
+                        cq = self.queues.find_or_create(v.topic, v.queue_id)
+                    except Exception as exc:
+                        stage_failure = (v, exc)
+                        break
+                    cq_units = units.get(cq)
+                    if cq_units is None:
+                        cq_units = units[cq] = []
+                    cq_units.append(
+                        (v.commit_log_offset, v.size, v.tags_code, v.queue_offset, v.store_timestamp, len(staged))
+                    )
+                staged.append(v)
                 pos += v.size
-                count += 1
+                if len(staged) >= ROUND_RECORDS:
+                    done = self._finish_round(staged, units, arrivals, None)
+                    count += done
+                    if done < len(staged):
+                        pos = staged[done].commit_log_offset - start
+                        staged = []
+                        break
+                    staged, units = [], {}
                 if (
                     hold is not None
-                    and count % _HOLD_CHECK_EVERY == 0
+                    and (count + len(staged)) % _HOLD_CHECK_EVERY == 0
                     and hold()
                     and self.clock.monotonic() >= self._run_until
                 ):
@@ -247,29 +291,89 @@ class ReputService(ServiceThread):
                     log.error("reput stopped at %d: %s", start + pos, v.reason)
                 self.stuck_reason = v.reason
                 break
+        if staged or stage_failure is not None:
+            done = self._finish_round(staged, units, arrivals, stage_failure)
+            count += done
+            if done < len(staged):
+                pos = staged[done].commit_log_offset - start
         self.reput_from = start + pos
         return count
+
+    def _finish_round(
+        self,
+        staged: list[DispatchRequest],
+        units: dict[ConsumeQueue, list[Unit]],
+        arrivals: dict[tuple[str, int], int],
+        failed_next: tuple[DispatchRequest, Exception] | None,
+    ) -> int:
+        """Write the units of ``staged`` records, then index, hook and announce the records
+        in order up to the first whose unit or index entries could not be written (or
+        ``failed_next``, the record after them, which could not be staged). Returns how
+        many records are dispatched; the rest are tried again from the first of them,
+        which is idempotent for what already went through."""
+        done = len(staged)
+        failure = failed_next
+        for cq, cq_units in units.items():
+            try:
+                cq.put_units(cq_units)
+            except UnitsNotWritten as exc:
+                first = cq_units[exc.placed][5]
+                if first < done:
+                    done = first
+                    failure = (staged[first], exc.__cause__ if isinstance(exc.__cause__, Exception) else exc)
+            self.queues.mark_dirty(cq)
+        index = self.index
+        hooks = self.dispatch_hooks
+        for i in range(done):
+            req = staged[i]
+            if index is not None:
+                try:
+                    index.build(req)
+                except Exception as exc:
+                    done = i
+                    failure = (req, exc)
+                    break
+            if hooks:
+                self._after_dispatch(req)
+            if not req.sysflag & _NO_QUEUE_ENTRY:
+                arrivals[(req.topic, req.queue_id)] = req.queue_offset + 1
+        if done:
+            self.dispatched_ts = staged[done - 1].store_timestamp
+        if failure is not None:
+            self._dispatch_failed(*failure)
+        elif self.dispatch_error is not None and done:
+            self._dispatch_recovered()
+        return done
 
     def dispatch_one(self, req: DispatchRequest) -> bool:
         """Dispatch one record; on failure record why (sticky until it succeeds)."""
         try:
             dispatch(req, self.queues, self.index)
         except Exception as exc:
-            self.dispatch_failures += 1
-            reason = f"cannot make {req.topic}-{req.queue_id} offset {req.queue_offset} readable: {exc}"
-            if self.dispatch_error is None:
-                log.error("dispatch failing, refusing writes until it recovers: %s", reason, exc_info=True)
-            self.dispatch_error = reason
+            self._dispatch_failed(req, exc)
             return False
         if self.dispatch_error is not None:
-            log.warning("dispatch recovered after %d failed attempts: %s", self.dispatch_failures, self.dispatch_error)
-            self.dispatch_error = None
+            self._dispatch_recovered()
+        self._after_dispatch(req)
+        return True
+
+    def _dispatch_failed(self, req: DispatchRequest, exc: Exception) -> None:
+        self.dispatch_failures += 1
+        reason = f"cannot make {req.topic}-{req.queue_id} offset {req.queue_offset} readable: {exc}"
+        if self.dispatch_error is None:
+            log.error("dispatch failing, refusing writes until it recovers: %s", reason, exc_info=exc)
+        self.dispatch_error = reason
+
+    def _dispatch_recovered(self) -> None:
+        log.warning("dispatch recovered after %d failed attempts: %s", self.dispatch_failures, self.dispatch_error)
+        self.dispatch_error = None
+
+    def _after_dispatch(self, req: DispatchRequest) -> None:
         for hook in self.dispatch_hooks:
             try:
                 hook(req)
             except Exception:
                 log.exception("dispatch hook failed for %s-%d offset %d", req.topic, req.queue_id, req.queue_offset)
-        return True
 
     def _notify(self, arrivals: dict[tuple[str, int], int]) -> None:
         for (topic, queue_id), max_offset in arrivals.items():
@@ -283,4 +387,8 @@ class ReputService(ServiceThread):
         """Block until everything below ``offset`` is dispatched (tests, HA promotion)."""
         self.wakeup()
         with self._progress:
-            return self._progress.wait_for(lambda: self.reput_from >= offset, timeout)
+            self._waiting += 1
+            try:
+                return self._progress.wait_for(lambda: self.reput_from >= offset, timeout)
+            finally:
+                self._waiting -= 1

@@ -78,7 +78,6 @@ class DLedgerReputService(ReputService):
             if self.stuck_reason is None:
                 log.error("reput stopped at %d: %s", self.reput_from, exc)
             self.stuck_reason = str(exc)
-        with self._progress:
-            self._progress.notify_all()
+        self._notify_progress()
         self._notify(arrivals)
         return count

@@ -30,6 +30,7 @@ import itertools
 import logging
 import socket
 import threading
+from collections.abc import Callable
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.ha.config import HAConfig
@@ -44,9 +45,33 @@ log = logging.getLogger(__name__)
 _MAX_DISCONNECTED_KEPT = 16
 
 
-def _expire(fut: asyncio.Future[bool]) -> None:
-    if not fut.done():
-        fut.set_result(False)
+AckCallback = Callable[[bool], None]
+"""Told once: True when a slave holding the message acknowledged it, False on timeout."""
+
+
+class _AckWaiter:
+    """One message waiting for a slave's acknowledgement. A plain callback rather than a
+    future: the ack's reader callback calls it directly, so the send it releases is
+    answered within the same loop turn instead of after a chain of scheduled callbacks."""
+
+    __slots__ = ("callback", "done", "timer")
+
+    def __init__(self, callback: AckCallback) -> None:
+        self.callback = callback
+        self.timer: asyncio.TimerHandle | None = None
+        self.done = False
+
+    def settle(self, acked: bool) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        try:
+            self.callback(acked)
+        except Exception:
+            log.exception("an acknowledgement waiter failed")
 
 
 class HAService:
@@ -72,7 +97,7 @@ class HAService:
         self.max_acked_offset = 0  # highest ack seen from any slave (RocketMQ push2SlaveMaxOffset)
         self.refused_connections = 0  # closed for reporting beyond our max: a diverged slave or a stranger
         self._disconnected: dict[str, SlaveStatus] = {}
-        self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
+        self._waiters: list[tuple[int, int, _AckWaiter]] = []
         self._seq = itertools.count()
         self._listener: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
@@ -143,10 +168,9 @@ class HAService:
             for t in pending:
                 log.error("HA connection handler %s did not stop; cancelling it", t.get_name())
                 t.cancel()
-        for _, _, fut in self._waiters:
-            if not fut.done():
-                fut.set_result(False)
-        self._waiters.clear()
+        waiters, self._waiters = self._waiters, []
+        for _, _, waiter in waiters:
+            waiter.settle(False)
         self.wake_writers()
         self._loop = None
         log.info("HA service on port %d stopped", self.port)
@@ -220,9 +244,9 @@ class HAService:
             self.max_acked_offset = offset
         waiters = self._waiters
         while waiters and waiters[0][0] <= offset:
-            end, _, fut = heapq.heappop(waiters)
-            if not fut.done() and (end > held_from or self._covered(end)):
-                fut.set_result(True)
+            end, _, waiter = heapq.heappop(waiters)
+            if not waiter.done and (end > held_from or self._covered(end)):
+                waiter.settle(True)
 
     def _covered(self, end: int) -> bool:
         """Whether some connected slave verifiably holds the message ending at ``end``."""
@@ -232,40 +256,39 @@ class HAService:
                 return True
         return False
 
-    def ack_future(self, offset: int, timeout: float) -> asyncio.Future[bool]:
-        """Resolves True once a slave that holds the message ending at ``offset``
-        acknowledged it (or beyond), False after ``timeout``. A future rather than a
-        coroutine, so a send can answer from its callback without a task of its own."""
-        loop = self._loop or asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
+    def on_ack(self, offset: int, timeout: float, callback: AckCallback) -> None:
+        """Call ``callback(True)`` once a slave that holds the message ending at ``offset``
+        acknowledged it (or beyond): at once if one has, else from the reader callback
+        that decodes the ack; ``callback(False)`` after ``timeout`` seconds."""
         if self.max_acked_offset >= offset and self._covered(offset):
-            fut.set_result(True)
-            return fut
-        heapq.heappush(self._waiters, (offset, next(self._seq), fut))
+            callback(True)
+            return
+        waiter = _AckWaiter(callback)
+        heapq.heappush(self._waiters, (offset, next(self._seq), waiter))
         self.notify_append()  # at the end of this loop turn: one window for all of its puts
-        timer = loop.call_later(max(0.0, timeout), _expire, fut)
+        loop = self._loop or asyncio.get_running_loop()
+        waiter.timer = loop.call_later(max(0.0, timeout), self._expire, waiter)
 
-        def settled(done: asyncio.Future[bool]) -> None:
-            timer.cancel()
-            if done.cancelled() or not done.result():
-                self._prune_waiters()
-
-        fut.add_done_callback(settled)
-        return fut
+    def _expire(self, waiter: _AckWaiter) -> None:
+        waiter.timer = None
+        waiter.settle(False)
+        self._prune_waiters()
 
     async def wait_for_ack(self, offset: int, timeout: float) -> bool:
-        """``ack_future``, awaited."""
-        return await self.ack_future(offset, timeout)
+        """``on_ack``, awaited."""
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.on_ack(offset, timeout, lambda acked: None if fut.done() else fut.set_result(acked))
+        return await fut
 
     def _prune_waiters(self) -> None:
-        live = [w for w in self._waiters if not w[2].done()]
+        live = [w for w in self._waiters if not w[2].done]
         if len(live) * 2 < len(self._waiters):
             heapq.heapify(live)
             self._waiters = live
 
     @property
     def waiter_count(self) -> int:
-        return sum(1 for w in self._waiters if not w[2].done())
+        return sum(1 for w in self._waiters if not w[2].done)
 
     @property
     def acked_offsets(self) -> dict[str, int]:

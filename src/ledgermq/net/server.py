@@ -4,9 +4,10 @@ A processor is registered by request code and returns the response (the server f
 opaque, flag and serialization), None for oneway handling, or an awaitable of either. It
 is called where the frame is read: one that can answer at once (a send that needs no
 flush or slave wait) returns the answer and costs no task, no extra frames and no loop
-turn. A returned ``asyncio.Future`` (a send waiting for its fsync or its slave) is
-answered from its done callback, again without a task; any other awaitable (``async def``
-processors) runs as a task of its own. The server owns the rules every processor would
+turn. A returned ``Deferred`` (a send waiting for its fsync or its slave) is answered
+from its listener as soon as it is resolved, and an ``asyncio.Future`` from its done
+callback, again without a task; any other awaitable (``async def`` processors) runs as a
+task of its own. The server owns the rules every processor would
 otherwise repeat:
 
 * unknown codes get REQUEST_CODE_NOT_SUPPORTED (remark " request type N not supported");
@@ -61,7 +62,53 @@ class RequestContext:
 
 
 Answer = RemotingCommand | None
-Processor = Callable[[RequestContext, RemotingCommand], Answer | Awaitable[Answer]]
+
+
+class Deferred:
+    """An answer a processor gives later from a callback of its own (a send released by
+    its slave's acknowledgement or its fsync). Unlike an ``asyncio.Future``, resolving it
+    tells its listeners at once, not in a later loop turn: the answer is queued for the
+    write within the turn that released it."""
+
+    __slots__ = ("_answer", "_done", "_listeners")
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[Answer], None]] = []
+        self._answer: Answer = None
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def resolve(self, answer: Answer) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._answer = answer
+        listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            try:
+                listener(answer)
+            except Exception:
+                log.exception("a deferred answer's listener failed")
+
+    def add_listener(self, listener: Callable[[Answer], None]) -> None:
+        if self._done:
+            listener(self._answer)
+        else:
+            self._listeners.append(listener)
+
+    async def wait(self) -> Answer:
+        """For a coroutine that needs the answer itself."""
+        if self._done:
+            return self._answer
+        fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self.add_listener(lambda answer: None if fut.done() else fut.set_result(answer))
+        return await fut
+
+
+Processor = Callable[[RequestContext, RemotingCommand], Answer | Deferred | Awaitable[Answer]]
 InlineProcessor = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
 """A processor that never waits: run where the frame is read, without a task of its own."""
 Gate = Callable[[Connection, RemotingCommand], RemotingCommand | None]
@@ -197,10 +244,19 @@ class RemotingServer:
             if outcome is not None:
                 self._answer(conn, cmd, outcome)
             return
+        if isinstance(outcome, Deferred):  # answered from the listener, within the turn that resolves it
+            outcome.add_listener(functools.partial(self._deferred_done, conn, cmd))
+            return
         if isinstance(outcome, asyncio.Future):  # answered from its callback: no task
             outcome.add_done_callback(functools.partial(self._future_done, conn, cmd))
             return
         self._spawn(self._run(outcome, conn, cmd))
+
+    def _deferred_done(self, conn: Connection, cmd: RemotingCommand, answer: Answer) -> None:
+        conn.inflight -= 1
+        self.inflight -= 1
+        if answer is not None:
+            self._answer(conn, cmd, answer)
 
     def _future_done(self, conn: Connection, cmd: RemotingCommand, outcome: asyncio.Future[Answer]) -> None:
         conn.inflight -= 1
@@ -229,7 +285,7 @@ class RemotingServer:
         try:
             refusal = await asyncio.to_thread(self.gate, conn, cmd) if self.gate is not None else None
             if refusal is not None:
-                outcome: Answer | Awaitable[Answer] = refusal
+                outcome: Answer | Deferred | Awaitable[Answer] = refusal
             else:
                 outcome = processor(RequestContext(conn, self), cmd)
         except Exception as exc:
@@ -240,7 +296,7 @@ class RemotingServer:
             if outcome is not None:
                 self._answer(conn, cmd, outcome)
             return
-        await self._run(outcome, conn, cmd)
+        await self._run(outcome.wait() if isinstance(outcome, Deferred) else outcome, conn, cmd)
 
     async def _run(self, outcome: Awaitable[Answer], conn: Connection, cmd: RemotingCommand) -> None:
         try:

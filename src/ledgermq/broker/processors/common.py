@@ -9,14 +9,14 @@ from collections.abc import Awaitable, Callable
 
 from ledgermq.broker.context import Broker
 from ledgermq.errors import ProtocolError
-from ledgermq.net.server import Processor, RequestContext
+from ledgermq.net.server import Deferred, Processor, RequestContext
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 
 BrokerAnswer = RemotingCommand | None
-BrokerProcessor = Callable[[Broker, RequestContext, RemotingCommand], BrokerAnswer | Awaitable[BrokerAnswer]]
+BrokerProcessor = Callable[[Broker, RequestContext, RemotingCommand], BrokerAnswer | Deferred | Awaitable[BrokerAnswer]]
 """``async def`` for a request that waits; a plain function for one the send path answers
 at once, returning an awaitable only when it must wait (net/server.py)."""
 
@@ -31,7 +31,7 @@ def bind(fn: BrokerProcessor, broker: Broker) -> Processor:
     count = broker.stats.count_request
     perf_counter = time.perf_counter
 
-    def processor(ctx: RequestContext, cmd: RemotingCommand) -> BrokerAnswer | Awaitable[BrokerAnswer]:
+    def processor(ctx: RequestContext, cmd: RemotingCommand) -> BrokerAnswer | Deferred | Awaitable[BrokerAnswer]:
         start = perf_counter()
         try:
             outcome = fn(broker, ctx, cmd)
@@ -46,6 +46,11 @@ def bind(fn: BrokerProcessor, broker: Broker) -> Processor:
             return None
         if isinstance(outcome, RemotingCommand):
             count(cmd.code, outcome.code, perf_counter() - start)
+            return outcome
+        if isinstance(outcome, Deferred):  # the server answers from its listener: count there too
+            outcome.add_listener(
+                lambda answer: count(cmd.code, -1 if answer is None else answer.code, perf_counter() - start)
+            )
             return outcome
         if isinstance(outcome, asyncio.Future):  # the server answers from its callback: count there too
             outcome.add_done_callback(lambda done: _count_future(done, cmd, start))

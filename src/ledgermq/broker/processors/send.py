@@ -15,7 +15,7 @@ from ledgermq.broker.processors.send_answer import answer
 from ledgermq.broker.topics import DLQ_PREFIX, RETRY_PREFIX, topic_error
 from ledgermq.broker.transactions.half import is_prepared, to_half
 from ledgermq.errors import RemoteProtocolError
-from ledgermq.net.server import RequestContext
+from ledgermq.net.server import Deferred, RequestContext
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.batch import iter_batch
@@ -119,7 +119,7 @@ def _retry_to_dlq(broker: Broker, hdr: SendMessageRequestHeader, topic: str, que
 
 def send_message(
     broker: Broker, ctx: RequestContext, cmd: RemotingCommand
-) -> RemotingCommand | Awaitable[RemotingCommand]:
+) -> RemotingCommand | Deferred | Awaitable[RemotingCommand]:
     """The produce path. A native master with the topic already known stores the message
     and answers within this call (no task, no loop turn); only the waits SYNC_FLUSH and
     SYNC_MASTER ask for, a topic created by this send (which is registered first) and
@@ -157,7 +157,11 @@ async def _send_waiting(
     msg, wait = built
     result = await (broker.put(msg) if isinstance(msg, MessageInput) else broker.put_batch(msg))
     answered = answer(broker, cmd, result, queue_id, wait)
-    return answered if isinstance(answered, RemotingCommand) else await answered
+    if isinstance(answered, RemotingCommand):
+        return answered
+    later = await (answered.wait() if isinstance(answered, Deferred) else answered)
+    assert later is not None
+    return later
 
 
 def _build(

@@ -4,7 +4,8 @@ ASYNC_FLUSH on an ASYNC_MASTER needs no wait: the answer is built at once, withi
 call that read the request. SYNC_FLUSH waits for an fsync that covers the message and
 SYNC_MASTER for a slave's acknowledgement of the message's own bytes. Those waits are
 callbacks on the broker's flush waiters (broker/offset_waiters.py) and the HA service's
-ack futures, ending in a future the server answers from: a waiting send costs no task.
+acknowledgement waiters, ending in a ``Deferred`` the server answers from within the loop
+turn that released it: a waiting send costs no task and no extra loop turns.
 
 A store that hands out a flush future per put (no flush listener registered) is waited
 for by the coroutine path, as before.
@@ -17,6 +18,7 @@ import time
 
 from ledgermq.broker.context import Broker
 from ledgermq.config import BrokerRole
+from ledgermq.net.server import Deferred
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers_send import SendMessageResponseHeader
@@ -41,7 +43,7 @@ FLUSH_FAILED_REMARK = "the broker refuses writes until it is restarted"
 
 def answer(
     broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
-) -> RemotingCommand | asyncio.Future[RemotingCommand]:
+) -> RemotingCommand | Deferred | asyncio.Future[RemotingCommand]:
     """The answer to ``result``, or a future of it when the put must first be flushed
     (SYNC_FLUSH) or reach a slave (SYNC_MASTER); ``wait`` is the message's WAIT property."""
     if result.append is not None and broker.ha is not None:
@@ -88,7 +90,7 @@ class _Waits:
     FLUSH_DISK_TIMEOUT, a failed fsync too, saying why. The message is stored either way
     (RocketMQ's semantics)."""
 
-    __slots__ = ("broker", "cmd", "future", "queue_id", "result", "started", "wait")
+    __slots__ = ("broker", "cmd", "deferred", "queue_id", "result", "started", "wait")
 
     def __init__(self, broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool) -> None:
         self.broker = broker
@@ -96,18 +98,17 @@ class _Waits:
         self.result = result
         self.queue_id = queue_id
         self.wait = wait
-        self.future: asyncio.Future[RemotingCommand] | None = None
+        self.deferred = Deferred()
         self.started = 0.0
 
-    def start(self) -> asyncio.Future[RemotingCommand]:
+    def start(self) -> Deferred:
         waiters = self.broker.flush_waiters
-        self.future = asyncio.get_running_loop().create_future() if waiters is None else waiters.loop.create_future()
         durable_at = self.result.durable_at
         if durable_at is not None and waiters is not None:
             waiters.add(durable_at, self._flushed)
         else:
             self._to_slave()
-        return self.future
+        return self.deferred
 
     def _flushed(self, durable: bool, reason: str) -> None:
         result = self.result
@@ -133,22 +134,17 @@ class _Waits:
             self._finish()
             return
         self.started = time.perf_counter()
-        ack = ha.ack_future(end, broker.store_config.sync_flush_timeout_ms / 1000)
-        if ack.done():
-            self._acked(ack)
-        else:
-            ack.add_done_callback(self._acked)
+        ha.on_ack(end, broker.store_config.sync_flush_timeout_ms / 1000, self._acked)
 
-    def _acked(self, ack: asyncio.Future[bool]) -> None:
+    def _acked(self, acked: bool) -> None:
         self.broker.stats.replication.observe(time.perf_counter() - self.started)  # timeouts included
-        if ack.cancelled() or not ack.result():
+        if not acked:
             self.result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
         self._finish()
 
     def _finish(self) -> None:
-        future = self.future
-        if future is not None and not future.done():
-            future.set_result(stored_answer(self.broker, self.cmd, self.result, self.queue_id))
+        if not self.deferred.done:
+            self.deferred.resolve(stored_answer(self.broker, self.cmd, self.result, self.queue_id))
 
 
 async def _answer_after_flush_future(
@@ -169,4 +165,6 @@ async def _answer_after_flush_future(
         elif not waiter.result():
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
     result.flush_future = None
-    return await _Waits(broker, cmd, result, queue_id, wait).start()
+    answered = await _Waits(broker, cmd, result, queue_id, wait).start().wait()
+    assert answered is not None
+    return answered

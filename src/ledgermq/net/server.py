@@ -232,44 +232,37 @@ class RemotingServer:
             self._spawn(self._run_gated(processor, conn, cmd))
             return
         try:
-            outcome = processor(RequestContext(conn, self), cmd)
+            outcome: Answer | Deferred | Awaitable[Answer] = processor(RequestContext(conn, self), cmd)
         except Exception as exc:
-            conn.inflight -= 1
-            self.inflight -= 1
-            self._answer(conn, cmd, self._failed(conn, cmd, exc))
-            return
-        if outcome is None or isinstance(outcome, RemotingCommand):
-            conn.inflight -= 1
-            self.inflight -= 1
-            if outcome is not None:
-                self._answer(conn, cmd, outcome)
-            return
-        if isinstance(outcome, Deferred):  # answered from the listener, within the turn that resolves it
-            outcome.add_listener(functools.partial(self._deferred_done, conn, cmd))
-            return
-        if isinstance(outcome, asyncio.Future):  # answered from its callback: no task
-            outcome.add_done_callback(functools.partial(self._future_done, conn, cmd))
-            return
-        self._spawn(self._run(outcome, conn, cmd))
+            outcome = self._failed(conn, cmd, exc)
+        self._take(conn, cmd, outcome)
 
-    def _deferred_done(self, conn: Connection, cmd: RemotingCommand, answer: Answer) -> None:
+    def _take(self, conn: Connection, cmd: RemotingCommand, outcome: Answer | Deferred | Awaitable[Answer]) -> None:
+        """Answer now; when a ``Deferred`` or future is resolved (no task); or from a task."""
+        if outcome is None or isinstance(outcome, RemotingCommand):
+            self._done(conn, cmd, outcome)
+        elif isinstance(outcome, Deferred):  # answered from the listener, within the turn that resolves it
+            outcome.add_listener(functools.partial(self._done, conn, cmd))
+        elif isinstance(outcome, asyncio.Future):
+            outcome.add_done_callback(functools.partial(self._future_done, conn, cmd))
+        else:
+            self._spawn(self._run(outcome, conn, cmd))
+
+    def _done(self, conn: Connection, cmd: RemotingCommand, answer: Answer) -> None:
         conn.inflight -= 1
         self.inflight -= 1
         if answer is not None:
             self._answer(conn, cmd, answer)
 
     def _future_done(self, conn: Connection, cmd: RemotingCommand, outcome: asyncio.Future[Answer]) -> None:
-        conn.inflight -= 1
-        self.inflight -= 1
         if outcome.cancelled():
+            self._done(conn, cmd, None)
             return
         exc = outcome.exception()
-        if exc is not None:
-            response = self._failed(conn, cmd, exc) if isinstance(exc, Exception) else None
+        if exc is None:
+            self._done(conn, cmd, outcome.result())
         else:
-            response = outcome.result()
-        if response is not None:
-            self._answer(conn, cmd, response)
+            self._done(conn, cmd, self._failed(conn, cmd, exc) if isinstance(exc, Exception) else None)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -290,13 +283,7 @@ class RemotingServer:
                 outcome = processor(RequestContext(conn, self), cmd)
         except Exception as exc:
             outcome = self._failed(conn, cmd, exc)
-        if outcome is None or isinstance(outcome, RemotingCommand):
-            conn.inflight -= 1
-            self.inflight -= 1
-            if outcome is not None:
-                self._answer(conn, cmd, outcome)
-            return
-        await self._run(outcome.wait() if isinstance(outcome, Deferred) else outcome, conn, cmd)
+        self._take(conn, cmd, outcome)
 
     async def _run(self, outcome: Awaitable[Answer], conn: Connection, cmd: RemotingCommand) -> None:
         try:

@@ -55,6 +55,9 @@ def test_the_pool_grows_to_its_limit_while_listeners_wait_and_never_beyond() -> 
 
         for _ in range(40):
             pool.submit(consume())
+        await asyncio.sleep(0)  # the first task starts and waits in its listener
+        await asyncio.sleep(0)  # the turn ended with requests queued: grown to the limit at once
+        assert pool.workers == 5  # a thread-pool listener gets its concurrency in a turn, not one task per turn
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 5.0
         while most < 5 and loop.time() < deadline:

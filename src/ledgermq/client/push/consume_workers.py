@@ -4,9 +4,11 @@ requests from one queue, as Java's consume thread pool takes them from its queue
 Why not a task per request: that is what the pool naturally becomes in asyncio, and with
 Java's default of one message per request it cost more than consuming (a task, a wrapper
 coroutine and the task's registration per message). Growth is lazy: a listener that
-answers without waiting lets one task drain the queue within the loop turn, and another
-task is added only when a loop turn ends with requests still queued, which means every
-task is waiting inside a listener, as every thread of Java's pool would be busy.
+answers without waiting lets one task drain the queue within the loop turn. A loop turn
+that ends with requests still queued means every task is waiting inside a listener (as
+every thread of Java's pool would be busy): then tasks are added for the queued requests
+at once, up to the limit, so a listener that always waits (a plain function run in the
+thread pool) gets its full concurrency within a turn instead of one task per turn.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class ConsumeWorkers:
         self._queue.append(request)
         if not self._workers:
             self._add_worker()
-        elif not self._grow_scheduled:
+        if not self._grow_scheduled:
             self._grow_scheduled = True
             asyncio.get_running_loop().call_soon(self._grow)
 
@@ -61,13 +63,10 @@ class ConsumeWorkers:
 
     def _grow(self) -> None:
         self._grow_scheduled = False
-        if self._stopped or not self._queue:
+        if self._stopped:
             return
-        if len(self._workers) < self.max_workers:
+        for _ in range(min(len(self._queue), self.max_workers - len(self._workers))):
             self._add_worker()
-        if len(self._workers) < self.max_workers:  # look again next turn while requests wait
-            self._grow_scheduled = True
-            asyncio.get_running_loop().call_soon(self._grow)
 
     def _add_worker(self) -> None:
         task = asyncio.get_running_loop().create_task(self._work())

@@ -401,9 +401,8 @@ class MessageStore(StoreReads, DLedgerWrites):
         return PutResult(PutStatus.PUT_OK, result)
 
     def report_flushes(self, listener: Callable[[int, OSError | None], None]) -> bool:
-        """SYNC_FLUSH: tell ``listener`` (from the flush thread) the durable offset after
-        every fsync, or its failure; a waiting put then carries ``durable_at`` instead of a
-        future of its own. False (nothing to report) under ASYNC_FLUSH."""
+        """SYNC_FLUSH: tell ``listener`` (flush thread) the durable offset or the failure after
+        every fsync; a waiting put then carries ``durable_at``, not a future. False: ASYNC_FLUSH."""
         flusher = self.commitlog_flusher
         if not isinstance(flusher, GroupCommitService):
             return False
@@ -420,10 +419,8 @@ class MessageStore(StoreReads, DLedgerWrites):
             return result
         try:
             durable = result.flush_future.result(self.config.sync_flush_timeout_ms / 1000)
-        except FutureTimeout:
+        except (FutureTimeout, OSError):  # an OSError: the flusher already failed the store
             durable = False
-        except OSError:
-            durable = False  # the flusher has already failed the store (_flush_failed)
         if not durable:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
         return result

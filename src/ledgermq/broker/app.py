@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 from ledgermq.acl.signing import Credentials, signer
@@ -207,13 +206,7 @@ class BrokerApp:
         b.pull_hold.bind(asyncio.get_running_loop())
         b.store.add_arrival_listener(b.pull_hold.arrived_threadsafe)
         loop = asyncio.get_running_loop()
-
-        def after_this_turns_callbacks(callback: Callable[[], None]) -> None:
-            # Two hops: what a put scheduled directly (the slave's window, a SYNC_MASTER
-            # send's wait) runs before the dispatch; an ASYNC answer has left before both.
-            loop.call_soon(loop.call_soon, callback)
-
-        b.store.defer_dispatch(after_this_turns_callbacks)
+        b.store.defer_dispatch(loop.call_soon)
         flush_waiters = OffsetWaiters(loop, self.store_config.sync_flush_timeout_ms / 1000)
         if b.store.report_flushes(flush_waiters.report_from_thread):
             b.flush_waiters = flush_waiters

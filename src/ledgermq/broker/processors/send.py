@@ -139,6 +139,10 @@ def send_message(
     if isinstance(built, RemotingCommand):
         return built
     msg, wait = built
+    if broker.ha is not None:
+        # Asked before the put, so the slave's window is queued ahead of the dispatch the put
+        # queues: both run before any later request is read (read-your-writes), window first.
+        broker.ha.notify_append()
     # native mode (checked above): the store is the broker's one way to write (Broker.put)
     result = broker.store.put_message(msg) if isinstance(msg, MessageInput) else broker.store.put_messages(msg)
     return answer(broker, cmd, result, queue_id, wait)

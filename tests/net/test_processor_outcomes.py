@@ -1,6 +1,6 @@
-"""What a processor may return (net/server.py): an answer, None, a ``Deferred``, an
-``asyncio.Future`` or a coroutine; each is answered once, in the request's opaque, and
-the in-flight counters come back to zero. Real sockets on 127.0.0.1."""
+"""What a processor may return (net/server.py): an answer, None, a ``Deferred`` or an
+awaitable (an ``asyncio.Future``, a coroutine); each is answered once, in the request's
+opaque, and the in-flight counters come back to zero. Real sockets on 127.0.0.1."""
 
 from __future__ import annotations
 

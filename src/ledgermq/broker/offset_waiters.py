@@ -65,14 +65,6 @@ class OffsetWaiters:
             while waiting:
                 self._call(waiting.popleft()[2], False, failure)
 
-    def close(self, reason: str) -> None:
-        """Tell everyone still waiting ``reason`` (shutdown)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        while self._waiting:
-            self._call(self._waiting.popleft()[2], False, reason)
-
     def _expire(self) -> None:
         self._timer = None
         waiting = self._waiting

@@ -36,7 +36,6 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from ledgermq.errors import LedgerError, RemoteProtocolError
-from ledgermq.protocol.codes import RESPONSE_FLAG
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, BadFrame, FrameDecoder
 
@@ -136,7 +135,7 @@ class Connection(asyncio.Protocol):
                         log.warning("closing %s: malformed frame: %s", self.peer, frame.reason)
                         self.close()
                         return
-                elif frame.flag & RESPONSE_FLAG:
+                elif frame.is_response:
                     fut = self.pending.pop(frame.opaque, None)
                     if fut is not None and not fut.done():
                         fut.set_result(frame)

@@ -5,9 +5,8 @@ opaque, flag and serialization), None for oneway handling, or an awaitable of ei
 is called where the frame is read: one that can answer at once (a send that needs no
 flush or slave wait) returns the answer and costs no task, no extra frames and no loop
 turn. A returned ``Deferred`` (a send waiting for its fsync or its slave) is answered
-from its listener as soon as it is resolved, and an ``asyncio.Future`` from its done
-callback, again without a task; any other awaitable (``async def`` processors) runs as a
-task of its own. The server owns the rules every processor would
+from its listener as soon as it is resolved, again without a task; an awaitable
+(``async def`` processors) runs as a task of its own. The server owns the rules every processor would
 otherwise repeat:
 
 * unknown codes get REQUEST_CODE_NOT_SUPPORTED (remark " request type N not supported");
@@ -76,10 +75,6 @@ class Deferred:
         self._listeners: list[Callable[[Answer], None]] = []
         self._answer: Answer = None
         self._done = False
-
-    @property
-    def done(self) -> bool:
-        return self._done
 
     def resolve(self, answer: Answer) -> None:
         if self._done:
@@ -238,13 +233,11 @@ class RemotingServer:
         self._take(conn, cmd, outcome)
 
     def _take(self, conn: Connection, cmd: RemotingCommand, outcome: Answer | Deferred | Awaitable[Answer]) -> None:
-        """Answer now; when a ``Deferred`` or future is resolved (no task); or from a task."""
+        """Answer now; when a ``Deferred`` is resolved (no task); or from a task."""
         if outcome is None or isinstance(outcome, RemotingCommand):
             self._done(conn, cmd, outcome)
         elif isinstance(outcome, Deferred):  # answered from the listener, within the turn that resolves it
             outcome.add_listener(functools.partial(self._done, conn, cmd))
-        elif isinstance(outcome, asyncio.Future):
-            outcome.add_done_callback(functools.partial(self._future_done, conn, cmd))
         else:
             self._spawn(self._run(outcome, conn, cmd))
 
@@ -253,16 +246,6 @@ class RemotingServer:
         self.inflight -= 1
         if answer is not None:
             self._answer(conn, cmd, answer)
-
-    def _future_done(self, conn: Connection, cmd: RemotingCommand, outcome: asyncio.Future[Answer]) -> None:
-        if outcome.cancelled():
-            self._done(conn, cmd, None)
-            return
-        exc = outcome.exception()
-        if exc is None:
-            self._done(conn, cmd, outcome.result())
-        else:
-            self._done(conn, cmd, self._failed(conn, cmd, exc) if isinstance(exc, Exception) else None)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -289,8 +272,7 @@ class RemotingServer:
         try:
             response = await outcome
         except Exception as exc:
-            log.exception("%s: %s from %s failed", self.name, request_name(cmd.code), conn.peer)
-            response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            response = self._failed(conn, cmd, exc)
         except BaseException:
             if isinstance(outcome, Coroutine):
                 outcome.close()  # cancelled before its first step: it was never awaited

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,7 +17,7 @@ log = logging.getLogger(__name__)
 BrokerAnswer = RemotingCommand | None
 BrokerProcessor = Callable[[Broker, RequestContext, RemotingCommand], BrokerAnswer | Deferred | Awaitable[BrokerAnswer]]
 """``async def`` for a request that waits; a plain function for one the send path answers
-at once, returning an awaitable only when it must wait (net/server.py)."""
+at once, returning a ``Deferred`` or an awaitable only when it must wait (net/server.py)."""
 
 
 def bind(fn: BrokerProcessor, broker: Broker) -> Processor:
@@ -52,17 +51,7 @@ def bind(fn: BrokerProcessor, broker: Broker) -> Processor:
                 lambda answer: count(cmd.code, -1 if answer is None else answer.code, perf_counter() - start)
             )
             return outcome
-        if isinstance(outcome, asyncio.Future):  # the server answers from its callback: count there too
-            outcome.add_done_callback(lambda done: _count_future(done, cmd, start))
-            return outcome
         return _counted(outcome, cmd, start)
-
-    def _count_future(done: asyncio.Future[BrokerAnswer], cmd: RemotingCommand, start: float) -> None:
-        status: int = ResponseCode.SYSTEM_ERROR
-        if not done.cancelled() and done.exception() is None:
-            response = done.result()
-            status = -1 if response is None else response.code
-        count(cmd.code, status, perf_counter() - start)
 
     async def _counted(outcome: Awaitable[BrokerAnswer], cmd: RemotingCommand, start: float) -> BrokerAnswer:
         status: int = ResponseCode.SYSTEM_ERROR

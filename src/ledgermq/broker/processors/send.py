@@ -139,10 +139,7 @@ def send_message(
     if isinstance(built, RemotingCommand):
         return built
     msg, wait = built
-    if broker.ha is not None:
-        # Asked before the put, so the slave's window is queued ahead of the dispatch the put
-        # queues: both run before any later request is read (read-your-writes), window first.
-        broker.ha.notify_append()
+    _ask_for_the_slaves_window(broker)
     # native mode (checked above): the store is the broker's one way to write (Broker.put)
     result = broker.store.put_message(msg) if isinstance(msg, MessageInput) else broker.store.put_messages(msg)
     return answer(broker, cmd, result, queue_id, wait)
@@ -159,13 +156,22 @@ async def _send_waiting(
     if isinstance(built, RemotingCommand):
         return built
     msg, wait = built
+    _ask_for_the_slaves_window(broker)
     result = await (broker.put(msg) if isinstance(msg, MessageInput) else broker.put_batch(msg))
     answered = answer(broker, cmd, result, queue_id, wait)
     if isinstance(answered, RemotingCommand):
         return answered
-    later = await (answered.wait() if isinstance(answered, Deferred) else answered)
+    later = await answered.wait()
     assert later is not None
     return later
+
+
+def _ask_for_the_slaves_window(broker: Broker) -> None:
+    """Asked before the put, so the slave's window is queued ahead of the dispatch the put
+    queues: both run before any later request is read (read-your-writes), window first.
+    A put that is refused costs a look that finds nothing to send."""
+    if broker.ha is not None:
+        broker.ha.notify_append()
 
 
 def _build(

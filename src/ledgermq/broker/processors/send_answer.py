@@ -7,13 +7,13 @@ callbacks on the broker's flush waiters (broker/offset_waiters.py) and the HA se
 acknowledgement waiters, ending in a ``Deferred`` the server answers from within the loop
 turn that released it: a waiting send costs no task and no extra loop turns.
 
-A store that hands out a flush future per put (no flush listener registered) is waited
-for by the coroutine path, as before.
+The broker registers the store's flush listener at start (BrokerApp), so a SYNC_FLUSH put
+reaches here with ``durable_at``; a put with a flush future of its own would mean the
+listener is missing, and is refused rather than answered without its fsync.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from ledgermq.broker.context import Broker
@@ -38,18 +38,14 @@ STATUS_CODES = {
     PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: ResponseCode.SYSTEM_ERROR,
 }
 
-FLUSH_FAILED_REMARK = "the broker refuses writes until it is restarted"
-
 
 def answer(
     broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
-) -> RemotingCommand | Deferred | asyncio.Future[RemotingCommand]:
-    """The answer to ``result``, or a future of it when the put must first be flushed
+) -> RemotingCommand | Deferred:
+    """The answer to ``result``, or a ``Deferred`` of it when the put must first be flushed
     (SYNC_FLUSH) or reach a slave (SYNC_MASTER); ``wait`` is the message's WAIT property."""
-    if result.append is not None and broker.ha is not None:
-        broker.ha.notify_append()  # stream it to slaves now rather than at the next poll
-    if result.flush_future is not None:
-        return asyncio.ensure_future(_answer_after_flush_future(broker, cmd, result, queue_id, wait))
+    if result.flush_future is not None or (result.durable_at is not None and broker.flush_waiters is None):
+        raise RuntimeError("a SYNC_FLUSH put without the broker's flush listener (BrokerApp registers it)")
     if result.durable_at is None and not _waits_for_slave(broker, result, wait):
         return stored_answer(broker, cmd, result, queue_id)
     return _Waits(broker, cmd, result, queue_id, wait).start()
@@ -104,7 +100,7 @@ class _Waits:
     def start(self) -> Deferred:
         waiters = self.broker.flush_waiters
         durable_at = self.result.durable_at
-        if durable_at is not None and waiters is not None:
+        if durable_at is not None and waiters is not None:  # ``answer`` refused a put with no waiters
             waiters.add(durable_at, self._flushed)
         else:
             self._to_slave()
@@ -115,7 +111,7 @@ class _Waits:
         if not durable:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
             if reason:
-                result.remark = f"{reason}; {FLUSH_FAILED_REMARK}"
+                result.remark = f"{reason}; the broker refuses writes until it is restarted"
             self._finish()
             return
         self._to_slave()
@@ -143,28 +139,4 @@ class _Waits:
         self._finish()
 
     def _finish(self) -> None:
-        if not self.deferred.done:
-            self.deferred.resolve(stored_answer(self.broker, self.cmd, self.result, self.queue_id))
-
-
-async def _answer_after_flush_future(
-    broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
-) -> RemotingCommand:
-    """A store without a flush listener: wait on the put's own flush future, then the slave."""
-    assert result.flush_future is not None
-    waiter = asyncio.wrap_future(result.flush_future)
-    # never cancel the flush request: the group-commit thread answers a whole batch at once
-    done, _ = await asyncio.wait({waiter}, timeout=broker.store_config.sync_flush_timeout_ms / 1000)
-    if not done:
-        result.status = PutStatus.FLUSH_DISK_TIMEOUT
-    else:
-        exc = waiter.exception()
-        if exc is not None:
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            result.remark = f"flush failed: {exc}; {FLUSH_FAILED_REMARK}"
-        elif not waiter.result():
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
-    result.flush_future = None
-    answered = await _Waits(broker, cmd, result, queue_id, wait).start().wait()
-    assert answered is not None
-    return answered
+        self.deferred.resolve(stored_answer(self.broker, self.cmd, self.result, self.queue_id))

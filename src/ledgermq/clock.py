@@ -1,10 +1,22 @@
-"""The only place that reads time, so tests can drive every timeout and timestamp."""
+"""The only place that reads time, so tests can drive every timeout and timestamp.
+
+A chaos run can make a process's wall clock jump: with ``LEDGERMQ_CLOCK_SKEW_FILE=<file>``
+in its environment, ``SYSTEM_CLOCK.wall_ms()`` adds the integer number of milliseconds the
+file holds (absent or empty: 0). The file is read at most every ``SKEW_POLL_S`` seconds,
+not on every call. The monotonic clock never jumps, as on a real machine.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from typing import Protocol
+
+CLOCK_SKEW_ENV = "LEDGERMQ_CLOCK_SKEW_FILE"
+SKEW_POLL_S = 0.1
+log = logging.getLogger(__name__)
 
 
 class Clock(Protocol):
@@ -15,11 +27,57 @@ class Clock(Protocol):
         """Seconds on a clock that never goes back; for timeouts and intervals."""
 
 
+class SkewFile:
+    """A wall-clock offset in milliseconds read from a file, re-read at most every
+    ``poll_s`` (races between threads only re-read it twice)."""
+
+    def __init__(self, path: str, poll_s: float = SKEW_POLL_S) -> None:
+        self.path = path
+        self.poll_s = poll_s
+        self._offset_ms = 0
+        self._next_read = 0.0
+        self._complained = ""
+
+    def offset_ms(self) -> int:
+        now = time.monotonic()
+        if now >= self._next_read:
+            self._next_read = now + self.poll_s
+            self._offset_ms = self._read()
+        return self._offset_ms
+
+    def _read(self) -> int:
+        try:
+            with open(self.path, "rb") as f:
+                text = f.read(64).strip()
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            return self._keep(f"cannot read clock skew file {self.path}: {exc}")
+        if not text:
+            return 0
+        try:
+            return int(text)
+        except ValueError:
+            return self._keep(f"clock skew file {self.path} holds {text!r}, not an integer of milliseconds")
+
+    def _keep(self, problem: str) -> int:
+        """Keep the last offset; say why once per distinct problem."""
+        if problem != self._complained:
+            self._complained = problem
+            log.error("%s; keeping the offset %d ms", problem, self._offset_ms)
+        return self._offset_ms
+
+
 class SystemClock:
-    """The real clock."""
+    """The real clock (its wall time offset by a ``SkewFile`` when one is given)."""
+
+    def __init__(self, skew: SkewFile | None = None) -> None:
+        self.skew = skew
 
     def wall_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        if self.skew is None:
+            return time.time_ns() // 1_000_000
+        return time.time_ns() // 1_000_000 + self.skew.offset_ms()
 
     def monotonic(self) -> float:
         return time.monotonic()
@@ -47,4 +105,5 @@ class ManualClock:
             self._wall_ms += int(seconds * 1000)
 
 
-SYSTEM_CLOCK = SystemClock()
+_skew_path = os.environ.get(CLOCK_SKEW_ENV)
+SYSTEM_CLOCK = SystemClock(SkewFile(_skew_path) if _skew_path else None)

@@ -3,16 +3,32 @@
 Production code calls ``failpoint("name")``; it costs one dict lookup when nothing is
 armed. Tests arm a point to raise (simulating an I/O error) or to kill the process
 (``os._exit``) so recovery can be tested phase by phase, as Kafka and bbolt do.
+
+``synced(path, position)`` is the one hook of another kind: the store calls it after each
+fsync of a data file (and ``cut=True`` when it cuts one), and, when the process runs with
+``LEDGERMQ_FSYNC_LOG=<file>``, it appends "path<TAB>position[<TAB>cut]" to that file, so a
+chaos run can make a simulated power loss cost exactly what was never made durable. Unset,
+it costs one global read.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 _armed: dict[str, Callable[[], None]] = {}
+_fsync_log_fd: int | None = None
+FSYNC_LOG_ENV = "LEDGERMQ_FSYNC_LOG"
+ENOSPC_IF = "enospc-if:"
+STALL_IF = "stall-if:"
+CUT_MARK = "\tcut"
+STALL_POLL_S = 0.02
+STALL_MAX_S = 300.0  # a forgotten flag file must not hang a flush thread for ever
+log = logging.getLogger(__name__)
 
 
 def failpoint(name: str) -> None:
@@ -20,6 +36,25 @@ def failpoint(name: str) -> None:
     action = _armed.get(name)
     if action is not None:
         action()
+
+
+def synced(path: object, position: int, *, cut: bool = False) -> None:
+    """Record that ``path`` is durable up to byte ``position`` (nothing beyond it is), or with
+    ``cut`` that nothing at or beyond ``position`` is any more, when an fsync log is open.
+    One unbuffered O_APPEND write: it survives a SIGKILL right after."""
+    fd = _fsync_log_fd
+    if fd is not None:
+        os.write(fd, f"{path}\t{position}{CUT_MARK if cut else ''}\n".encode())
+
+
+def open_fsync_log(path: str | None) -> None:
+    """Start (a path) or stop (None) recording ``synced`` calls."""
+    global _fsync_log_fd
+    old, _fsync_log_fd = _fsync_log_fd, None
+    if old is not None:
+        os.close(old)
+    if path:
+        _fsync_log_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
 
 def arm(name: str, action: Callable[[], None]) -> None:
@@ -37,12 +72,18 @@ def arm_from_env() -> None:
     ``enospc-if:PATH`` raises OSError(ENOSPC) each time the point is reached while the file
     PATH exists (a full disk that a test fills and frees by creating and removing PATH; the
     path runs to the end of the item, so it may hold ``@`` and ``=`` but not a comma).
+    ``stall-if:PATH`` sleeps while PATH exists (a disk whose fsyncs stall; at most
+    STALL_MAX_S per hit). ``LEDGERMQ_FSYNC_LOG=<file>`` opens the fsync log (``synced``).
     """
+    open_fsync_log(os.environ.get(FSYNC_LOG_ENV) or None)
     spec = os.environ.get("LEDGERMQ_FAILPOINTS", "")
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, how = item.partition("=")
         if how.startswith(ENOSPC_IF) and len(how) > len(ENOSPC_IF):
             arm(name, _enospc_while(how[len(ENOSPC_IF) :]))
+            continue
+        if how.startswith(STALL_IF) and len(how) > len(STALL_IF):
+            arm(name, _stall_while(how[len(STALL_IF) :]))
             continue
         how, _, nth = how.partition("@")
         if how == "exit":
@@ -50,10 +91,10 @@ def arm_from_env() -> None:
         elif how == "raise":
             arm(name, _raise_for(name))
         else:
-            raise ValueError(f"LEDGERMQ_FAILPOINTS: {item!r} is not name=exit[@N], name=raise or name={ENOSPC_IF}PATH")
-
-
-ENOSPC_IF = "enospc-if:"
+            raise ValueError(
+                f"LEDGERMQ_FAILPOINTS: {item!r} is not name=exit[@N], name=raise, name={ENOSPC_IF}PATH "
+                f"or name={STALL_IF}PATH"
+            )
 
 
 def _exit_on_hit(nth: int) -> Callable[[], None]:
@@ -79,6 +120,20 @@ def _enospc_while(flag: str) -> Callable[[], None]:
     def action() -> None:
         if os.path.exists(flag):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), flag)
+
+    return action
+
+
+def _stall_while(flag: str, max_s: float = STALL_MAX_S) -> Callable[[], None]:
+    def action() -> None:
+        if not os.path.exists(flag):
+            return
+        deadline = time.monotonic() + max_s
+        while os.path.exists(flag):
+            if time.monotonic() >= deadline:
+                log.error("failpoint stall: %s still exists after %.0fs; going on", flag, max_s)
+                return
+            time.sleep(STALL_POLL_S)
 
     return action
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ledgermq.errors import StoreError, StoreFullError
-from ledgermq.failpoints import failpoint
+from ledgermq.failpoints import failpoint, synced
 
 NAME_DIGITS = 20
 DELETED_SUFFIX = ".deleted"
@@ -49,6 +49,7 @@ def _create_full_size(path: Path, size: int) -> int:
     try:
         os.ftruncate(fd, size)
         os.rename(tmp, path)
+        synced(path, 0)  # a new file holds nothing durable yet (chaos power-loss model)
     except BaseException:
         os.close(fd)
         raise
@@ -162,6 +163,7 @@ class MappedFile(SegmentPositions):
         if wrote > self.flushed and not self._closed:
             failpoint("mapped_file.before_fsync")
             os.fdatasync(self.fd)  # covers pages dirtied through the mapping; releases the GIL
+            synced(self.path, wrote)
             self.flushed = wrote
         return self.flushed
 
@@ -184,6 +186,7 @@ class MappedFile(SegmentPositions):
             os.ftruncate(self.fd, self.size)
             self.wrote = pos
         self.flushed = min(self.flushed, pos)
+        synced(self.path, pos, cut=True)
 
     # -- reads -----------------------------------------------------------------------
     def read(self, pos: int, size: int) -> bytes:

@@ -23,7 +23,7 @@ import os
 import threading
 
 from ledgermq.errors import StoreFullError
-from ledgermq.failpoints import failpoint
+from ledgermq.failpoints import failpoint, synced
 from ledgermq.store.mapped_file import SegmentGoneError, SegmentPositions, parse_segment_name
 from ledgermq.store.open_files import OpenFiles
 
@@ -140,6 +140,7 @@ class QueueSegment(SegmentPositions):
             try:
                 failpoint("consume_queue.before_fsync")
                 os.fdatasync(fd)
+                synced(self.path, wrote)
             finally:
                 self.files.release(self)
             self.flushed = wrote

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledgermq.chaos.dledger import NODES, DLedgerLayout, link_name
-from ledgermq.chaos.faults import KINDS, Injector, applicable, schedule, targets_for
+from ledgermq.chaos.faults import KINDS, applicable, schedule, targets_for
+from ledgermq.chaos.injector import Injector
 from ledgermq.chaos.layout import HOST, PROXY_HOST
 from ledgermq.chaos.proxy import FaultProxy
 from ledgermq.raftio.transport import parse_peers

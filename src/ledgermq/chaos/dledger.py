@@ -24,7 +24,6 @@ from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.layout import (
     CLUSTER,
     CQ_SEGMENT,
-    DISK_FULL_POINTS,
     HOST,
     PROXY_HOST,
     SEGMENT,
@@ -34,10 +33,10 @@ from ledgermq.chaos.layout import (
     ProcessLayout,
     Stability,
     _poll,
+    node_env,
     tcp_open,
 )
 from ledgermq.chaos.process import ChildProcess
-from ledgermq.failpoints import ENOSPC_IF
 from ledgermq.protocol.route import TopicRouteData
 from ledgermq.testing.ports import free_port
 
@@ -87,8 +86,6 @@ class DLedgerLayout(ProcessLayout):
         home = self.root / name
         store = home / "store"
         store.mkdir(parents=True, exist_ok=True)
-        flag = home / "disk-full.flag"
-        flag.unlink(missing_ok=True)
         props: dict[str, object] = {
             "brokerClusterName": CLUSTER,
             "brokerName": GROUP,
@@ -113,9 +110,10 @@ class DLedgerLayout(ProcessLayout):
         }
         conf = home / "broker.properties"
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        env = {"LEDGERMQ_FAILPOINTS": ",".join(f"{p}={ENOSPC_IF}{flag}" for p in DISK_FULL_POINTS)}
-        proc = ChildProcess(name, ["broker", "-c", str(conf)], self.root / "logs" / f"{name}.log", env)
-        return Node(name, int(name[1:]) + 1, "DLEDGER", port, store, flag, proc)
+        proc = ChildProcess(name, ["broker", "-c", str(conf)], self.root / "logs" / f"{name}.log", node_env(home))
+        node = Node(name, int(name[1:]) + 1, "DLEDGER", port, store, home / "disk-full.flag", proc)
+        node.clear_flags()
+        return node
 
     # -- the protocol -----------------------------------------------------------------
     async def current_master(self) -> str | None:
@@ -160,9 +158,7 @@ class DLedgerLayout(ProcessLayout):
         if await self.wait_master(START_TIMEOUT_S) is None:
             raise RuntimeError(f"no leader registered as master within {START_TIMEOUT_S:.0f}s{self.explain()}")
 
-    async def restart(self, name: str) -> None:
-        node = self.nodes[name]
-        node.process.start()
+    async def _await_up(self, node: Node) -> None:
         await self._wait_serving(node)
         await self._wait_registered(node)
 

@@ -12,10 +12,26 @@ Kinds (the CLI's names):
   commit-log segment (an unflushed tail the page cache never wrote), restart it;
 * ``disk-full``: make the master's or the slave's disk "full" (the broker's failpoints
   raise ENOSPC at segment creation and metadata fsync while a flag file exists), hold,
-  free it.
+  free it;
+* ``bitflip``: flip 1-4 bytes of a sealed commit-log segment of one replica, either after
+  a SIGKILL (mode ``kill``) or a clean stop (``stop``) and then restart it, or while it
+  runs (``online``: the store's scrub is to find them);
+* ``segment-loss``: SIGKILL one replica, ``delete`` one sealed segment file or
+  ``truncate`` it, restart;
+* ``power-loss``: SIGKILL every broker of the group at once and zero each one's data
+  files beyond its last fsync (``disk.power_loss``), restart them all;
+* ``slow-disk``: every data fsync of one broker stalls while a flag file exists;
+* ``clock-jump``: one broker's wall clock jumps forward, then back behind the real time,
+  then returns;
+* pairs: ``kill+disk-full`` (kill the master, fill a slave's disk), ``partition+restart``
+  (isolate the master, kill a slave and restart it while it is cut off),
+  ``kill-in-recovery`` (kill a node, restart it and kill it again while it starts).
 
 ``schedule(seed, cycles, kinds)`` draws every cycle's kind, target role, load interval,
-hold time and mode from ``random.Random(seed)`` alone, so a seed replays the same faults.
+hold time, mode and the new kinds' draws (which segment, which bytes, how far the clock
+jumps, when the second kill comes) from ``random.Random(seed)`` alone, so a seed replays
+the same faults (a kind that needs no draw leaves the generator where the old kinds left
+it, so their schedules did not change).
 Targets are roles resolved against the layout when the fault starts: "master" and
 "slave" on a master-slave group, "leader" and "follower" on a DLedger group (whose leader
 moves); ``targets_for(layout)`` names them. ``tail-loss`` does not apply to a DLedger
@@ -25,22 +41,30 @@ group (SEND_OK waits for a quorum's persistence; see ``NOT_APPLICABLE``).
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledgermq.chaos.layout import Layout
-from ledgermq.chaos.proxy import FaultProxy
-
-KINDS = ("kill", "suspend", "partition", "tail-loss", "disk-full")
+CLEAN_KINDS = ("kill", "suspend", "partition", "tail-loss", "disk-full")
+DATA_KINDS = ("bitflip", "segment-loss", "power-loss", "slow-disk", "clock-jump")
+PAIR_KINDS = ("kill+disk-full", "partition+restart", "kill-in-recovery")
+KINDS = CLEAN_KINDS + DATA_KINDS + PAIR_KINDS
 TAIL_LOSS_BYTES = 64 * 1024
+GROUP = "group"  # the role of a fault that hits every broker at once
 _TARGETS = {
     "kill": ("master", "slave"),
     "suspend": ("master", "slave"),
     "partition": ("link",),
     "tail-loss": ("master",),
     "disk-full": ("master", "slave"),
+    "bitflip": ("master", "slave"),
+    "segment-loss": ("master", "slave"),
+    "power-loss": (GROUP,),
+    "slow-disk": ("master", "slave"),
+    "clock-jump": ("master", "slave"),
+    "kill+disk-full": ("master",),  # the master killed, the slave's disk full
+    "partition+restart": ("master",),  # the master cut off, the slave restarted meanwhile
+    "kill-in-recovery": ("master", "slave"),
 }
 # DLedger groups: the same kinds against the Raft roles; a partition isolates the leader.
 _DLEDGER_TARGETS = {
@@ -48,7 +72,25 @@ _DLEDGER_TARGETS = {
     "suspend": ("leader", "follower"),
     "partition": ("leader",),
     "disk-full": ("leader", "follower"),
+    "bitflip": ("leader", "follower"),
+    "segment-loss": ("leader", "follower"),
+    "power-loss": (GROUP,),
+    "slow-disk": ("leader", "follower"),
+    "clock-jump": ("leader", "follower"),
+    "kill+disk-full": ("leader",),
+    "partition+restart": ("leader",),
+    "kill-in-recovery": ("leader", "follower"),
 }
+# How a kind's fault is done, drawn per fault.
+MODES: dict[str, tuple[str, ...]] = {
+    "partition": ("reset", "blackhole"),
+    "partition+restart": ("reset", "blackhole"),
+    "bitflip": ("kill", "stop", "online"),
+    "segment-loss": ("delete", "truncate"),
+}
+MAX_FLIPS = 4
+CLOCK_JUMP_S = (5.0, 180.0)  # how far the clock jumps, each way
+RECOVERY_KILL_S = (0.05, 1.0)  # from the restart to the second kill
 NOT_APPLICABLE = {
     "dledger": {
         "tail-loss": "tail-loss does not apply to a DLedger group: SEND_OK waits until a quorum persisted "
@@ -61,6 +103,14 @@ _HOLD_S = {  # (min, max) seconds the fault lasts
     "partition": (1.0, 6.0),
     "tail-loss": (0.5, 2.0),
     "disk-full": (3.0, 8.0),  # long enough to span a segment roll (see layout.SEGMENT)
+    "bitflip": (0.5, 2.0),  # down time; online: how long before the next fault
+    "segment-loss": (0.5, 2.0),
+    "power-loss": (0.5, 2.0),
+    "slow-disk": (2.0, 8.0),
+    "clock-jump": (2.0, 6.0),
+    "kill+disk-full": (3.0, 8.0),
+    "partition+restart": (2.0, 6.0),
+    "kill-in-recovery": (0.5, 2.0),
 }
 
 
@@ -79,7 +129,10 @@ class FaultPlan:
     role: str  # "master", "slave", "link", "leader" or "follower"
     steady_s: float  # load before the fault
     hold_s: float
-    mode: str = ""  # partition: reset | blackhole
+    mode: str = ""  # see MODES
+    # Fractions and amounts the injection uses (which segment and bytes, how far the clock
+    # jumps, when the second kill comes), drawn with the rest.
+    draws: tuple[float, ...] = ()
 
     @property
     def label(self) -> str:
@@ -115,9 +168,25 @@ def schedule(
         steady = round(rng.uniform(*steady_s), 3)
         lo, hi = _HOLD_S[kind]
         hold = round(rng.uniform(lo, hi) * hold_scale, 3)
-        mode = rng.choice(("reset", "blackhole")) if kind == "partition" else ""
-        plans.append(FaultPlan(i, kind, role, steady, hold, mode))
+        mode = rng.choice(MODES[kind]) if kind in MODES else ""
+        plans.append(FaultPlan(i, kind, role, steady, hold, mode, _draws(rng, kind)))
     return plans
+
+
+def _draws(rng: random.Random, kind: str) -> tuple[float, ...]:
+    """The extra numbers a kind needs; none (and no draw) for the clean kinds."""
+    if kind == "bitflip":  # the segment, then (position, mask) per flipped byte
+        count = rng.randint(1, MAX_FLIPS)
+        return (rng.random(), *(rng.random() for _ in range(2 * count)))
+    if kind == "segment-loss":  # the segment, what a truncation keeps
+        return (rng.random(), round(rng.uniform(0.1, 0.9), 3))
+    if kind == "clock-jump":  # forward, then back behind the real time (seconds)
+        return (round(rng.uniform(*CLOCK_JUMP_S), 3), -round(rng.uniform(*CLOCK_JUMP_S), 3))
+    if kind == "kill-in-recovery":
+        return (round(rng.uniform(*RECOVERY_KILL_S), 3),)
+    if kind in ("kill+disk-full", "partition+restart"):  # which other node (DLedger: of two)
+        return (rng.random(),)
+    return ()
 
 
 @dataclass(slots=True)
@@ -162,95 +231,3 @@ def zero_tail(store_dir: Path, nbytes: int = TAIL_LOSS_BYTES) -> dict[str, Any]:
         base = int(seg.name)
         return {"segment": seg.name, "zeroed_from": base + start, "zeroed_to": base + end, "bytes": end - start}
     return {"segment": None, "bytes": 0}
-
-
-class Injector:
-    """Starts and ends faults on a layout and its link proxies."""
-
-    def __init__(self, layout: Layout, proxies: dict[str, FaultProxy], seed: int = 0) -> None:
-        self.layout = layout
-        self.proxies = proxies
-        self._rng = random.Random(seed)  # which follower, when there are several
-
-    async def _resolve(self, role: str, timeout: float) -> str:
-        if role == "link":
-            return ",".join(self.proxies)
-        master = await self.layout.wait_master(timeout)
-        if master is None:
-            raise RuntimeError(f"no master/leader within {timeout:.0f}s to resolve {role!r}")
-        if role in ("master", "leader"):
-            return master
-        return self._rng.choice([t for t in self.layout.targets() if t != master])
-
-    def _links_of(self, target: str) -> list[FaultProxy]:
-        """The proxies to cut: every link for "link", else the links to and from ``target``."""
-        if target in self.layout.targets():
-            return [p for name, p in self.proxies.items() if f":{target}->" in name or name.endswith(f"->{target}")]
-        return list(self.proxies.values())
-
-    async def begin(self, plan: FaultPlan, resolve_timeout: float = 30.0) -> FaultRecord:
-        """Resolve the plan's role (waiting, bounded, for a leader) and inject the fault."""
-        target = await self._resolve(plan.role, resolve_timeout)
-        rec = FaultRecord(plan.index, plan.kind, plan.role, target, plan.mode, time.monotonic())
-        if plan.kind == "kill":
-            self.layout.kill(target)
-            rec.detail = f"SIGKILL {target}"
-        elif plan.kind == "suspend":
-            self.layout.pause(target)
-            rec.detail = f"SIGSTOP {target}"
-        elif plan.kind == "partition":
-            cut = self._links_of(target)
-            for proxy in cut:
-                proxy.cut(plan.mode)
-            rec.notes = {"links": [p.name for p in cut]}
-            what = target if len(cut) == 1 or target not in self.layout.targets() else f"{target} from its peers"
-            rec.detail = f"cut {what} ({plan.mode}, {len(cut)} links)"
-        elif plan.kind == "tail-loss":
-            self.layout.kill(target)
-            rec.notes = zero_tail(self.layout.node(target).store_dir)
-            rec.detail = f"SIGKILL {target}, zeroed {rec.notes.get('bytes', 0)} bytes of {rec.notes.get('segment')}"
-        elif plan.kind == "disk-full":
-            self.layout.node(target).disk_full_flag.touch()
-            rec.detail = f"disk of {target} full"
-        else:  # pragma: no cover - parse_kinds refuses it
-            raise ValueError(plan.kind)
-        return rec
-
-    async def end(self, rec: FaultRecord) -> None:
-        """Heal the fault; a killed node is restarted (and waited for)."""
-        rec.healed_at = time.monotonic()
-        try:
-            if rec.kind in ("kill", "tail-loss"):
-                await self.layout.restart(rec.target)
-            elif rec.kind == "suspend":
-                self.layout.resume(rec.target)
-            elif rec.kind == "partition":
-                for proxy in self.proxies.values():
-                    if proxy.is_cut:
-                        proxy.heal()
-            elif rec.kind == "disk-full":
-                self.layout.node(rec.target).disk_full_flag.unlink(missing_ok=True)
-        except Exception as exc:
-            rec.error = f"heal failed: {exc}"
-        rec.ready_at = time.monotonic()
-
-    async def heal_all(self) -> list[str]:
-        """Whatever state a run ends in: every proxy forwarding, no disk full, every node
-        running. The actions taken."""
-        done = []
-        for proxy in self.proxies.values():
-            if proxy.is_cut:
-                proxy.heal()
-                done.append(f"healed {proxy.name}")
-        for name in self.layout.targets():
-            node = self.layout.node(name)
-            if node.disk_full_flag.exists():
-                node.disk_full_flag.unlink()
-                done.append(f"freed the disk of {name}")
-            if node.process.paused:
-                self.layout.resume(name)
-                done.append(f"resumed {name}")
-            if not node.process.alive:
-                await self.layout.restart(name)
-                done.append(f"restarted {name}")
-        return done

@@ -27,7 +27,8 @@ from typing import Protocol
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.process import ChildProcess
-from ledgermq.failpoints import ENOSPC_IF
+from ledgermq.clock import CLOCK_SKEW_ENV
+from ledgermq.failpoints import ENOSPC_IF, FSYNC_LOG_ENV, STALL_IF
 from ledgermq.protocol.route import TopicRouteData
 from ledgermq.testing.ports import free_port
 
@@ -49,6 +50,21 @@ DISK_FULL_POINTS = (
     "atomic_file.before_fsync",
     "metadata_log.before_append",
 )
+# Where a slow disk stalls: the fsync of every data file (commit log and DLedger files are
+# mapped files; consume queues have their own).
+SLOW_DISK_POINTS = ("mapped_file.before_fsync", "consume_queue.before_fsync")
+
+
+def node_env(home: Path) -> dict[str, str]:
+    """A broker's chaos environment: the full-disk and slow-disk flags its failpoints watch,
+    the fsync log a power loss is cut by, the file its wall clock's skew is read from."""
+    full, slow = home / "disk-full.flag", home / "slow-disk.flag"
+    points = [f"{p}={ENOSPC_IF}{full}" for p in DISK_FULL_POINTS] + [f"{p}={STALL_IF}{slow}" for p in SLOW_DISK_POINTS]
+    return {
+        "LEDGERMQ_FAILPOINTS": ",".join(points),
+        FSYNC_LOG_ENV: str(home / "fsync.log"),
+        CLOCK_SKEW_ENV: str(home / "clock-skew"),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +89,27 @@ class Node:
     @property
     def addr(self) -> str:
         return f"{HOST}:{self.port}"
+
+    @property
+    def home(self) -> Path:
+        return self.store_dir.parent
+
+    @property
+    def slow_disk_flag(self) -> Path:
+        return self.home / "slow-disk.flag"
+
+    @property
+    def clock_skew_file(self) -> Path:
+        return self.home / "clock-skew"
+
+    @property
+    def fsync_log(self) -> Path:
+        return self.home / "fsync.log"
+
+    def clear_flags(self) -> None:
+        """No full disk, no slow disk, the real time."""
+        for f in (self.disk_full_flag, self.slow_disk_flag, self.clock_skew_file):
+            f.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +146,20 @@ class Layout(Protocol):
 
     def kill(self, name: str) -> None: ...
 
+    def kill_all(self) -> None:
+        """SIGKILL every broker node at once (a power loss), then reap them."""
+        ...
+
+    def stop(self, name: str) -> None:
+        """A clean shutdown (SIGTERM, waited for)."""
+        ...
+
     async def restart(self, name: str) -> None:
         """Start a dead node again on its port and store; wait until it serves and registered."""
+        ...
+
+    async def restart_all(self, names: list[str]) -> None:
+        """Start several dead nodes together, then wait for each (a group that lost power)."""
         ...
 
     def pause(self, name: str) -> None: ...
@@ -176,6 +225,30 @@ class ProcessLayout:
     def kill(self, name: str) -> None:
         self.nodes[name].process.kill()
 
+    def kill_all(self) -> None:
+        for node in self.nodes.values():
+            node.process.send_kill()
+        for node in self.nodes.values():
+            node.process.kill()
+
+    def stop(self, name: str) -> None:
+        self.nodes[name].process.stop()
+
+    async def restart(self, name: str) -> None:
+        node = self.nodes[name]
+        node.process.start()
+        await self._await_up(node)
+
+    async def restart_all(self, names: list[str]) -> None:
+        for name in names:
+            self.nodes[name].process.start()
+        for name in names:
+            await self._await_up(self.nodes[name])
+
+    async def _await_up(self, node: Node) -> None:
+        """Until a started node serves and is registered (each layout knows what that means)."""
+        raise NotImplementedError
+
     def pause(self, name: str) -> None:
         self.nodes[name].process.pause()
 
@@ -199,7 +272,7 @@ class ProcessLayout:
         """Kill every process this layout started (by pid) and clear the disk-full flags."""
         for node in self.nodes.values():
             node.process.kill()
-            node.disk_full_flag.unlink(missing_ok=True)
+            node.clear_flags()
         self.namesrv.kill()
 
     # -- helpers ----------------------------------------------------------------------
@@ -255,8 +328,6 @@ class MasterSlaveLayout(ProcessLayout):
         home = self.root / name
         store = home / "store"
         store.mkdir(parents=True, exist_ok=True)
-        flag = home / "disk-full.flag"
-        flag.unlink(missing_ok=True)
         props: dict[str, object] = {
             "brokerClusterName": CLUSTER,
             "brokerName": GROUP,
@@ -283,9 +354,10 @@ class MasterSlaveLayout(ProcessLayout):
             props["haMasterAddress"] = f"{PROXY_HOST}:{self.master.port + 1}"
         conf = home / "broker.properties"
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        env = {"LEDGERMQ_FAILPOINTS": ",".join(f"{p}={ENOSPC_IF}{flag}" for p in DISK_FULL_POINTS)}
-        proc = ChildProcess(name, ["broker", "-c", str(conf)], self.root / "logs" / f"{name}.log", env)
-        return Node(name, broker_id, role, port, store, flag, proc)
+        proc = ChildProcess(name, ["broker", "-c", str(conf)], self.root / "logs" / f"{name}.log", node_env(home))
+        node = Node(name, broker_id, role, port, store, home / "disk-full.flag", proc)
+        node.clear_flags()
+        return node
 
     # -- the protocol -----------------------------------------------------------------
     async def current_master(self) -> str | None:
@@ -303,9 +375,7 @@ class MasterSlaveLayout(ProcessLayout):
         for node in self.nodes.values():
             await self.restart(node.name)
 
-    async def restart(self, name: str) -> None:
-        node = self.nodes[name]
-        node.process.start()
+    async def _await_up(self, node: Node) -> None:
         await self._wait_port(node)
         await self._wait_registered(node)
 

@@ -64,6 +64,11 @@ class ChildProcess:
         self.paused = False
         self.starts += 1
 
+    def send_kill(self) -> None:
+        """SIGKILL without waiting (several processes die at once; ``kill`` reaps)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+
     def kill(self) -> None:
         """SIGKILL (a paused process dies too) and reap."""
         if self.proc is not None and self.proc.poll() is None:

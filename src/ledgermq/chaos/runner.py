@@ -23,7 +23,8 @@ from typing import Any
 from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.checker import Verdict, check
 from ledgermq.chaos.dledger import DLedgerLayout
-from ledgermq.chaos.faults import FaultRecord, Injector, applicable, schedule, targets_for
+from ledgermq.chaos.faults import FaultRecord, applicable, schedule, targets_for
+from ledgermq.chaos.injector import Injector
 from ledgermq.chaos.layout import Layout, MasterSlaveLayout
 from ledgermq.chaos.proxy import FaultProxy
 from ledgermq.chaos.readback import ReadBack, read_broker, read_client

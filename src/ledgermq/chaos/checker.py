@@ -1,12 +1,16 @@
 """Verdicts on a run: pure functions of the attempts, the faults and what was read back.
 
-* **lost**: an acknowledged (SEND_OK) sequence number a source does not hold;
+* **lost**: an acknowledged (SEND_OK) sequence number a source does not hold (a loss the
+  layout's flush mode allows through a power loss is counted apart: ``promise.py``);
+* **corrupt served**: a chaos message a source served with a body other than the one
+  sent (by content hash), or an answer whose records did not decode;
 * **duplicates**: a sequence number held at more than one offset of one source's queues;
 * **misplaced**: an acknowledged message whose (queue, offset) holds something else;
 * **order**: within a queue, the acknowledged numbers of one sender must increase with the
   offset (a sender waits for each answer, so its acknowledged sends are ordered in time);
-* **divergence**: the same (queue, offset) holding different messages on the master and
-  another broker (and offsets a replica holds past the master's end);
+* **divergence**: the same (queue, offset) holding different messages (or the same
+  message with different content) on the master and another broker, and offsets a
+  replica holds past the master's end;
 * **unavailability windows** (openchaos' RTO): for each fault, from the start of the first
   failed send (any outcome but SEND_OK) that ends after the fault began to the earliest
   end of a SEND_OK that started after it; 0 when no send failed; None when none succeeded
@@ -44,6 +48,12 @@ class SourceVerdict:
     order_violations: list[str]
     unacked_stored: int  # sends that failed or timed out and were stored anyway
     errors: list[str]
+    corrupt: list[str] = field(default_factory=list)  # "q<id>@<offset>: seq <n>" served with other content
+    corrupt_pulls: int = 0
+
+    @property
+    def corrupt_served(self) -> int:
+        return len(self.corrupt) + self.corrupt_pulls
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +69,9 @@ class SourceVerdict:
             "order_violations": len(self.order_violations),
             "order_examples": self.order_violations[:EXAMPLES],
             "unacked_stored": self.unacked_stored,
+            "corrupt_served": self.corrupt_served,
+            "corrupt_examples": self.corrupt[:EXAMPLES],
+            "undecodable_answers": self.corrupt_pulls,
             "errors": self.errors[:EXAMPLES],
         }
 
@@ -137,14 +150,28 @@ class Verdict:
     windows: list[Window]
     summaries: list[WindowSummary]
     notes: list[str] = field(default_factory=list)
+    allowed: dict[int, str] = field(default_factory=dict)  # seq -> why the mode allows losing it
+    promise: str = ""
 
-    @property
-    def lost(self) -> int:
-        """Acknowledged messages missing from at least one source."""
+    def _missing(self) -> set[int]:
         missing: set[int] = set()
         for s in self.sources:
             missing.update(s.lost)
-        return len(missing)
+        return missing
+
+    @property
+    def lost(self) -> int:
+        """Acknowledged messages missing from at least one source, the allowed ones aside."""
+        return len(self._missing() - self.allowed.keys())
+
+    @property
+    def lost_allowed(self) -> list[int]:
+        """Acknowledged messages missing that the mode allows to lose (a power loss)."""
+        return sorted(self._missing() & self.allowed.keys())
+
+    @property
+    def corrupt_served(self) -> int:
+        return sum(s.corrupt_served for s in self.sources)
 
     @property
     def diverged(self) -> bool:
@@ -152,7 +179,7 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        return self.lost > 0 or self.diverged
+        return self.lost > 0 or self.diverged or self.corrupt_served > 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,6 +187,10 @@ class Verdict:
             "acked": self.acked,
             "outcomes": self.outcomes,
             "lost": self.lost,
+            "corrupt_served": self.corrupt_served,
+            "promise": self.promise,
+            "lost_allowed": len(self.lost_allowed),
+            "lost_allowed_examples": [f"{seq}: {self.allowed[seq]}" for seq in self.lost_allowed[:EXAMPLES]],
             "diverged": self.diverged,
             "failed": self.failed,
             "sources": [s.to_json() for s in self.sources],
@@ -206,6 +237,13 @@ def check_source(read: ReadBack, attempts: Sequence[Attempt]) -> SourceVerdict:
             last_by_sender[sender] = max(seq, last if last is not None else seq)
     lost = sorted(seq for seq in acked if seq not in where)
     dups = sorted(seq for seq, places in where.items() if len(places) > 1)
+    sent = {a.seq: a.digest for a in attempts if a.digest}
+    corrupt = [
+        f"q{qid}@{offset}: seq {entry[0]}"
+        for qid, digests in sorted(read.digests.items())
+        for offset, digest in sorted(digests.items())
+        if (entry := read.queues.get(qid, {}).get(offset)) is not None and entry[0] in sent and sent[entry[0]] != digest
+    ]
     misplaced = sorted(
         seq
         for seq, a in acked.items()
@@ -223,6 +261,8 @@ def check_source(read: ReadBack, attempts: Sequence[Attempt]) -> SourceVerdict:
         order,
         sum(1 for seq in where if seq in failed),
         list(read.errors),
+        corrupt,
+        read.corrupt_pulls,
     )
 
 
@@ -233,9 +273,12 @@ def check_divergence(master: ReadBack, replica: ReadBack) -> Divergence:
         m, r = master.queues.get(qid, {}), replica.queues.get(qid, {})
         m_end = max(m) + 1 if m else 0
         r_end = max(r) + 1 if r else 0
+        md, rd = master.digests.get(qid, {}), replica.digests.get(qid, {})
         for offset in sorted(set(m) & set(r)):
             if m[offset] != r[offset]:
                 differing.append(f"q{qid}@{offset}: master {_seq(m[offset])} / {replica.source} {_seq(r[offset])}")
+            elif md.get(offset) != rd.get(offset):
+                differing.append(f"q{qid}@{offset}: {_seq(m[offset])} with other content on {replica.source}")
         replica_ahead += max(0, r_end - m_end)
         master_ahead += max(0, m_end - r_end)
     return Divergence(replica.source, differing, replica_ahead, master_ahead)
@@ -314,9 +357,12 @@ def check(
     reads: Sequence[ReadBack],
     run_end: float,
     master_source: str = "master",
+    allowed: dict[int, str] | None = None,
+    promise: str = "",
 ) -> Verdict:
     """``reads``: one per source; the one named ``master_source`` is compared with every
-    other broker source (a source named "client" is checked, not compared)."""
+    other broker source (a source named "client" is checked, not compared). ``allowed``:
+    the acknowledged messages the mode may lose, and why (``promise.allowed_losses``)."""
     by_name = {r.source: r for r in reads}
     master = by_name.get(master_source)
     divergence = [
@@ -331,4 +377,6 @@ def check(
         divergence,
         ws,
         summarise(ws),
+        allowed=dict(allowed or {}),
+        promise=promise,
     )

@@ -6,7 +6,10 @@ slave separately, so each one's copy is checked), from the queue's first offset 
 pull finds nothing new. ``read_client`` uses the lite pull consumer (routes from the name
 server, the broker the client would pick) with every queue assigned and sought to its
 beginning. Both return ``ReadBack``: queue -> offset -> (seq, sender) of chaos messages
-(None for a record that is not one). Loops are bounded by count and time.
+(None for a record that is not one), and the hash of each chaos message's body as served.
+A broker read decodes without checking body CRCs, so a corrupt body served is seen and
+compared rather than hidden behind a decoding error; a pull whose records do not decode at
+all is counted as a corrupt answer. Loops are bounded by count and time.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from ledgermq.chaos.workload import parse_body
+from ledgermq.chaos.workload import content_digest, parse_body
 from ledgermq.client import ConsumeFromWhere, LitePullConsumer
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
@@ -33,6 +36,14 @@ class ReadBack:
     source: str
     queues: dict[int, dict[int, Entry]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    digests: dict[int, dict[int, str]] = field(default_factory=dict)  # queue -> offset -> body hash
+    corrupt_pulls: int = 0  # answers whose records did not decode
+
+    def keep(self, queue_id: int, offset: int, body: bytes) -> None:
+        entry = parse_body(body)
+        self.queues.setdefault(queue_id, {})[offset] = entry
+        if entry is not None:
+            self.digests.setdefault(queue_id, {})[offset] = content_digest(body)
 
     def count(self) -> int:
         return sum(len(q) for q in self.queues.values())
@@ -82,8 +93,14 @@ async def read_broker(
                     if resp.code not in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
                         out.errors.append(f"queue {qid} offset {offset}: code {resp.code} {resp.remark}")
                     break
-                for rec in decode_records(resp.body, inflate=True):
-                    table[rec.queue_offset] = parse_body(rec.body)
+                try:
+                    records = decode_records(resp.body, inflate=True, check_crc=False)
+                except Exception as exc:
+                    out.corrupt_pulls += 1
+                    out.errors.append(f"queue {qid} offset {offset}: undecodable answer: {type(exc).__name__}: {exc}")
+                    break
+                for rec in records:
+                    out.keep(qid, rec.queue_offset, rec.body)
                 nxt = int(resp.ext_fields.get("nextBeginOffset", offset))
                 if nxt <= offset:
                     break
@@ -116,7 +133,7 @@ async def read_client(
         while time.monotonic() < deadline and out.count() < expected:
             batch = await consumer.poll(timeout=1.0)
             for rec in batch:
-                out.queues.setdefault(rec.queue_id, {})[rec.queue_offset] = parse_body(rec.body)
+                out.keep(rec.queue_id, rec.queue_offset, rec.body)
             if batch:
                 last_new = time.monotonic()
             elif time.monotonic() - last_new > idle_s:

@@ -17,7 +17,8 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
     console = console or Console(width=None if sys.stdout.isatty() else 120)
     run = summary["run"]
     console.print(
-        f"[bold]ledgermq chaos[/bold] layout={run['layout']} seed={run['seed']} cycles={run['cycles']} "
+        f"[bold]ledgermq chaos[/bold] layout={run['layout']} flush={run.get('flush', 'async')} "
+        f"seed={run['seed']} cycles={run['cycles']} "
         f"faults={','.join(run['faults'])} duration={run['duration_s']:.1f}s"
     )
     outcomes = ", ".join(f"{k}={v}" for k, v in sorted(verdict.outcomes.items()))
@@ -26,12 +27,23 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
     console.print(f"attempts abandoned for a new master (each may be a duplicate): {abandoned}")
 
     t = Table(title="what each source holds")
-    for col in ("source", "records", "lost (acked)", "duplicates", "misplaced", "order", "unacked stored", "errors"):
+    cols = (
+        "source",
+        "records",
+        "lost (acked)",
+        "corrupt",
+        "duplicates",
+        "misplaced",
+        "order",
+        "unacked stored",
+        "errors",
+    )
+    for col in cols:
         t.add_column(col, justify="right" if col != "source" else "left")
     for s in verdict.sources:
         t.add_row(
-            s.source, str(s.records), _bad(len(s.lost)), str(len(s.duplicates)), _bad(len(s.misplaced)),
-            _bad(len(s.order_violations)), str(s.unacked_stored), str(len(s.errors)),
+            s.source, str(s.records), _bad(len(s.lost)), _bad(s.corrupt_served), str(len(s.duplicates)),
+            _bad(len(s.misplaced)), _bad(len(s.order_violations)), str(s.unacked_stored), str(len(s.errors)),
         )  # fmt: skip
     console.print(t)
 
@@ -76,17 +88,30 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
         )
     console.print(w)
     console.print("resume s: median / max, from a fault's injection to the first SEND_OK of a send begun after it")
+    console.print(f"promise: {verdict.promise}")
+    allowed = verdict.lost_allowed
+    if allowed:
+        console.print(
+            f"[yellow]lost, as the flush mode allows through a power loss: {len(allowed)}[/yellow] "
+            f"(e.g. {allowed[0]}: {verdict.allowed[allowed[0]]})"
+        )
+    repairs = summary.get("repairs", {}).get("group", {})
+    if repairs:
+        console.print("brokers' repair counters: " + ", ".join(f"{k}={v}" for k, v in sorted(repairs.items())))
     for note in verdict.notes:
         console.print(f"note: {note}")
     for s in verdict.sources:
         if s.lost:
             console.print(f"[red]{s.source}: acknowledged but missing: {s.lost[:10]}[/red]")
+        if s.corrupt:
+            console.print(f"[red]{s.source}: served with other content: {s.corrupt[:10]}[/red]")
     for x in verdict.divergence:
         if x.differing:
             console.print(f"[red]divergence: {x.differing[:5]}[/red]")
     status = "[red]FAIL[/red]" if verdict.failed else "[green]PASS[/green]"
     console.print(
-        f"{status}: lost={verdict.lost} diverged={verdict.diverged} (replay: ledgermq chaos run {run['replay']})"
+        f"{status}: lost={verdict.lost} corrupt_served={verdict.corrupt_served} diverged={verdict.diverged} "
+        f"lost_allowed={len(allowed)} (replay: ledgermq chaos run {run['replay']})"
     )
 
 

@@ -22,10 +22,12 @@ from typing import Any
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.checker import Verdict, check
+from ledgermq.chaos.counters import RepairCounters
 from ledgermq.chaos.dledger import DLedgerLayout
 from ledgermq.chaos.faults import FaultRecord, applicable, schedule, targets_for
 from ledgermq.chaos.injector import Injector
 from ledgermq.chaos.layout import Layout, MasterSlaveLayout
+from ledgermq.chaos.promise import allowed_losses, promise_text
 from ledgermq.chaos.proxy import FaultProxy
 from ledgermq.chaos.readback import ReadBack, read_broker, read_client
 from ledgermq.chaos.workload import QUEUES, TOPIC, Workload
@@ -49,19 +51,34 @@ class RunConfig:
     recovery_timeout: float = 30.0
     stable_timeout: float = 60.0
     warmup_s: float = 2.0
+    flush: str = "async"  # flushDiskType of every broker: "async" (ASYNC_FLUSH) or "sync" (SYNC_FLUSH)
+    scrub_interval_s: int = 5  # storeScrubIntervalSeconds when a run flips bits
 
     def replay_args(self) -> str:
+        flush = " --flush sync" if self.flush == "sync" else ""
         return (
-            f"--layout {self.layout} --cycles {self.cycles} --seed {self.seed} --faults {','.join(self.faults)} "
-            f"--senders {self.senders} --rate {self.rate:g} --steady {self.steady_s[0]:g},{self.steady_s[1]:g} "
-            f"--hold-scale {self.hold_scale:g}"
+            f"--layout {self.layout}{flush} --cycles {self.cycles} --seed {self.seed} "
+            f"--faults {','.join(self.faults)} --senders {self.senders} --rate {self.rate:g} "
+            f"--steady {self.steady_s[0]:g},{self.steady_s[1]:g} --hold-scale {self.hold_scale:g}"
         )
+
+    @property
+    def name(self) -> str:
+        """The run directory's name: layout, flush mode when not the default, seed."""
+        return f"{self.layout}{'-syncflush' if self.flush == 'sync' else ''}-seed{self.seed}"
+
+    def broker_props(self) -> dict[str, object]:
+        """What every broker of the run gets beyond the layout's own settings."""
+        props: dict[str, object] = {"flushDiskType": "SYNC_FLUSH" if self.flush == "sync" else "ASYNC_FLUSH"}
+        if "bitflip" in self.faults:  # the store's scrub finds flips made while it runs
+            props.update(storeScrubEnable="true", storeScrubIntervalSeconds=self.scrub_interval_s)
+        return props
 
 
 def run_dir(cfg: RunConfig) -> Path:
     """A fresh directory for this run under ``cfg.data`` (an earlier run's one is replaced;
     a directory the harness did not make is refused)."""
-    d = (cfg.data / f"{cfg.layout}-seed{cfg.seed}").resolve()
+    d = (cfg.data / cfg.name).resolve()
     if d.exists():
         if not (d / MARKER).exists():
             raise RuntimeError(f"{d} exists and was not made by ledgermq chaos; choose another --data")
@@ -71,11 +88,11 @@ def run_dir(cfg: RunConfig) -> Path:
     return d
 
 
-def make_layout(kind: str, root: Path) -> Layout:
+def make_layout(kind: str, root: Path, props: dict[str, object] | None = None) -> Layout:
     if kind in ("sync", "async"):
-        return MasterSlaveLayout(root, sync=kind == "sync")
+        return MasterSlaveLayout(root, sync=kind == "sync", extra_props=props)
     if kind == "dledger":
-        return DLedgerLayout(root)
+        return DLedgerLayout(root, extra_props=props)
     raise ValueError(f"unknown layout {kind!r} (sync, async, dledger)")
 
 
@@ -106,7 +123,8 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         raise ValueError(f"no fault kind applies to the {cfg.layout} layout: {'; '.join(skipped)}")
     plans = schedule(cfg.seed, cfg.cycles, kinds, cfg.steady_s, cfg.hold_scale, targets_for(cfg.layout))
     root = run_dir(cfg)
-    layout = make_layout(cfg.layout, root)
+    layout = make_layout(cfg.layout, root, cfg.broker_props())
+    counters = RepairCounters(layout)
     proxies: dict[str, FaultProxy] = {}
     workload: Workload | None = None
     records: list[FaultRecord] = []
@@ -131,6 +149,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
             notes.append(f"not stable before the first fault: {first.detail}")
         workload = Workload(layout.namesrv_addr, senders=cfg.senders, rate=cfg.rate, send_timeout=cfg.send_timeout)
         await workload.start()
+        counters.start()
         await asyncio.sleep(cfg.warmup_s)
         injector = Injector(layout, proxies, cfg.seed)
         try:
@@ -174,18 +193,23 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
             reads.append(await read_broker(source, layout.node(name).addr, TOPIC, QUEUES))
         expected = max((r.count() for r in reads), default=0)
         reads.append(await read_client(layout.namesrv_addr, TOPIC, expected))
+        await counters.stop()
+        await counters.sample()  # the last word of every node's current life
     finally:
+        await counters.stop()
         if workload is not None:
             await workload.stop()
         for proxy in proxies.values():
             await proxy.close()
         layout.close()
     attempts = workload.attempts if workload is not None else []
-    verdict = check(attempts, records, reads, run_end, master_source)
+    allowed = allowed_losses(attempts, records, cfg.layout, cfg.flush)
+    verdict = check(attempts, records, reads, run_end, master_source, allowed, promise_text(cfg.layout, cfg.flush))
     verdict.notes.extend(notes)
     summary = {
         "run": {
             "layout": cfg.layout,
+            "flush": cfg.flush,
             "seed": cfg.seed,
             "cycles": cfg.cycles,
             "faults": list(kinds),
@@ -200,6 +224,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         # an abandoned attempt may have been stored as well as its retry: a duplicate
         "client": {"abandoned_attempts": workload.abandoned if workload is not None else 0},
         "stability": stability,
+        "repairs": counters.totals(),
         "healed_at_end": healed,
         "plans": [asdict(p) for p in plans],
         "faults": [_relative(r.to_json(), t0) for r in records],

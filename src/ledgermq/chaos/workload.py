@@ -4,13 +4,17 @@ A few concurrent senders share one producer; each takes the next sequence number
 across the run, so each sender's numbers increase), sends a small message carrying it in
 the body (``seq=<n> sender=<s>;`` then padding) and in its keys, and waits for the answer.
 The total rate is bounded. Every attempt is kept with its start and end (time.monotonic())
-and outcome: ``SEND_OK`` with the queue and offset, another send status, or the exception.
+and outcome: ``SEND_OK`` with the queue and offset, another send status, or the exception;
+with a hash of the body it sent (the checker compares every copy read back with it) and,
+when acknowledged, the commit-log offset the broker stored it at (from its offset message
+id: what a power loss's durable ends are compared with).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -18,6 +22,7 @@ from typing import Any
 
 from ledgermq.client import Message, Producer
 from ledgermq.client.message import SendStatus
+from ledgermq.protocol.msgid import decode_offset_msg_id
 
 TOPIC = "ChaosTopic"
 QUEUES = 4
@@ -35,6 +40,8 @@ class Attempt:
     queue_id: int = -1
     queue_offset: int = -1
     error: str = ""
+    digest: str = ""  # content_digest of the body sent
+    phys: int = -1  # the commit-log offset of an acknowledged message, -1 when unknown
 
     @property
     def acked(self) -> bool:
@@ -47,6 +54,18 @@ class Attempt:
 def body_for(seq: int, sender: int, size: int) -> bytes:
     head = f"seq={seq} sender={sender};".encode()
     return head + b"x" * max(0, size - len(head))
+
+
+def content_digest(body: bytes | bytearray | memoryview) -> str:
+    """A short hash of a body: enough to tell a served copy from the one sent."""
+    return hashlib.blake2b(body, digest_size=8).hexdigest()
+
+
+def _physical_offset(offset_msg_id: str) -> int:
+    try:
+        return decode_offset_msg_id(offset_msg_id.split(",")[0])[1]
+    except Exception:
+        return -1
 
 
 def parse_body(body: bytes) -> tuple[int, int] | None:
@@ -126,20 +145,22 @@ class Workload:
         while not self._stopping.is_set():
             seq = self._next_seq
             self._next_seq += 1
-            msg = Message(self.topic, body_for(seq, sender, self.size), keys=f"chaos-{seq}")
+            body = body_for(seq, sender, self.size)
+            digest = content_digest(body)
+            msg = Message(self.topic, body, keys=f"chaos-{seq}")
             start = time.monotonic()
             try:
                 result = await self._producer.send(msg)
             except asyncio.CancelledError:
-                self.attempts.append(Attempt(seq, sender, start, time.monotonic(), "error:Cancelled"))
+                self.attempts.append(Attempt(seq, sender, start, time.monotonic(), "error:Cancelled", digest=digest))
                 raise
             except Exception as exc:
-                attempt = Attempt(seq, sender, start, time.monotonic(), f"error:{type(exc).__name__}")
+                attempt = Attempt(seq, sender, start, time.monotonic(), f"error:{type(exc).__name__}", digest=digest)
                 attempt.error = str(exc)[:300]
             else:
                 attempt = Attempt(
                     seq, sender, start, time.monotonic(), result.status.value, result.queue.queue_id,
-                    result.queue_offset,
+                    result.queue_offset, digest=digest, phys=_physical_offset(result.offset_msg_id),
                 )  # fmt: skip
                 if attempt.acked:
                     self.last_ok_end = attempt.end

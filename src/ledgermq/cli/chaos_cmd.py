@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from ledgermq.chaos.faults import KINDS, applicable, parse_kinds
+from ledgermq.chaos.faults import CLEAN_KINDS, KINDS, applicable, parse_kinds
+from ledgermq.chaos.promise import FLUSH_MODES
 from ledgermq.chaos.report import render, write_json
 from ledgermq.chaos.runner import RunConfig, run
 from ledgermq.cli.runtime import GIL_SWITCH_INTERVAL_S
@@ -39,7 +40,15 @@ def chaos() -> None:
 )
 @click.option("--cycles", type=click.IntRange(0, 100_000), default=10, show_default=True, help="fault cycles")
 @click.option("--seed", type=int, default=None, help="the schedule's seed (default: a random one, printed)")
-@click.option("--faults", default=",".join(KINDS), show_default=True, help=f"comma-separated: {', '.join(KINDS)}")
+@click.option(
+    "--flush",
+    type=click.Choice(FLUSH_MODES),
+    default="async",
+    show_default=True,
+    help="every broker's flushDiskType: async (ASYNC_FLUSH) or sync (SYNC_FLUSH, which keeps every SEND_OK "
+    "through a power loss)",
+)
+@click.option("--faults", default=",".join(CLEAN_KINDS), show_default=True, help=f"comma-separated: {', '.join(KINDS)}")
 @click.option(
     "--data",
     type=click.Path(path_type=Path, file_okay=False),
@@ -71,10 +80,12 @@ def chaos() -> None:
     show_default=True,
     help="seconds to wait for a SEND_OK after each heal",
 )
-def run_cmd(layout: str, cycles: int, seed: int | None, faults: str, data: Path, json_path: Path | None,
+def run_cmd(layout: str, flush: str, cycles: int, seed: int | None, faults: str, data: Path, json_path: Path | None,
             senders: int, rate: float, steady: str, hold_scale: float, recovery_timeout: float) -> None:  # fmt: skip
     """Run a workload against a local group while injecting seeded faults; exit 1 on any
-    acknowledged message lost or master/slave divergence (2 when the harness itself failed)."""
+    acknowledged message lost (beyond what the flush mode allows through a power loss), a
+    message served with other content, or master/slave divergence (2 when the harness
+    itself failed)."""
     try:
         kinds = parse_kinds(faults)
     except ValueError as exc:
@@ -86,7 +97,7 @@ def run_cmd(layout: str, cycles: int, seed: int | None, faults: str, data: Path,
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "big")
     cfg = RunConfig(layout, cycles, seed, kinds, data, senders, rate, _pair(steady), hold_scale,
-                    recovery_timeout=recovery_timeout)  # fmt: skip
+                    recovery_timeout=recovery_timeout, flush=flush)  # fmt: skip
     click.echo(f"ledgermq chaos: seed {seed} (replay: ledgermq chaos run {cfg.replay_args()})", err=True)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     # Failed sends are the point of the run; the client's per-attempt warnings would bury the report.

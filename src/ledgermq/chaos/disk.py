@@ -67,11 +67,11 @@ def read_fsync_log(path: Path) -> dict[str, int]:
         text = path.read_text(errors="replace")
     except FileNotFoundError:
         return durable
-    for line in text.splitlines():
+    for line in text.split("\n")[:-1]:  # an unterminated last line was torn
         cut = line.endswith(CUT_MARK)
         name, _, pos_text = (line[: -len(CUT_MARK)] if cut else line).rpartition("\t")
         if not name or not pos_text.isdigit():
-            continue  # a line torn by the SIGKILL
+            continue  # not a record
         key = resolved.get(name)
         if key is None:
             key = resolved[name] = str(Path(name).resolve())

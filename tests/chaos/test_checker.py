@@ -185,3 +185,83 @@ def test_the_window_closes_at_the_earliest_success_not_the_first_to_start() -> N
     ]
     ws = windows(attempts, [fault(0, 10.0)], 20.0)
     assert ws[0].seconds == pytest.approx(13.02 - 10.0)
+
+
+def _sent(seq: int, sender: int, q: int, off: int, end: float = 0.01, phys: int = -1) -> Attempt:
+    from ledgermq.chaos.workload import body_for, content_digest
+
+    a = ok(seq, sender, q, off, end=end)
+    a.digest, a.phys = content_digest(body_for(seq, sender, 128)), phys
+    return a
+
+
+def _served(source: str, bodies: dict[int, dict[int, bytes]]) -> ReadBack:
+    r = ReadBack(source)
+    for q, by_offset in bodies.items():
+        for off, body in by_offset.items():
+            r.keep(q, off, body)
+    return r
+
+
+def test_a_message_served_with_other_content_is_corrupt_and_fails_the_run() -> None:
+    from ledgermq.chaos.workload import body_for
+
+    attempts = [_sent(0, 0, 0, 0), _sent(1, 0, 0, 1)]
+    good = {0: {0: body_for(0, 0, 128), 1: body_for(1, 0, 128)}}
+    flipped = bytearray(body_for(1, 0, 128))
+    flipped[60] ^= 0x10  # the number and sender still parse: only the hash tells
+    master = _served("master", good)
+    slave = _served("slave", {0: {0: body_for(0, 0, 128), 1: bytes(flipped)}})
+    v = check(attempts, [], [master, slave], 1.0)
+    assert v.lost == 0
+    assert [s.corrupt for s in v.sources] == [[], ["q0@1: seq 1"]]
+    assert v.corrupt_served == 1 and v.failed
+    assert v.divergence[0].differing == ["q0@1: 1 with other content on slave"]
+    assert v.to_json()["corrupt_served"] == 1
+
+
+def test_an_undecodable_answer_counts_as_corrupt_served() -> None:
+    master = ReadBack("master", {0: {}}, corrupt_pulls=1)
+    v = check([_sent(0, 0, 0, 0)], [], [master], 1.0)
+    assert v.corrupt_served == 1 and v.failed
+
+
+def _power_loss(at: float, ends: dict[str, int]) -> FaultRecord:
+    rec = FaultRecord(0, "power-loss", "group", ",".join(ends), "", at, at + 1.0, at + 1.0)
+    rec.notes = {"nodes": {n: {"durable_end": e, "files_cut": 1, "log_bytes_lost": 0} for n, e in ends.items()}}
+    return rec
+
+
+def test_async_flush_may_lose_what_no_broker_had_fsynced_before_a_power_loss() -> None:
+    from ledgermq.chaos.promise import allowed_losses, promise_text
+
+    attempts = [
+        _sent(0, 0, 0, 0, end=1.0, phys=100),  # fsynced on the slave only: must survive
+        _sent(1, 0, 0, 1, end=1.1, phys=300),  # on no broker's disk: may go
+        _sent(2, 0, 0, 2, end=3.0, phys=300),  # after the power loss: must survive
+    ]
+    loss = _power_loss(2.0, {"master": 50, "slave": 200})
+    allowed = allowed_losses(attempts, [loss], "async", "async")
+    assert list(allowed) == [1] and "fsynced on 0 of 2 brokers" in allowed[1]
+    master = read("master", {0: {}})
+    v = check(attempts, [loss], [master], 5.0, allowed=allowed, promise=promise_text("async", "async"))
+    assert v.lost_allowed == [1] and v.lost == 2 and v.failed  # seqs 0 and 2 are real losses
+    v_ok = check(attempts[1:2], [loss], [master], 5.0, allowed=allowed)
+    assert v_ok.lost == 0 and v_ok.lost_allowed == [1] and not v_ok.failed
+    assert v_ok.to_json()["lost_allowed"] == 1
+
+
+def test_sync_flush_allows_no_loss_and_dledger_needs_a_majority() -> None:
+    from ledgermq.chaos.promise import allowed_losses
+
+    attempts = [_sent(0, 0, 0, 0, end=1.0, phys=100)]
+    one_copy = _power_loss(2.0, {"n0": 200, "n1": 50, "n2": 50})
+    assert allowed_losses(attempts, [one_copy], "sync", "sync") == {}
+    assert allowed_losses(attempts, [one_copy], "dledger", "sync") == {}
+    assert list(allowed_losses(attempts, [one_copy], "dledger", "async")) == [0]
+    two_copies = _power_loss(2.0, {"n0": 200, "n1": 200, "n2": 50})
+    assert allowed_losses(attempts, [two_copies], "dledger", "async") == {}
+    # only the first power loss after the acknowledgement decides
+    assert (
+        allowed_losses(attempts, [two_copies, _power_loss(9.0, {"n0": 0, "n1": 0, "n2": 0})], "dledger", "async") == {}
+    )

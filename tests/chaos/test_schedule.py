@@ -79,3 +79,39 @@ def test_first_ok_after_looks_at_the_tail_only() -> None:
     ]
     assert w._first_ok_after(4.0) == 6.0
     assert w._first_ok_after(8.0) == 0.0
+
+
+def test_the_new_kinds_replay_exactly_and_leave_the_clean_kinds_schedules_alone() -> None:
+    from ledgermq.chaos.faults import CLEAN_KINDS, DATA_KINDS, MAX_FLIPS, PAIR_KINDS, targets_for
+
+    every = CLEAN_KINDS + DATA_KINDS + PAIR_KINDS
+    assert KINDS == every
+    plans = schedule(9, 300, every)
+    assert plans == schedule(9, 300, every)  # kind, target, holds, modes and every draw
+    assert plans != schedule(10, 300, every)
+    assert {p.kind for p in plans} == set(every)
+    # a clean kind draws nothing more than before: its schedule did not change
+    assert schedule(1, 50, CLEAN_KINDS) == schedule(1, 50, CLEAN_KINDS, targets=targets_for("sync"))
+    assert all(p.draws == () for p in schedule(1, 50, CLEAN_KINDS))
+    by_kind: dict[str, list[object]] = {}
+    for p in plans:
+        by_kind.setdefault(p.kind, []).append(p)
+    flips = [p for p in plans if p.kind == "bitflip"]
+    assert {p.mode for p in flips} == {"kill", "stop", "online"}
+    assert all(3 <= len(p.draws) <= 1 + 2 * MAX_FLIPS and len(p.draws) % 2 == 1 for p in flips)
+    assert all(0.0 <= d < 1.0 for p in flips for d in p.draws)
+    assert {p.mode for p in plans if p.kind == "segment-loss"} == {"delete", "truncate"}
+    jumps = [p for p in plans if p.kind == "clock-jump"]
+    assert all(5 <= p.draws[0] <= 180 and -180 <= p.draws[1] <= -5 for p in jumps)
+    assert {p.role for p in plans if p.kind == "power-loss"} == {"group"}
+    assert {p.role for p in plans if p.kind in ("kill+disk-full", "partition+restart")} == {"master"}
+    assert all(0.05 <= p.draws[0] <= 1.0 for p in plans if p.kind == "kill-in-recovery")
+
+
+def test_the_new_kinds_on_a_dledger_group_use_the_raft_roles() -> None:
+    from ledgermq.chaos.faults import DATA_KINDS, PAIR_KINDS, applicable, targets_for
+
+    kinds, skipped = applicable("dledger", DATA_KINDS + PAIR_KINDS)
+    assert kinds == DATA_KINDS + PAIR_KINDS and skipped == []
+    plans = schedule(4, 200, kinds, targets=targets_for("dledger"))
+    assert {p.role for p in plans} == {"leader", "follower", "group"}

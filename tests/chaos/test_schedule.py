@@ -85,7 +85,7 @@ def test_the_new_kinds_replay_exactly_and_leave_the_clean_kinds_schedules_alone(
     from ledgermq.chaos.faults import CLEAN_KINDS, DATA_KINDS, MAX_FLIPS, PAIR_KINDS, targets_for
 
     every = CLEAN_KINDS + DATA_KINDS + PAIR_KINDS
-    assert KINDS == every
+    assert every == KINDS
     plans = schedule(9, 300, every)
     assert plans == schedule(9, 300, every)  # kind, target, holds, modes and every draw
     assert plans != schedule(10, 300, every)

@@ -36,8 +36,8 @@ def keeps_acked_through_power_loss(layout: str, flush: str) -> bool:
 def promise_text(layout: str, flush: str) -> str:
     if keeps_acked_through_power_loss(layout, flush):
         return "SYNC_FLUSH: every acknowledged message survives a power loss"
-    need = "a majority" if layout == "dledger" else "at least one broker"
-    return f"ASYNC_FLUSH: a power loss may cost acknowledged messages that {need} had not fsynced"
+    who = "fewer than a majority of the members" if layout == "dledger" else "no broker"
+    return f"ASYNC_FLUSH: a power loss may cost the acknowledged messages {who} had fsynced"
 
 
 def needed_copies(layout: str, brokers: int) -> int:

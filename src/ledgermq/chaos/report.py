@@ -101,8 +101,8 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
     for note in verdict.notes:
         console.print(f"note: {note}")
     for s in verdict.sources:
-        if s.lost:
-            console.print(f"[red]{s.source}: acknowledged but missing: {s.lost[:10]}[/red]")
+        if real := [seq for seq in s.lost if seq not in verdict.allowed]:
+            console.print(f"[red]{s.source}: acknowledged but missing: {real[:10]}[/red]")
         if s.corrupt:
             console.print(f"[red]{s.source}: served with other content: {s.corrupt[:10]}[/red]")
     for x in verdict.divergence:

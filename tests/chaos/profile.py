@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 
-def run_short_profile(tmp_path: Path, layout: str, kinds: str, seed: int, timeout: float) -> tuple[dict[str, Any], str]:
+def run_short_profile(
+    tmp_path: Path, layout: str, kinds: str, seed: int, timeout: float, extra: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], str]:
     out = tmp_path / "summary.json"
     src = Path(__file__).resolve().parents[2] / "src"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH", "")]))}
@@ -20,7 +22,7 @@ def run_short_profile(tmp_path: Path, layout: str, kinds: str, seed: int, timeou
     args = [
         sys.executable, "-m", "ledgermq.cli.main", "chaos", "run", "--layout", layout, "--cycles", cycles,
         "--seed", str(seed), "--faults", kinds, "--steady", "1,2", "--hold-scale", "0.6",
-        "--data", str(tmp_path / "data"), "--json", str(out),
+        "--data", str(tmp_path / "data"), "--json", str(out), *extra,
     ]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env, check=False)
     logs = "\n".join(
@@ -30,7 +32,7 @@ def run_short_profile(tmp_path: Path, layout: str, kinds: str, seed: int, timeou
     assert done.returncode == 0, report
     summary: dict[str, Any] = json.loads(out.read_text())
     verdict = summary["verdict"]
-    assert verdict["lost"] == 0 and not verdict["diverged"], report
+    assert verdict["lost"] == 0 and not verdict["diverged"] and verdict.get("corrupt_served", 0) == 0, report
     assert verdict["acked"] > 100, report
     assert sorted(f["kind"] for f in summary["faults"]) == sorted(kinds.split(",")), report
     assert all(f["recovered_at"] > 0 for f in summary["faults"]), report

@@ -42,7 +42,7 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
         t.add_column(col, justify="right" if col != "source" else "left")
     for s in verdict.sources:
         t.add_row(
-            s.source, str(s.records), _bad(len(s.lost)), _bad(s.corrupt_served), str(len(s.duplicates)),
+            s.source, str(s.records), _lost(s.lost, verdict.allowed), _bad(s.corrupt_served), str(len(s.duplicates)),
             _bad(len(s.misplaced)), _bad(len(s.order_violations)), str(s.unacked_stored), str(len(s.errors)),
         )  # fmt: skip
     console.print(t)
@@ -113,6 +113,12 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
         f"{status}: lost={verdict.lost} corrupt_served={verdict.corrupt_served} diverged={verdict.diverged} "
         f"lost_allowed={len(allowed)} (replay: ledgermq chaos run {run['replay']})"
     )
+
+
+def _lost(lost: list[int], allowed: dict[int, str]) -> str:
+    """Real losses in red, the ones the mode allows beside them."""
+    real = sum(1 for seq in lost if seq not in allowed)
+    return _bad(real) + (f" (+{len(lost) - real} allowed)" if len(lost) > real else "")
 
 
 def _bad(n: int) -> str:

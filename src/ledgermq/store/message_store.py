@@ -35,6 +35,9 @@ from ledgermq.store import encoding, queue_positions
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
+from ledgermq.store.damage import FILE_NAME as DAMAGE_FILE
+from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dispatch import whole_records_end
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.config import dledger_store_config
@@ -45,6 +48,7 @@ from ledgermq.store.dledger.writes import DLedgerWrites
 from ledgermq.store.encoding import Encoded
 from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
 from ledgermq.store.index import IndexService
+from ledgermq.store.integrity import StoreIntegrity
 from ledgermq.store.lockfile import StoreLock
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
@@ -54,6 +58,7 @@ from ledgermq.store.recovery import RecoveryResult, recover
 from ledgermq.store.reput import ArrivalListener, DispatchHook, ReputService, Schedule
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
+from ledgermq.store.scrub import ScrubService, ScrubSettings
 from ledgermq.util.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
@@ -69,9 +74,10 @@ def _total_memory() -> int:
         return 8 << 30
 
 
-class MessageStore(StoreReads, DLedgerWrites):
+class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
     """The store: lifecycle, writes and HA hooks here; reads (pulls, offsets, lookups) are
-    inherited from ``StoreReads`` (store/reads.py), the Raft driver's writes in DLedger mode
+    inherited from ``StoreReads`` (store/reads.py), damaged ranges and repair from
+    ``StoreIntegrity`` (store/integrity.py), the Raft driver's writes in DLedger mode
     from ``DLedgerWrites`` (store/dledger/writes.py)."""
 
     def __init__(
@@ -109,6 +115,15 @@ class MessageStore(StoreReads, DLedgerWrites):
             else None
         )
         self.checkpoint = Checkpoint(self.root / "checkpoint")
+        # Corruption bookkeeping (store/integrity.py): damaged ranges, sealed-segment digests.
+        self.damage = DamageRegistry(self.root / DAMAGE_FILE)
+        self.digests = SegmentDigests(self.root / "digests" / "commitlog", config.mapped_file_size_commitlog)
+        self.scrub_settings = ScrubSettings(
+            config.store_scrub_enable, config.store_scrub_bytes_per_second, config.store_scrub_interval_seconds
+        )
+        self.scrubber: ScrubService | None = None
+        self._repair_lock = threading.Lock()
+        self._repair_hints: dict[int, int] = {}
         self.reput: ReputService | None = None
         self.commitlog_flusher: AsyncFlushService | GroupCommitService | None = None
         self.flush_latency = LatencyHistogram()  # commit-log flushes (fsyncs), by the flush thread
@@ -135,7 +150,12 @@ class MessageStore(StoreReads, DLedgerWrites):
         try:
             last_exit_ok = self.lock.last_exit_ok
             self.checkpoint = Checkpoint.load(self.root / "checkpoint")
-            self.commitlog.load()
+            self.damage.load()
+            if self.dledger is None:
+                self.commitlog.load(self.damage.report)
+                self.commitlog.on_truncate = self._forget_truncated
+            else:
+                self.commitlog.load()
             self.queue_positions_used = queue_positions.load_queues(self.config, self.queues, last_exit_ok)
             rebuild_from = None
             if self.index is not None:
@@ -161,6 +181,8 @@ class MessageStore(StoreReads, DLedgerWrites):
                     check_crc=self.config.check_crc_on_recover,
                     delay_levels_ms=self.delay_levels_ms,
                     index_rebuild_from=rebuild_from,
+                    damage=self.damage,
+                    digests=self.digests,
                 )
             self.lock.mark_running()
             self._start_services(self.recovery.reput_from)
@@ -198,7 +220,15 @@ class MessageStore(StoreReads, DLedgerWrites):
             cfg.flush_interval_consume_queue_ms,
         )
         self.cleaner = CleanService(cfg, self.commitlog, self.queues, self.index, self.clock, self._disk_usage)
-        for svc in (self.reput, self.segment_creator, self.commitlog_flusher, self.queue_flusher, self.cleaner):
+        self.scrubber = ScrubService(self.commitlog, self.digests, self.damage, self.scrub_settings, self.clock)
+        for svc in (
+            self.reput,
+            self.segment_creator,
+            self.commitlog_flusher,
+            self.queue_flusher,
+            self.cleaner,
+            self.scrubber,
+        ):
             svc.start()
 
     def _start_dledger_services(self, reput_from: int) -> None:
@@ -240,7 +270,16 @@ class MessageStore(StoreReads, DLedgerWrites):
         self.running = False
         # Reput first so every record has its units, then flushers write them down.
         services = [
-            s for s in (self.cleaner, self.reput, self.segment_creator, self.commitlog_flusher, self.queue_flusher) if s
+            s
+            for s in (
+                self.scrubber,
+                self.cleaner,
+                self.reput,
+                self.segment_creator,
+                self.commitlog_flusher,
+                self.queue_flusher,
+            )
+            if s
         ]
         for svc in services:
             svc.stop()
@@ -256,6 +295,11 @@ class MessageStore(StoreReads, DLedgerWrites):
         if clean:
             self.lock.mark_clean_exit()
         self.lock.release()
+
+    def _forget_truncated(self, offset: int) -> None:
+        """Bytes from ``offset`` on were cut: their damage and their segments' digests go too."""
+        self.damage.drop_from(offset)
+        self.digests.forget_from(offset)
 
     def _close_files(self) -> None:
         self.commitlog.close()
@@ -461,8 +505,12 @@ class MessageStore(StoreReads, DLedgerWrites):
             self.reput.hold_off = hold
 
     def read_commitlog(self, offset: int, max_bytes: int) -> bytes:
-        """Commit-log bytes from ``offset`` within one segment (HA transfer)."""
-        return self.commitlog.read_from(offset, max_bytes)
+        """Commit-log bytes from ``offset`` within one segment (HA transfer);
+        CorruptRangeError when they would overlap a damaged range."""
+        data = self.commitlog.read_from(offset, max_bytes)
+        if data and self.damage.any:
+            self.damage.check(offset, offset + len(data))
+        return data
 
     @property
     def max_phy_offset(self) -> int:
@@ -596,4 +644,5 @@ class MessageStore(StoreReads, DLedgerWrites):
             "consumeQueueFilesPending": str(self.queues.creator.backlog),
             "storeFailed": self.failed_reason or "",
             "writeFence": self.write_fence or "",
+            **self.integrity_info(),
         }

@@ -131,11 +131,27 @@ class CleanBrokerData:
     clean_living: bool
 
 
-Event = ApplyBrokerId | RegisterBroker | BrokerHeartbeat | BrokerInactive | AlterSyncStateSet | ElectMaster | CleanBrokerData
+Event = (
+    ApplyBrokerId
+    | RegisterBroker
+    | BrokerHeartbeat
+    | BrokerInactive
+    | AlterSyncStateSet
+    | ElectMaster
+    | CleanBrokerData
+)
 
 _TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
-    for cls in (ApplyBrokerId, RegisterBroker, BrokerHeartbeat, BrokerInactive, AlterSyncStateSet, ElectMaster, CleanBrokerData)
+    for cls in (
+        ApplyBrokerId,
+        RegisterBroker,
+        BrokerHeartbeat,
+        BrokerInactive,
+        AlterSyncStateSet,
+        ElectMaster,
+        CleanBrokerData,
+    )
 }
 
 

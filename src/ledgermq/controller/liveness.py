@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ledgermq.controller.events import CandidateInfo
 
-__all__ = ["BrokerKey", "Liveness", "LiveInfo"]
+__all__ = ["BrokerKey", "LiveInfo", "Liveness"]
 
 BrokerKey = tuple[str, int]
 """(brokerName, brokerId)."""

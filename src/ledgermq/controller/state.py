@@ -203,9 +203,7 @@ class ReplicasState:
             )
         g.sync_state_set = new
         g.sync_state_set_epoch += 1
-        return Result(
-            changed=True, sync_state_set=frozenset(new), sync_state_set_epoch=g.sync_state_set_epoch
-        )
+        return Result(changed=True, sync_state_set=frozenset(new), sync_state_set_epoch=g.sync_state_set_epoch)
 
     def _elect_master(self, ev: ElectMaster) -> Result:
         g = self.groups.get(ev.broker_name)

@@ -157,7 +157,7 @@ class Failover:
             alive = g.alive_ids()
             master_lost = g.master_broker_id is not None and g.master_broker_id not in alive
             electable = alive if unclean else alive & g.sync_state_set
-            headless = g.master_broker_id is None and g.master_epoch > 0 and bool(electable)
+            headless = g.master_broker_id is None and g.elected_once and bool(electable)
             if (master_lost and alive) or headless:
                 await self.trigger_election(g.broker_name)
 

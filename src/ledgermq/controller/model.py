@@ -41,6 +41,8 @@ class BrokerGroup:
     master_epoch: int = 0
     sync_state_set: set[int] = field(default_factory=set)
     sync_state_set_epoch: int = 0
+    elected_once: bool = False
+    """A master was ever elected for this group (until then, the first replica to ask becomes it)."""
 
     @property
     def master_address(self) -> str | None:
@@ -67,6 +69,7 @@ class BrokerGroup:
             "masterEpoch": self.master_epoch,
             "syncStateSet": sorted(self.sync_state_set),
             "syncStateSetEpoch": self.sync_state_set_epoch,
+            "electedOnce": self.elected_once,
         }
 
 

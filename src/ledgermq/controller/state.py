@@ -213,7 +213,7 @@ class ReplicasState:
             )
         old = g.master_broker_id
         new: int | None = None
-        if g.master_epoch == 0 and ev.broker_id in g.replicas:
+        if not g.elected_once and ev.broker_id in g.replicas:
             new = ev.broker_id  # the group's first election: the replica that asks becomes master
         else:
             prefer = ev.broker_id if ev.designate else None
@@ -231,6 +231,7 @@ class ReplicasState:
             )
         if new is not None:
             g.master_broker_id = new
+            g.elected_once = True
             g.master_epoch += 1
             g.sync_state_set = {new}
             g.sync_state_set_epoch += 1

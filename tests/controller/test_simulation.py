@@ -92,7 +92,9 @@ class ControllerChecker(ClusterChecker):
                 raise InvariantFailure(f"{where}: epochs of {name} went back from {floor} to {epochs}")
             master = g["master"]
             if master is not None and master not in g["syncStateSet"]:
-                raise InvariantFailure(f"{where}: master {master} of {name} not in its SyncStateSet {g['syncStateSet']}")
+                raise InvariantFailure(
+                    f"{where}: master {master} of {name} not in its SyncStateSet {g['syncStateSet']}"
+                )
             if master is not None:
                 seen = self.masters.setdefault((name, epochs[0]), master)
                 if seen != master:
@@ -163,7 +165,9 @@ class ControllerSimulation(Simulation):
         if roll < 0.95:
             designate = rng.random() < 0.3
             cands = tuple(CandidateInfo(i, rng.randrange(3), rng.randrange(1000)) for i in ids if rng.random() < 0.7)
-            return ElectMaster(name, some_id if designate or rng.random() < 0.2 else -1, designate, rng.random() < 0.15, cands, now)
+            return ElectMaster(
+                name, some_id if designate or rng.random() < 0.2 else -1, designate, rng.random() < 0.15, cands, now
+            )
         picked = frozenset(i for i in ids if rng.random() < 0.4) or None
         return CleanBrokerData(name, picked, rng.random() < 0.3)
 

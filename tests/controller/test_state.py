@@ -37,7 +37,9 @@ def alive(broker_id: int, now: int = 1000) -> BrokerHeartbeat:
     return BrokerHeartbeat(G, broker_id, now)
 
 
-def elect(broker_id: int = -1, designate: bool = False, unclean: bool = False, cands: tuple[CandidateInfo, ...] = ()) -> ElectMaster:
+def elect(
+    broker_id: int = -1, designate: bool = False, unclean: bool = False, cands: tuple[CandidateInfo, ...] = ()
+) -> ElectMaster:
     return ElectMaster(G, broker_id, designate, unclean, cands, 2000)
 
 
@@ -67,7 +69,9 @@ def test_first_replica_must_apply_for_id_1_and_ids_are_never_handed_out_twice() 
     assert s.apply(apply_id(5)).ok
     assert s.next_broker_id(G) == 6
     assert s.apply(apply_id(1)).ok  # the same broker again (same check code): accepted, unchanged
-    refused_without_change(s, ApplyBrokerId("DefaultCluster", G, 1, "127.0.0.1:1;other-disk"), RC.CONTROLLER_BROKER_ID_INVALID)
+    refused_without_change(
+        s, ApplyBrokerId("DefaultCluster", G, 1, "127.0.0.1:1;other-disk"), RC.CONTROLLER_BROKER_ID_INVALID
+    )
     refused_without_change(s, apply_id(3, cluster="OtherCluster"), RC.CONTROLLER_INVALID_REQUEST)
     refused_without_change(s, apply_id(0), RC.CONTROLLER_BROKER_ID_INVALID)
     refused_without_change(s, ApplyBrokerId("DefaultCluster", G, 3, ";x"), RC.CONTROLLER_INVALID_REQUEST)

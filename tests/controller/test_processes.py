@@ -69,7 +69,7 @@ def spawn(procs: list[subprocess.Popen[bytes]], args: list[str], log: Path) -> s
             stderr=err,
             cwd=REPO,
             env=env,
-            preexec_fn=die_with_parent,  # noqa: PLW1509
+            preexec_fn=die_with_parent,
         )
     procs.append(p)
     return p

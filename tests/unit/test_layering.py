@@ -167,6 +167,7 @@ LAYER_RANKS: dict[str, int] = {
     "client": 60,
     "broker": 50,
     "namesrv": 45,
+    "controller": 42,
     "ha": 40,
     "raftio": 40,
     "testing": 35,

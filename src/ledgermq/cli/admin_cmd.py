@@ -113,7 +113,8 @@ def admin(ctx: click.Context, access_key: str | None, secret_key: str | None) ->
     clusterList, brokerStatus, haStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm,
     addWritePerm, updateSubGroup, deleteSubGroup, consumerProgress, consumerConnection,
     producerConnection, resetOffsetByTime, queryMsgById, queryMsgByKey, queryMsgByUniqueKey,
-    printMsg; DLedger mode: dledgerStatus, transferLeader).
+    printMsg; DLedger mode: dledgerStatus, transferLeader; controller mode: getControllerMetaData,
+    getSyncStateSet, getBrokerEpoch, electMaster, cleanBrokerMetadata).
 
     With --access-key and --secret-key every request is signed for a broker with aclEnable=true
     (docs/acl.md); they go before the command: ``ledgermq admin --access-key K --secret-key S topicList``."""
@@ -539,6 +540,7 @@ def query_msg_by_key(namesrv: str, topic: str, key: str) -> None:
 # The operator commands live by concept in ledgermq.cli.admin.*; importing them adds them
 # to the ``admin`` group above (they import it from here, so this comes last).
 import ledgermq.cli.admin.brokers  # noqa: E402
+import ledgermq.cli.admin.controller  # noqa: E402
 import ledgermq.cli.admin.groups  # noqa: E402
 import ledgermq.cli.admin.messages  # noqa: E402
 import ledgermq.cli.admin.stats  # noqa: E402

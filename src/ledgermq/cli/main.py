@@ -12,6 +12,7 @@ from ledgermq.cli.bench_cmds import bench
 from ledgermq.cli.broker_cmd import broker
 from ledgermq.cli.chaos_cmd import chaos
 from ledgermq.cli.cluster_cmd import cluster
+from ledgermq.cli.controller_cmd import controller
 from ledgermq.cli.namesrv_cmd import namesrv
 from ledgermq.cli.store_cmds import store
 
@@ -30,6 +31,7 @@ def cli(verbose: bool) -> None:
 cli.add_command(store)
 cli.add_command(bench)
 cli.add_command(namesrv)
+cli.add_command(controller)
 cli.add_command(broker)
 cli.add_command(cluster)
 cli.add_command(admin)

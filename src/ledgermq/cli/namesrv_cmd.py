@@ -9,6 +9,7 @@ import click
 from ledgermq.cli.runtime import read_properties, serve
 from ledgermq.config import config_from_properties, known_keys
 from ledgermq.config_keys import check_unimplemented_keys
+from ledgermq.controller.config import ControllerConfig
 from ledgermq.errors import ConfigError
 from ledgermq.namesrv.app import NamesrvApp, NamesrvConfig
 from ledgermq.startup import bind_failed
@@ -27,8 +28,10 @@ from ledgermq.startup import bind_failed
 def namesrv(conf: Path | None, port: int | None, host: str | None, kv_config: Path | None) -> None:
     """Run a name server (RocketMQ 4.x protocol)."""
     props = read_properties(conf)
+    with_controller = props.get("enableControllerInNamesrv", "").strip().lower() == "true"
+    known = known_keys(NamesrvConfig) | (known_keys(ControllerConfig) if with_controller else set())
     try:
-        check_unimplemented_keys(props, known_keys(NamesrvConfig))
+        check_unimplemented_keys(props, known)
     except ConfigError as exc:
         raise click.ClickException(f"{conf}: {exc}") from exc
     overrides: dict[str, object] = {}
@@ -40,9 +43,10 @@ def namesrv(conf: Path | None, port: int | None, host: str | None, kv_config: Pa
         overrides["kv_config_path"] = str(kv_config)
     try:
         cfg = config_from_properties(NamesrvConfig, props, **overrides)
+        controller = config_from_properties(ControllerConfig, props) if cfg.enable_controller else None
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
-    app = NamesrvApp(cfg)
+        raise click.ClickException(f"{conf}: {exc}") from exc
+    app = NamesrvApp(cfg, controller=controller)
 
     async def start() -> None:
         try:
@@ -51,5 +55,8 @@ def namesrv(conf: Path | None, port: int | None, host: str | None, kv_config: Pa
             key = "--port (listenPort)"
             raise bind_failed("name server port", cfg.listen_host, cfg.listen_port, key, exc) from None
         click.echo(f"ledgermq namesrv listening on {cfg.listen_host}:{app.port}", err=True)
+        if app.controller is not None:
+            node = app.controller.node
+            click.echo(f"ledgermq controller {node.config.group}/{node.config.self_id} at {node.address}", err=True)
 
     serve(start, app.stop)

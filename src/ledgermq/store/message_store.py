@@ -35,6 +35,9 @@ from ledgermq.store import encoding, queue_positions
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
+from ledgermq.store.damage import FILE_NAME as DAMAGE_FILE
+from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dispatch import whole_records_end
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.config import dledger_store_config
@@ -45,6 +48,7 @@ from ledgermq.store.dledger.writes import DLedgerWrites
 from ledgermq.store.encoding import Encoded
 from ledgermq.store.flush import AsyncFlushService, ConsumeQueueFlushService, GroupCommitService
 from ledgermq.store.index import IndexService
+from ledgermq.store.integrity import StoreIntegrity
 from ledgermq.store.lockfile import StoreLock
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
@@ -69,9 +73,10 @@ def _total_memory() -> int:
         return 8 << 30
 
 
-class MessageStore(StoreReads, DLedgerWrites):
+class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
     """The store: lifecycle, writes and HA hooks here; reads (pulls, offsets, lookups) are
-    inherited from ``StoreReads`` (store/reads.py), the Raft driver's writes in DLedger mode
+    inherited from ``StoreReads`` (store/reads.py), damaged ranges and repair from
+    ``StoreIntegrity`` (store/integrity.py), the Raft driver's writes in DLedger mode
     from ``DLedgerWrites`` (store/dledger/writes.py)."""
 
     def __init__(
@@ -109,6 +114,13 @@ class MessageStore(StoreReads, DLedgerWrites):
             else None
         )
         self.checkpoint = Checkpoint(self.root / "checkpoint")
+        # Corruption bookkeeping (store/integrity.py): damaged ranges, sealed-segment digests.
+        self.damage = DamageRegistry(self.root / DAMAGE_FILE)
+        self.digests = SegmentDigests(self.root / "digests" / "commitlog", config.mapped_file_size_commitlog)
+        self.scrubbed_bytes = 0
+        self.last_scrub_ms = 0
+        self._repair_lock = threading.Lock()
+        self._repair_hints: dict[int, int] = {}
         self.reput: ReputService | None = None
         self.commitlog_flusher: AsyncFlushService | GroupCommitService | None = None
         self.flush_latency = LatencyHistogram()  # commit-log flushes (fsyncs), by the flush thread
@@ -135,6 +147,7 @@ class MessageStore(StoreReads, DLedgerWrites):
         try:
             last_exit_ok = self.lock.last_exit_ok
             self.checkpoint = Checkpoint.load(self.root / "checkpoint")
+            self.damage.load()
             self.commitlog.load()
             self.queue_positions_used = queue_positions.load_queues(self.config, self.queues, last_exit_ok)
             rebuild_from = None
@@ -461,8 +474,12 @@ class MessageStore(StoreReads, DLedgerWrites):
             self.reput.hold_off = hold
 
     def read_commitlog(self, offset: int, max_bytes: int) -> bytes:
-        """Commit-log bytes from ``offset`` within one segment (HA transfer)."""
-        return self.commitlog.read_from(offset, max_bytes)
+        """Commit-log bytes from ``offset`` within one segment (HA transfer);
+        CorruptRangeError when they would overlap a damaged range."""
+        data = self.commitlog.read_from(offset, max_bytes)
+        if data and self.damage.any:
+            self.damage.check(offset, offset + len(data))
+        return data
 
     @property
     def max_phy_offset(self) -> int:
@@ -596,4 +613,5 @@ class MessageStore(StoreReads, DLedgerWrites):
             "consumeQueueFilesPending": str(self.queues.creator.backlog),
             "storeFailed": self.failed_reason or "",
             "writeFence": self.write_fence or "",
+            **self.integrity_info(),
         }

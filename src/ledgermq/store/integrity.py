@@ -1,0 +1,121 @@
+"""The store's corruption interface: damaged ranges, their listeners, and repair.
+
+``MessageStore`` inherits these methods (as it inherits its reads from ``StoreReads``).
+Commit-log offsets are physical offsets and ranges are half-open ``[start, end)``. A
+master's and a slave's commit logs are byte-identical at the same offsets, so a damaged
+range on one replica is repaired with the other's bytes for exactly that range
+(``repair_range``); until then every path that hands commit-log bytes out refuses the
+range with ``CorruptRangeError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+from ledgermq.config import StoreConfig
+from ledgermq.errors import CorruptRangeError
+from ledgermq.store.commitlog import CommitLog
+from ledgermq.store.consumequeue import ConsumeQueueTable
+from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.digests import SegmentDigests
+from ledgermq.store.index import IndexService
+from ledgermq.store.repair import validate_repair
+from ledgermq.store.reput import ReputService, dispatch
+
+log = logging.getLogger(__name__)
+
+
+class StoreIntegrity:
+    """Damage bookkeeping and repair for ``MessageStore`` (annotations: what its
+    ``__init__`` provides)."""
+
+    config: StoreConfig
+    commitlog: CommitLog
+    queues: ConsumeQueueTable
+    index: IndexService | None
+    damage: DamageRegistry
+    digests: SegmentDigests
+    reput: ReputService | None
+    delay_levels_ms: list[int]
+    scrubbed_bytes: int
+    last_scrub_ms: int
+    _repair_lock: threading.Lock
+    _repair_hints: dict[int, int]  # where earlier repairs ended -> the record boundary before it
+
+    def damaged_ranges(self) -> list[tuple[int, int]]:
+        """Commit-log ranges known corrupt and not yet repaired (sorted, disjoint)."""
+        return self.damage.ranges()
+
+    def report_damage(self, start: int, end: int, reason: str) -> bool:
+        """Register corruption someone found in [start, end); True if it was new.
+
+        Logs an ERROR once, counts it and calls the damage listeners (from this thread)."""
+        return self.damage.report(start, end, reason)
+
+    def add_damage_listener(self, listener: Callable[[int, int, str], None]) -> None:
+        """``listener(start, end, reason)`` runs for every newly registered range, on the
+        thread that found it (scrub, recovery, a read): it must be thread-safe."""
+        self.damage.add_listener(listener)
+
+    def repair_range(self, start: int, data: bytes | memoryview, source: str) -> None:
+        """Overwrite [start, start + len(data)) with a healthy replica's bytes.
+
+        Everything is validated first (store/repair.py): the range lies inside the log,
+        every complete record in it is sound and names its own offset, and sealed segments'
+        digests match. Nothing is written when validation fails (CorruptRangeError or
+        ValueError says why). Then the bytes are written in place and made durable, their
+        records dispatched again, and the range leaves ``damaged_ranges()``."""
+        view = memoryview(data).cast("B")
+        end = start + len(view)
+        with self._repair_lock:
+            low, high = self.commitlog.min_offset, self.commitlog.max_offset
+            if not view or start < low or end > high:
+                raise ValueError(f"repair of [{start}, {end}) is outside the commit log [{low}, {high})")
+            plan = validate_repair(
+                self.commitlog, self.damage, self.digests, start, view, self.delay_levels_ms, self._repair_hints
+            )
+            pos = start
+            while pos < end:
+                mf = self.commitlog.queue.find(pos)
+                if mf is None or not mf.pin():
+                    raise CorruptRangeError(start, end, f"segment holding {pos} is gone")
+                try:
+                    n = min(end - pos, mf.end_offset - pos)
+                    at = pos - mf.start_offset
+                    chunk = view[pos - start : pos - start + n]
+                    while chunk:
+                        wrote = os.pwrite(mf.fd, chunk, at)
+                        chunk = chunk[wrote:]
+                        at += wrote
+                    os.fdatasync(mf.fd)
+                finally:
+                    mf.unpin()
+                pos += n
+            reput = self.reput
+            dispatch_lock = reput.lock if reput is not None else threading.Lock()
+            with dispatch_lock:
+                for req in plan.records:
+                    if reput is None or req.commit_log_offset < reput.reput_from:
+                        dispatch(req, self.queues, self.index)
+            self.damage.repaired(start, end)
+            if len(self._repair_hints) > 1024:
+                self._repair_hints.clear()
+            self._repair_hints.update(plan.boundaries)
+        log.warning("repaired commit log [%d, %d) from %s", start, end, source)
+
+    def _refuse_damaged(self, start: int, end: int) -> None:
+        """CorruptRangeError if [start, end) overlaps a damaged range."""
+        self.damage.check(start, end)
+
+    def integrity_info(self) -> dict[str, str]:
+        return {
+            "storeDamagedRanges": str(len(self.damage.ranges())),
+            "storeDamagedBytes": str(self.damage.damaged_bytes),
+            "storeCorruptionsFound": str(self.damage.corruptions_found),
+            "storeRepairs": str(self.damage.repairs),
+            "storeScrubbedBytes": str(self.scrubbed_bytes),
+            "storeLastScrubMillis": str(self.last_scrub_ms),
+        }

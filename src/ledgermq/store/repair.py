@@ -1,0 +1,165 @@
+"""Validating a replica's bytes before they repair a damaged commit-log range.
+
+Nothing is written unless everything checks out: each segment the bytes touch is read
+with the replica's bytes laid over ours, and walked record by record from a known
+record boundary (the start of the bytes when a record starts there, a boundary an
+earlier repair ended in, or a walk from the segment's start). Every complete record that
+overlaps the new bytes must be sound (magic, size, its own physical offset, body CRC,
+its fields adding up); a segment's blank end marker must end exactly at the segment's
+end. Where the segment has a digest, every digest block the new bytes complete must
+match it. A record that starts in the new bytes but ends after them is checked by the
+next repair (its boundary is remembered).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+from ledgermq.errors import CorruptRangeError
+from ledgermq.store.commitlog import CommitLog
+from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.digests import SegmentDigests
+from ledgermq.store.dispatch import BLANK, INCOMPLETE, DispatchRequest, check_record, starts_record
+from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.record_check import next_sound_record
+
+
+@dataclass(slots=True)
+class RepairPlan:
+    """What a validated repair will dispatch, and the record boundaries it learnt."""
+
+    records: list[DispatchRequest] = field(default_factory=list)
+    boundaries: dict[int, int] = field(default_factory=dict)  # repair end -> record start at or before it
+
+
+def validate_repair(
+    commitlog: CommitLog,
+    damage: DamageRegistry,
+    digests: SegmentDigests,
+    start: int,
+    data: memoryview,
+    delay_levels_ms: list[int],
+    hints: dict[int, int],
+) -> RepairPlan:
+    """Check ``data`` as the commit log's bytes at ``start``; CorruptRangeError if unsound."""
+    end = start + len(data)
+    plan = RepairPlan()
+    pos = start
+    while pos < end:
+        mf = commitlog.queue.find(pos)
+        if mf is None or not mf.pin():
+            raise CorruptRangeError(start, end, f"no segment holds offset {pos}")
+        try:
+            hi = min(end, mf.end_offset)
+            _check_segment(mf, damage, digests, start, end, pos, data[pos - start : hi - start],
+                           delay_levels_ms, hints, plan)  # fmt: skip
+        finally:
+            mf.unpin()
+        pos = hi
+    return plan
+
+
+def _anchor(mf: MappedFile, lo: int, part: memoryview, hints: dict[int, int], damage: DamageRegistry) -> int:
+    """A segment-relative record boundary at or before ``lo``."""
+    base = mf.start_offset
+    if starts_record(bytes(part[:36]), base + lo) or lo == 0:
+        return lo
+    hint = hints.get(base + lo)
+    if hint is not None and base <= hint <= base + lo:
+        return hint - base
+    for s, _e in damage.ranges():
+        if s == base + lo:
+            return lo  # damaged ranges start where a record failed: a record boundary
+    pos = 0
+    while pos < lo:  # walk our own records (resyncing over damage) up to ``lo``
+        v = check_record(mf.mm, pos, mf.size, base + pos, check_text=False)
+        if isinstance(v, DispatchRequest):
+            if pos + v.size > lo:
+                return pos
+            pos += v.size
+            continue
+        nxt = next_sound_record(mf.mm, pos + 1, mf.size, base)
+        if nxt is None or nxt > lo:
+            return lo  # nothing sound before ``lo`` to anchor on: the bytes must start a record
+        pos = nxt
+    return pos
+
+
+def _check_segment(
+    mf: MappedFile,
+    damage: DamageRegistry,
+    digests: SegmentDigests,
+    start: int,
+    end: int,
+    at: int,
+    part: memoryview,
+    delay_levels_ms: list[int],
+    hints: dict[int, int],
+    plan: RepairPlan,
+) -> None:
+    base = mf.start_offset
+    lo = at - base
+    hi = lo + len(part)
+    anchor = _anchor(mf, lo, part, hints, damage)
+    window = bytearray(mf.read(anchor, lo - anchor))
+    window += part
+    limit = len(window)
+    capacity = mf.size - anchor
+    pos = 0
+    data_from = lo - anchor
+    boundary = base + anchor
+    while pos < limit:
+        offset = base + anchor + pos
+        v = check_record(window, pos, limit, offset, delay_levels_ms=delay_levels_ms, capacity=capacity,
+                         check_text=False)  # fmt: skip
+        if isinstance(v, DispatchRequest):
+            if pos + v.size > data_from:
+                plan.records.append(v)
+            pos += v.size
+            boundary = base + anchor + pos
+            continue
+        if v.reason == INCOMPLETE:
+            break  # a record continues after the new bytes: the next repair checks it
+        if v.reason == BLANK:
+            if anchor + pos + v.size != mf.size:
+                raise CorruptRangeError(start, end, f"blank marker at {offset} does not end its segment")
+            boundary = base + mf.size
+            break
+        if pos < data_from:  # our own bytes before the repair are damaged too: skip them
+            nxt = next_sound_record(window, pos + 1, limit, base + anchor)
+            if nxt is None or nxt < data_from:
+                if nxt is None:
+                    break
+                pos = nxt
+                continue
+            raise CorruptRangeError(start, end, f"the bytes do not continue our records at {base + anchor + nxt}")
+        raise CorruptRangeError(start, end, f"replica's bytes are not a sound record at {offset}: {v.reason}")
+    plan.boundaries[base + hi] = boundary
+    _check_digest(mf, damage, digests, start, end, lo, part)
+
+
+def _check_digest(
+    mf: MappedFile, damage: DamageRegistry, digests: SegmentDigests, start: int, end: int, lo: int, part: memoryview
+) -> None:
+    digest = digests.get(mf.start_offset)
+    if digest is None:
+        return
+    block_size, crcs = digest
+    hi = lo + len(part)
+    for blk in range(lo // block_size, -(-hi // block_size)):
+        b_lo, b_hi = blk * block_size, min((blk + 1) * block_size, mf.size)
+        outside_damaged = any(
+            damage.overlapping(mf.start_offset + a, mf.start_offset + b) is not None
+            for a, b in ((b_lo, lo), (hi, b_hi))
+            if a < b
+        )
+        if outside_damaged:
+            continue  # the rest of this block is still damaged: a later repair completes it
+        block = bytearray(mf.read(b_lo, b_hi - b_lo))
+        s, e = max(lo, b_lo), min(hi, b_hi)
+        block[s - b_lo : e - b_lo] = part[s - lo : e - lo]
+        if zlib.crc32(block) != crcs[blk]:
+            raise CorruptRangeError(
+                start, end, f"block [{mf.start_offset + b_lo}, {mf.start_offset + b_hi}) would not match its digest"
+            )

@@ -199,8 +199,8 @@ def _with_borders(start: int, end: int, bad: Sequence[Range], low: int, high: in
     lo = max(low, start - BORDER)
     hi = min(high, end + BORDER)
     for a, b in bad:
-        if b <= start:
-            lo = max(lo, b)
-        elif a >= end:
-            hi = min(hi, a)
+        if a < start:
+            lo = max(lo, min(b, start))
+        if b > end:
+            hi = min(hi, max(a, end))
     return Transfer(start, end, min(lo, start), max(hi, end))

@@ -16,6 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from ledgermq.protocol.message import decode_record
 from ledgermq.store.message_store import MessageStore
 from ledgermq.testing.crash import abandon
 from tests.conftest import small_config
@@ -25,6 +26,7 @@ from tests.store.recovery_helpers import (
     assert_consistent_prefix,
     commitlog_seqs,
     put_numbered,
+    seq_of,
 )
 
 
@@ -120,10 +122,15 @@ def _body_end(seq: int, span: tuple[int, int]) -> int:
     return span[1] - (1 + len(TOPIC.encode()) + 2 + len(props))
 
 
-def test_corrupt_body_truncates_from_the_bad_record(tmp_path: Path) -> None:
+def test_corrupt_body_mid_log_is_registered_as_damage_not_cut(tmp_path: Path) -> None:
+    """A bad record with sound records after it is rot, not a torn tail: recovery keeps
+    everything after it and registers the record's bytes as damaged (refused until a
+    replica repairs them); before, the log was cut there and every later message lost."""
     root = tmp_path / "s"
     store = _open(root)
     spans = put_numbered(store, 0, 300)
+    assert store.wait_dispatched()
+    store.queues.flush()
     abandon(store)
     bad = 290  # in the last segment, which every recovery scans
     start, end = spans[bad]
@@ -135,8 +142,11 @@ def test_corrupt_body_truncates_from_the_bad_record(tmp_path: Path) -> None:
         f.write(bytes([byte[0] ^ 0xFF]))
     store = _open(root)
     try:
-        assert store.recovery is not None and store.recovery.dirty_tail
-        assert_consistent_prefix(store, bad)
+        assert store.recovery is not None and store.recovery.stop_reason == "end of data"
+        assert store.damaged_ranges() == [(start, end)]
+        assert store.max_phy_offset == spans[-1][1]
+        last = store.look_message_by_offset(spans[-1][0])  # nothing after the damage was dropped
+        assert last is not None and seq_of(decode_record(last).body) == 299
     finally:
         store.shutdown()
 

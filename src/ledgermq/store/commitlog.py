@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,9 +61,13 @@ class CommitLog:
         self.closed = False  # set under the put lock at shutdown: later puts are refused
         # Dispatch facts of what ``append`` wrote, for the reput (store/appended.py).
         self.appended = AppendedRecords()
+        # Told of every online truncation (the store forgets damage and digests past it).
+        self.on_truncate: Callable[[int], None] | None = None
 
-    def load(self) -> None:
-        self.queue.load()
+    def load(self, on_damage: Callable[[int, int, str], object] | None = None) -> None:
+        """Map the segments; ``on_damage`` hears of missing or short ones in the middle
+        (recreated at full size for a replica to repair; MappedFileQueue.load)."""
+        self.queue.load(on_damage)
 
     # -- offsets ---------------------------------------------------------------------
     @property
@@ -179,6 +183,8 @@ class CommitLog:
         with self.put_lock:
             self.appended.clear()
             self.queue.truncate_after(offset, online=True)
+            if self.on_truncate is not None:
+                self.on_truncate(offset)
 
     # -- reads -----------------------------------------------------------------------
     def read(self, offset: int, size: int) -> bytes | None:

@@ -78,14 +78,23 @@ class MappedFileQueue(SegmentRun[MappedFile]):
         self._lock = threading.Lock()
 
     # -- loading ---------------------------------------------------------------------
-    def load(self) -> None:
-        """Map every segment on disk; a segment of the wrong size stops start-up."""
+    def load(self, on_damage: Callable[[int, int, str], object] | None = None) -> None:
+        """Map every segment on disk.
+
+        Without ``on_damage`` a segment of the wrong size stops start-up. With it (the
+        commit log), a segment in the middle of the log that is missing or shorter than the
+        others is damage, not a reason to drop what follows: it is recreated (or extended)
+        at full size, zero-filled, and the bytes it lacks are reported to ``on_damage``
+        (start, end, reason) for a replica to repair. A longer file, or every file of
+        another size (a changed config), still stops start-up."""
         if not self.directory.exists():
             return
         for pattern in ("*.tmp", "*.deleted"):
             for leftover in self.directory.glob(pattern):
                 leftover.unlink()  # a creation or a deletion a crash interrupted
         names = sorted(n for n in os.listdir(self.directory) if parse_segment_name(n) is not None)
+        if on_damage is not None:
+            names = self._restore_missing(names, on_damage)
         files: list[MappedFile] = []
         expected: int | None = None
         try:
@@ -107,6 +116,38 @@ class MappedFileQueue(SegmentRun[MappedFile]):
                 mf.close()
             raise
         self.files = files
+
+    def _restore_missing(self, names: list[str], on_damage: Callable[[int, int, str], object]) -> list[str]:
+        """Recreate missing segments between the first and the last, extend short ones
+        before the last (a short last segment may be another config's: load refuses it)."""
+        if not names:
+            return names
+        sizes = {n: (self.directory / n).stat().st_size for n in names}
+        if all(size != self.file_size for size in sizes.values()):
+            return names  # nothing has the configured size: a config mismatch, reported by load
+        first, last = parse_segment_name(names[0]), parse_segment_name(names[-1])
+        assert first is not None and last is not None
+        if first % self.file_size or last % self.file_size:
+            return names  # names off the segment grid: let load report the sizes
+        present = set(names)
+        restored: list[str] = []
+        for start in range(first, last + self.file_size, self.file_size):
+            name = segment_name(start)
+            path = self.directory / name
+            if name not in present:
+                with open(path, "wb") as fh:
+                    fh.truncate(self.file_size)
+                log.error("commit-log segment %s is missing; recreated empty, its bytes await repair", name)
+                on_damage(start, start + self.file_size, f"segment {name} was missing")
+            elif sizes[name] < self.file_size and start != last:  # a short last one: load says so
+                have = sizes[name]
+                os.truncate(path, self.file_size)
+                log.error("commit-log segment %s is %d of %d bytes; extended, the rest awaits repair",
+                          name, have, self.file_size)  # fmt: skip
+                on_damage(start + have, start + self.file_size, f"segment {name} was cut to {have} bytes")
+            restored.append(name)
+        fsync_dir(self.directory)
+        return restored
 
     # -- lookups ---------------------------------------------------------------------
     @property

@@ -148,7 +148,11 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
             last_exit_ok = self.lock.last_exit_ok
             self.checkpoint = Checkpoint.load(self.root / "checkpoint")
             self.damage.load()
-            self.commitlog.load()
+            if self.dledger is None:
+                self.commitlog.load(self.damage.report)
+                self.commitlog.on_truncate = self._forget_truncated
+            else:
+                self.commitlog.load()
             self.queue_positions_used = queue_positions.load_queues(self.config, self.queues, last_exit_ok)
             rebuild_from = None
             if self.index is not None:
@@ -174,6 +178,8 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
                     check_crc=self.config.check_crc_on_recover,
                     delay_levels_ms=self.delay_levels_ms,
                     index_rebuild_from=rebuild_from,
+                    damage=self.damage,
+                    digests=self.digests,
                 )
             self.lock.mark_running()
             self._start_services(self.recovery.reput_from)
@@ -269,6 +275,11 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
         if clean:
             self.lock.mark_clean_exit()
         self.lock.release()
+
+    def _forget_truncated(self, offset: int) -> None:
+        """Bytes from ``offset`` on were cut: their damage and their segments' digests go too."""
+        self.damage.drop_from(offset)
+        self.digests.forget_from(offset)
 
     def _close_files(self) -> None:
         self.commitlog.close()

@@ -10,14 +10,16 @@ reads: the consume queues, the commit log and the index, lock-free, from any thr
 from __future__ import annotations
 
 from ledgermq.config import StoreConfig
-from ledgermq.errors import LedgerError, RemoteProtocolError
+from ledgermq.errors import CorruptRangeError, LedgerError, RemoteProtocolError
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.msgid import decode_offset_msg_id
 from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.consumequeue import UNIT, UNIT_SIZE, ConsumeQueueTable
+from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.index import IndexService
 from ledgermq.store.message_filter import MessageFilter, PropertyFilter, TagFilter
+from ledgermq.store.record_check import stored_record_problem, stored_run_problem
 from ledgermq.store.results import GetResult, GetStatus, QueryResult
 
 _PRE_BLANK_SIZE = 0x7FFFFFFF
@@ -39,6 +41,7 @@ class StoreReads:
     queues: ConsumeQueueTable
     index: IndexService | None
     memory_budget: int  # bytes from the commit log's head that count as "in memory"
+    damage: DamageRegistry  # ranges never served (store/damage.py)
 
     def get_message(
         self,
@@ -111,9 +114,12 @@ class StoreReads:
             total += size
             last_phy = phy
         chunks: list[bytes] = []
+        damaged = self.damage.any
         for start, end in runs:
+            if damaged and self.damage.overlapping(start, end) is not None:
+                return None  # record by record: the records before the damage, or the refusal
             data = self.commitlog.read(start, end - start)
-            if data is None:
+            if data is None or stored_run_problem(data, start) is not None:
                 return None
             chunks.append(data)
         status = GetStatus.FOUND if count else GetStatus.NO_MATCHED_MESSAGE
@@ -143,6 +149,9 @@ class StoreReads:
             i += UNIT_SIZE
             if message_filter is not None and not message_filter.matches_tags_code(tags):
                 continue
+            refused = self._damaged_record(phy, size)
+            if refused is not None:
+                return self._refuse_at(refused, messages, total, offset + i // UNIT_SIZE - 1, low, high)
             if by_properties is not None:
                 known = verdict(offset + i // UNIT_SIZE - 1, phy) if verdict is not None else None
                 if known is False:
@@ -150,8 +159,10 @@ class StoreReads:
                 if known is None:
                     try:
                         props = self.commitlog.properties_at(phy, size)
-                    except RemoteProtocolError:
-                        continue  # its fields do not add up: no filter can say it matches
+                    except RemoteProtocolError as exc:  # its fields do not add up: corrupt
+                        self.damage.report(phy, phy + size, f"read: {exc}")
+                        refused = CorruptRangeError(phy, phy + size, str(exc))
+                        return self._refuse_at(refused, messages, total, offset + i // UNIT_SIZE - 1, low, high)
                     if props is not None and not by_properties.matches_properties(props):
                         continue
             data = self.commitlog.read(phy, size)
@@ -159,6 +170,11 @@ class StoreReads:
                 if not messages:
                     status = GetStatus.MESSAGE_WAS_REMOVING
                 continue
+            problem = stored_record_problem(data, 0, size, phy)
+            if problem is not None:
+                self.damage.report(phy, phy + size, f"read: {problem}")
+                refused = CorruptRangeError(phy, phy + size, problem)
+                return self._refuse_at(refused, messages, total, offset + i // UNIT_SIZE - 1, low, high)
             if by_properties is None and message_filter is not None and not message_filter.matches_record(data):
                 continue
             messages.append(data)
@@ -168,6 +184,26 @@ class StoreReads:
         next_offset = offset + i // UNIT_SIZE
         suggest = bool(messages) and max_phy - last_phy > self.memory_budget
         return GetResult(status, next_offset, low, high, messages, len(messages), total, suggest)
+
+    def _damaged_record(self, phy: int, size: int) -> CorruptRangeError | None:
+        hit = self.damage.overlapping(phy, phy + size) if self.damage.any else None
+        return CorruptRangeError(*hit) if hit is not None else None
+
+    def _refuse_at(
+        self,
+        error: CorruptRangeError,
+        messages: list[bytes],
+        total: int,
+        at: int,
+        low: int,
+        high: int,
+    ) -> GetResult:
+        """A pull reached a corrupt record at queue offset ``at``: the messages before it
+        are answered (the next pull starts at it); with none before it, the pull is refused
+        with CORRUPT_RANGE and the error's text (never an empty answer, never a skip)."""
+        if messages:
+            return GetResult(GetStatus.FOUND, at, low, high, messages, len(messages), total, False)
+        return GetResult(GetStatus.CORRUPT_RANGE, at, low, high, remark=str(error))
 
     def _batch_full(self, size: int, max_msgs: int, total: int, count: int, in_disk: bool) -> bool:
         if total == 0 or count == 0:
@@ -218,8 +254,21 @@ class StoreReads:
         return self.commitlog.store_timestamp_at(unit[0], unit[1]) if unit else -1
 
     def look_message_by_offset(self, phy_offset: int) -> bytes | None:
-        """The stored record at a commit-log offset (VIEW_MESSAGE_BY_ID)."""
-        return self.commitlog.record_at(phy_offset)
+        """The stored record at a commit-log offset (VIEW_MESSAGE_BY_ID), or None if there
+        is none; CorruptRangeError if it lies in a damaged range or fails its checks (it is
+        then registered as damaged)."""
+        record = self.commitlog.record_at(phy_offset)
+        if record is None:
+            if self.damage.any:  # the size in a damaged header cannot be trusted
+                self.damage.check(phy_offset, phy_offset + 1)
+            return None
+        size = len(record)
+        self.damage.check(phy_offset, phy_offset + size)
+        problem = stored_record_problem(record, 0, size, phy_offset)
+        if problem is not None:
+            self.damage.report(phy_offset, phy_offset + size, f"read: {problem}")
+            raise CorruptRangeError(phy_offset, phy_offset + size, problem)
+        return record
 
     def look_message_by_id(self, msg_id: str) -> bytes | None:
         """The record an offset message id points at (any store host)."""
@@ -227,12 +276,14 @@ class StoreReads:
         return self.look_message_by_offset(offset)
 
     def query_message(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int) -> QueryResult:
-        """Messages whose KEYS or UNIQ_KEY equal ``key`` within [begin_ts, end_ts]."""
+        """Messages whose KEYS or UNIQ_KEY equal ``key`` within [begin_ts, end_ts];
+        CorruptRangeError when a record the index points at is corrupt (whether it holds
+        the key cannot be known, so the answer would be incomplete)."""
         if self.index is None:
             return QueryResult([], 0, 0)
         found: list[bytes] = []
         for phy in self.index.query(topic, key, max_num, begin_ts, end_ts):
-            rec = self.commitlog.record_at(phy)
+            rec = self.look_message_by_offset(phy)  # CorruptRangeError: refused, not skipped
             if rec is not None and rec not in found and _has_key(rec, topic, key):
                 found.append(rec)
         ts, phy = self.index.last_update

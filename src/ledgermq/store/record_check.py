@@ -57,6 +57,22 @@ def stored_record_problem(buf: RecordBuffer, pos: int, size: int, offset: int) -
     return None
 
 
+def stored_run_problem(run: bytes, offset: int) -> str | None:
+    """``stored_record_problem`` for each of the adjacent records of ``run`` (one read of
+    the commit log from ``offset``), walking by their own sizes to exactly its end."""
+    pos = 0
+    end = len(run)
+    while pos < end:
+        if end - pos < _MIN_RECORD:
+            return f"run from {offset}: {end - pos} trailing bytes are no record"
+        size = _INT.unpack_from(run, pos)[0]
+        problem = stored_record_problem(run, pos, size, offset + pos)
+        if problem is not None:
+            return problem
+        pos += size
+    return None
+
+
 def next_sound_record(
     buf: Searchable, start: int, limit: int, base_offset: int, *, check_crc: bool = True
 ) -> int | None:

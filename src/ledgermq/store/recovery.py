@@ -10,7 +10,11 @@ differs only in where the commit-log scan starts and whether it re-dispatches:
    or earlier if an index file had to be dropped.
 3. Scan forward, validating each record (magic, size, own offset, CRC, topic and
    properties); after a crash, dispatch each valid record again (dispatch is idempotent).
-4. Cut the commit log after the last valid record: torn or corrupt tails disappear.
+   When a record fails, look for the next sound record (this segment, then later ones):
+   if there is one, the bytes between are corruption in the middle of the log: they are
+   registered as a damaged range (refused until a replica repairs them) and the scan goes
+   on after them. Only a failure with nothing sound after it is a torn tail.
+4. Cut the commit log after the last valid record: torn tails disappear.
 5. Cut consume-queue units that point at or beyond that end.
 6. Rebuild the per-queue next-offset table and each queue's minimum.
 """
@@ -25,9 +29,12 @@ from ledgermq.protocol import message as M
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
+from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, TORN_TEXT, DispatchRequest, Verdict, check_record
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.record_check import next_sound_record
 from ledgermq.store.reput import dispatch
 
 log = logging.getLogger(__name__)
@@ -81,6 +88,8 @@ def recover(
     check_crc: bool,
     delay_levels_ms: list[int],
     index_rebuild_from: int | None = None,
+    damage: DamageRegistry | None = None,
+    digests: SegmentDigests | None = None,
 ) -> RecoveryResult:
     # 1. Consume queues trim themselves to their last valid unit.
     for cq in queues.all():
@@ -95,16 +104,19 @@ def recover(
     start_idx = _scan_start_index(files, abnormal, safe_ts, index_rebuild_from)
     scan_start = files[start_idx].start_offset
 
-    # 3. Scan, validate and (after a crash) re-dispatch.
+    # 3. Scan, validate and (after a crash) re-dispatch; damage with sound records after
+    #    it is registered and skipped, not cut (store/damage.py).
     scanned = redispatched = 0
     last_ts = 0
     valid_end = scan_start
     stop_reason = END_OF_DATA
-    for mf in files[start_idx:]:
+    idx = start_idx
+    pos = 0
+    while idx < len(files):
+        mf = files[idx]
         if mf.start_offset != valid_end:
             stop_reason = f"segment {mf.path.name} does not follow offset {valid_end}"
             break
-        pos = 0
         while True:
             v = check_record(
                 mf.mm,
@@ -137,17 +149,34 @@ def recover(
                 pos = mf.size
             stop_reason = v.reason
             break
+        if pos < mf.size and damage is not None:
+            resumed = _resume_after_damage(files, idx, pos, check_crc)
+            if resumed is not None:  # sound records follow: rot in the middle, not a torn tail
+                nxt_idx, nxt_pos = resumed
+                bad = mf.start_offset + pos
+                good = files[nxt_idx].start_offset + nxt_pos
+                damage.report(bad, good, f"recovery: {stop_reason}")
+                idx, pos = nxt_idx, nxt_pos
+                valid_end = files[idx].start_offset
+                stop_reason = END_OF_DATA
+                continue
         valid_end = mf.start_offset + pos
         if pos < mf.size:
             break  # data ends (or breaks) inside this segment
         stop_reason = END_OF_DATA
+        idx += 1
+        pos = 0
     if stop_reason not in (END_OF_DATA,):
-        log.warning("commit log recovery stopped at %d: %s", valid_end, stop_reason)
+        log.warning("commit log recovery cut a torn tail at %d: %s (nothing sound follows)", valid_end, stop_reason)
 
     # 4. Cut the commit log after the last valid record.
     dirty = _dirty_after(commitlog, valid_end)
     dropped = sum(1 for mf in files if mf.start_offset > valid_end)
     commitlog.queue.truncate_after(valid_end)
+    if damage is not None:
+        damage.drop_from(valid_end)
+    if digests is not None:
+        digests.forget_from(valid_end)
 
     # 5. Cut consume-queue units the commit log no longer backs.
     for cq in queues.all():
@@ -188,6 +217,24 @@ def _genuine_despite_text(
     after = check_record(mf.mm, nxt, mf.size, mf.start_offset + nxt, check_crc=check_crc, check_text=False)
     if isinstance(after, DispatchRequest) or (isinstance(after, Verdict) and after.reason == BLANK):
         return v
+    return None
+
+
+def _resume_after_damage(files: list[MappedFile], idx: int, pos: int, check_crc: bool) -> tuple[int, int] | None:
+    """Where the next sound record after a failure at ``files[idx]`` byte ``pos`` starts
+    (this segment, then the first record of each later one), or None: a torn tail."""
+    mf = files[idx]
+    nxt = next_sound_record(mf.mm, pos + 1, mf.size, mf.start_offset, check_crc=check_crc)
+    if nxt is not None:
+        return idx, nxt
+    for later in range(idx + 1, len(files)):
+        f = files[later]
+        v = check_record(f.mm, 0, f.size, f.start_offset, check_crc=check_crc, check_text=False)
+        if isinstance(v, DispatchRequest) or (isinstance(v, Verdict) and v.reason == BLANK):
+            return later, 0
+        found = next_sound_record(f.mm, 1, f.size, f.start_offset, check_crc=check_crc)
+        if found is not None:
+            return later, found
     return None
 
 

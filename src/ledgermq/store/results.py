@@ -72,6 +72,9 @@ class GetStatus(enum.Enum):
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    CORRUPT_RANGE = "CORRUPT_RANGE"
+    """The next message lies in a commit-log range known corrupt (``remark`` says which):
+    refused, not skipped, until a replica repairs it."""
 
 
 @dataclass(slots=True)
@@ -88,6 +91,7 @@ class GetResult:
     message_count: int = 0
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
+    remark: str = ""  # CORRUPT_RANGE: the CorruptRangeError text
 
     @property
     def messages(self) -> list[bytes]:

@@ -19,7 +19,7 @@ from ledgermq.ha.epochs import Agree, Decision, Fetch, Refuse, describe_truncati
 from ledgermq.ha.handshake import HELLO_MAGIC, LENGTH, check_length, decode_hello, encode_answer
 from ledgermq.ha.master_epochs import MasterEpochs
 from ledgermq.ha.master_repair import repair_pass
-from ledgermq.ha.repair import Range, RepairPlan
+from ledgermq.ha.repair import Range, RepairPlan, normalize, subtract
 from ledgermq.ha.repair_book import RepairBook
 from ledgermq.store.dispatch import whole_records_end
 
@@ -76,8 +76,13 @@ async def handshake(
         return Outcome(held_from=hello.min_offset, refused=decision.reason)
     assert isinstance(decision, Agree)
     log.info("HA slave %s (epoch %d, end %d) agreed at %d", address, hello.epoch, hello.max_offset, decision.offset)
+    # what we sent it is most likely repaired now (if not, its store refuses to serve it, and a fetch stops there)
+    still_damaged = subtract(hello.damaged, normalize((t.start, t.end) for t in plan.give))
     return Outcome(
-        agreed=decision.offset, held_from=hello.min_offset, slave_damaged=hello.damaged, more_repairs=plan.deferred
+        agreed=decision.offset,
+        held_from=hello.min_offset,
+        slave_damaged=tuple(still_damaged),
+        more_repairs=plan.deferred,
     )
 
 

@@ -52,10 +52,17 @@ class RepairBook:
         return self.damaged
 
     def stop_for(self, offset: int | None) -> int | None:
-        """Where a transfer from ``offset`` must stop (the first damaged byte), None if nowhere."""
+        """Where a transfer from ``offset`` must stop (the first damaged byte), None if nowhere.
+
+        A transfer held at a damaged range looks at the store again each time it asks, so
+        it goes on as soon as the range is repaired, by whoever repaired it."""
         if not self.damaged or offset is None:
             return None
-        return first_damage_at_or_after(self.damaged, offset)
+        stop = first_damage_at_or_after(self.damaged, offset)
+        if stop == offset:
+            self.refresh()
+            stop = first_damage_at_or_after(self.damaged, offset)
+        return stop
 
     def note_unrepaired(self, start: int, end: int, why: str) -> None:
         """[start, end) stays damaged: say so once (ERROR) and keep the reason for haStatus."""

@@ -84,6 +84,11 @@ class StoreConfig:
     # ledgermq's own: consume-queue files share at most this many open descriptors (fewer
     # under a low open-file limit); see store/open_files.py.
     max_open_consume_queue_files: int = key("maxOpenConsumeQueueFiles", 1024)
+    # ledgermq's own: the background scrub re-reads sealed commit-log segments (digests,
+    # records) at most this fast, a full pass at most this often (store/scrub.py).
+    store_scrub_enable: bool = key("storeScrubEnable", True)
+    store_scrub_bytes_per_second: int = key("storeScrubBytesPerSecond", 32 * 1024 * 1024)
+    store_scrub_interval_seconds: int = key("storeScrubIntervalSeconds", 3600)
 
     @property
     def commitlog_path(self) -> Path:

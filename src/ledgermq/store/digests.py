@@ -15,6 +15,7 @@ Written atomically (temp file, fsync, rename, directory fsync).
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import struct
 import threading
@@ -38,9 +39,10 @@ class DigestFormatError(ValueError):
     """A digest file that does not decode (itself damaged, or not ours)."""
 
 
-def block_crcs(buf: bytes | memoryview, block_size: int = BLOCK_SIZE) -> list[int]:
-    view = memoryview(buf)
-    return [zlib.crc32(view[at : at + block_size]) for at in range(0, len(view), block_size)]
+def block_crcs(buf: bytes | mmap.mmap, block_size: int = BLOCK_SIZE) -> list[int]:
+    """CRC32 of each block; slices of a mapping are copies (no buffer export keeps the
+    mapping from being closed by a segment deletion meanwhile)."""
+    return [zlib.crc32(buf[at : at + block_size]) for at in range(0, len(buf), block_size)]
 
 
 def encode(crcs: list[int], segment_size: int, block_size: int = BLOCK_SIZE) -> bytes:
@@ -105,7 +107,7 @@ class SegmentDigests:
             self._cache[start] = decoded
         return decoded
 
-    def write(self, start: int, segment: bytes | memoryview) -> None:
+    def write(self, start: int, segment: bytes | mmap.mmap) -> None:
         crcs = block_crcs(segment, self.block_size)
         self.directory.mkdir(parents=True, exist_ok=True)
         write_atomic(self.path_for(start), encode(crcs, self.segment_size, self.block_size))

@@ -24,6 +24,7 @@ from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.index import IndexService
 from ledgermq.store.repair import validate_repair
 from ledgermq.store.reput import ReputService, dispatch
+from ledgermq.store.scrub import ScrubService
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,7 @@ class StoreIntegrity:
     digests: SegmentDigests
     reput: ReputService | None
     delay_levels_ms: list[int]
-    scrubbed_bytes: int
-    last_scrub_ms: int
+    scrubber: ScrubService | None
     _repair_lock: threading.Lock
     _repair_hints: dict[int, int]  # where earlier repairs ended -> the record boundary before it
 
@@ -116,6 +116,6 @@ class StoreIntegrity:
             "storeDamagedBytes": str(self.damage.damaged_bytes),
             "storeCorruptionsFound": str(self.damage.corruptions_found),
             "storeRepairs": str(self.damage.repairs),
-            "storeScrubbedBytes": str(self.scrubbed_bytes),
-            "storeLastScrubMillis": str(self.last_scrub_ms),
+            "storeScrubbedBytes": str(self.scrubber.scrubbed_bytes if self.scrubber else 0),
+            "storeLastScrubMillis": str(self.scrubber.last_pass_ms if self.scrubber else 0),
         }

@@ -58,6 +58,7 @@ from ledgermq.store.recovery import RecoveryResult, recover
 from ledgermq.store.reput import ArrivalListener, DispatchHook, ReputService, Schedule
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
+from ledgermq.store.scrub import ScrubService, ScrubSettings
 from ledgermq.util.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
@@ -117,8 +118,10 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
         # Corruption bookkeeping (store/integrity.py): damaged ranges, sealed-segment digests.
         self.damage = DamageRegistry(self.root / DAMAGE_FILE)
         self.digests = SegmentDigests(self.root / "digests" / "commitlog", config.mapped_file_size_commitlog)
-        self.scrubbed_bytes = 0
-        self.last_scrub_ms = 0
+        self.scrub_settings = ScrubSettings(
+            config.store_scrub_enable, config.store_scrub_bytes_per_second, config.store_scrub_interval_seconds
+        )
+        self.scrubber: ScrubService | None = None
         self._repair_lock = threading.Lock()
         self._repair_hints: dict[int, int] = {}
         self.reput: ReputService | None = None
@@ -217,7 +220,15 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
             cfg.flush_interval_consume_queue_ms,
         )
         self.cleaner = CleanService(cfg, self.commitlog, self.queues, self.index, self.clock, self._disk_usage)
-        for svc in (self.reput, self.segment_creator, self.commitlog_flusher, self.queue_flusher, self.cleaner):
+        self.scrubber = ScrubService(self.commitlog, self.digests, self.damage, self.scrub_settings, self.clock)
+        for svc in (
+            self.reput,
+            self.segment_creator,
+            self.commitlog_flusher,
+            self.queue_flusher,
+            self.cleaner,
+            self.scrubber,
+        ):
             svc.start()
 
     def _start_dledger_services(self, reput_from: int) -> None:
@@ -259,7 +270,16 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
         self.running = False
         # Reput first so every record has its units, then flushers write them down.
         services = [
-            s for s in (self.cleaner, self.reput, self.segment_creator, self.commitlog_flusher, self.queue_flusher) if s
+            s
+            for s in (
+                self.scrubber,
+                self.cleaner,
+                self.reput,
+                self.segment_creator,
+                self.commitlog_flusher,
+                self.queue_flusher,
+            )
+            if s
         ]
         for svc in services:
             svc.stop()

@@ -100,3 +100,29 @@ def next_sound_record(
             if isinstance(v, Verdict) and v.reason == BLANK:
                 return cand
         at = hit - 3
+
+
+def records_around(buf: Searchable, limit: int, base_offset: int, lo: int, hi: int) -> tuple[int, int]:
+    """The segment-relative span of whole records covering bytes [lo, hi) of a segment
+    (``buf``, ``limit`` bytes, starting at commit-log ``base_offset``): from the start of
+    the record holding ``lo`` to the next sound record at or after ``hi`` (or the
+    segment's end). A digest block that fails names bytes, not records; damage is
+    registered on record boundaries so a repair can be checked record by record."""
+    pos = 0
+    start = lo
+    while pos < lo:  # walk our records (over damage, by resync) to the one holding ``lo``
+        v = check_record(buf, pos, limit, base_offset + pos, check_text=False)
+        if isinstance(v, DispatchRequest):
+            if pos + v.size > lo:
+                break
+            pos += v.size
+            continue
+        if isinstance(v, Verdict) and v.reason == BLANK:
+            break
+        nxt = next_sound_record(buf, pos + 1, limit, base_offset)
+        if nxt is None or nxt > lo:
+            break
+        pos = nxt
+    start = min(pos, lo)
+    end = next_sound_record(buf, max(hi, start + 1), limit, base_offset)
+    return start, limit if end is None else end

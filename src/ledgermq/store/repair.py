@@ -60,17 +60,17 @@ def validate_repair(
     return plan
 
 
-def _anchor(mf: MappedFile, lo: int, part: memoryview, hints: dict[int, int], damage: DamageRegistry) -> int:
-    """A segment-relative record boundary at or before ``lo``."""
+def _anchor(mf: MappedFile, lo: int, part: memoryview, hints: dict[int, int]) -> int:
+    """A segment-relative record boundary at or before ``lo``: where a record naming its
+    own offset starts in the new bytes, where an earlier repair's last record started, or
+    found by walking our records from the segment's start (a damaged range's start is not
+    always a boundary: a segment cut short loses bytes mid-record)."""
     base = mf.start_offset
     if starts_record(bytes(part[:36]), base + lo) or lo == 0:
         return lo
     hint = hints.get(base + lo)
     if hint is not None and base <= hint <= base + lo:
         return hint - base
-    for s, _e in damage.ranges():
-        if s == base + lo:
-            return lo  # damaged ranges start where a record failed: a record boundary
     pos = 0
     while pos < lo:  # walk our own records (resyncing over damage) up to ``lo``
         v = check_record(mf.mm, pos, mf.size, base + pos, check_text=False)
@@ -79,6 +79,9 @@ def _anchor(mf: MappedFile, lo: int, part: memoryview, hints: dict[int, int], da
                 return pos
             pos += v.size
             continue
+        head = mf.read(pos, 36)
+        if starts_record(head, base + pos) and pos + int.from_bytes(head[:4], "big", signed=True) > lo:
+            return pos  # a record whose header is sound and whose rest the new bytes bring
         nxt = next_sound_record(mf.mm, pos + 1, mf.size, base)
         if nxt is None or nxt > lo:
             return lo  # nothing sound before ``lo`` to anchor on: the bytes must start a record
@@ -101,7 +104,7 @@ def _check_segment(
     base = mf.start_offset
     lo = at - base
     hi = lo + len(part)
-    anchor = _anchor(mf, lo, part, hints, damage)
+    anchor = _anchor(mf, lo, part, hints)
     window = bytearray(mf.read(anchor, lo - anchor))
     window += part
     limit = len(window)

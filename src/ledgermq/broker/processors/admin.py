@@ -31,7 +31,7 @@ from ledgermq.broker.topics import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from ledgermq.errors import RemoteProtocolError
+from ledgermq.errors import CorruptRangeError, RemoteProtocolError
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue, mq_table
@@ -223,12 +223,12 @@ def runtime_info(broker: Broker) -> dict[str, str]:
     info = dict(store.runtime_info())
     stored = sum(cq.max_offset for cq in store.queues.all())
     earliest = -1
-    first = store.look_message_by_offset(store.min_phy_offset)
-    if first is not None:
-        try:
+    try:  # the first record may be in a damaged range (CorruptRangeError): no time then
+        first = store.look_message_by_offset(store.min_phy_offset)
+        if first is not None:
             earliest = decode_record(first, check_crc=False).store_timestamp
-        except RemoteProtocolError:
-            earliest = -1
+    except (RemoteProtocolError, CorruptRangeError):
+        earliest = -1
     commitlog_dir = Path(broker.store_config.commitlog_path)
     root = Path(broker.store_config.root_dir)
     try:

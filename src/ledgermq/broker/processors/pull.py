@@ -34,6 +34,10 @@ _STATUS = {
     GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
     GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
     GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+    # The next message is in a commit-log range known corrupt: an error the client logs
+    # (with the CorruptRangeError text as remark) and retries later, after a replica's
+    # bytes repaired the range; never an empty answer that would move its offset on.
+    GetStatus.CORRUPT_RANGE: ResponseCode.SYSTEM_ERROR,
 }
 
 
@@ -208,7 +212,8 @@ async def _pull(
     ext = PullMessageResponseHeader(suggest, result.next_begin_offset, result.min_offset, result.max_offset).ext()
     body = result.body() if code == ResponseCode.SUCCESS else b""
     broker.stats.count_get(topic, group, result.message_count if body else 0, len(body))
-    return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, ext, body)
+    remark = None if code == ResponseCode.SUCCESS else (result.remark or result.status.value)
+    return cmd.response(code, remark, ext, body)
 
 
 PROCESSORS = {RequestCode.PULL_MESSAGE: pull_message}

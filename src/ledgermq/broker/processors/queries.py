@@ -4,6 +4,7 @@ VIEW_MESSAGE_BY_ID and QUERY_MESSAGE (by key)."""
 from __future__ import annotations
 
 from ledgermq.broker.context import Broker
+from ledgermq.errors import CorruptRangeError
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
@@ -48,7 +49,10 @@ async def earliest_time(broker: Broker, ctx: RequestContext, cmd: RemotingComman
 
 async def view_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     offset = ViewMessageRequestHeader.decode(cmd).offset
-    record = broker.store.look_message_by_offset(offset)
+    try:
+        record = broker.store.look_message_by_offset(offset)
+    except CorruptRangeError as exc:  # refused, never served
+        return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
     if record is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
     return cmd.response(ResponseCode.SUCCESS, body=record)
@@ -57,7 +61,10 @@ async def view_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
 async def query_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = QueryMessageRequestHeader.decode(cmd)
     max_num = DEFAULT_QUERY_MAX_NUM if hdr.by_unique_key else hdr.max_num
-    found = broker.store.query_message(hdr.topic, hdr.key, max_num, hdr.begin_timestamp, hdr.end_timestamp)
+    try:
+        found = broker.store.query_message(hdr.topic, hdr.key, max_num, hdr.begin_timestamp, hdr.end_timestamp)
+    except CorruptRangeError as exc:  # a record the index names is corrupt: no silent gap
+        return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
     ext = QueryMessageResponseHeader(found.index_last_update_timestamp, found.index_last_update_phy_offset).ext()
     if not found.messages:
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", ext)

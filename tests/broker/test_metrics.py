@@ -129,6 +129,8 @@ def test_master_and_slave_export_store_and_ha_metrics(tmp_path: Path) -> None:
             assert _one(m, "ledgermq_store_dispatch_behind_bytes") == 0
             assert _one(m, "ledgermq_store_dispatch_failing") == 0
             assert _one(m, "ledgermq_store_dispatch_failures_total") == 0
+            assert _one(m, "ledgermq_store_corruptions_found_total") == 0
+            assert _one(m, "ledgermq_store_damaged_bytes") == 0
             assert _one(m, "ledgermq_store_consume_queues") == len(m_store.queues.queues) >= 4
             assert 0 < _one(m, "ledgermq_store_consume_queue_open_files") <= 1024
             failpoints.arm("consume_queue.before_put", _no_space)

@@ -8,13 +8,18 @@ readable, the damaged range is refused, and a replica's bytes (an untouched copy
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from ledgermq.cli.main import cli as main
 from ledgermq.errors import CorruptRangeError
 from ledgermq.store.consumequeue import UNIT
 from ledgermq.store.message_input import MessageInput
@@ -225,3 +230,78 @@ def test_missing_sealed_segment_is_recreated_and_later_segments_kept(tmp_path: P
         assert _copy_bytes(root, 0, spans[-1][1], seg) == _copy_bytes(copy, 0, spans[-1][1], seg)
     finally:
         store.shutdown()
+
+
+def _wait(cond: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def test_scrub_finds_a_properties_flip_made_while_running_and_calls_the_listener(tmp_path: Path) -> None:
+    """A flip in the properties passes the record's body CRC; the sealed segment's digest
+    finds it, the scrub registers it (record-aligned) and calls the listener."""
+    root = tmp_path / "s"
+    store = _open(root, store_scrub_bytes_per_second=64 * MIB, store_scrub_interval_seconds=0)
+    heard: list[tuple[int, int, str]] = []
+    try:
+        store.add_damage_listener(lambda s, e, r: heard.append((s, e, r)))
+        spans = _put(store, 200)  # ~3 sealed 64 KiB segments
+        seg = 64 * 1024
+        assert _wait(lambda: store.digests.has(0) and store.digests.has(seg))
+        victim = next(sp for sp in spans if sp[0] >= seg + 1000)
+        target = victim[1] - 2  # inside the KEYS property, after the body
+        fd = os.open(root / "commitlog" / f"{seg:020d}", os.O_RDWR)
+        try:
+            os.pwrite(fd, b"Z", target - seg)
+        finally:
+            os.close(fd)
+        assert _wait(lambda: bool(heard))
+        start, end, reason = heard[0]
+        assert start <= victim[0] and end >= victim[1] and "digest" in reason
+        assert store.damaged_ranges() == [(start, end)]
+        info = store.runtime_info()
+        assert int(info["storeScrubbedBytes"]) > 0 and info["storeDamagedBytes"] == str(end - start)
+    finally:
+        store.shutdown()
+
+    result = CliRunner().invoke(main, ["store", "verify", str(root)])
+    assert result.exit_code == 1, result.output
+    assert f"[{start}, {end})" in result.output and "digest block" in result.output
+    doc = json.loads(CliRunner().invoke(main, ["store", "verify", "--json", str(root)]).output)
+    assert doc["summary"]["ok"] is False and doc["summary"]["digestsChecked"] >= 2
+
+
+def test_verify_passes_a_sound_store_and_refuses_one_in_use(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = _open(root)
+    try:
+        _put(store, 150)
+        busy = CliRunner().invoke(main, ["store", "verify", str(root)])
+        assert busy.exit_code != 0 and "in use" in busy.output
+    finally:
+        store.shutdown()
+    result = CliRunner().invoke(main, ["store", "verify", "--json", str(root)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["summary"]["ok"] is True and doc["summary"]["records"] == 150 and doc["summary"]["queueUnits"] == 150
+
+
+def test_verify_finds_a_header_flip_and_a_bad_queue_unit(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = _open(root)
+    spans = _put(store, 150)
+    store.shutdown()
+    start, _end = spans[10]
+    _flip(root / "commitlog" / f"{0:020d}", start + 12, 1)  # QUEUEID: outside the body CRC
+    unit_file = root / "consumequeue" / TOPIC / "1" / f"{0:020d}"
+    with open(unit_file, "r+b") as f:  # queue 1's unit 3 now points at another record
+        f.seek(3 * 20)
+        f.write(struct.pack(">qi", spans[0][0], spans[0][1] - spans[0][0]))
+    result = CliRunner().invoke(main, ["store", "verify", str(root)])
+    assert result.exit_code == 1
+    assert "CORRUPT consumequeue" in result.output and f"{TOPIC}-1 offset 3" in result.output
+    assert f"{TOPIC}-2 offset 2" in result.output  # the record whose queue id flipped

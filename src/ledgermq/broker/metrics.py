@@ -31,7 +31,10 @@ in DLedger mode it follows the Raft role), so master and slaves of a group diffe
   ``ledgermq_store_dispatch_behind_bytes``, ``ledgermq_store_dispatch_failing`` (1 while
   puts are refused because what is stored cannot be made readable),
   ``ledgermq_store_dispatch_failures_total``, ``ledgermq_store_consume_queues``,
-  ``ledgermq_store_consume_queue_open_files``, ``ledgermq_store_consume_queue_files_pending``;
+  ``ledgermq_store_consume_queue_open_files``, ``ledgermq_store_consume_queue_files_pending``,
+  ``ledgermq_store_corruptions_found_total``, ``ledgermq_store_repairs_total``,
+  ``ledgermq_store_damaged_bytes``, ``ledgermq_store_damaged_ranges``,
+  ``ledgermq_store_scrubbed_bytes_total`` (docs/storage-integrity.md);
 * a master, per slave (label ``slave``, its HA address; slaves that went away recently are
   kept with ``connected`` 0, as in haStatus): ``ledgermq_ha_slave_acked_offset`` (-1 before
   its first report), ``ledgermq_ha_slave_lag_bytes``, ``ledgermq_ha_slave_lag_seconds``
@@ -211,6 +214,26 @@ class BrokerCollector:
             "ledgermq_store_dispatch_failures",
             "Failed attempts to dispatch a record or create a consume-queue file.",
             store.dispatch_failures,
+        )
+        damage = store.damage
+        yield self._one_counter(
+            "ledgermq_store_corruptions_found",
+            "Corrupt commit-log ranges found by this process (recovery, scrub, reads, replication).",
+            damage.corruptions_found,
+        )
+        yield self._one_counter(
+            "ledgermq_store_repairs", "Damaged commit-log ranges repaired from a replica.", damage.repairs
+        )
+        yield self._one_gauge(
+            "ledgermq_store_damaged_bytes", "Commit-log bytes known corrupt and refused.", damage.damaged_bytes
+        )
+        yield self._one_gauge(
+            "ledgermq_store_damaged_ranges", "Commit-log ranges known corrupt and refused.", len(damage.ranges())
+        )
+        yield self._one_counter(
+            "ledgermq_store_scrubbed_bytes",
+            "Sealed commit-log bytes re-read by the scrub.",
+            store.scrubber.scrubbed_bytes if store.scrubber else 0,
         )
         yield _histogram(
             "ledgermq_commitlog_flush_seconds",

@@ -229,6 +229,8 @@ def test_a_flip_in_a_running_masters_sealed_segment_is_found_by_the_scrub_and_re
     try:
         acked = send_all(master, range(MESSAGES))
         group.wait_caught_up(master, [slave], 30)
+        digest = master.store_dir / "digests" / "commitlog" / f"{0:020d}.crc"
+        wait_until("the sealed segment's digest", digest.exists, 20, 0.1, group.explain)  # written from healthy bytes
         flip(segment0(master), FLIP_AT)  # no restart: the running master finds it itself
         wait_until("the scrub to find it and the slave to return it", lambda: repaired(group, master), 30, 0.2,
                    group.explain)  # fmt: skip

@@ -68,6 +68,7 @@ def test_damage_found_on_a_running_master_is_taken_back_from_its_slave(tmp_path:
             connects = client.connects
             start, end = damage(pair.m, SEG + SEG // 2)
             await until(lambda: not pair.m.damaged_ranges(), what="the master's repair")
+            await until(lambda: client.connected and client.connects > connects, what="the slave's handshake to end")
             assert client.connects == connects + 1  # one re-handshake did it
             st = service.repairs.status()
             assert (st.taken, st.taken_bytes, st.given) == (1, end - start, 0)

@@ -166,6 +166,8 @@ class HAService:
                 "connects and returns them",
                 describe(damaged),
             )
+            for a, b in damaged:
+                self.repairs.note_unrepaired(a, b, "no slave has connected since this master started", logged=True)
         log.info("HA service listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:

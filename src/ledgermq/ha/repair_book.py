@@ -64,14 +64,17 @@ class RepairBook:
             stop = first_damage_at_or_after(self.damaged, offset)
         return stop
 
-    def note_unrepaired(self, start: int, end: int, why: str) -> None:
-        """[start, end) stays damaged: say so once (ERROR) and keep the reason for haStatus."""
+    def note_unrepaired(self, start: int, end: int, why: str, *, logged: bool = False) -> None:
+        """[start, end) stays damaged: say so once (ERROR, unless the caller ``logged`` it
+        already) and keep the reason for haStatus."""
         key = (start, end)
         if self._notes.get(key) == why:
             return
         if len(self._notes) >= _MAX_NOTES and key not in self._notes:
             self._notes.pop(next(iter(self._notes)))
         self._notes[key] = why
+        if logged:
+            return
         log.error("HA: no replica holds commit log [%d, %d) healthy: %s; it stays refused", start, end, why)
 
     def took(self, start: int, end: int, source: str) -> None:

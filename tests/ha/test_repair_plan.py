@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ledgermq.admin.model import HARuntimeInfo, decode_ha_runtime_info
+from ledgermq.cli.admin_render import ha_status_text
 from ledgermq.ha.codec import REPORT
 from ledgermq.ha.epochs import Agree, EpochLog, Fetch, Refuse
 from ledgermq.ha.handshake import (
@@ -218,3 +220,28 @@ def test_first_damage_at_or_after() -> None:
     assert first_damage_at_or_after(ranges, 150) == 150
     assert first_damage_at_or_after(ranges, 200) == 500
     assert first_damage_at_or_after(ranges, 600) is None
+
+
+# -- what admin haStatus shows --------------------------------------------------------------
+
+
+def test_ha_status_text_shows_repairs_pending_ranges_and_what_no_replica_holds() -> None:
+    doc = {
+        "master": True,
+        "damagedRanges": [[524097, 589941]],
+        "unrepaired": ["no replica holds [524097, 589941): slave 127.0.0.1:5: the slave's copy is damaged too"],
+        "repairsTaken": 2,
+        "repairBytesTaken": 700,
+        "repairsGiven": 1,
+        "repairBytesGiven": 64,
+        "lastRepair": "took [10, 20) from slave 127.0.0.1:5",
+    }
+    info = decode_ha_runtime_info(doc)
+    assert info.damaged_ranges == [(524097, 589941)] and info.repairs_taken == 2
+    head, _ = ha_status_text("127.0.0.1:10911", info, 0)
+    assert "#Repairs\ttaken 2 (700 bytes) from slaves, given 1 (64 bytes) to slaves" in head
+    assert "#LastRepair\ttook [10, 20) from slave 127.0.0.1:5" in head
+    assert "#DamagedRanges\t[524097, 589941) (refused until a replica repairs them)" in head
+    assert "#Unrepaired\tno replica holds [524097, 589941): slave 127.0.0.1:5: the slave's copy is damaged too" in head
+    quiet, _ = ha_status_text("127.0.0.1:10911", HARuntimeInfo(master=True), 0)
+    assert "Repair" not in quiet and "Damaged" not in quiet  # nothing shown when there never was damage

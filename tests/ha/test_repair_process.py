@@ -179,7 +179,7 @@ def test_a_master_restarted_with_a_flipped_sealed_segment_gets_the_range_back_fr
         )
         assert st.unrepaired and st.unrepaired[0].startswith("no replica holds ["), st.unrepaired
         text = metrics(metrics_port)
-        for gauge in ("ledgermq_ha_damaged_ranges{", "ledgermq_ha_unrepaired_ranges{"):
+        for gauge in ("ledgermq_store_damaged_ranges{", "ledgermq_ha_unrepaired_ranges{"):
             assert any(line.startswith(gauge) and line.endswith(" 1.0") for line in text.splitlines()), text
 
         group.start(slave)

@@ -460,11 +460,6 @@ class BrokerCollector:
             nbytes.add_metric([*base, direction], size)
         yield from (repairs, nbytes)
         yield self._one_gauge(
-            "ledgermq_ha_damaged_ranges",
-            "Commit-log ranges known corrupt here and refused until a replica repairs them.",
-            len(info["damagedRanges"]),
-        )
-        yield self._one_gauge(
             "ledgermq_ha_unrepaired_ranges",
             "Damaged ranges no connected replica could repair (no replica holds them healthy; see admin haStatus).",
             len(info["unrepaired"]),

@@ -414,14 +414,13 @@ class HAClient:
             if check is not None:
                 low, crc = check
                 try:
-                    ours = await asyncio.to_thread(store.read_commitlog, low, decision.offset - low)
-                except CorruptRangeError as err:
-                    if decision.offset < end:  # cannot verify the master: cut nothing
+                    ours: bytes | None = await asyncio.to_thread(store.read_commitlog, low, decision.offset - low)
+                except CorruptRangeError as err:  # damaged since our hello: cannot compare
+                    if decision.offset < end:  # and so cannot truncate on this master's word
                         raise _Drop(f"cannot check the master's bytes before truncating: {err}") from None
                     log.warning("HA client: our bytes under the master's check are damaged (%s); not compared", err)
-                    ours, crc = b"", 0
-                    low = decision.offset
-                if len(ours) != decision.offset - low or zlib.crc32(ours) != crc:
+                    ours = None
+                if ours is not None and (len(ours) != decision.offset - low or zlib.crc32(ours) != crc):
                     self.refused = (
                         f"the master's bytes below {decision.offset} differ from ours: it is not the master "
                         "this log was copied from (another group's, or a wiped store); nothing truncated"

@@ -81,7 +81,7 @@ def test_handshake_round_trips() -> None:
     raw = encode_hello(3, 1800, 64, 33)
     assert decode_hello(raw[12:]) == Hello(3, 33, 1800, 64)
     for decision in (Agree(5), Fetch(1, 9), Refuse("no")):
-        decoded, epochs, check = decode_answer(encode_answer(decision, L, (1, 2))[12:])
-        assert decoded == decision
+        reply = decode_answer(encode_answer(decision, L, (1, 2))[12:])
+        assert reply.decision == decision
         if isinstance(decision, Agree):
-            assert epochs == L and check == (1, 2)
+            assert reply.epochs == L and reply.check == (1, 2)

@@ -9,7 +9,7 @@ import pytest
 from tests.unit.test_layering import FORBIDDEN_IN_PURE, SRC, _imports
 
 
-@pytest.mark.parametrize("name", ["codec.py", "session.py"])
+@pytest.mark.parametrize("name", ["codec.py", "session.py", "repair.py"])
 def test_ha_pure_modules(name: str) -> None:
     path: Path = SRC / "ha" / name
     names = _imports(path)

@@ -232,6 +232,14 @@ class HARuntimeInfo:
     recovery_note: str = ""
     truncated_slaves: int = 0
     took_back_bytes: int = 0
+    # ledgermq: damaged commit-log ranges and their repair from a replica (master and slave)
+    damaged_ranges: list[tuple[int, int]] = field(default_factory=list)
+    unrepaired: list[str] = field(default_factory=list)  # "no replica holds [a, b): why"
+    repairs_taken: int = 0
+    repair_bytes_taken: int = 0
+    repairs_given: int = 0
+    repair_bytes_given: int = 0
+    last_repair: str = ""
 
 
 def _int(doc: dict[str, Any], key: str, default: int = 0) -> int:
@@ -294,6 +302,13 @@ def decode_ha_runtime_info(doc: dict[str, Any]) -> HARuntimeInfo:
         recovery_note=str(doc.get("recoveryNote") or ""),
         truncated_slaves=_int(doc, "truncatedSlaves"),
         took_back_bytes=_int(doc, "tookBackBytes"),
+        damaged_ranges=[(int(r[0]), int(r[1])) for r in doc.get("damagedRanges") or []],
+        unrepaired=[str(u) for u in doc.get("unrepaired") or []],
+        repairs_taken=_int(doc, "repairsTaken"),
+        repair_bytes_taken=_int(doc, "repairBytesTaken"),
+        repairs_given=_int(doc, "repairsGiven"),
+        repair_bytes_given=_int(doc, "repairBytesGiven"),
+        last_repair=str(doc.get("lastRepair") or ""),
     )
 
 

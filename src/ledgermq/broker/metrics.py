@@ -250,8 +250,10 @@ class BrokerCollector:
         info = ha_runtime_info(b)
         if b.ha is not None:
             yield from self._master(info["haConnectionInfo"])
+            yield from self._repairs(info)
         elif not info["master"]:
             yield from self._slave(info["haClientRuntimeInfo"])
+            yield from self._repairs(info)
 
     # -- messages in and out, requests, lag ---------------------------------------------
     def _traffic(self) -> Iterable[Metric]:
@@ -439,6 +441,28 @@ class BrokerCollector:
             "ledgermq_ha_took_back_bytes",
             "Bytes this master took back from a slave after losing the tail of its commit log.",
             ha.took_back_bytes,
+        )
+
+    def _repairs(self, info: dict[str, Any]) -> Iterable[Metric]:
+        base = self._base()
+        repairs = self._counter(
+            "ledgermq_ha_repairs",
+            "Damaged commit-log ranges repaired through HA: taken (rewritten here from a peer's bytes) or given "
+            "(sent to a slave that holds them damaged).",
+            ("direction",),
+        )
+        nbytes = self._counter("ledgermq_ha_repaired_bytes", "Bytes of those repairs.", ("direction",))
+        for direction, count, size in (
+            ("taken", info["repairsTaken"], info["repairBytesTaken"]),
+            ("given", info["repairsGiven"], info["repairBytesGiven"]),
+        ):
+            repairs.add_metric([*base, direction], count)
+            nbytes.add_metric([*base, direction], size)
+        yield from (repairs, nbytes)
+        yield self._one_gauge(
+            "ledgermq_ha_unrepaired_ranges",
+            "Damaged ranges no connected replica could repair (no replica holds them healthy; see admin haStatus).",
+            len(info["unrepaired"]),
         )
 
     def _slave(self, client: dict[str, Any]) -> Iterable[Metric]:

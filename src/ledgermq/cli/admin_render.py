@@ -217,6 +217,7 @@ def ha_status_text(addr: str, info: HARuntimeInfo, now_ms: int) -> tuple[str, Ta
             head += f"\n#LastRecovery\t{info.recovery_note}"
         if info.truncated_slaves:
             head += f"\n#TruncatedSlaves\t{info.truncated_slaves}"
+        head += "".join(f"\n{line}" for line in _repair_lines(info, "slaves"))
         table = _table(
             "#SlaveAddr",
             "#SlaveAckOffset",
@@ -261,7 +262,25 @@ def ha_status_text(addr: str, info: HARuntimeInfo, now_ms: int) -> tuple[str, Ta
         lines.append(f"#Refused\t{ci.refused}")
     if ci.last_error:
         lines.append(f"#LastError\t{ci.last_error}")
+    lines += _repair_lines(info, "its master")
     return "\n" + "\n".join(lines), None
+
+
+def _repair_lines(info: HARuntimeInfo, peers: str) -> list[str]:
+    """Damaged commit-log ranges and their repair from a replica; nothing when there never were any."""
+    lines: list[str] = []
+    if info.repairs_taken or info.repairs_given:
+        lines.append(
+            f"#Repairs\ttaken {info.repairs_taken} ({info.repair_bytes_taken} bytes) from {peers}, "
+            f"given {info.repairs_given} ({info.repair_bytes_given} bytes) to {peers}"
+        )
+    if info.last_repair:
+        lines.append(f"#LastRepair\t{info.last_repair}")
+    if info.damaged_ranges:
+        ranges = ", ".join(f"[{a}, {b})" for a, b in info.damaged_ranges)
+        lines.append(f"#DamagedRanges\t{ranges} (refused until a replica repairs them)")
+    lines += [f"#Unrepaired\t{note}" for note in info.unrepaired]
+    return lines
 
 
 def message_grid(rec: MessageRecord) -> Table:

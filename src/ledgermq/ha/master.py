@@ -20,6 +20,12 @@ the reader callback that decoded it.
 Before any of that, each connection runs the handshake (master_handshake.py): where the
 slave's log and ours agree, a tail to take back, or a refusal; ``MasterEpochs``
 (master_epochs.py) keeps the epoch and holds a master that crashed in recovery.
+
+Damaged commit-log ranges (the store refuses to hand them out) are repaired during the
+handshake, either way (master_repair.py). Transfers stop before a range damaged here;
+when the store finds new damage (its scrub, a read, our own send path) while a slave that
+holds those bytes is connected, that slave's connection is closed so it reconnects at
+once and the next handshake takes the range back from it.
 """
 
 from __future__ import annotations
@@ -33,11 +39,14 @@ import threading
 from collections.abc import Callable
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
+from ledgermq.errors import CorruptRangeError
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.epoch_file import EpochState
 from ledgermq.ha.epochs import EpochLog
 from ledgermq.ha.master_epochs import MasterEpochs
 from ledgermq.ha.master_link import SlaveLink, SlaveStatus
+from ledgermq.ha.repair import describe
+from ledgermq.ha.repair_book import RepairBook
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -108,6 +117,7 @@ class HAService:
         self._guard_added = False
         # Epochs and recovery (master_epochs.py): loaded and decided in ``start``.
         self.epoch_keeper = MasterEpochs(store, self.config, sync_master=sync_master)
+        self.repairs = RepairBook(store)  # damaged ranges, and what was repaired (haStatus)
 
     # -- epochs and recovery (master_epochs.py) -----------------------------------------
     @property
@@ -148,7 +158,16 @@ class HAService:
         if not self._guard_added:
             self.store.add_retention_guard(self._retention_floor)
             self.store.add_arrival_listener(self._on_arrival)
+            self.store.add_damage_listener(self._on_damage_threadsafe)
             self._guard_added = True
+        if damaged := self.repairs.refresh():
+            log.warning(
+                "HA: commit log ranges %s are damaged; refused (and not replicated) until a slave that holds them "
+                "connects and returns them",
+                describe(damaged),
+            )
+            for a, b in damaged:
+                self.repairs.note_unrepaired(a, b, "no slave has connected since this master started", logged=True)
         log.info("HA service listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
@@ -233,6 +252,41 @@ class HAService:
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         self.notify_append()
+
+    # -- damage ---------------------------------------------------------------------
+    def _on_damage_threadsafe(self, start: int, end: int, reason: str) -> None:
+        """The store's damage listener: called from whichever thread found the damage."""
+        loop = self._loop
+        if loop is None:
+            return  # not serving: the next start reads the store's ranges
+        try:
+            loop.call_soon_threadsafe(self.on_damage, start, end, reason)
+        except RuntimeError:  # loop closed (stopping)
+            pass
+
+    def on_damage(self, start: int, end: int, reason: str) -> None:
+        """New damage in [start, end) (event-loop thread): transfers stop before it, and every
+        connected slave that holds it healthy re-handshakes, which takes it back."""
+        self.repairs.refresh()
+        holders = [link for link in self.links.values() if link.holds(start, end)]
+        for link in holders:
+            log.warning(
+                "HA: commit log [%d, %d) is damaged here (%s): closing slave %s's connection so its reconnect "
+                "returns those bytes",
+                start,
+                end,
+                reason,
+                link.address,
+            )
+            link.stop(f"commit log [{start}, {end}) is damaged on the master: re-handshaking to repair it")
+        if not holders:
+            self.repairs.note_unrepaired(start, end, "no connected slave holds it (yet)")
+
+    def damage_hit(self, err: CorruptRangeError, address: str) -> None:
+        """A transfer to ``address`` ran into a damaged range (event-loop thread)."""
+        if not self.store.report_damage(err.start, err.end, err.reason):  # known: our copy was stale
+            log.info("HA: transfer to %s stops before damaged [%d, %d)", address, err.start, err.end)
+        self.repairs.refresh()  # the next plan stops before it (the listener's hop comes later)
 
     # -- acknowledgements -----------------------------------------------------------
     def _on_ack(self, offset: int, held_from: int = 0) -> None:

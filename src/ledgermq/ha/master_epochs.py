@@ -13,11 +13,14 @@ import asyncio
 import logging
 import secrets
 import zlib
+from collections.abc import Sequence
 
+from ledgermq.errors import CorruptRangeError
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.epoch_file import EpochFile, EpochState
 from ledgermq.ha.epochs import Decision, EpochLog, reconcile
 from ledgermq.ha.handshake import Hello
+from ledgermq.ha.repair import Range
 from ledgermq.store.dispatch import RECORD_HEAD_SIZE, starts_record
 from ledgermq.store.message_store import MessageStore
 
@@ -128,16 +131,23 @@ class MasterEpochs:
             await asyncio.to_thread(self.file.save, state)
             self.state = state
 
-    def fingerprint(self, offset: int, slave_start: int) -> tuple[int, int] | None:
+    def fingerprint(self, offset: int, slave_start: int, avoid: Sequence[Range] = ()) -> tuple[int, int] | None:
         """(a, CRC32 of our bytes [a, offset)) for the slave to compare before it truncates:
-        up to 64 bytes just below ``offset``, within one segment and within both logs."""
+        up to 64 bytes just below ``offset``, within one segment and within both logs, and
+        clear of ``avoid`` (ranges damaged on either end: neither may read them)."""
         segment = self.store.config.mapped_file_size_commitlog
         low = max(offset - _FINGERPRINT_BYTES, self.store.min_phy_offset, slave_start)
         if offset % segment:
             low = max(low, offset - offset % segment)
+        for a, b in avoid:
+            if a < offset and b > low:
+                low = max(low, b)
         if low >= offset:
             return None
-        data = self.store.read_commitlog(low, offset - low)
+        try:
+            data = self.store.read_commitlog(low, offset - low)
+        except CorruptRangeError:  # found damaged since: no check rather than no slave
+            return None
         return (low, zlib.crc32(data)) if len(data) == offset - low else None
 
     def starts_record(self, offset: int) -> bool:

@@ -3,7 +3,8 @@
 Reads the first 8 bytes: a hello (a ledgermq slave) or a plain report (a RocketMQ 4.x
 slave, served the 4.x way). For a hello it asks ``MasterEpochs`` for a decision, takes a
 lost tail back from the slave if the decision is a fetch (whole records only, appended at
-our end as they arrive), and sends the answer with a fingerprint of the agreed bytes.
+our end as they arrive), repairs damaged ranges either way below the agreed offset
+(master_repair.py), and sends the answer with a fingerprint of the agreed bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from ledgermq.ha.codec import HEADER, HEADER_SIZE, REPORT, HAProtocolError
 from ledgermq.ha.epochs import Agree, Decision, Fetch, Refuse, describe_truncation
 from ledgermq.ha.handshake import HELLO_MAGIC, LENGTH, check_length, decode_hello, encode_answer
 from ledgermq.ha.master_epochs import MasterEpochs
+from ledgermq.ha.master_repair import repair_pass
+from ledgermq.ha.repair import Range, RepairPlan, normalize, subtract
+from ledgermq.ha.repair_book import RepairBook
 from ledgermq.store.dispatch import whole_records_end
 
 log = logging.getLogger(__name__)
@@ -30,9 +34,13 @@ class Outcome:
     agreed: int | None = None  # a ledgermq slave: the offset both logs match below
     held_from: int = 0  # where the slave's log starts (its acks say nothing below)
     refused: str = ""
+    slave_damaged: tuple[Range, ...] = ()  # what the slave's hello listed as damaged
+    more_repairs: bool = False  # repairs left over for the next handshake (one's budget ran out)
 
 
-async def handshake(sock: socket.socket, address: str, epochs: MasterEpochs) -> Outcome:
+async def handshake(
+    sock: socket.socket, address: str, epochs: MasterEpochs, book: RepairBook | None = None, batch: int = 32 * 1024
+) -> Outcome:
     loop = asyncio.get_running_loop()
     value: int = REPORT.unpack(await _recv_exact(loop, sock, REPORT.size))[0]
     if value != HELLO_MAGIC:
@@ -49,19 +57,33 @@ async def handshake(sock: socket.socket, address: str, epochs: MasterEpochs) -> 
             epochs.recovery_note = f"took back {epochs.took_back_bytes} bytes from a slave"
             await epochs.slave_reconciled()  # what the slave had is ours again: begin the epoch
             decision = epochs.decide(hello)
+        plan = RepairPlan()
         if isinstance(decision, Agree):
+            if book is not None:  # only below the agreed offset: where both logs are the same log
+                recv = lambda n: _recv_exact(loop, sock, n)  # noqa: E731
+                plan = await repair_pass(loop, sock, recv, address, book, epochs.epochs, hello, decision.offset, batch)
             await epochs.slave_reconciled()
             if decision.offset < hello.max_offset:
                 epochs.truncated_slaves += 1
                 log.error("HA slave %s: %s", address, describe_truncation(hello.max_offset, decision.offset))
-        check = epochs.fingerprint(decision.offset, hello.min_offset) if isinstance(decision, Agree) else None
-        await loop.sock_sendall(sock, encode_answer(decision, epochs.epochs, check))
+        check = None
+        if isinstance(decision, Agree):
+            avoid = [*(book.damaged if book is not None else ()), *hello.damaged]
+            check = epochs.fingerprint(decision.offset, hello.min_offset, avoid)
+        await loop.sock_sendall(sock, encode_answer(decision, epochs.epochs, check, refused=plan.refused))
     if isinstance(decision, Refuse):
         log.error("HA slave %s refused: %s", address, decision.reason)
         return Outcome(held_from=hello.min_offset, refused=decision.reason)
     assert isinstance(decision, Agree)
     log.info("HA slave %s (epoch %d, end %d) agreed at %d", address, hello.epoch, hello.max_offset, decision.offset)
-    return Outcome(agreed=decision.offset, held_from=hello.min_offset)
+    # what we sent it is most likely repaired now (if not, its store refuses to serve it, and a fetch stops there)
+    still_damaged = subtract(hello.damaged, normalize((t.start, t.end) for t in plan.give))
+    return Outcome(
+        agreed=decision.offset,
+        held_from=hello.min_offset,
+        slave_damaged=tuple(still_damaged),
+        more_repairs=plan.deferred,
+    )
 
 
 async def _take_back(

@@ -14,9 +14,11 @@ import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledgermq.errors import CorruptRangeError
 from ledgermq.ha.codec import HAProtocolError, ReportDecoder, encode_header, frame_buffers
 from ledgermq.ha.handshake import HandshakeError
 from ledgermq.ha.master_handshake import handshake
+from ledgermq.ha.repair import Range
 from ledgermq.ha.session import Close, Heartbeat, Idle, MasterSession, Send
 
 if TYPE_CHECKING:
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ledgermq.ha.master")
 
 _FALLBACK_WAKE_S = 0.1
+_MIN_HANDSHAKE_S = 30.0  # a handshake may move a lost tail or damaged ranges: megabytes
 _READ_CHUNK = 64 * 1024
 # One write hands the socket up to 1 MiB (32 frames of the default 32 KiB): few syscalls
 # and wake-ups per megabyte, short enough to keep the loop responsive.
@@ -81,6 +84,7 @@ class SlaveLink:
         # The slave's log starts here: its acks say nothing of bytes below (a slave that
         # started from our last segment does not hold what came before it).
         self.held_from = 0
+        self.slave_damaged: tuple[Range, ...] = ()  # what its hello said it holds damaged
         batch = self.session.batch_size
         self._span = max(batch, min(WRITE_SPAN, batch * _MAX_FRAMES_PER_WRITE))
         self._parked: asyncio.Future[None] | None = None  # the transfer loop, idle
@@ -91,8 +95,11 @@ class SlaveLink:
         loop = self._loop = asyncio.get_running_loop()
         ended = self._ended = loop.create_future()
         try:
-            async with asyncio.timeout(self.session.housekeeping_interval):
-                outcome = await handshake(self.sock, self.address, self.service.epoch_keeper)
+            svc = self.service
+            async with asyncio.timeout(max(self.session.housekeeping_interval, _MIN_HANDSHAKE_S)):
+                outcome = await handshake(
+                    self.sock, self.address, svc.epoch_keeper, svc.repairs, self.session.batch_size
+                )
         except (TimeoutError, OSError, HAProtocolError, HandshakeError, ConnectionError) as err:
             self._set_reason(f"handshake failed: {type(err).__name__}: {err}")
             self.sock.close()
@@ -103,6 +110,11 @@ class SlaveLink:
             self.sock.close()
             return
         self.held_from = outcome.held_from
+        self.slave_damaged = outcome.slave_damaged
+        if outcome.more_repairs:  # one handshake's repair budget ran out: the next one goes on
+            self._set_reason("more damaged commit-log ranges to repair than one handshake moves: re-handshaking")
+            self.sock.close()
+            return
         if outcome.refused:
             self.service.refused_connections += 1
             self._set_reason(f"refused: {outcome.refused}")
@@ -191,7 +203,12 @@ class SlaveLink:
             if decision.first:
                 if off == 0:  # an empty slave: it holds what we send from here on
                     self.held_from = self.session.next_offset or 0
-                if not svc.epoch_keeper.starts_record(self.session.next_offset or 0):
+                try:
+                    boundary = svc.epoch_keeper.starts_record(self.session.next_offset or 0)
+                except CorruptRangeError as err:
+                    self._close(f"cannot check the 4.x slave's first report {off}: {err}")
+                    return
+                if not boundary:
                     self._close(
                         f"reported offset {off} is not a record boundary of ours: the slave's log diverges "
                         "from the master's (a 4.x slave cannot be reconciled; truncate it by hand)"
@@ -218,7 +235,8 @@ class SlaveLink:
                 self._send_out()
                 continue
             now = clock.monotonic()
-            action = session.plan(store.min_phy_offset, store.max_phy_offset, now, span)
+            stop = svc.repairs.stop_for(session.next_offset)
+            action = session.plan(store.min_phy_offset, store.max_phy_offset, now, span, stop)
             if isinstance(action, Send):
                 sent = self._send_window(action, now)
                 if sent < 0:
@@ -240,8 +258,13 @@ class SlaveLink:
                 return
 
     def _send_window(self, action: Send, now: float) -> int:
-        """Hand the planned window to the socket; its size, or -1 when the log has nothing there."""
-        data = self.service.store.read_commitlog(action.offset, action.size)
+        """Hand the planned window to the socket; its size, 0 when it overlaps damage found
+        since the plan (the next plan stops before it), or -1 when the log has nothing there."""
+        try:
+            data = self.service.store.read_commitlog(action.offset, action.size)
+        except CorruptRangeError as err:
+            self.service.damage_hit(err, self.address)
+            return 0
         if not data:
             self._set_reason(f"commit log has nothing at {action.offset} (segment deleted?)")
             return -1
@@ -276,7 +299,8 @@ class SlaveLink:
         svc = self.service
         store = svc.store
         now = svc.clock.monotonic()
-        action = self.session.plan(store.min_phy_offset, store.max_phy_offset, now, self._span)
+        stop = svc.repairs.stop_for(self.session.next_offset)
+        action = self.session.plan(store.min_phy_offset, store.max_phy_offset, now, self._span, stop)
         if isinstance(action, Idle):
             return True  # its timer, at most the fallback wake, stays as it was
         if not isinstance(action, Send) or action.size >= self._span:
@@ -318,6 +342,14 @@ class SlaveLink:
             await fut
         finally:
             loop.remove_writer(fd)
+
+    def holds(self, start: int, end: int) -> bool:
+        """Whether this slave verifiably holds [start, end) healthy: it acknowledged past it,
+        its log starts below it, and its hello did not list it as damaged."""
+        ack = self.session.ack_offset
+        if self.legacy or ack is None or self.closed_reason:
+            return False
+        return self.held_from <= start and end <= ack and not any(a < end and start < b for a, b in self.slave_damaged)
 
     def status(self, master_max: int, connected: bool) -> SlaveStatus:
         ack = self.session.ack_offset

@@ -115,19 +115,25 @@ class MasterSession:
         """Bytes (maybe a partial report) arrived: the peer is alive."""
         self.last_read = now
 
-    def plan(self, master_min: int, master_max: int, now: float, max_bytes: int | None = None) -> MasterAction:
-        """What to do next; a ``Send`` covers at most ``max_bytes`` (default: one batch)."""
+    def plan(
+        self, master_min: int, master_max: int, now: float, max_bytes: int | None = None, stop_at: int | None = None
+    ) -> MasterAction:
+        """What to do next; a ``Send`` covers at most ``max_bytes`` (default: one batch).
+
+        ``stop_at``: the master's log is damaged from there (awaiting repair): nothing at or
+        beyond it is sent, and a slave that reached it waits there on heartbeats."""
         nxt = self.next_offset
         if nxt is None:
             return Idle(None)  # no transfer before the slave's first report
         if nxt > master_max:
             return Close(f"transfer position {nxt} is beyond the master's max offset {master_max} (truncated?)")
-        if nxt < master_max:
+        limit = master_max if stop_at is None else min(master_max, max(stop_at, nxt))
+        if nxt < limit:
             if nxt < master_min:
                 return Close(f"slave needs offset {nxt} but the master's commit log now starts at {master_min}")
             segment_end = nxt - nxt % self.segment_size + self.segment_size
             window = self.batch_size if max_bytes is None else max_bytes
-            return Send(nxt, min(window, master_max - nxt, segment_end - nxt))
+            return Send(nxt, min(window, limit - nxt, segment_end - nxt))
         idle_for = now - self.last_write
         if idle_for >= self.heartbeat_interval:
             return Heartbeat(nxt)

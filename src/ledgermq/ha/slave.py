@@ -15,6 +15,9 @@ beyond the agreed offset (a tail that diverged, or that the master lost and took
 from us), or serves the master's request for our tail (a master recovering from a lost
 tail), or stops, loudly, if the master refuses it. Every truncation is logged as an error
 and counted in ``status()``; the first frame after an agreement must start a record.
+Ranges our store holds damaged are listed in the hello and repaired from the master's bytes
+before the agreement (slave_repair.py); damage found while connected drops the connection
+so the next handshake, at once, repairs it.
 
 Any failure (no address, refused connection, protocol error, offset mismatch, silent
 master, store error) is logged with its reason, the connection is dropped, and the
@@ -36,22 +39,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
-from ledgermq.errors import LedgerError
+from ledgermq.errors import CorruptRangeError, LedgerError
 from ledgermq.ha.codec import (
     HEADER,
     HEADER_SIZE,
     MAX_FRAME_BODY,
     FrameSpan,
-    encode_header,
     encode_report,
-    frame_buffers,
     scan_frames,
 )
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.epoch_file import EpochFile, EpochState
 from ledgermq.ha.epochs import Agree, EpochLog, Fetch, describe_truncation
-from ledgermq.ha.handshake import ANSWER_MAGIC, check_length, decode_answer, encode_hello
+from ledgermq.ha.handshake import ANSWER_MAGIC, Give, check_length, decode_answer, encode_hello
+from ledgermq.ha.range_io import send_range
+from ledgermq.ha.repair_book import RepairBook
 from ledgermq.ha.session import Reject, SlaveSession
+from ledgermq.ha.slave_repair import hello_damage, note_after_agreement, take_repair
 from ledgermq.store.dispatch import starts_record
 from ledgermq.store.message_store import MessageStore
 
@@ -71,7 +75,6 @@ _BULK_WINDOW_S = 0.004
 _BULK_HOLD_S = 0.05
 _CONNECT_TIMEOUT_S = 3.0
 _HANDSHAKE_TIMEOUT_S = 30.0  # a fetch may move many megabytes
-_FETCH_WINDOW = 1024 * 1024
 
 MasterAddressProvider = Callable[[], str | None]
 
@@ -139,11 +142,20 @@ class HAClient:
         self.served_bytes = 0
         self.refused = ""
         self._verify_at: int | None = None  # the agreed offset: the first frame there must start a record
+        self.repairs = RepairBook(store)  # damaged ranges, and what the master repaired (haStatus)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listening = False
+        self._redo = ""  # why the connection must be dropped and made again at once (new damage)
+        self._ready: _Readiness | None = None  # the connection's reader, woken for a redo
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
         if self._task is None:
             self._stopping = False
+            self._loop = asyncio.get_running_loop()
+            if not self._listening:
+                self.store.add_damage_listener(self._on_damage_threadsafe)
+                self._listening = True
             self.store.hold_dispatch_while(self.receiving_backlog)
             self._task = asyncio.create_task(self._run(), name="ha-client")
 
@@ -190,6 +202,28 @@ class HAClient:
         """Reconnect now if waiting to (a name server shows the master again)."""
         self._kick.set()
 
+    def _on_damage_threadsafe(self, start: int, end: int, reason: str) -> None:
+        """The store's damage listener: called from whichever thread found the damage."""
+        loop = self._loop
+        if loop is None:
+            return
+        try:
+            loop.call_soon_threadsafe(self.on_damage, start, end, reason)
+        except RuntimeError:  # loop closed (stopping)
+            pass
+
+    def on_damage(self, start: int, end: int, reason: str) -> None:
+        """New damage in [start, end) (event-loop thread): reconnect at once, so the hello
+        lists it and the master sends its bytes."""
+        self.repairs.refresh()
+        log.warning(
+            "HA client: commit log [%d, %d) is damaged here (%s): reconnecting to repair it", start, end, reason
+        )
+        self._redo = f"commit log [{start}, {end}) is damaged here: reconnecting so the master repairs it"
+        if self._ready is not None:
+            self._ready.interrupt()
+        self._kick.set()
+
     def _failed(self, reason: str) -> None:
         self.last_error = reason
         log.warning("HA client (master %s): %s", self.current_address or "?", reason)
@@ -214,6 +248,10 @@ class HAClient:
                 self.connected = False
             if self.session is not None and self.session.frames > 0:
                 backoff = self.reconnect_min
+            if self._kick.is_set() and self._redo:  # damage found: the next hello lists it, now
+                self._redo = ""
+                self._kick.clear()
+                continue
             self._kick.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(backoff * self._rng.uniform(0.8, 1.2)):
@@ -283,10 +321,12 @@ class HAClient:
         view = memoryview(buf)
         have = 0  # bytes in buf (a partial frame at most, between reads)
         read_last_round = False
-        ready = _Readiness(loop, sock)
+        ready = self._ready = _Readiness(loop, sock)
         log.info("HA client connected to master %s, our max offset %d", addr, store.max_phy_offset)
         try:
             while True:
+                if self._redo:
+                    raise _Drop(self._redo)
                 now = clock.monotonic()
                 due = session.report_due(store.max_phy_offset, now)
                 if due is not None:
@@ -328,6 +368,7 @@ class HAClient:
                 read_last_round = True  # more may be waiting: the next read does not wait, so yield then
         finally:
             ready.close()
+            self._ready = None
             self._bulk_until = 0.0
             sock.close()
             self.connected = False
@@ -344,7 +385,11 @@ class HAClient:
         end = store.max_phy_offset
         start = store.min_phy_offset if end else 0
         epoch = self.epochs.epoch_at(end)
-        await loop.sock_sendall(sock, encode_hello(epoch, end, start, self.epochs.ident_of(epoch)))
+        self._redo = ""  # whatever damage is known now, this hello lists
+        damaged = hello_damage(self.repairs, start, end)
+        await loop.sock_sendall(sock, encode_hello(epoch, end, start, self.epochs.ident_of(epoch), damaged))
+        master = self.current_address
+        recv = lambda n: _recv_exact(loop, sock, n)  # noqa: E731
         while True:
             offset, size = HEADER.unpack(await _recv_exact(loop, sock, HEADER_SIZE))
             if offset != ANSWER_MAGIC:
@@ -352,9 +397,13 @@ class HAClient:
                     f"the master answered our handshake with a transfer at {offset}: it does not speak "
                     "ledgermq's HA handshake (a RocketMQ 4.x master?), which a ledgermq slave needs"
                 )
-            decision, epochs, check = decode_answer(await _recv_exact(loop, sock, check_length(size)))
+            reply = decode_answer(await _recv_exact(loop, sock, check_length(size)))
+            decision, epochs, check = reply.decision, reply.epochs, reply.check
             if isinstance(decision, Fetch):
-                await self._serve_fetch(loop, sock, decision)
+                await self._serve_fetch(loop, sock, decision, reply.repair)
+                continue
+            if isinstance(decision, Give):
+                await take_repair(recv, self.repairs, decision, master)
                 continue
             if not isinstance(decision, Agree):
                 self.refused = decision.reason
@@ -364,8 +413,14 @@ class HAClient:
                 raise _Drop(f"master agreed on {decision.offset}, beyond our log end {end}")
             if check is not None:
                 low, crc = check
-                ours = await asyncio.to_thread(store.read_commitlog, low, decision.offset - low)
-                if len(ours) != decision.offset - low or zlib.crc32(ours) != crc:
+                try:
+                    ours: bytes | None = await asyncio.to_thread(store.read_commitlog, low, decision.offset - low)
+                except CorruptRangeError as err:  # damaged since our hello: cannot compare
+                    if decision.offset < end:  # and so cannot truncate on this master's word
+                        raise _Drop(f"cannot check the master's bytes before truncating: {err}") from None
+                    log.warning("HA client: our bytes under the master's check are damaged (%s); not compared", err)
+                    ours = None
+                if ours is not None and (len(ours) != decision.offset - low or zlib.crc32(ours) != crc):
                     self.refused = (
                         f"the master's bytes below {decision.offset} differ from ours: it is not the master "
                         "this log was copied from (another group's, or a wiped store); nothing truncated"
@@ -373,6 +428,7 @@ class HAClient:
                     log.error("HA client: master %s: %s", self.current_address, self.refused)
                     raise _Drop(self.refused)
             self.refused = ""
+            note_after_agreement(self.repairs, reply, decision.offset, master)
             if decision.offset < end:
                 self.truncations += 1
                 self.truncated_bytes += end - decision.offset
@@ -384,20 +440,15 @@ class HAClient:
                 self.epochs = epochs
             return decision.offset
 
-    async def _serve_fetch(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, fetch: Fetch) -> None:
-        """A recovering master takes ``[start, end)`` of our log back (it lost its tail)."""
-        log.warning("HA client: master %s takes [%d, %d) back from us", self.current_address, fetch.start, fetch.end)
-        store = self.store
-        pos = fetch.start
-        while pos < fetch.end:
-            data = await asyncio.to_thread(store.read_commitlog, pos, min(_FETCH_WINDOW, fetch.end - pos))
-            if not data:
-                break
-            for part in frame_buffers(pos, data, self.config.transfer_batch_size):
-                await loop.sock_sendall(sock, part)
-            pos += len(data)
-            self.served_bytes += len(data)
-        await loop.sock_sendall(sock, encode_header(pos, 0))
+    async def _serve_fetch(
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, fetch: Fetch, repair: bool
+    ) -> None:
+        """The master takes ``[start, end)`` of our log: a recovering master its lost tail, or
+        a master a range damaged in its own log (``repair``)."""
+        why = "to repair its damaged copy" if repair else "back (it lost its tail)"
+        log.warning("HA client: master %s takes [%d, %d) %s", self.current_address, fetch.start, fetch.end, why)
+        stopped = await send_range(loop, sock, self.store, fetch.start, fetch.end, self.config.transfer_batch_size)
+        self.served_bytes += stopped - fetch.start
 
     async def _apply(self, session: SlaveSession, view: memoryview, frames: list[FrameSpan]) -> None:
         """Check every frame against our end, then append the bodies accepted before any
@@ -491,6 +542,12 @@ class _Readiness:
 
     def _on_timer(self) -> None:
         self._timer = None
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def interrupt(self) -> None:
+        """Wake a waiting client now (it has something to do besides reading)."""
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)

@@ -11,7 +11,11 @@ and ``haClientRuntimeInfo`` (a slave's view: ``masterAddr``, ``maxOffset``,
   that went away, with ``closedReason``), ``lastAckTimestamp`` (wall ms of the slave's
   latest report, 0 if none) and ``lagTimeMillis`` (age of the oldest message the slave has
   not acknowledged: 0 when caught up, -1 when unknown);
-* for a slave: ``connected``, ``reportedOffset``, ``connects`` and ``lastError``.
+* for a slave: ``connected``, ``reportedOffset``, ``connects`` and ``lastError``;
+* on both: ``damagedRanges`` (commit-log ranges the store refuses until a replica repairs
+  them), ``unrepaired`` ("no replica holds [a, b): why"), ``repairsTaken`` /
+  ``repairBytesTaken`` (ranges rewritten here from a peer's bytes), ``repairsGiven`` /
+  ``repairBytesGiven`` (ranges a master sent a slave) and ``lastRepair``.
 
 We measure no transfer rate, so ``transferredByteInSecond`` is 0; a 4.x master does not
 send its flushed offset, so ``masterFlushOffset`` is 0.
@@ -30,6 +34,7 @@ from ledgermq.broker.context import Broker
 from ledgermq.errors import LedgerError
 from ledgermq.ha.master import HAService
 from ledgermq.ha.master_link import SlaveStatus
+from ledgermq.ha.repair_book import RepairBook
 from ledgermq.ha.slave import HAClient
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson
@@ -147,6 +152,23 @@ def ha_runtime_info(broker: Broker) -> dict[str, Any]:
         "recoveryNote": ha.recovery_note if ha is not None else "",
         "truncatedSlaves": ha.truncated_slaves if ha is not None else 0,
         "tookBackBytes": ha.took_back_bytes if ha is not None else 0,
+        **_repair_info(ha.repairs if ha is not None else ha_client.repairs if ha_client is not None else None),
+    }
+
+
+def _repair_info(book: RepairBook | None) -> dict[str, Any]:
+    if book is None:
+        return {"damagedRanges": [], "unrepaired": [], "repairsTaken": 0, "repairBytesTaken": 0,
+                "repairsGiven": 0, "repairBytesGiven": 0, "lastRepair": ""}  # fmt: skip
+    st = book.status()
+    return {
+        "damagedRanges": [list(r) for r in st.damaged],
+        "unrepaired": st.unrepaired,
+        "repairsTaken": st.taken,
+        "repairBytesTaken": st.taken_bytes,
+        "repairsGiven": st.given,
+        "repairBytesGiven": st.given_bytes,
+        "lastRepair": st.last,
     }
 
 

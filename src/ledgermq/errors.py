@@ -49,6 +49,22 @@ class CorruptRecordError(StoreError, RemoteProtocolError):
     """A commit-log record failed its magic, size or CRC check."""
 
 
+class CorruptRangeError(StoreError):
+    """Commit-log bytes in [start, end) are known corrupt on this broker: they are never
+    served (to a consumer or a replica) until a healthy replica's bytes repair them."""
+
+    def __init__(self, start: int, end: int, reason: str) -> None:
+        super().__init__(
+            f"commit log range [{start}, {end}) is corrupt on this broker ({reason}) and awaits repair from a replica"
+        )
+        self.start = start
+        self.end = end
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[CorruptRangeError], tuple[int, int, str]]:
+        return (CorruptRangeError, (self.start, self.end, self.reason))
+
+
 class StoreFullError(StoreError):
     """No segment could be created (disk full or file-system error)."""
 

@@ -84,7 +84,9 @@ def _status(group: DLedgerGroup, n: str) -> dict[str, object]:
         return {"error": repr(exc)}
 
 
-def _damage_one_member(tmp_path: Path, pick: Callable[[DLedgerGroup, str], str], damage: Callable[[Path], None]) -> None:
+def _damage_one_member(
+    tmp_path: Path, pick: Callable[[DLedgerGroup, str], str], damage: Callable[[Path], None]
+) -> None:
     """Fill the log, stop the member ``pick`` names, damage its middle sealed data file,
     restart it, and check that it is repaired and that every member serves every SEND_OK."""
     group = DLedgerGroup(tmp_path, segment=SEGMENT)

@@ -13,8 +13,8 @@ needs); every integer is big-endian and fixed-width, so decoding is a handful of
 
 ``flags`` bit 0 is ``reject``, bit 1 ``transfer``, bit 2 ``repairing``: only then does
 ``repair_until`` follow the ids (a member repairing a damaged log; a peer too old to know
-the bit refuses the batch, so mixed versions talk normally except to a repairing member). Type and kind numbers are fixed
-below (never enum order, so reordering an enum cannot change the wire).
+the bit refuses the batch, so mixed versions talk normally except to a repairing member).
+Type and kind numbers are fixed below (never enum order, so reordering an enum cannot change the wire).
 
 Decoding is strict because the bytes come from the network: anything malformed (short
 or trailing bytes, unknown codes or flags, empty or non-UTF-8 ids, counts that cannot

@@ -165,7 +165,9 @@ def load_repair(directory: Path) -> RepairMarker | None:
     if props is None:
         return None
     return RepairMarker(
-        _int(props, REPAIR_UNTIL_KEY, path, 0), _int(props, REPAIR_TERM_KEY, path, -1), _int(props, FIRST_BAD_KEY, path, 0)
+        _int(props, REPAIR_UNTIL_KEY, path, 0),
+        _int(props, REPAIR_TERM_KEY, path, -1),
+        _int(props, FIRST_BAD_KEY, path, 0),
     )
 
 

@@ -274,9 +274,9 @@ def _last_valid_after(
         checked += 1
         u = read_index_unit(index, unit)
         if u is not None and u[0] == ENTRY_MAGIC and u[3] == unit and u[1] >= from_pos:
-            mf = next((f for f in files if f.start_offset <= u[1] < f.end_offset), None)
-            if mf is not None:
-                v = check_entry(mf.mm, u[1] - mf.start_offset, mf.size, u[1], check_crc=check_crc)
+            holder = next((f for f in files if f.start_offset <= u[1] < f.end_offset), None)
+            if holder is not None:
+                v = check_entry(holder.mm, u[1] - holder.start_offset, holder.size, u[1], check_crc=check_crc)
                 if isinstance(v, EntryInfo) and v.index == unit:
                     return (v.index, v.term) if best is None or v.index > best[0] else best
         unit -= 1

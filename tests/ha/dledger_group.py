@@ -23,8 +23,11 @@ SEG = 1024 * 1024
 
 
 class DLedgerGroup:
-    def __init__(self, root: Path, *, metrics: bool = False, extra: dict[str, object] | None = None) -> None:
+    def __init__(
+        self, root: Path, *, metrics: bool = False, extra: dict[str, object] | None = None, segment: int = SEG
+    ) -> None:
         self.root = root
+        self.segment = segment
         self.namesrv_port = free_port()
         self.namesrv_addr = f"{HOST}:{self.namesrv_port}"
         self.namesrv = ServerProcess("namesrv", ["namesrv", "-p", str(self.namesrv_port), "--host", HOST],
@@ -40,7 +43,7 @@ class DLedgerGroup:
             props = {
                 "brokerClusterName": "DLedgerCluster", "brokerName": GROUP, "brokerIP1": HOST, "listenHost": HOST,
                 "listenPort": self.ports[n], "namesrvAddr": self.namesrv_addr, "storePathRootDir": store,
-                "mappedFileSizeCommitLog": SEG, "mappedFileSizeConsumeQueue": 20 * 10_000,
+                "mappedFileSizeCommitLog": segment, "mappedFileSizeConsumeQueue": 20 * 10_000,
                 "registerNameServerPeriod": 1000, "slaveSyncInterval": 1000, "autoCreateTopicEnable": "true",
                 "enableDLegerCommitLog": "true", "dLegerGroup": GROUP, "dLegerPeers": peers, "dLegerSelfId": n,
                 "metricsPort": self.metrics_ports[n], **(extra or {}),
@@ -105,7 +108,7 @@ class DLedgerGroup:
     def store_queues(self, n: str) -> dict[int, dict[int, bytes]]:
         cfg = StoreConfig(
             root_dir=str(self.root / n / "store"),
-            mapped_file_size_commitlog=SEG,
+            mapped_file_size_commitlog=self.segment,
             mapped_file_size_consume_queue=20 * 10_000,
             enable_dleger_commit_log=True,
             dleger_group=GROUP,

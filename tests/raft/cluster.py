@@ -6,7 +6,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from ledgermq.raft import Entry, HardState, Message, RaftConfig, RaftNode, Ready
+from ledgermq.raft import Entry, HardState, Message, RaftConfig, RaftNode, Ready, Repair
 from ledgermq.raft.storage import MemoryStorage
 
 
@@ -20,11 +20,13 @@ def node(
     hard_state: HardState | None = None,
     entries: Sequence[Entry] = (),
     applied: int = 0,
+    repair: Repair | None = None,
     **overrides: Any,
 ) -> RaftNode:
     """A node whose election jitter is seeded by its id, so every test run is the same."""
     rng = random.Random(node_id)
-    return RaftNode(config(node_id, **overrides), peers, hard_state, MemoryStorage(entries), applied=applied, rng=rng)
+    st = MemoryStorage(entries)
+    return RaftNode(config(node_id, **overrides), peers, hard_state, st, applied=applied, rng=rng, repair=repair)
 
 
 def log(*terms: int) -> list[Entry]:

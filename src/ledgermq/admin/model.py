@@ -373,6 +373,11 @@ class DLedgerStatus:
     first_index: int = 1  # the first raft index this member still stores (retention moves it)
     state: str = ""  # "running", or "failed" while a fail-stopped driver is being restarted
     driver_failures: int = 0
+    repairs: int = 0
+    """Times this member's log was found damaged and a repair from the leader began."""
+    repairs_completed: int = 0
+    repairing_until: int = 0
+    """While repairing: the index its log must reach again (0: not repairing)."""
 
     @property
     def is_leader(self) -> bool:
@@ -402,4 +407,7 @@ def decode_dledger_status(doc: dict[str, Any]) -> DLedgerStatus:
         first_index=_int(doc, "firstIndex", 1),
         state=str(doc.get("state") or ""),
         driver_failures=_int(doc, "driverFailures"),
+        repairs=_int(doc, "repairs"),
+        repairs_completed=_int(doc, "repairsCompleted"),
+        repairing_until=_int(doc, "repairingUntil"),
     )

@@ -144,8 +144,12 @@ class BrokerDLedger:
         """"running", "failed" (the driver fail-stopped; restarting it), "stopped"."""
         self.driver_failures = 0
         self.driver_restarts = 0
+        self.repairs_started = 0
+        """Times recovery found this member's log damaged and began repairing it from the group."""
+        self._repairs_completed_before = 0  # by drivers that were replaced since
         self._supervisor: asyncio.Task[None] | None = None
         self._reopen: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Retention: what connected followers still need, and who is stuck (raftio/member_watch.py).
         self.watch = MemberWatch(self.self_id)
         self._watch_task: asyncio.Task[None] | None = None
@@ -154,6 +158,7 @@ class BrokerDLedger:
         """After the store started (its log is read here). The Raft driver starts once a
         quorum of members (itself included) holds the same commit log below the DLedger
         data (``dledger_identity``); ConfigError if that can never be."""
+        self._count_damage()
         identity = await asyncio.to_thread(store_identity, self.store)
         self.identity_check = IdentityCheck(self.group, self.self_id, self.transport.peers, identity)
         await self.server.start()
@@ -162,6 +167,9 @@ class BrokerDLedger:
             await self.identity_check.wait_for_quorum(client)
         finally:
             await client.close()
+        self._loop = asyncio.get_running_loop()
+        if self.store.dledger is not None:
+            self.store.dledger.on_corrupt = self.on_corrupt_read
         driver = self._new_driver()
         await driver.start()
         self.state = "running"
@@ -261,6 +269,9 @@ class BrokerDLedger:
             try:
                 self._reopen = asyncio.ensure_future(asyncio.to_thread(self.store.reopen_dledger))
                 await asyncio.shield(self._reopen)
+                self._count_damage()
+                if self.driver is not None:
+                    self._repairs_completed_before += self.driver.repairs_completed
                 driver = self._new_driver()
                 await driver.start()
             except asyncio.CancelledError:
@@ -286,6 +297,25 @@ class BrokerDLedger:
                 st.commit,
             )
             return delay
+
+    def _count_damage(self) -> None:
+        dl = self.store.dledger
+        rec = dl.ledger.recovery if dl is not None else None
+        if rec is not None and rec.damage_found:
+            self.repairs_started += 1
+
+    @property
+    def repairs_completed(self) -> int:
+        return self._repairs_completed_before + (self.driver.repairs_completed if self.driver is not None else 0)
+
+    def on_corrupt_read(self, exc: BaseException) -> None:
+        """A read (for a consumer) met a corrupt entry the driver has not: fail-stop the driver,
+        so the store is re-recovered (cut at the damage) and the log repaired from the leader.
+        Called from any thread."""
+        driver, loop = self.driver, self._loop
+        if driver is None or loop is None:
+            return
+        loop.call_soon_threadsafe(driver.fail, exc, "a read found a corrupt entry")
 
     def leadership_current(self) -> bool:
         """This broker leads and its Raft driver has run within an election timeout (see

@@ -368,6 +368,20 @@ class BrokerCollector:
         )
         failures.add_metric(labels, dl.driver_failures if dl is not None else 0)
         yield failures
+        repairs = self._counter(
+            "ledgermq_dledger_repairs",
+            "Times this member's log was found damaged (rot, a missing file) and a repair from the leader began.",
+            ("group",),
+        )
+        repairs.add_metric(labels, dl.repairs_started if dl is not None else 0)
+        yield repairs
+        repairing = self._gauge(
+            "ledgermq_dledger_repairing_until",
+            "While this member repairs a damaged log: the index it must reach again; 0 otherwise.",
+            ("group",),
+        )
+        repairing.add_metric(labels, st.repair_until)
+        yield repairing
         if st.role is Role.LEADER:
             lag = self._gauge(
                 "ledgermq_dledger_member_lag",

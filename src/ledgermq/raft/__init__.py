@@ -11,7 +11,7 @@ from __future__ import annotations
 from ledgermq.raft.core import RaftConfig, RaftNode
 from ledgermq.raft.errors import LeaderTransferInProgressError, NotLeaderError, ProposalDroppedError
 from ledgermq.raft.storage import LogStorage, MemoryStorage
-from ledgermq.raft.types import Entry, EntryKind, HardState, Message, MsgType, Ready, Role, SoftState
+from ledgermq.raft.types import Entry, EntryKind, HardState, Message, MsgType, Ready, Repair, Role, SoftState
 
 __all__ = [
     "Entry",
@@ -27,6 +27,7 @@ __all__ = [
     "RaftConfig",
     "RaftNode",
     "Ready",
+    "Repair",
     "Role",
     "SoftState",
 ]

@@ -18,7 +18,7 @@ from ledgermq.raft.errors import LeaderTransferInProgressError, NotLeaderError
 from ledgermq.raft.progress import ProgressState
 from ledgermq.raft.state import RaftState
 from ledgermq.raft.storage import LogStorage, MemoryStorage
-from ledgermq.raft.types import Entry, HardState, Message, MsgType, Ready, Role, SoftState
+from ledgermq.raft.types import Entry, HardState, Message, MsgType, Ready, Repair, Role, SoftState
 
 __all__ = ["RaftConfig", "RaftNode"]
 
@@ -33,6 +33,7 @@ class RaftNode:
     storage object (see docs/raft.md). ``entries=`` is a shorthand for
     ``storage=MemoryStorage(entries)`` kept for tests. ``applied`` is how far the
     caller's state machine already got, so those entries are not handed out again.
+    ``repair``: the storage lost entries this node once held (see ``Repair``).
     """
 
     def __init__(
@@ -45,6 +46,7 @@ class RaftNode:
         applied: int = 0,
         rng: random.Random | None = None,
         entries: Sequence[Entry] | None = None,
+        repair: Repair | None = None,
     ) -> None:
         if isinstance(storage, (list, tuple)):
             # The fourth positional argument used to be the restored entries.
@@ -55,7 +57,7 @@ class RaftNode:
             storage = MemoryStorage(entries)
         rng = rng if rng is not None else random.Random(config.seed)
         self._storage = storage if storage is not None else MemoryStorage()
-        self._st = RaftState(config, peers, hard_state or HardState(), self._storage, applied, rng)
+        self._st = RaftState(config, peers, hard_state or HardState(), self._storage, applied, rng, repair)
         self._prev_hs = self._st.hard_state()
         self._prev_ss = self.soft_state()
         self._outstanding: Ready | None = None
@@ -102,6 +104,12 @@ class RaftNode:
     @property
     def persisted_index(self) -> int:
         return self._st.log.persisted
+
+    @property
+    def repair_until(self) -> int:
+        """While this node repairs a damaged log: the index its durable log must reach again
+        before it votes freely, campaigns or counts toward a quorum; 0 otherwise."""
+        return self._st.repair_until
 
     @property
     def lead_transferee(self) -> str | None:
@@ -245,8 +253,10 @@ class RaftNode:
         its own copy toward the quorum, and a follower release its AppendResp.
         """
         st = self._st
-        if st.log.persisted_to(index, term) and st.role is Role.LEADER:
-            replication.leader_persisted(st)
+        if st.log.persisted_to(index, term):
+            st.end_repair_if_done()
+            if st.role is Role.LEADER:
+                replication.leader_persisted(st)
 
     # -- output ------------------------------------------------------------------------
 

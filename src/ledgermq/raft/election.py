@@ -13,7 +13,8 @@ def campaign(st: RaftState, transfer: bool = False) -> None:
     A transfer skips pre-vote: the old leader asked for it, so the lease that would make
     voters refuse a pre-vote is exactly what must be overridden.
     """
-    if st.role is Role.LEADER:
+    if st.role is Role.LEADER or st.repair is not None:
+        # A repairing node lacks entries it once held (maybe committed ones): it must not lead.
         return
     _run(st, pre=st.cfg.pre_vote and not transfer, transfer=transfer)
 
@@ -64,7 +65,7 @@ def handle_vote_request(st: RaftState, m: Message) -> None:
     pre = m.type is MsgType.PRE_VOTE
     can_vote = st.vote == m.src or (st.vote is None and st.lead is None) or (pre and m.term > st.term)
     resp_type = MsgType.PRE_VOTE_RESP if pre else MsgType.VOTE_RESP
-    if can_vote and st.log.is_up_to_date(m.index, m.log_term):
+    if can_vote and st.log.is_up_to_date(m.index, m.log_term) and _as_up_to_date_as_before_repair(st, m):
         # Reply in the requested term: a pre-candidate counts only answers to its future term.
         st.send(Message(resp_type, st.id, m.src, m.term))
         if not pre:
@@ -72,6 +73,14 @@ def handle_vote_request(st: RaftState, m: Message) -> None:
             st.vote = m.src
     else:
         st.send(Message(resp_type, st.id, m.src, st.term, reject=True))
+
+
+def _as_up_to_date_as_before_repair(st: RaftState, m: Message) -> bool:
+    """A repairing node votes as the log it had before the damage would have (§5.4.1 against
+    ``(repair.last_term, repair.until)``): its lost entries may be committed ones, and a vote
+    judged on the shorter log could elect a leader that lacks them."""
+    r = st.repair
+    return r is None or m.log_term > r.last_term or (m.log_term == r.last_term and m.index >= r.until)
 
 
 def step_candidate(st: RaftState, m: Message) -> None:

@@ -53,7 +53,7 @@ class Inflights:
 
 
 class Progress:
-    __slots__ = ("inflights", "last_active", "match", "next", "probe_sent", "sent_commit", "state")
+    __slots__ = ("inflights", "last_active", "match", "next", "probe_sent", "repair_until", "sent_commit", "state")
 
     def __init__(self, next_index: int, max_inflight: int) -> None:
         self.match = 0
@@ -66,6 +66,14 @@ class Progress:
         self.last_active = 0
         """The leader's tick count when this peer last answered (check-quorum)."""
         self.inflights = Inflights(max_inflight)
+        self.repair_until = 0
+        """The peer said it is repairing until this index: its match counts toward a commit
+        quorum only once it reaches it (0: not repairing)."""
+
+    @property
+    def quorum_match(self) -> int:
+        """What this peer's log counts for in the commit rule."""
+        return self.match if self.match >= self.repair_until else 0
 
     def __repr__(self) -> str:
         return f"Progress(match={self.match}, next={self.next}, {self.state.value}, inflight={len(self.inflights)})"

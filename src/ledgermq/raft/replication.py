@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ledgermq.errors import InvariantViolation
 from ledgermq.raft import quorum
-from ledgermq.raft.progress import ProgressState
+from ledgermq.raft.progress import Progress, ProgressState
 from ledgermq.raft.state import RaftState
 from ledgermq.raft.types import Entry, Message, MsgType, Role
 
@@ -102,7 +102,7 @@ def maybe_commit(st: RaftState) -> bool:
     later leader may still overwrite it; committing one of our own entries commits
     everything before it indirectly.
     """
-    index = quorum.committed_index(st.voters, {v: pr.match for v, pr in st.prs.items()})
+    index = quorum.committed_index(st.voters, {v: pr.quorum_match for v, pr in st.prs.items()})
     if index <= st.log.committed or st.log.term(index) != st.term:
         return False
     return st.log.commit_to(index)
@@ -124,6 +124,10 @@ def leader_persisted(st: RaftState) -> None:
 def step_leader(st: RaftState, m: Message) -> None:
     pr = st.prs.get(m.src)
     if pr is None:
+        return
+    if _note_repair(pr, m):
+        pr.last_active = st.leader_ticks
+        maybe_send_append(st, m.src)  # go on from what this answer vouches for
         return
     if m.type is MsgType.APPEND_RESP:
         pr.last_active = st.leader_ticks
@@ -152,6 +156,35 @@ def step_leader(st: RaftState, m: Message) -> None:
             pr.inflights.free_first_one()
         if pr.match < st.log.last_index:
             maybe_send_append(st, m.src, probe_compacted=True)
+
+
+def _note_repair(pr: Progress, m: Message) -> bool:
+    """A follower says it is repairing (its log lost entries), so what we believed it held may
+    be gone: its match falls to what this answer vouches for (an acceptance: its index; a
+    rejection at or below the match: nothing), and it counts toward a commit quorum only once
+    its match reaches the bound again (``Progress.quorum_match``). Normal Raft never lowers a
+    match, and would take such a rejection for a reordered old one. True if the progress
+    was reset (the caller sends from the new position)."""
+    if m.repair_until <= 0:
+        if pr.repair_until and pr.match >= pr.repair_until:
+            pr.repair_until = 0  # repaired, and answering as a normal member again
+        return False
+    newly = m.repair_until > pr.repair_until
+    pr.repair_until = max(pr.repair_until, m.repair_until)
+    if m.type is MsgType.APPEND_RESP and not m.reject:
+        if not newly and m.index >= pr.match:
+            return False
+        pr.match = m.index
+        pr.become_replicate()
+        return True
+    if not newly and not (m.type is MsgType.APPEND_RESP and m.index <= pr.match):
+        return False
+    old_next = pr.next
+    pr.match = 0
+    pr.become_probe()
+    hint = m.reject_hint if m.type is MsgType.APPEND_RESP else old_next - 1
+    pr.next = max(1, min(old_next, hint + 1))
+    return True
 
 
 def _handle_reject(st: RaftState, m: Message) -> None:
@@ -193,17 +226,20 @@ def handle_append(st: RaftState, m: Message) -> None:
             reject=True,
             reject_hint=hint_index,
             log_term=hint_term,
+            repair_until=st.repair_until,
         )
     )
 
 
 def _ack_after_persist(st: RaftState, m: Message, index: int) -> None:
-    st.msgs_after_persist.append(Message(MsgType.APPEND_RESP, st.id, m.src, st.term, index=index))
+    st.msgs_after_persist.append(
+        Message(MsgType.APPEND_RESP, st.id, m.src, st.term, index=index, repair_until=st.repair_until)
+    )
 
 
 def handle_heartbeat(st: RaftState, m: Message) -> None:
     st.log.commit_to(min(m.commit, st.log.last_index))
-    st.send(Message(MsgType.HEARTBEAT_RESP, st.id, m.src, st.term))
+    st.send(Message(MsgType.HEARTBEAT_RESP, st.id, m.src, st.term, repair_until=st.repair_until))
 
 
 def release_acks(st: RaftState) -> list[Message]:

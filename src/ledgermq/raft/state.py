@@ -15,7 +15,7 @@ from ledgermq.raft.config import RaftConfig
 from ledgermq.raft.log import RaftLog
 from ledgermq.raft.progress import Progress
 from ledgermq.raft.storage import LogStorage
-from ledgermq.raft.types import Entry, EntryKind, HardState, Message, Role
+from ledgermq.raft.types import Entry, EntryKind, HardState, Message, Repair, Role
 
 
 class RaftState:
@@ -27,6 +27,7 @@ class RaftState:
         storage: LogStorage,
         applied: int,
         rng: random.Random,
+        repair: Repair | None = None,
     ) -> None:
         self.cfg = config
         self.id = config.node_id
@@ -52,7 +53,22 @@ class RaftState:
         """New entries or a new commit index wait for the next ``ready()`` to go to the peers."""
         self.leader_ticks = 0
         """Ticks since this node became leader; the clock for each peer's ``last_active``."""
+        self.repair = repair
+        """Set while this node's log has not yet regained what it lost (``Repair``)."""
+        self.end_repair_if_done()
         self.reset_randomized_timeout()
+
+    @property
+    def repair_until(self) -> int:
+        """The index the log must reach again; 0 when not repairing."""
+        return self.repair.until if self.repair is not None else 0
+
+    def end_repair_if_done(self) -> bool:
+        """The durable log reached the repair bound: a normal member again. True if it ended now."""
+        if self.repair is not None and self.log.persisted >= self.repair.until:
+            self.repair = None
+            return True
+        return False
 
     @property
     def peers(self) -> list[str]:
@@ -115,6 +131,8 @@ class RaftState:
     def become_leader(self) -> None:
         if self.role is Role.FOLLOWER:
             raise InvariantViolation("invalid transition follower -> leader")
+        if self.repair is not None:
+            raise InvariantViolation(f"a node repairing until {self.repair.until} cannot lead")
         self._reset(self.term)
         self.role = Role.LEADER
         self.lead = self.id

@@ -62,6 +62,27 @@ class Message:
     reject: bool = False
     reject_hint: int = 0
     transfer: bool = False
+    repair_until: int = 0
+    """On a follower's answers while it repairs (see ``Repair``): the index its log must
+    reach again before the leader may count it toward a commit quorum; 0 otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """A restarted node whose log lost entries (corrupt or missing data, cut by its
+    storage's recovery) must not act as if it still held them (Alagappan et al.,
+    "Protocol-Aware Recovery for Consensus-Based Storage", FAST'18).
+
+    ``until`` is the last index its log held before the damage (and at least the commit
+    index it had recorded): entries it may have acknowledged to a leader. ``last_term`` is
+    the term of that last entry (an upper bound is safe, e.g. the hard state's term). Until
+    its durable log reaches ``until`` again, the node does not campaign, grants a (pre-)vote
+    only to a candidate at least as up to date as ``(last_term, until)`` (as the undamaged log
+    would have), and its answers tell the leader not to count it toward a quorum.
+    """
+
+    until: int
+    last_term: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,13 @@ needs); every integer is big-endian and fixed-width, so decoding is a handful of
     batch   := magic u16 (0x4C52 "LR") | version u8 (1) | reserved u8 (0) | count u32 | message*
     message := type u8 | flags u8 | src_len u8 | dst_len u8
                | term u64 | log_term u64 | index u64 | commit u64 | reject_hint u64
-               | entry_count u32 | src utf-8 | dst utf-8 | entry*
+               | entry_count u32 | src utf-8 | dst utf-8 | [repair_until u64] | entry*
     entry   := index u64 | term u64 | kind u8 | data_len u32 | data
 
-``flags`` bit 0 is ``reject``, bit 1 ``transfer``. Type and kind numbers are fixed
-below (never enum order, so reordering an enum cannot change the wire).
+``flags`` bit 0 is ``reject``, bit 1 ``transfer``, bit 2 ``repairing``: only then does
+``repair_until`` follow the ids (a member repairing a damaged log; a peer too old to know
+the bit refuses the batch, so mixed versions talk normally except to a repairing member).
+Type and kind numbers are fixed below (never enum order, so reordering an enum cannot change the wire).
 
 Decoding is strict because the bytes come from the network: anything malformed (short
 or trailing bytes, unknown codes or flags, empty or non-UTF-8 ids, counts that cannot
@@ -65,8 +67,9 @@ _TYPE_CODES: dict[MsgType, int] = {
 _TYPES: dict[int, MsgType] = {code: t for t, code in _TYPE_CODES.items()}
 _KIND_CODES: dict[EntryKind, int] = {EntryKind.NORMAL: 0, EntryKind.NOOP: 1}
 _KINDS: dict[int, EntryKind] = {code: k for k, code in _KIND_CODES.items()}
-_REJECT, _TRANSFER = 0x1, 0x2
-_KNOWN_FLAGS = _REJECT | _TRANSFER
+_REJECT, _TRANSFER, _REPAIRING = 0x1, 0x2, 0x4
+_KNOWN_FLAGS = _REJECT | _TRANSFER | _REPAIRING
+_U64 = struct.Struct(">Q")
 
 assert set(_TYPE_CODES) == set(MsgType) and set(_KIND_CODES) == set(EntryKind)
 
@@ -84,7 +87,7 @@ def _id_bytes(name: str, what: str) -> bytes:
 def _encode_message(m: Message, out: list[bytes | memoryview]) -> int:
     """Append the parts of ``m`` to ``out``; return how many bytes they take."""
     src, dst = _id_bytes(m.src, "source"), _id_bytes(m.dst, "destination")
-    flags = (_REJECT if m.reject else 0) | (_TRANSFER if m.transfer else 0)
+    flags = (_REJECT if m.reject else 0) | (_TRANSFER if m.transfer else 0) | (_REPAIRING if m.repair_until else 0)
     try:
         head = _MSG.pack(
             _TYPE_CODES[m.type],
@@ -102,6 +105,12 @@ def _encode_message(m: Message, out: list[bytes | memoryview]) -> int:
         raise LocalProtocolError(f"{m.type.value} {m.src}->{m.dst} does not fit the wire format: {exc}") from None
     out += (head, src, dst)
     size = len(head) + len(src) + len(dst)
+    if m.repair_until:
+        try:
+            out.append(_U64.pack(m.repair_until))
+        except struct.error as exc:
+            raise LocalProtocolError(f"repair_until {m.repair_until} does not fit the wire format: {exc}") from None
+        size += _U64.size
     for e in m.entries:
         data = e.data
         try:
@@ -115,7 +124,7 @@ def _encode_message(m: Message, out: list[bytes | memoryview]) -> int:
 
 def encoded_size(m: Message) -> int:
     """The bytes ``m`` takes inside a batch (for callers that plan frames)."""
-    size = _MSG.size + len(m.src.encode()) + len(m.dst.encode())
+    size = _MSG.size + len(m.src.encode()) + len(m.dst.encode()) + (_U64.size if m.repair_until else 0)
     return size + sum(_ENTRY.size + len(e.data) for e in m.entries)
 
 
@@ -204,6 +213,14 @@ def decode_batch(buf: bytes | bytearray | memoryview, max_bytes: int = DEFAULT_M
         src = _id(view, at, src_len, "source")
         dst = _id(view, at + src_len, dst_len, "destination")
         at += src_len + dst_len
+        repair_until = 0
+        if flags & _REPAIRING:
+            if total - at < _U64.size:
+                raise RemoteProtocolError(f"repair_until at byte {at} is cut short")
+            (repair_until,) = _U64.unpack_from(view, at)
+            if repair_until == 0:
+                raise RemoteProtocolError(f"repairing flag with repair_until 0 at byte {at}")
+            at += _U64.size
         entries: tuple[Entry, ...] = ()
         if n_entries:
             if mtype is not MsgType.APPEND:
@@ -244,6 +261,7 @@ def decode_batch(buf: bytes | bytearray | memoryview, max_bytes: int = DEFAULT_M
                 reject=bool(flags & _REJECT),
                 reject_hint=hint,
                 transfer=bool(flags & _TRANSFER),
+                repair_until=repair_until,
             )
         )
     if at != total:

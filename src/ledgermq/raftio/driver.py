@@ -44,6 +44,7 @@ from ledgermq.raft.errors import ProposalDroppedError
 from ledgermq.raft.types import Entry, Message, Ready, Role
 from ledgermq.raftio.ledger_storage import LedgerStorage
 from ledgermq.raftio.transport import RaftTransport, parse_peers
+from ledgermq.store.dledger import CorruptEntryError
 
 __all__ = [
     "DriverNotRunningError",
@@ -153,6 +154,8 @@ class RaftStatus:
     match: dict[str, int] = field(default_factory=dict)
     """The leader's view of each peer's matched index (itself included); empty elsewhere."""
     failed: str | None = None
+    repair_until: int = 0
+    """While the log is repaired after damage: the index it must reach again; 0 otherwise."""
 
 
 @dataclass(slots=True)
@@ -206,6 +209,7 @@ class RaftDriver:
         self._tasks: list[asyncio.Task[None]] = []
         self._persist_task: asyncio.Task[None] | None = None
         self._sync_task: asyncio.Future[None] | None = None
+        self.repairs_completed = 0
 
     def _make_node(self, applied: int) -> RaftNode:
         hs = self.storage.load_hard_state()
@@ -213,7 +217,18 @@ class RaftDriver:
         rng = random.Random(seed) if seed is not None else random.Random()
         peers = list(self.config.peer_addresses)
         # The core reads durable entries from the store; only the unwritten tail is in memory.
-        return RaftNode(self.config.raft_config(), peers, hs, storage=self.storage, applied=applied, rng=rng)
+        repair = self.storage.repair()
+        if repair is not None:
+            log.error(
+                "raft %s: this member's log lost entries; repairing until index %d from the leader "
+                "(until then it does not campaign, votes only for logs as up to date as its old one, "
+                "and is not counted toward a quorum)",
+                self.config.self_id,
+                repair.until,
+            )
+        return RaftNode(
+            self.config.raft_config(), peers, hs, storage=self.storage, applied=applied, rng=rng, repair=repair
+        )
 
     # -- lifetime --------------------------------------------------------------------
     async def start(self) -> None:
@@ -311,6 +326,7 @@ class RaftDriver:
             n.persisted_index,
             match,
             failed,
+            n.repair_until,
         )
 
     async def wait_for(self, predicate: Callable[[RaftStatus], bool], timeout: float) -> RaftStatus:
@@ -347,6 +363,9 @@ class RaftDriver:
         for m in messages:
             try:
                 self.node.step(m)
+            except CorruptEntryError as exc:
+                self._fail(exc, f"reading the log to answer {m.type.value} from {m.src}")
+                return
             except Exception:
                 log.exception("raft %s: step(%s from %s) failed", self.config.self_id, m.type.value, m.src)
         self._wake.set()
@@ -380,6 +399,9 @@ class RaftDriver:
                     for _ in range(self.config.election_timeout_ticks - 1):
                         self.node.tick()
                 self.node.tick()
+            except CorruptEntryError as exc:
+                self._fail(exc, "reading the log on a tick")
+                continue
             except Exception:
                 log.exception("raft %s: tick failed", self.config.self_id)
             self._last_tick_at = loop.time()
@@ -405,6 +427,8 @@ class RaftDriver:
                 # A Ready half carried out cannot be advanced (and the core takes no other
                 # until it is): stop rather than guess which of its promises were kept.
                 self._fail(exc, "handling a Ready")
+            if self.repairing and self.node.repair_until == 0 and self.failed is None:
+                await self._end_repair()
             self._notify()
 
     async def _handle_ready(self, rd: Ready) -> None:
@@ -475,6 +499,33 @@ class RaftDriver:
                         f"index {e.index} committed with term {e.term}, not the proposal's {p.term}"
                     )
                 )
+
+    @property
+    def repairing(self) -> bool:
+        """The store still carries a repair marker (the log lost entries and is being refilled)."""
+        return self.storage.store.repair is not None
+
+    async def _end_repair(self) -> None:
+        st = self.node
+        try:
+            await asyncio.to_thread(self.storage.end_repair)
+        except Exception as exc:
+            self._fail(exc, "clearing the repair marker")
+            return
+        self.repairs_completed += 1
+        log.warning(
+            "raft %s: repaired: the log holds every entry it had before the damage again (last index %d, "
+            "persisted %d); a normal member again",
+            self.config.self_id,
+            st.last_index,
+            st.persisted_index,
+        )
+
+    def fail(self, exc: BaseException, doing: str) -> None:
+        """Fail-stop from outside (a read for a consumer met a corrupt entry): the broker
+        re-recovers the store, which cuts the log at the damage, and starts a repairing driver."""
+        self._fail(exc, doing)
+        self._wake.set()
 
     def _observe_roles(self) -> None:
         n = self.node

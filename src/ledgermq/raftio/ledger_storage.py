@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ledgermq.raft.types import Entry, EntryKind, HardState
+from ledgermq.raft.types import Entry, EntryKind, HardState, Repair
 from ledgermq.store.dledger import DLedgerStore, TermState
 
 __all__ = ["LedgerStorage"]
@@ -162,6 +162,20 @@ class LedgerStorage:
         """fsync what was written; the last durable raft ``(index, term)``."""
         index = self.store.flush() + 1
         return index, self.term(index)
+
+    # -- repair of a damaged log ------------------------------------------------------
+    def repair(self) -> Repair | None:
+        """The core's view of the store's repair marker (raft indices), if the log is damaged.
+        An unknown last term is bounded by the current term (a stricter vote rule, still safe)."""
+        marker = self.store.repair
+        if marker is None:
+            return None
+        last_term = marker.last_term if marker.last_term >= 0 else self.store.term_state.current_term
+        return Repair(marker.until + 1, last_term)
+
+    def end_repair(self) -> None:
+        """The core says the log is whole again: drop the marker (a small file write)."""
+        self.store.end_repair()
 
     # -- hard state ------------------------------------------------------------------
     def load_hard_state(self) -> HardState:

@@ -56,6 +56,8 @@ def fmt_msg(m: Message) -> str:
             s += f" (Index:{m.index} Hint:{m.log_term}/{m.reject_hint})"
     if m.transfer:
         s += " Transfer"
+    if m.repair_until:
+        s += f" RepairingUntil:{m.repair_until}"
     return s
 
 

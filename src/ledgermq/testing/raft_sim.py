@@ -22,7 +22,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from ledgermq.raft import Entry, HardState, Message, ProposalDroppedError, RaftConfig, RaftNode, Ready, Role
+from ledgermq.raft import Entry, HardState, Message, ProposalDroppedError, RaftConfig, RaftNode, Ready, Repair, Role
 from ledgermq.raft.storage import MemoryStorage
 from ledgermq.testing.raft_interaction import fmt_msg
 from ledgermq.testing.raft_invariants import ClusterChecker, InvariantFailure
@@ -47,6 +47,9 @@ class _Disk:
     """The durable log: what completed writes put there survives a crash, nothing else."""
     pending: deque[tuple[int, tuple[Entry, ...]]] = field(default_factory=deque)
     """(due round, entries) writes not yet durable; completed in order."""
+    repair: Repair | None = None
+    """The persisted repair marker of a node whose log rotted; cleared once the node says it
+    is repaired (the driver deletes the marker file then)."""
 
 
 class Simulation:
@@ -69,6 +72,8 @@ class Simulation:
         self.trace: deque[tuple[int, int, str, Message | Ready | None]] = deque(maxlen=60)
         """(tick, round, text, object): formatting waits until a failure needs it."""
         self._proposal_no = 0
+        self.damaged: dict[str, int] = {}
+        """Nodes whose log rotted, until their durable log is back to where it was."""
 
     # -- running ---------------------------------------------------------------------
 
@@ -159,6 +164,8 @@ class Simulation:
             self._propose()
         if faults and rng.random() < cfg.transfer_rate * per_round:
             self._transfer()
+        if faults and cfg.corrupt_rate and rng.random() < cfg.corrupt_rate * per_round:
+            self._corrupt(rng.choice(self.ids))
         for nid in self.ids:
             self._complete_writes(nid)
         for nid in self.ids:
@@ -176,6 +183,14 @@ class Simulation:
     def _after(self, n: RaftNode, what: str, obj: Message | None = None) -> None:
         self._log(what, obj)
         self.checker.check_node(n)
+        until = self.damaged.get(n.id)
+        if until is not None and n.persisted_index >= until:
+            del self.damaged[n.id]
+        disk = self.disks[n.id]
+        if disk.repair is not None and n.repair_until == 0:
+            disk.repair = None  # the core says its durable log regained what it lost
+            self.stats.repairs_done += 1
+            self._log(f"{n.id} repaired")
 
     def _log(self, text: str, obj: Message | Ready | None = None) -> None:
         self.trace.append((self.tick_no, self.now, text, obj))
@@ -312,6 +327,30 @@ class Simulation:
         self.stats.crashes += 1
         self._log(f"crash {nid}")
 
+    def _corrupt(self, nid: str) -> None:
+        """Rot in ``nid``'s log, found by its recovery: everything from a random entry on is
+        cut, the commit it recorded falls below the cut, and it restarts repairing until its
+        old last index (the entries it may have acknowledged). Skipped while another node is
+        still damaged: a majority losing the same committed entry is beyond any protocol."""
+        if any(i != nid for i in self.damaged):
+            return
+        disk = self.disks[nid]
+        last = disk.storage.last_index()
+        if last == 0:
+            return
+        self._crash(nid)
+        cut = self.rng.randrange(1, last + 1)
+        old = disk.repair
+        until = max(last, disk.hard_state.commit, old.until if old is not None else 0)
+        last_term = max(disk.storage.term(last), old.last_term if old is not None else 0)
+        disk.storage.truncate_after(cut - 1)
+        disk.hard_state = replace(disk.hard_state, commit=min(disk.hard_state.commit, cut - 1))
+        disk.repair = Repair(until, last_term) if self.cfg.repair_rule else None
+        self.damaged[nid] = until
+        self.stats.corruptions += 1
+        self._log(f"rot in {nid}'s log from {cut} (had {last}); repairing until {until}")
+        self._restart(nid)
+
     def _restart(self, nid: str) -> None:
         n = self.nodes[nid] = self._boot(nid)
         self.checker.restarted(nid, applied=0)
@@ -331,7 +370,7 @@ class Simulation:
             append_noop_on_election=cfg.append_noop,
         )
         rng = random.Random(self.rng.getrandbits(64))
-        return RaftNode(rc, self.ids, disk.hard_state, disk.storage, rng=rng)
+        return RaftNode(rc, self.ids, disk.hard_state, disk.storage, rng=rng, repair=disk.repair)
 
     def _heal_all(self) -> None:
         """End the faults: reconnect, restart, and cap loss at HEALED_LOSS so liveness has a fair bound."""

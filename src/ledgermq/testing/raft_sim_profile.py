@@ -28,6 +28,14 @@ class SimConfig:
     max_inflight: int = 4
     max_entries_per_append: int = 3
     append_noop: bool = True
+    corrupt_rate: float = 0.0
+    """Chance per tick that one node's disk rots: the node is crashed, its log cut at a random
+    entry (recovery truncating at the first bad one) and restarted repairing. At most one node
+    is damaged and unrepaired at a time (the fault model: a minority). 0 draws nothing, so the
+    other faults of a seed stay as they were."""
+    repair_rule: bool = True
+    """False boots a damaged node as if its log were merely short (no ``Repair``): the unsafe
+    behaviour the rule exists for, so tests can show the checker catching it."""
 
 
 def random_profile(rng: random.Random, nodes: int) -> SimConfig:
@@ -63,6 +71,8 @@ class SimStats:
     crashes: int = 0
     partitions: int = 0
     transfers: int = 0
+    corruptions: int = 0
+    repairs_done: int = 0
 
 
 CALM = {"fault_rate": 0.0, "transfer_rate": 0.0, "loss": 0.0, "duplicate": 0.0}

@@ -63,6 +63,9 @@ def dledger_status_doc(broker: Broker, dl: BrokerDLedger, st: RaftStatus) -> dic
         "failed": st.failed or "",
         "state": dl.state,
         "driverFailures": dl.driver_failures,
+        "repairs": dl.repairs_started,
+        "repairsCompleted": dl.repairs_completed,
+        "repairingUntil": st.repair_until,
     }
 
 

@@ -5,13 +5,14 @@ beyond files."""
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.entry import BODY_OFFSET, HEADER_SIZE, INDEX_UNIT_SIZE
 from ledgermq.store.dledger.ledger_store import (
+    CorruptEntryError,
     DLedgerStore,
     EntryNotFoundError,
     EntrySpan,
     LogMismatchError,
     StoredEntry,
 )
-from ledgermq.store.dledger.metadata import LedgerCheckpoint, MetadataError, TermState
+from ledgermq.store.dledger.metadata import LedgerCheckpoint, MetadataError, RepairMarker, TermState
 from ledgermq.store.dledger.recovery import CommittedEntryLostError, DLedgerRecoveryError, RecoveryResult
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "HEADER_SIZE",
     "INDEX_UNIT_SIZE",
     "CommittedEntryLostError",
+    "CorruptEntryError",
     "DLedgerRecoveryError",
     "DLedgerStore",
     "DLedgerStoreConfig",
@@ -28,6 +30,7 @@ __all__ = [
     "LogMismatchError",
     "MetadataError",
     "RecoveryResult",
+    "RepairMarker",
     "StoredEntry",
     "TermState",
 ]

@@ -33,13 +33,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from ledgermq.clock import Clock
-from ledgermq.errors import StoreClosedError, StoreError
+from ledgermq.errors import CorruptRangeError, StoreClosedError, StoreError
 from ledgermq.protocol import message as M
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog, EncodedMessage
 from ledgermq.store.dispatch import DispatchRequest, Placement, check_record, read_placement
 from ledgermq.store.dledger.config import DLedgerStoreConfig
-from ledgermq.store.dledger.entry import BODY_OFFSET
+from ledgermq.store.dledger.entry import BODY_OFFSET, entry_body_problem
 from ledgermq.store.dledger.ledger_store import DLedgerStore
 from ledgermq.store.results import AppendResult
 
@@ -68,6 +68,8 @@ class DLedgerCommitLog(CommitLog):
         self._committed_index = -1
         self._committed_end = 0
         self.on_commit: Callable[[], None] | None = None  # wakes the reput
+        self.on_corrupt: Callable[[BaseException], None] | None = None
+        """Hears of a corrupt entry a read found (from the reading thread): the broker repairs."""
         self.files_lock = threading.Lock()
         """Held while retention deletes data files and while ``reopen_ledger`` re-opens them, so
         a re-recovery never maps a file that retention has taken off the list but not yet
@@ -126,6 +128,12 @@ class DLedgerCommitLog(CommitLog):
                 old.close(flush=False)  # its bytes stay in the page cache the new maps read
             new = DLedgerStore.open(self.ledger_config)
             self._ledger = new
+            rec = new.recovery
+            if rec is not None and rec.damage_found:
+                # Rot found (a read met a corrupt entry): the log was cut below it and is
+                # repaired from the group; what was committed above the cut comes back then.
+                committed = min(committed, new.last_index)
+                self._committed_end = max(self._span_end(new.first_index - 1), self.divided_offset)
             if committed > new.last_index:
                 raise StoreError(
                     f"after re-recovery the DLedger log ends at index {new.last_index} but index {committed} "
@@ -305,11 +313,26 @@ class DLedgerCommitLog(CommitLog):
 
     # -- reads -----------------------------------------------------------------------
     def read(self, offset: int, size: int) -> bytes | None:
+        """A stored message (``size`` bytes at ``offset``); when it is a whole entry body, its
+        entry's body CRC is checked first: a corrupt record is never returned (CorruptRangeError,
+        and ``on_corrupt`` hears of it so the member repairs its log)."""
         if offset < self.divided_offset or self._ledger is None:
             return super().read(offset, size)
         if offset + size > self._committed_end:
             return None
-        return self._ledger.read_body_at(offset, size)
+        raw = self._ledger.read_body_at(offset - BODY_OFFSET, size + BODY_OFFSET)
+        if raw is None:
+            return None
+        reason = entry_body_problem(raw, offset - BODY_OFFSET, size)
+        if reason is not None:
+            self._ledger.corrupt_reads += 1
+            exc = CorruptRangeError(offset - BODY_OFFSET, offset + size, reason)
+            log.error("DLedger read for a consumer refused: %s", exc)
+            hook = self.on_corrupt
+            if hook is not None:
+                hook(exc)
+            raise exc
+        return raw[BODY_OFFSET:]
 
     def read_from(self, offset: int, max_bytes: int) -> bytes:
         if offset < self.divided_offset or self._ledger is None:

@@ -33,6 +33,10 @@ class DLedgerStoreConfig:
     # Where the first data file starts in an empty store: RocketMQ's dividedCommitlogOffset
     # when a broker switches to DLedger with an old commit log in place.
     first_data_offset: int = 0
+    # Damage recovery finds (rot with valid entries after it, a missing or short data file, an
+    # entry below the checkpoint's committed index) is cut and marked for repair by a Raft
+    # member (docs/dledger.md, "Disks that lie") instead of stopping start-up.
+    repair_damage: bool = False
 
     def __post_init__(self) -> None:
         if not self.self_id or "/" in self.self_id:
@@ -67,10 +71,14 @@ class DLedgerStoreConfig:
 
 def dledger_store_config(config: StoreConfig) -> DLedgerStoreConfig:
     """The DLedger files of a store in DLedger mode (as DLedgerCommitLog configures DLedger:
-    base dir storePathRootDir, data files of mappedFileSizeCommitLog)."""
+    base dir storePathRootDir, data files of mappedFileSizeCommitLog). Unlike DLedger, every
+    data file is verified at start (entry structure and body CRCs), and damage is repaired
+    from the group rather than refused."""
     return DLedgerStoreConfig(
         store_base_dir=config.root_dir,
         self_id=config.dleger_self_id,
         data_store_path=config.store_path_dleger_commit_log or None,
         data_file_size=config.mapped_file_size_commitlog,
+        recover_last_files=0,
+        repair_damage=True,
     )

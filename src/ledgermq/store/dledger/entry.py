@@ -181,3 +181,19 @@ def check_entry(
     if check_crc and crc != 0 and body_crc(buf[at + BODY_OFFSET : at + size]) != crc:
         return _corrupt(f"body CRC mismatch for index {index} at {expected_pos}")
     return EntryInfo(index, term, pos, size)
+
+
+def entry_body_problem(raw: Buffer, pos: int, body_size: int) -> str | None:
+    """Why ``raw`` (an entry head and ``body_size`` body bytes read at data position ``pos``)
+    must not be served, or None. A read of a whole stored message checks the entry around it:
+    its head names this position and body length, and its body CRC (when recorded) holds."""
+    if len(raw) < BODY_OFFSET + body_size:
+        return f"{len(raw)} bytes read at {pos}, {BODY_OFFSET + body_size} expected"
+    magic, size, index, _term, epos, _ch, _chain, crc, body_len = ENTRY_HEAD.unpack_from(raw, 0)
+    if magic != ENTRY_MAGIC or epos != pos or size != BODY_OFFSET + body_len:
+        return f"entry head at {pos} is damaged (magic {magic}, pos {epos}, size {size}, body length {body_len})"
+    if body_len != body_size:
+        return None  # not a whole-entry read (a part of a message): nothing more to compare
+    if crc != 0 and body_crc(memoryview(raw)[BODY_OFFSET : BODY_OFFSET + body_len]) != crc:
+        return f"body CRC mismatch for entry {index} at {pos}"
+    return None

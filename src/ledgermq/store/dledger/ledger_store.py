@@ -20,6 +20,8 @@ Nothing is kept per entry in Python: ``get`` reads the 32-byte index unit, then 
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -36,13 +38,16 @@ from ledgermq.store.dledger.entry import (
     EntryInfo,
     Verdict,
     VerdictKind,
+    body_crc,
     check_entry,
     pack_entry_head,
     pack_index_unit,
 )
 from ledgermq.store.dledger.metadata import (
     LedgerCheckpoint,
+    RepairMarker,
     TermState,
+    clear_repair,
     load_checkpoint,
     load_term_state,
     save_checkpoint,
@@ -61,6 +66,8 @@ from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.mapped_file_queue import MappedFileQueue
 from ledgermq.util.atomic_file import fsync_dir
 
+log = logging.getLogger(__name__)
+
 EntryInput = tuple[int, int, bytes | bytearray | memoryview]  # index, term, body
 # Called with the body and the position its first byte will have in the data files
 # (entry pos + BODY_OFFSET), before the entry is encoded: the leader fills the inner
@@ -74,6 +81,18 @@ FileCondition = Callable[[MappedFile, EntryInfo], bool]
 
 class EntryNotFoundError(StoreError, IndexError):
     """The index is outside ``[first_index, last_index]`` or its entry is unreadable."""
+
+
+class CorruptEntryError(EntryNotFoundError):
+    """An entry failed its checks when read (rot since recovery verified it): never returned.
+    The member must re-recover (which cuts the log there and repairs it from its group)."""
+
+    def __init__(self, index: int, pos: int, size: int, reason: str) -> None:
+        super().__init__(f"DLedger entry {index} at data position {pos} ({size} bytes) is corrupt: {reason}")
+        self.index = index
+        self.pos = pos
+        self.size = size
+        self.reason = reason
 
 
 class LogMismatchError(StoreError, ValueError):
@@ -117,6 +136,11 @@ class DLedgerStore:
         self._closed = False
         self.term_state = TermState()
         self.recovery: RecoveryResult | None = None
+        self.repair: RepairMarker | None = None
+        """Set while the log is being repaired from the group (see recovery.py); ``end_repair``
+        clears it once the Raft member holds everything it lost again."""
+        self.corrupt_reads = 0
+        """Entries a read found corrupt since the store opened (never returned)."""
 
     @classmethod
     def open(cls, config: DLedgerStoreConfig) -> DLedgerStore:
@@ -129,6 +153,8 @@ class DLedgerStore:
         try:
             checkpoint = load_checkpoint(config.default_path)
             store.term_state = load_term_state(config.default_path)
+            if config.repair_damage:
+                _pad_short_files(config)
             store.data.load()
             store.index.load()
             result = recover(config, store.data, store.index, checkpoint)
@@ -137,6 +163,7 @@ class DLedgerStore:
             store.index.close()
             raise
         store.recovery = result
+        store.repair = result.damage
         store._first_index = result.first_index
         store._last_index = store._persisted_index = result.last_index
         store._last_term = result.last_term
@@ -250,9 +277,12 @@ class DLedgerStore:
         raw = read_data(self.data, pos, size)
         if raw is None:
             raise EntryNotFoundError(f"entry {index} at {pos} ({size} bytes) is not in the data files")
-        magic, esize, eindex, term, epos, *_rest = ENTRY_HEAD.unpack_from(raw)
+        magic, esize, eindex, term, epos, _ch, _chain, crc, body_len = ENTRY_HEAD.unpack_from(raw)
         if magic != ENTRY_MAGIC or esize != size or eindex != index or epos != pos:
             raise EntryNotFoundError(f"entry {index}: data at {pos} holds index {eindex} at {epos} (truncated?)")
+        if body_len != size - BODY_OFFSET or (crc != 0 and body_crc(memoryview(raw)[BODY_OFFSET:]) != crc):
+            self.corrupt_reads += 1
+            raise CorruptEntryError(index, pos, size, f"body length {body_len} or body CRC of entry {index} is wrong")
         return StoredEntry(term, raw[BODY_OFFSET:], pos)
 
     def read_body_at(self, pos: int, size: int) -> bytes | None:
@@ -410,6 +440,12 @@ class DLedgerStore:
             save_checkpoint(self.config.default_path, LedgerCheckpoint(end, value))
             return value
 
+    def end_repair(self) -> None:
+        """The log holds again everything it had before the damage: forget the marker."""
+        if self.repair is not None:
+            clear_repair(self.config.default_path)
+            self.repair = None
+
     def save_term_state(self, state: TermState) -> None:
         """Persist term and vote (``currterm``) before acting on them."""
         save_term_state(self.config.default_path, state)
@@ -454,3 +490,24 @@ def _destroy(mf: MappedFile, now: float, force_after_s: float) -> None:
     mf.destroy(now, force_after_s)
     if mf.path.parent.exists():
         fsync_dir(mf.path.parent)
+
+
+def _pad_short_files(config: DLedgerStoreConfig) -> None:
+    """A data file cut short (a truncated copy, a file system that lost its tail) is padded
+    with zeros to its size, so recovery sees the lost bytes as damage and repairs them instead
+    of refusing the whole directory."""
+    directory = config.data_dir
+    if not directory.is_dir():
+        return
+    for path in sorted(directory.iterdir()):
+        if not path.name.isdigit():
+            continue
+        size = path.stat().st_size
+        if size < config.data_file_size:
+            log.error(
+                "dledger: data file %s is %d bytes, not %d: padding it with zeros; recovery repairs what it lost",
+                path,
+                size,
+                config.data_file_size,
+            )
+            os.truncate(path, config.data_file_size)

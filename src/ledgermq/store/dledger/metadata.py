@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ledgermq.errors import StoreError
 from ledgermq.failpoints import failpoint
-from ledgermq.util.atomic_file import write_atomic
+from ledgermq.util.atomic_file import fsync_dir, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,10 @@ TERM_FILE = "currterm"  # MemberState.TERM_PERSIST_FILE
 TERM_KEY = "currTerm"  # MemberState.TERM_PERSIST_KEY_TERM
 VOTE_KEY = "voteLeader"  # MemberState.TERM_PERSIST_KEY_VOTE_FOR
 CHECKPOINT_FILE = "checkpoint"  # DLedgerMmapFileStore.CHECK_POINT_FILE
+REPAIR_FILE = "repair"  # ledgermq's own: present while the log is being repaired
+REPAIR_UNTIL_KEY = "repairUntilIndex"
+REPAIR_TERM_KEY = "repairLastTerm"
+FIRST_BAD_KEY = "firstBadIndex"
 END_INDEX_KEY = "endIndex"
 COMMITTED_INDEX_KEY = "committedIndex"
 
@@ -141,3 +145,48 @@ def save_checkpoint(directory: Path, checkpoint: LedgerCheckpoint) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     failpoint("dledger.before_checkpoint_write")
     write_atomic(directory / CHECKPOINT_FILE, text.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class RepairMarker:
+    """A log that lost entries (rot or a missing file found by recovery) is being repaired
+    from the leader: until its entries reach ``until`` again (DLedger index) the member must
+    not act as if it held them (docs/dledger.md, "Disks that lie"). ``last_term`` is the term
+    of the last entry found (-1 unknown); ``first_bad`` the first entry that was lost."""
+
+    until: int
+    last_term: int
+    first_bad: int
+
+
+def load_repair(directory: Path) -> RepairMarker | None:
+    path = directory / REPAIR_FILE
+    props = _read(path)
+    if props is None:
+        return None
+    return RepairMarker(
+        _int(props, REPAIR_UNTIL_KEY, path, 0),
+        _int(props, REPAIR_TERM_KEY, path, -1),
+        _int(props, FIRST_BAD_KEY, path, 0),
+    )
+
+
+def save_repair(directory: Path, marker: RepairMarker) -> None:
+    """Written (atomically, durably) before recovery cuts anything, so a crash mid-repair
+    still knows what the log had."""
+    text = format_properties(
+        [
+            (REPAIR_UNTIL_KEY, str(marker.until)),
+            (REPAIR_TERM_KEY, str(marker.last_term)),
+            (FIRST_BAD_KEY, str(marker.first_bad)),
+        ]
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomic(directory / REPAIR_FILE, text.encode())
+
+
+def clear_repair(directory: Path) -> None:
+    path = directory / REPAIR_FILE
+    if path.exists():
+        path.unlink()
+        fsync_dir(directory)

@@ -22,6 +22,16 @@ The data files are the truth; the index is derived from them. Passes, in order:
    last entry.
 7. fdatasync what recovery kept or rewrote, so "everything recovered is durable" holds
    and ``flush`` can count from the recovered end.
+
+Damage versus a torn tail. A crash tears only the tail: nothing valid follows the first bad
+entry. Rot in the middle (flipped bytes, valid entries after it), a missing data file (a
+hole), or a cut below the committed index are damage. With ``repair_damage`` (a broker's
+Raft member) recovery then records a repair marker *before* touching anything (the last
+index the log held, and its term: what the member may have acknowledged), lowers the
+checkpoint's committed index below the first lost entry, and cuts there like a torn tail;
+the Raft core then keeps the member from acting as if it held what it lost, and the leader
+re-sends it. Without ``repair_damage`` damage stops start-up as before (a bare store has no
+one to repair it from), except rot above the committed index, which is cut (loudly).
 """
 
 from __future__ import annotations
@@ -44,7 +54,14 @@ from ledgermq.store.dledger.entry import (
     VerdictKind,
     check_entry,
 )
-from ledgermq.store.dledger.metadata import CHECKPOINT_FILE, LedgerCheckpoint
+from ledgermq.store.dledger.metadata import (
+    CHECKPOINT_FILE,
+    LedgerCheckpoint,
+    RepairMarker,
+    load_repair,
+    save_checkpoint,
+    save_repair,
+)
 from ledgermq.store.dledger.segments import index_file_for, read_index_unit, sync_file
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.mapped_file_queue import MappedFileQueue
@@ -72,7 +89,9 @@ class RecoveryResult:
     dirty_tail: bool  # non-zero bytes followed the valid end (a torn or corrupt entry)
     data_files_dropped: int
     stop_reason: str
-    committed_index: int  # from the checkpoint; -1 without one
+    committed_index: int  # from the checkpoint (lowered below a damaged range); -1 without one
+    damage: RepairMarker | None = None  # what the member must regain from its group, if anything
+    damage_found: bool = False  # this recovery found new damage (not only a marker from before)
 
 
 @dataclass(slots=True)
@@ -94,10 +113,20 @@ def recover(
     checkpoint: LedgerCheckpoint | None,
 ) -> RecoveryResult:
     committed = checkpoint.committed_index if checkpoint is not None else -1
-    # 1. No holes in either file list.
-    _check_contiguous(data, "data")
-    _check_contiguous(index, "index")
-    files = data.files
+    # 1. No holes in either file list (with repair_damage, a data hole is damage to repair and
+    # an index hole is rebuilt: the index derives from the data).
+    hole = _hole(data)
+    if hole is not None and not config.repair_damage:
+        _check_contiguous(data, "data")
+    if _hole(index) is not None:
+        if not config.repair_damage:
+            _check_contiguous(index, "index")
+        bad = _hole(index)
+        assert bad is not None
+        log.error("dledger recovery: index file %s is missing; rebuilding the index from there", bad.path.name)
+        index.truncate_after(index.files[index.files.index(bad) - 1].end_offset)
+    all_files = data.files
+    files = all_files if hole is None else all_files[: all_files.index(hole)]
 
     # 2. Where validation starts.
     start = _scan_start(files, index, config.recover_last_files, config.check_body_crc) if files else 0
@@ -105,6 +134,47 @@ def recover(
 
     # 3. Validate (read-only).
     scan = _scan(files, start, index, config.check_body_crc) if files else _Scan(valid_end=scan_start)
+    if hole is not None:
+        scan.stop_reason = f"data file {hole.path.name} follows a missing one (a hole in {data.directory})"
+
+    # 3b. Rot in the middle, a hole or a committed entry cut: damage, not a torn tail.
+    after = _last_valid_after(all_files, index, scan.last_index + 1, scan.valid_end, config.check_body_crc)
+    previous = load_repair(config.default_path) if config.repair_damage else None
+    damaged = after is not None or hole is not None or committed > scan.last_index
+    marker = previous
+    if damaged and config.repair_damage:
+        end = checkpoint.end_index if checkpoint is not None else -1
+        until = max(committed, end, after[0] if after is not None else -1, scan.last_index)
+        last_term = after[1] if after is not None and after[0] == until else -1
+        if previous is not None:
+            until = max(until, previous.until)
+            last_term = max(last_term, previous.last_term) if last_term >= 0 else -1
+        marker = RepairMarker(until, last_term, scan.last_index + 1)
+        log.error(
+            "dledger recovery: the log in %s is damaged at index %d (data position %d: %s); entries up to "
+            "index %d were held before. Cutting the log there and repairing it from the group's leader: "
+            "until it holds index %d again this member neither campaigns, nor votes for a shorter log, "
+            "nor counts toward a quorum",
+            config.data_dir,
+            scan.last_index + 1,
+            scan.valid_end,
+            scan.stop_reason,
+            until,
+            until,
+        )
+        save_repair(config.default_path, marker)  # before anything is cut
+        if committed > scan.last_index:
+            committed = scan.last_index
+            save_checkpoint(config.default_path, LedgerCheckpoint(scan.last_index, committed))
+    elif after is not None:
+        log.error(
+            "dledger recovery: valid entries (up to index %d) follow damage at index %d (data position %d: %s); "
+            "they are cut with it",
+            after[0],
+            scan.last_index + 1,
+            scan.valid_end,
+            scan.stop_reason,
+        )
 
     # 4. Refuse before changing anything if a committed entry would be dropped.
     if committed > scan.last_index:
@@ -122,6 +192,7 @@ def recover(
             scan.last_index,
             scan.stop_reason,
         )
+    files = all_files
 
     # 5. Cut the data after the last valid entry.
     dirty = _dirty_after(data, scan.valid_end)
@@ -161,7 +232,68 @@ def recover(
         data_files_dropped=dropped,
         stop_reason=scan.stop_reason,
         committed_index=committed,
+        damage=marker,
+        damage_found=damaged and config.repair_damage,
     )
+
+
+def _hole(queue: MappedFileQueue) -> MappedFile | None:
+    """The first file that does not follow the one before it."""
+    for prev, cur in itertools.pairwise(queue.files):
+        if cur.start_offset != prev.end_offset:
+            return cur
+    return None
+
+
+def _last_valid_after(
+    files: list[MappedFile], index: MappedFileQueue, from_index: int, from_pos: int, check_crc: bool
+) -> tuple[int, int] | None:
+    """The last valid entry (index, term) at or after ``from_index`` beyond data position
+    ``from_pos``, if any: then the scan stopped at damage, not at a torn tail.
+
+    Two witnesses, since either may be damaged too: the index units (walked back from the
+    last one written) and the entry each later data file starts with (walked to its end).
+    """
+    best: tuple[int, int] | None = None
+    for mf in reversed(files):
+        if mf.start_offset <= from_pos:
+            break
+        head = check_entry(mf.mm, 0, mf.size, mf.start_offset, check_crc=check_crc)
+        if isinstance(head, EntryInfo) and head.index >= from_index:
+            at, last = head.size, head
+            while True:
+                v = check_entry(mf.mm, at, mf.size, mf.start_offset + at, check_crc=check_crc)
+                if not isinstance(v, EntryInfo) or v.index != last.index + 1:
+                    break
+                at, last = at + v.size, v
+            best = (last.index, last.term)
+            break
+    unit = _last_unit(index)
+    checked = 0
+    while unit >= max(from_index, best[0] + 1 if best else 0) and checked < 4096:
+        checked += 1
+        u = read_index_unit(index, unit)
+        if u is not None and u[0] == ENTRY_MAGIC and u[3] == unit and u[1] >= from_pos:
+            holder = next((f for f in files if f.start_offset <= u[1] < f.end_offset), None)
+            if holder is not None:
+                v = check_entry(holder.mm, u[1] - holder.start_offset, holder.size, u[1], check_crc=check_crc)
+                if isinstance(v, EntryInfo) and v.index == unit:
+                    return (v.index, v.term) if best is None or v.index > best[0] else best
+        unit -= 1
+    return best
+
+
+def _last_unit(index: MappedFileQueue) -> int:
+    """The highest entry index whose unit holds anything but zeros (-1 if none)."""
+    for mf in reversed(index.files):
+        mm, end = mf.mm, mf.size
+        while end > 0:
+            lo = max(0, end - (1 << 20))
+            chunk = mm[lo:end].rstrip(b"\x00")
+            if chunk:
+                return (mf.start_offset + lo + len(chunk) - 1) // INDEX_UNIT_SIZE
+            end = lo
+    return -1
 
 
 def _check_contiguous(queue: MappedFileQueue, what: str) -> None:

@@ -15,6 +15,7 @@ from ledgermq.errors import StoreClosedError, StoreError
 from ledgermq.store.commitlog import EncodedMessage, queue_key
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog, EntryToWrite
+from ledgermq.store.index import IndexService
 from ledgermq.store.reput import ReputService
 
 DLEDGER_APPEND_FAILED = "DLedger append failed"
@@ -26,6 +27,7 @@ class DLedgerWrites:
     dledger: DLedgerCommitLog | None
     reput: ReputService | None
     queues: ConsumeQueueTable
+    index: IndexService | None
     running: bool
     failed_reason: str | None
 
@@ -71,7 +73,18 @@ class DLedgerWrites:
         dl = self._dledger_log()
         reput = self.reput
         with reput.lock if reput is not None else contextlib.nullcontext():
-            dl.reopen_ledger()
+            ledger = dl.reopen_ledger()
+            rec = ledger.recovery
+            if rec is not None and rec.damage_found:
+                # The log was cut below entries already dispatched: their queue units and index
+                # entries go, and the reput re-dispatches them from the repaired log.
+                end = dl.max_offset
+                for cq in self.queues.all():
+                    cq.truncate_dirty(end)
+                if self.index is not None:
+                    self.index.forget_after(end)
+                if reput is not None and reput.reput_from > end:
+                    reput.reput_from = end
         if self.failed_reason is not None and self.failed_reason.startswith(DLEDGER_APPEND_FAILED):
             self.failed_reason = None
         self.rebuild_queue_offsets()

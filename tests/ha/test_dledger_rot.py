@@ -1,0 +1,155 @@
+"""Disks that lie, in a real 3-broker DLedger group: one member's sealed data segment has
+flipped bytes, or is gone, while that broker is stopped. The member must never serve the
+damaged entries, must not act as if it still held them, and must be repaired from the
+leader: afterwards every acknowledged message is on every member, byte for byte.
+
+Small data files (64 KiB) so a few thousand messages fill a dozen segments and the damage
+sits in a sealed file in the middle of the log, far from the tail recovery cuts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ledgermq.admin.client import AdminClient
+from ledgermq.client import Message, Producer
+from ledgermq.client.message import SendStatus
+from tests.compat.cluster import tcp_open, wait_until
+from tests.ha.dledger_group import TOPIC, DLedgerGroup
+
+SEGMENT = 64 * 1024
+MESSAGES = 3000
+SENDERS = 16
+
+Acked = dict[bytes, tuple[int, int]]
+
+
+def _send(group: DLedgerGroup, acked: Acked, prefix: str, count: int) -> None:
+    """``count`` sync sends from ``SENDERS`` concurrent senders; SEND_OKs land in ``acked``."""
+
+    async def run() -> None:
+        producer = Producer(f"rot-{prefix}", group.namesrv_addr, send_timeout=5.0)
+        await producer.start()
+        try:
+            numbers = iter(range(count))
+
+            async def sender() -> None:
+                for i in numbers:
+                    body = f"{prefix}-{i:05d}-".encode() + bytes([65 + i % 26]) * 180
+                    for _attempt in range(5):
+                        try:
+                            r = await producer.send(Message(TOPIC, body, keys=[f"{prefix}{i}"]))
+                        except Exception:
+                            await asyncio.sleep(0.2)
+                            continue
+                        if r.status is SendStatus.SEND_OK:
+                            acked[body] = (r.queue.queue_id, r.queue_offset)
+                            break
+
+            await asyncio.gather(*(sender() for _ in range(SENDERS)))
+        finally:
+            await producer.shutdown()
+
+    asyncio.run(run())
+
+
+def _data_files(group: DLedgerGroup, n: str) -> list[Path]:
+    data = group.root / n / "store" / f"dledger-{n}" / "data"
+    return sorted(p for p in data.iterdir() if p.name.isdigit())
+
+
+def _flip_middle(path: Path) -> None:
+    """XOR 64 bytes in the middle of a data file: inside some entry, header or body."""
+    with path.open("r+b") as f:
+        f.seek(SEGMENT // 2)
+        raw = f.read(64)
+        f.seek(SEGMENT // 2)
+        f.write(bytes(b ^ 0x5A for b in raw))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _status(group: DLedgerGroup, n: str) -> dict[str, object]:
+    async def ask() -> dict[str, object]:
+        async with AdminClient(group.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+            st = await admin.dledger_status(group.addr(n))
+            return {"repairs": st.repairs, "repairing_until": st.repairing_until, "role": st.role}
+
+    try:
+        return asyncio.run(ask())
+    except Exception as exc:
+        return {"error": repr(exc)}
+
+
+def _damage_one_member(
+    tmp_path: Path, pick: Callable[[DLedgerGroup, str], str], damage: Callable[[Path], None]
+) -> None:
+    """Fill the log, stop the member ``pick`` names, damage its middle sealed data file,
+    restart it, and check that it is repaired and that every member serves every SEND_OK."""
+    group = DLedgerGroup(tmp_path, segment=SEGMENT)
+    acked: Acked = {}
+    try:
+        group.start()
+        leader = group.master()
+        assert leader is not None
+        _send(group, acked, "a", MESSAGES)
+        assert len(acked) >= MESSAGES * 0.99, f"only {len(acked)} acknowledged{group.explain()}"
+        victim = pick(group, leader)
+        for n in group.ids:
+            if n != leader:
+                group.wait_caught_up(n, leader)
+        assert group.brokers[victim].stop() == 0, group.explain()
+        files = _data_files(group, victim)
+        assert len(files) >= 8, f"{len(files)} data files: the test needs the damage in the middle"
+        target = files[len(files) // 2]
+        damage(target)
+        group.brokers[victim].start()
+        wait_until(f"{victim}'s port", lambda: tcp_open(group.ports[victim]), 30, 0.1, group.explain)
+        wait_until("a master", lambda: group.master() is not None, 20, 0.1, group.explain)
+        _send(group, acked, "b", 200)  # the group goes on; the member catches up and is repaired
+        leader = group.master()
+        assert leader is not None
+        for n in group.ids:
+            if n != leader:
+                group.wait_caught_up(n, leader)
+        st: dict[str, object] = {}
+        wait_until(
+            f"{victim} repaired",
+            lambda: (st.update(_status(group, victim)) or st.get("repairs", 0)) and st.get("repairing_until") == 0,
+            30,
+            0.2,
+            lambda: f" status {st}{group.explain()}",
+        )
+        log_text = (group.root / f"{victim}.log").read_text(errors="replace")
+        assert "is damaged at index" in log_text and "repaired: the log holds every entry" in log_text, log_text[-3000:]
+        for b in group.brokers.values():
+            assert b.stop() == 0, group.explain()
+    finally:
+        group.close()
+    for n in group.ids:
+        served = group.store_queues(n)
+        missing = [b[:12] for b, (q, off) in acked.items() if served[q].get(off) != b]
+        assert not missing, f"{n}: {len(missing)} of {len(acked)} acknowledged messages missing, e.g. {missing[:5]}"
+
+
+def _a_follower(group: DLedgerGroup, leader: str) -> str:
+    return next(n for n in group.ids if n != leader)
+
+
+def _the_leader(group: DLedgerGroup, leader: str) -> str:
+    return leader
+
+
+def test_flipped_bytes_in_a_sealed_segment_of_a_follower_are_repaired_from_the_leader(tmp_path: Path) -> None:
+    _damage_one_member(tmp_path, _a_follower, _flip_middle)
+
+
+def test_flipped_bytes_in_a_sealed_segment_of_the_leader_are_repaired_once_it_follows(tmp_path: Path) -> None:
+    _damage_one_member(tmp_path, _the_leader, _flip_middle)
+
+
+def test_a_deleted_sealed_segment_of_a_member_is_refetched_from_the_leader(tmp_path: Path) -> None:
+    _damage_one_member(tmp_path, _a_follower, Path.unlink)

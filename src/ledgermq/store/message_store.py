@@ -117,6 +117,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         # Corruption bookkeeping (store/integrity.py): damaged ranges, sealed-segment digests.
         self.damage = DamageRegistry(self.root / DAMAGE_FILE)
+        self.queues.damage = self.damage  # explains dispatch gaps (store/queue_gaps.py)
         self.digests = SegmentDigests(self.root / "digests" / "commitlog", config.mapped_file_size_commitlog)
         self.scrub_settings = ScrubSettings(
             config.store_scrub_enable, config.store_scrub_bytes_per_second, config.store_scrub_interval_seconds
@@ -184,6 +185,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
                     damage=self.damage,
                     digests=self.digests,
                 )
+                self._check_derived_at_start(self.recovery, rebuild_from)
             self.lock.mark_running()
             self._start_services(self.recovery.reput_from)
         except BaseException:
@@ -203,6 +205,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
         self.reput.listeners = self._listeners
         self.reput.defer = self._defer
         self.reput.dispatch_hooks = self._dispatch_hooks
+        self.reput.damage = self.damage
         self.reput.dispatch_available()  # catch up before serving (normal-recovery rebuild)
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.commitlog_flusher = GroupCommitService(
@@ -221,6 +224,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
         )
         self.cleaner = CleanService(cfg, self.commitlog, self.queues, self.index, self.clock, self._disk_usage)
         self.scrubber = ScrubService(self.commitlog, self.digests, self.damage, self.scrub_settings, self.clock)
+        self.scrubber.derived = self._derived_scrub()
         for svc in (
             self.reput,
             self.segment_creator,

@@ -35,7 +35,7 @@ from ledgermq.store.dispatch import BLANK, END_OF_DATA, TORN_TEXT, DispatchReque
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.record_check import next_sound_record
-from ledgermq.store.reput import dispatch
+from ledgermq.store.reput import redispatch
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def recover(
                 scanned += 1
                 last_ts = v.store_timestamp
                 if abnormal:
-                    dispatch(v, queues, index)
+                    redispatch(v, queues, index)
                     redispatched += 1
                 pos += v.size
                 continue
@@ -141,7 +141,7 @@ def recover(
                     scanned += 1
                     last_ts = accepted.store_timestamp
                     if abnormal:
-                        dispatch(accepted, queues, index)
+                        redispatch(accepted, queues, index)
                         redispatched += 1
                     pos += accepted.size
                     continue

@@ -14,6 +14,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
+from ledgermq.cli.main import cli
 from ledgermq.protocol import fastjson
 from ledgermq.protocol import message as M
 from ledgermq.protocol.codes import RequestCode, ResponseCode
@@ -59,6 +62,15 @@ async def runtime_info(h: Harness) -> dict[str, str]:
     assert resp.code == ResponseCode.SUCCESS
     table: dict[str, str] = fastjson.loads(resp.body)["table"]
     return table
+
+
+def broker_status(addr: str) -> dict[str, str]:
+    """``ledgermq admin brokerStatus -b ADDR`` (mqadmin's), as key -> value."""
+    no_namesrv = "127.0.0.1:1"  # -b asks the broker directly
+    result = CliRunner().invoke(cli, ["admin", "brokerStatus", "-b", addr, "-n", no_namesrv], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    pairs = (line.split() for line in result.stdout.splitlines() if line.strip())
+    return {row[0]: row[1] for row in pairs if len(row) == 2}
 
 
 def flip_body_byte(h: Harness, offset: int) -> bytes:
@@ -113,6 +125,9 @@ def test_pull_view_and_query_refuse_a_corrupt_record_until_it_is_repaired(tmp_pa
             info = await runtime_info(h)
             assert info["storeDamagedRanges"] == "1" and info["storeCorruptionsFound"] == "1"
             assert info["storeDamagedBytes"] == str(len(good))
+            status = await asyncio.to_thread(broker_status, h.addr)  # what an operator runs
+            assert status["storeDamagedRanges"] == "1" and status["storeDamagedBytes"] == str(len(good))
+            assert all(key in status for key in STORE_KEYS)
 
             store = h.app.broker.store
             await asyncio.to_thread(store.repair_range, victim, good, "test replica")

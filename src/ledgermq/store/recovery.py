@@ -9,7 +9,8 @@ differs only in where the commit-log scan starts and whether it re-dispatches:
    checkpoint says is safely flushed (store time <= min(physic, logics[, index]) - 3 s),
    or earlier if an index file had to be dropped.
 3. Scan forward, validating each record (magic, size, own offset, CRC, topic and
-   properties); after a crash, dispatch each valid record again (dispatch is idempotent).
+   properties); after a crash, dispatch each valid record again (``redispatch``: a unit
+   that exists is compared with its record and rewritten if it disagrees).
    When a record fails, look for the next sound record (this segment, then later ones):
    if there is one, the bytes between are corruption in the middle of the log: they are
    registered as a damaged range (refused until a replica repairs them) and the scan goes

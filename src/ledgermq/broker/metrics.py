@@ -34,7 +34,9 @@ in DLedger mode it follows the Raft role), so master and slaves of a group diffe
   ``ledgermq_store_consume_queue_open_files``, ``ledgermq_store_consume_queue_files_pending``,
   ``ledgermq_store_corruptions_found_total``, ``ledgermq_store_repairs_total``,
   ``ledgermq_store_damaged_bytes``, ``ledgermq_store_damaged_ranges``,
-  ``ledgermq_store_scrubbed_bytes_total`` (docs/storage-integrity.md);
+  ``ledgermq_store_scrubbed_bytes_total``, ``ledgermq_store_queue_rebuilds_total``,
+  ``ledgermq_store_queue_units_rewritten_total``, ``ledgermq_store_queue_placeholders_total``,
+  ``ledgermq_store_index_rebuilds_total`` (docs/storage-integrity.md);
 * a master, per slave (label ``slave``, its HA address; slaves that went away recently are
   kept with ``connected`` 0, as in haStatus): ``ledgermq_ha_slave_acked_offset`` (-1 before
   its first report), ``ledgermq_ha_slave_lag_bytes``, ``ledgermq_ha_slave_lag_seconds``
@@ -235,6 +237,26 @@ class BrokerCollector:
             "Sealed commit-log bytes re-read by the scrub.",
             store.scrubber.scrubbed_bytes if store.scrubber else 0,
         )
+        qstats = store.queues.stats
+        for metric, doc, value in (
+            ("ledgermq_store_queue_rebuilds", "Consume queues re-derived from the commit log.", qstats.queue_rebuilds),
+            (
+                "ledgermq_store_queue_units_rewritten",
+                "Consume-queue units that disagreed with their record and were rewritten.",
+                qstats.units_rewritten,
+            ),
+            (
+                "ledgermq_store_queue_placeholders",
+                "Consume-queue units written for records lost in damaged ranges (refused until repaired).",
+                qstats.placeholders,
+            ),
+            (
+                "ledgermq_store_index_rebuilds",
+                "Index files that failed their checks and were dropped and rebuilt.",
+                store.index.files_dropped if store.index is not None else 0,
+            ),
+        ):
+            yield self._one_counter(metric, doc, value)
         yield _histogram(
             "ledgermq_commitlog_flush_seconds",
             "Duration of commit-log flushes (fsync of the dirty segments) that wrote something.",

@@ -34,9 +34,11 @@ from typing import Any
 
 from ledgermq.errors import StoreFullError
 from ledgermq.failpoints import failpoint
+from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.mapped_file import SegmentGoneError, segment_name
 from ledgermq.store.open_files import OpenFiles
 from ledgermq.store.queue_files import DirSync, QueueFiles, SegmentCreator
+from ledgermq.store.queue_gaps import QueueIntegrityStats, placeholder_unit
 from ledgermq.store.queue_segment import QueueSegment
 
 log = logging.getLogger(__name__)
@@ -88,9 +90,14 @@ class ConsumeQueue:
         segment_size: int,
         open_files: OpenFiles | None = None,
         creator: SegmentCreator | None = None,
+        damage: DamageRegistry | None = None,
+        stats: QueueIntegrityStats | None = None,
     ) -> None:
         self.topic = topic
         self.queue_id = queue_id
+        # Damaged commit-log ranges explain gaps in dispatch (store/queue_gaps.py).
+        self.damage = damage
+        self.stats = stats or QueueIntegrityStats()
         self.files = QueueFiles(
             os.path.join(root, topic, str(queue_id)),
             segment_size,
@@ -220,11 +227,25 @@ class ConsumeQueue:
 
     def _reset_max_physic_offset(self) -> None:
         self.max_physic_offset = -1
-        last = self.files.last()
-        if last is not None and last.wrote >= UNIT_SIZE:
-            offset, size, _ = UNIT.unpack(last.read(last.wrote - UNIT_SIZE, UNIT_SIZE))
-            if size != 0x7FFFFFFF:
-                self.max_physic_offset = offset + size
+        for seg in reversed(self.files.files):
+            if seg.wrote >= UNIT_SIZE:
+                offset, size, _ = UNIT.unpack(seg.read(seg.wrote - UNIT_SIZE, UNIT_SIZE))
+                if size != 0x7FFFFFFF:
+                    self.max_physic_offset = offset + size
+                return
+
+    def drop_from(self, cq_offset: int) -> None:
+        """Drop the units of logical offsets ``cq_offset`` and later (the queue is about
+        to be re-derived from the commit log, store/queue_check.py)."""
+        self.files.truncate_after(cq_offset * UNIT_SIZE)
+        self._reset_max_physic_offset()
+
+    def append_kept(self, raw: bytes) -> None:
+        """Append a unit kept from before a re-derivation (it points into a damaged range)."""
+        seg = self.files.last_for_write(start_if_empty=self.max_offset * UNIT_SIZE)
+        seg.append(raw)
+        offset, size, _ = UNIT.unpack(raw)
+        self.max_physic_offset = max(self.max_physic_offset, offset + size)
 
     # -- writes ----------------------------------------------------------------------
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int, store_ts: int) -> bool:
@@ -245,14 +266,9 @@ class ConsumeQueue:
         if expect < current:
             return True
         if expect != current:
-            log.error(
-                "%s-%d: unit for offset %d but the queue ends at %d; not dispatched",
-                self.topic,
-                self.queue_id,
-                cq_offset,
-                current // UNIT_SIZE,
-            )
-            return False
+            if not self._fill_gap(current // UNIT_SIZE, cq_offset, offset):
+                return False
+            seg = self.files.last_for_write()
         seg.append(UNIT.pack(offset, size, tags_code))
         self.max_physic_offset = offset + size
         if store_ts > self.last_store_timestamp:
@@ -281,16 +297,10 @@ class ConsumeQueue:
                     seg.append(_PRE_BLANK * ((expect - seg.start_offset) // UNIT_SIZE))
                 current = seg.write_offset
                 if expect != current:
-                    if expect > current:
-                        log.error(
-                            "%s-%d: unit for offset %d but the queue ends at %d; not dispatched",
-                            self.topic,
-                            self.queue_id,
-                            cq_offset,
-                            current // UNIT_SIZE,
-                        )
-                    i += 1
-                    continue
+                    if expect < current or not self._fill_gap(current // UNIT_SIZE, cq_offset, offset):
+                        i += 1
+                        continue
+                    seg = self.files.last_for_write()
                 # The run: units that follow this one in the queue and in the commit log
                 # and still fit in the segment.
                 end = offset + size
@@ -315,6 +325,66 @@ class ConsumeQueue:
                 i = j
         except Exception as exc:
             raise UnitsNotWritten(i) from exc
+
+    def _fill_gap(self, have: int, want: int, phys: int) -> bool:
+        """Queue offsets [have, want) have no units and the record at commit-log ``phys``
+        names offset ``want``: give them placeholder units pointing at the damaged range
+        between (store/queue_gaps.py) and return True, or log the unexplained gap."""
+        placeholder = placeholder_unit(self.damage, self.max_physic_offset, phys)
+        if placeholder is None:
+            self.stats.add("unexplained_gaps")
+            log.error(
+                "%s-%d: unit for offset %d but the queue ends at %d and no damaged range explains the gap; "
+                "not dispatched",
+                self.topic,
+                self.queue_id,
+                want,
+                have,
+            )
+            return False
+        start, size = placeholder
+        unit = UNIT.pack(start, size, 0)
+        left = want - have
+        while left:
+            seg = self.files.last_for_write()
+            n = min(left, (seg.size - seg.wrote) // UNIT_SIZE)
+            seg.append(unit * n)
+            left -= n
+        self.max_physic_offset = max(self.max_physic_offset, start + size)
+        self.stats.add("placeholders", want - have)
+        log.error(
+            "%s-%d: offsets %d..%d lie in damaged commit-log bytes [%d, %d) and have no units; "
+            "they are refused until a replica repairs them",
+            self.topic,
+            self.queue_id,
+            have,
+            want - 1,
+            start,
+            start + size,
+        )
+        return True
+
+    def rewrite(self, offset: int, size: int, tags_code: int, cq_offset: int, store_ts: int) -> bool:
+        """Make the unit of logical offset ``cq_offset`` say (offset, size, tags_code):
+        written if the queue ends there, rewritten in place if it disagrees (a placeholder,
+        a unit a torn or rotten write left). True if anything changed. Callers hold the
+        dispatch lock (the reput's), so no dispatch writes this queue meanwhile."""
+        pos = cq_offset * UNIT_SIZE
+        if pos >= self.files.max_offset():
+            before = self.files.max_offset()
+            placed = self.put(offset, size, tags_code, cq_offset, store_ts)
+            return placed and self.files.max_offset() > before
+        seg = self.files.find(pos)
+        if seg is None or pos < self.min_logic_offset:
+            return False  # below the queue's minimum: retention's, not ours
+        want = UNIT.pack(offset, size, tags_code)
+        if seg.read(pos - seg.start_offset, UNIT_SIZE) == want:
+            return False
+        seg.write_at(pos - seg.start_offset, want)
+        if pos + UNIT_SIZE == self.files.max_offset():
+            self._reset_max_physic_offset()
+        self.stats.add("units_rewritten")
+        return True
 
     def flush(self) -> None:
         self.files.flush()
@@ -431,6 +501,8 @@ class ConsumeQueueTable:
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._dirty: set[ConsumeQueue] = set()  # written since the last flush
         self._dirty_lock = threading.Lock()
+        self.damage: DamageRegistry | None = None  # set by the store: explains dispatch gaps
+        self.stats = QueueIntegrityStats()
 
     def load(self) -> None:
         try:
@@ -462,7 +534,9 @@ class ConsumeQueueTable:
         return [cq.position() for cq in self.all()]
 
     def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
-        return ConsumeQueue(topic, queue_id, self.root, self.segment_size, self.open_files, self.creator)
+        return ConsumeQueue(
+            topic, queue_id, self.root, self.segment_size, self.open_files, self.creator, self.damage, self.stats
+        )
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))

@@ -96,6 +96,14 @@ class DamageRegistry:
                         return s, e, r
             return None
 
+    def within(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Every damaged range that overlaps [start, end), in order."""
+        if not self.any:
+            return []
+        with self._lock:
+            i = max(bisect.bisect_right(self._starts, start) - 1, 0)
+            return [(s, e) for s, e, _ in self._ranges[i:] if s < end and start < e]
+
     def check(self, start: int, end: int) -> None:
         """Raise CorruptRangeError if [start, end) overlaps a damaged range."""
         hit = self.overlapping(start, end)

@@ -88,6 +88,47 @@ class IndexFile:
     def is_full(self) -> bool:
         return self.count >= self.max_entries
 
+    def problem(self) -> str | None:
+        """Why this file cannot be trusted, or None: its header must be consistent and its
+        first and newest entries must agree with it (a few reads: checked at every start).
+        The scrub walks every entry (``entries_problem``)."""
+        count, slots_used = self.count, self.slot_count
+        if not 1 <= count <= self.max_entries or not 0 <= slots_used <= min(self.slots, count):
+            return f"header says {count} entries in {slots_used} slots"
+        if count == 1:
+            return None
+        if self.begin_phy < 0 or self.begin_phy > self.end_phy or self.begin_ts > self.end_ts:
+            return f"header range phy [{self.begin_phy}, {self.end_phy}] ts [{self.begin_ts}, {self.end_ts}]"
+        _h, phy, diff, prev = ENTRY.unpack_from(self.mm, self._entry_pos(1))
+        if phy != self.begin_phy or diff != 0 or prev != 0:
+            return f"first entry ({phy}, {diff}, {prev}) disagrees with the header"
+        return self._entry_problem(count - 1)
+
+    def _entry_problem(self, idx: int) -> str | None:
+        _h, phy, diff, prev = ENTRY.unpack_from(self.mm, self._entry_pos(idx))
+        span = min(max((self.end_ts - self.begin_ts) // 1000, 0), _INT_MAX)
+        if not self.begin_phy <= phy <= self.end_phy or not 0 <= diff <= span or not 0 <= prev < idx:
+            return f"entry {idx} ({phy}, {diff}, {prev}) lies outside the header's range"
+        return None
+
+    def entries_problem(self, first: int, last: int) -> str | None:
+        """``_entry_problem`` for entries [first, last) (the scrub; under the service's lock)."""
+        for idx in range(max(first, 1), min(last, self.count)):
+            why = self._entry_problem(idx)
+            if why is not None:
+                return why
+        return None
+
+    def slots_problem(self, first: int, last: int) -> str | None:
+        """Whether hash slots [first, last) name entries that exist (the scrub)."""
+        last = min(last, self.slots)
+        if last <= first:
+            return None
+        heads = struct.unpack_from(f">{last - first}i", self.mm, HEADER_SIZE + first * SLOT.size)
+        if max(heads) >= self.count or min(heads) < 0:
+            return f"a hash slot in [{first}, {last}) names an entry outside [0, {self.count})"
+        return None
+
     def put_hashed(self, java_hash: int, phy_offset: int, store_ts: int) -> bool:
         """Add an entry for the key whose ``String.hashCode`` is ``java_hash``; False when
         the file is full."""
@@ -113,7 +154,8 @@ class IndexFile:
         if prev == 0:
             self.slot_count += 1
         self.count = count + 1
-        self.end_phy, self.end_ts = phy_offset, store_ts
+        if phy_offset >= self.end_phy:  # a repaired record indexed late does not move the end back
+            self.end_phy, self.end_ts = phy_offset, max(store_ts, self.end_ts)
         self.dirty = True  # the header is written at flush: recovery never trusts an unflushed file
         return True
 
@@ -193,6 +235,7 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.lock = threading.Lock()
         self._next_phy = 0  # records below this offset are indexed already (replay guard)
+        self.files_dropped = 0  # files that failed their checks (load, scrub) and were rebuilt
 
     def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> int | None:
         """Open index files; after a crash drop those newer than the checkpoint.
@@ -203,10 +246,23 @@ class IndexService:
         rebuild_from: int | None = None
         if not self.directory.exists():
             return None
+        broken = False
         for name in sorted(os.listdir(self.directory)):
             if not (name.isdigit() and len(name) == 17):
                 continue
             f = IndexFile(self.directory / name, self.slots, self.max_entries)
+            why = "a file before it failed its checks" if broken else f.problem()
+            if why is not None:
+                # Dropped with every later file (they continue its entry numbers' story);
+                # rebuilt from the end of the last trusted file's records.
+                if not broken:
+                    log.error("index %s fails its checks (%s); dropping it and later files, rebuilding", name, why)
+                broken = True
+                self.files_dropped += 1
+                f.destroy()
+                trusted_end = self._next_phy
+                rebuild_from = trusted_end if rebuild_from is None else min(rebuild_from, trusted_end)
+                continue
             if not last_exit_ok and f.end_ts > checkpoint_index_ts:
                 log.info("index %s is newer than the checkpoint; rebuilding it", name)
                 begin = f.begin_phy if f.count > 1 else None
@@ -219,7 +275,9 @@ class IndexService:
                 self._next_phy = max(self._next_phy, f.end_phy + 1)
         return rebuild_from
 
-    def build(self, req: DispatchRequest) -> None:
+    def build(self, req: DispatchRequest, *, force: bool = False) -> None:
+        """Index the record's keys; ``force``: even below the replay guard (a record whose
+        consume-queue unit was only now written, after a repair)."""
         if req.sysflag & SF.TRANSACTION_MASK == SF.TRANSACTION_ROLLBACK_TYPE:
             return
         uniq, keys = req.uniq_key, req.keys
@@ -227,7 +285,7 @@ class IndexService:
             return
         phy, ts, prefix = req.commit_log_offset, req.store_timestamp, req.topic + "#"
         with self.lock:
-            if phy < self._next_phy:
+            if phy < self._next_phy and not force:
                 return  # replayed during recovery; already indexed
             f = self._writable()
             if uniq:
@@ -236,7 +294,7 @@ class IndexService:
                 for k in keys.split(KEY_SEPARATOR):
                     if k:
                         f = self._put(f, java_string_hash(prefix + k), phy, ts)
-            self._next_phy = phy + 1
+            self._next_phy = max(self._next_phy, phy + 1)
 
     def _put(self, f: IndexFile, java_hash: int, phy: int, ts: int) -> IndexFile:
         """Add the key to ``f``, or to a new file if ``f`` is full; returns the file used."""
@@ -275,6 +333,20 @@ class IndexService:
                 if f.overlaps(begin, end) or f is self.files[-1]:
                     out.extend(f.lookup(full, max_num - len(out), begin, end))
         return out
+
+    def drop_from(self, bad: IndexFile) -> int:
+        """Drop ``bad`` and every later file (the scrub found ``bad`` broken); return the
+        commit-log offset to re-index from (the end of the last kept file's records). The
+        caller holds the dispatch lock and rebuilds from there."""
+        with self.lock:
+            at = self.files.index(bad)
+            dropped, self.files = self.files[at:], self.files[:at]
+            for f in dropped:
+                f.destroy()
+            self.files_dropped += len(dropped)
+            kept = [f for f in self.files if f.count > 1]
+            self._next_phy = kept[-1].end_phy + 1 if kept else 0
+            return self._next_phy
 
     def forget_after(self, offset: int) -> None:
         """After a commit-log truncation: records from ``offset`` on may be indexed again."""

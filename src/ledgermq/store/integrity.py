@@ -18,12 +18,16 @@ from collections.abc import Callable
 from ledgermq.config import StoreConfig
 from ledgermq.errors import CorruptRangeError
 from ledgermq.store.commitlog import CommitLog
-from ledgermq.store.consumequeue import ConsumeQueueTable
+from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable
 from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.derived_scrub import DerivedScrub
 from ledgermq.store.digests import SegmentDigests
-from ledgermq.store.index import IndexService
+from ledgermq.store.index import IndexFile, IndexService
+from ledgermq.store.queue_check import QueueCheckContext, check_tails, rederive
+from ledgermq.store.record_walk import walk_records
+from ledgermq.store.recovery import RecoveryResult
 from ledgermq.store.repair import validate_repair
-from ledgermq.store.reput import ReputService, dispatch
+from ledgermq.store.reput import ReputService, redispatch
 from ledgermq.store.scrub import ScrubService
 
 log = logging.getLogger(__name__)
@@ -97,20 +101,66 @@ class StoreIntegrity:
             reput = self.reput
             dispatch_lock = reput.lock if reput is not None else threading.Lock()
             with dispatch_lock:
-                for req in plan.records:
+                for req in plan.records:  # units rewritten where they disagree (placeholders)
                     if reput is None or req.commit_log_offset < reput.reput_from:
-                        dispatch(req, self.queues, self.index)
+                        redispatch(req, self.queues, self.index)
             self.damage.repaired(start, end)
             if len(self._repair_hints) > 1024:
                 self._repair_hints.clear()
             self._repair_hints.update(plan.boundaries)
         log.warning("repaired commit log [%d, %d) from %s", start, end, source)
 
+    # -- consume queues and the index against the commit log (store/queue_check.py) ----
+    def _queue_check_context(self) -> QueueCheckContext:
+        return QueueCheckContext(self.commitlog, self.queues, self.damage, self.delay_levels_ms)
+
+    def _check_derived_at_start(self, recovery: RecoveryResult, index_rebuild_from: int | None) -> None:
+        """After recovery, before dispatch starts. After a crash (queue writes may be torn,
+        or ahead of or behind the commit log): re-derive queues whose tail disagrees with
+        the commit log. A clean stop flushed consistent queues; rot while stopped is the
+        scrub's (a start after a clean stop opens no queue file, queue_positions.py).
+        After a clean stop, re-index what index files that failed their checks held
+        (after a crash recovery's scan covers it)."""
+        if recovery.abnormal:
+            check_tails(self._queue_check_context(), recovery.reput_from)
+        elif self.index is not None and index_rebuild_from is not None:
+            self._reindex(index_rebuild_from, recovery.reput_from)
+
+    def _reindex(self, start: int, stop: int) -> None:
+        assert self.index is not None
+        count = 0
+        for req in walk_records(self.commitlog, self.damage, start, stop, self.delay_levels_ms, "index rebuild"):
+            self.index.build(req)
+            count += 1
+        log.warning("rebuilt the index from the commit log [%d, %d): %d records", start, stop, count)
+
+    def _rederive_online(self, cq: ConsumeQueue, first_bad: int, why: str) -> None:
+        """The scrub found unit ``first_bad`` of ``cq`` wrong: re-derive the queue from there
+        while dispatch waits (records below where dispatch stands; it does the rest)."""
+        reput = self.reput
+        with reput.lock if reput is not None else threading.Lock():
+            stop = reput.reput_from if reput is not None else self.commitlog.max_offset
+            rederive(self._queue_check_context(), {cq: first_bad}, stop)
+
+    def _rebuild_index_online(self, bad: IndexFile, why: str) -> None:
+        """The scrub found ``bad`` broken: drop it and later files, re-index while dispatch waits."""
+        if self.index is None:
+            return
+        reput = self.reput
+        with reput.lock if reput is not None else threading.Lock():
+            log.error("index file %s is broken (%s); dropping it and later files, rebuilding", bad.path.name, why)
+            start = self.index.drop_from(bad)
+            self._reindex(start, reput.reput_from if reput is not None else self.commitlog.max_offset)
+
+    def _derived_scrub(self) -> DerivedScrub:
+        return DerivedScrub(self._queue_check_context(), self.index, self._rederive_online, self._rebuild_index_online)
+
     def _refuse_damaged(self, start: int, end: int) -> None:
         """CorruptRangeError if [start, end) overlaps a damaged range."""
         self.damage.check(start, end)
 
     def integrity_info(self) -> dict[str, str]:
+        stats = self.queues.stats
         return {
             "storeDamagedRanges": str(len(self.damage.ranges())),
             "storeDamagedBytes": str(self.damage.damaged_bytes),
@@ -118,4 +168,10 @@ class StoreIntegrity:
             "storeRepairs": str(self.damage.repairs),
             "storeScrubbedBytes": str(self.scrubber.scrubbed_bytes if self.scrubber else 0),
             "storeLastScrubMillis": str(self.scrubber.last_pass_ms if self.scrubber else 0),
+            "storeQueueRebuilds": str(stats.queue_rebuilds),
+            "storeQueueUnitsRewritten": str(stats.units_rewritten),
+            "storeQueuePlaceholders": str(stats.placeholders),
+            "storeQueueUnitsChecked": str(stats.units_checked),
+            "storeQueueUnexplainedGaps": str(stats.unexplained_gaps),
+            "storeIndexRebuilds": str(self.index.files_dropped if self.index is not None else 0),
         }

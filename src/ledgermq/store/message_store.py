@@ -13,12 +13,11 @@ touches asyncio.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import resource
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
@@ -33,12 +32,11 @@ from ledgermq.protocol import message as M
 from ledgermq.protocol.names import TOPIC_NAME_PATTERN
 from ledgermq.store import encoding, queue_positions
 from ledgermq.store.checkpoint import Checkpoint
-from ledgermq.store.commitlog import CommitLog, EncodedMessage, queue_key
+from ledgermq.store.commitlog import CommitLog, EncodedMessage
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.damage import FILE_NAME as DAMAGE_FILE
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.digests import SegmentDigests
-from ledgermq.store.dispatch import whole_records_end
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.config import dledger_store_config
 from ledgermq.store.dledger.reput import DLedgerReputService
@@ -55,6 +53,7 @@ from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
 from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult, recover
+from ledgermq.store.replication_ops import StoreReplication
 from ledgermq.store.reput import ArrivalListener, DispatchHook, ReputService, Schedule
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
@@ -74,11 +73,12 @@ def _total_memory() -> int:
         return 8 << 30
 
 
-class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
-    """The store: lifecycle, writes and HA hooks here; reads (pulls, offsets, lookups) are
+class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
+    """The store: lifecycle, writes and services here; reads (pulls, offsets, lookups) are
     inherited from ``StoreReads`` (store/reads.py), damaged ranges and repair from
-    ``StoreIntegrity`` (store/integrity.py), the Raft driver's writes in DLedger mode
-    from ``DLedgerWrites`` (store/dledger/writes.py)."""
+    ``StoreIntegrity`` (store/integrity.py), raw appends, transfer reads and truncation
+    for replication from ``StoreReplication`` (store/replication_ops.py), the Raft
+    driver's writes in DLedger mode from ``DLedgerWrites`` (store/dledger/writes.py)."""
 
     def __init__(
         self,
@@ -117,6 +117,7 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         # Corruption bookkeeping (store/integrity.py): damaged ranges, sealed-segment digests.
         self.damage = DamageRegistry(self.root / DAMAGE_FILE)
+        self.queues.damage = self.damage  # explains dispatch gaps (store/queue_gaps.py)
         self.digests = SegmentDigests(self.root / "digests" / "commitlog", config.mapped_file_size_commitlog)
         self.scrub_settings = ScrubSettings(
             config.store_scrub_enable, config.store_scrub_bytes_per_second, config.store_scrub_interval_seconds
@@ -184,6 +185,7 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
                     damage=self.damage,
                     digests=self.digests,
                 )
+                self._check_derived_at_start(self.recovery, rebuild_from)
             self.lock.mark_running()
             self._start_services(self.recovery.reput_from)
         except BaseException:
@@ -203,6 +205,7 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
         self.reput.listeners = self._listeners
         self.reput.defer = self._defer
         self.reput.dispatch_hooks = self._dispatch_hooks
+        self.reput.damage = self.damage
         self.reput.dispatch_available()  # catch up before serving (normal-recovery rebuild)
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.commitlog_flusher = GroupCommitService(
@@ -221,6 +224,7 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
         )
         self.cleaner = CleanService(cfg, self.commitlog, self.queues, self.index, self.clock, self._disk_usage)
         self.scrubber = ScrubService(self.commitlog, self.digests, self.damage, self.scrub_settings, self.clock)
+        self.scrubber.derived = self._derived_scrub()
         for svc in (
             self.reput,
             self.segment_creator,
@@ -474,96 +478,6 @@ class MessageStore(StoreReads, StoreIntegrity, DLedgerWrites):
 
     def put_messages_sync(self, batch: BatchInput) -> PutResult:
         return self.wait_for_flush(self.put_messages(batch))
-
-    # == HA / replication ============================================================
-    def append_raw(self, offset: int, data: bytes | memoryview | Sequence[bytes | memoryview]) -> None:
-        """Append a master's commit-log bytes at ``offset`` (= our max offset).
-
-        ``data`` may be several buffers that follow each other in the log."""
-        try:
-            self.commitlog.append_raw(offset, data)
-        except OSError as exc:
-            self._fail(f"raw append failed: {exc}")
-            raise
-        if self.reput is not None:
-            self.reput.after_append()
-
-    def adopt_raw_tail(self, timeout: float = 60.0) -> None:
-        """After a master took records back with ``append_raw``: dispatch them and continue
-        each queue's offsets after them (puts assign queue offsets from that table)."""
-        if self.reput is not None and not self.reput.wait_for(self.commitlog.max_offset, timeout):
-            raise StoreError(f"records taken back were not dispatched within {timeout:.0f}s")
-        reput = self.reput
-        with reput.lock if reput is not None else contextlib.nullcontext():
-            for cq in self.queues.all():
-                self.commitlog.queue_offsets[queue_key(cq.topic, cq.queue_id)] = cq.max_offset
-
-    def hold_dispatch_while(self, hold: Callable[[], bool] | None) -> None:
-        """A replica's HA client: pause background dispatch while ``hold()`` is True (bounded;
-        see ``ReputService``), so a bulk copy does not share the interpreter with it."""
-        if self.reput is not None:
-            self.reput.hold_off = hold
-
-    def read_commitlog(self, offset: int, max_bytes: int) -> bytes:
-        """Commit-log bytes from ``offset`` within one segment (HA transfer);
-        CorruptRangeError when they would overlap a damaged range."""
-        data = self.commitlog.read_from(offset, max_bytes)
-        if data and self.damage.any:
-            self.damage.check(offset, offset + len(data))
-        return data
-
-    @property
-    def max_phy_offset(self) -> int:
-        return self.commitlog.max_offset
-
-    @property
-    def min_phy_offset(self) -> int:
-        return self.commitlog.min_offset
-
-    @property
-    def flushed_phy_offset(self) -> int:
-        return self.commitlog.flushed_offset
-
-    def truncate_commitlog(self, offset: int) -> None:
-        """Drop commit-log bytes from ``offset`` on, and the units that point there.
-
-        For a slave realigning with its master while it keeps serving reads: the reput
-        service is held off (its lock) so no unit for cut data is written afterwards,
-        readers holding cut segments keep them until they let go, and the index forgets
-        its progress past the cut (stale entries are filtered out by key on lookup).
-        """
-        reput = self.reput
-        with reput.lock if reput is not None else contextlib.nullcontext():
-            self.commitlog.truncate_after(offset)
-            for cq in self.queues.all():
-                cq.truncate_dirty(offset)
-                self.commitlog.queue_offsets[queue_key(cq.topic, cq.queue_id)] = cq.max_offset
-            if reput is not None and reput.reput_from >= offset:
-                reput.reput_from = offset
-                reput.stuck_reason = None  # what it could not read is gone; it reads anew
-            if self.index is not None:
-                self.index.forget_after(offset)
-
-    def whole_records_end(self, start: int | None = None) -> int:
-        """The end of the last whole record in the commit log, walking from ``start`` (default:
-        where dispatch stands, below which every record is known whole).
-
-        A slave's log may end inside a record (HA frames are cut by size, not by record) or,
-        after a bad copy, in bytes that are no record at all; replication agrees on offsets
-        only at record boundaries."""
-        reput = self.reput
-        pos = (reput.reput_from if reput is not None else self.min_phy_offset) if start is None else start
-        end = self.max_phy_offset
-        segment = self.config.mapped_file_size_commitlog
-        while pos < end:
-            data = self.commitlog.read_from(pos, min(end - pos, 8 * 1024 * 1024))
-            if not data:
-                break
-            took = whole_records_end(data, pos, segment, check_crc=self.config.check_crc_on_recover)
-            if took == 0:
-                break
-            pos += took
-        return min(pos, end)
 
     # == services ====================================================================
     def defer_dispatch(self, schedule: Schedule) -> None:

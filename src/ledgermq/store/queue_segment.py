@@ -113,6 +113,20 @@ class QueueSegment(SegmentPositions):
         self.wrote = at + len(data)
         return at
 
+    def write_at(self, at: int, data: bytes) -> None:
+        """Overwrite bytes below ``wrote`` (a unit rewritten in place); the next flush
+        makes them durable."""
+        if at + len(data) > self.wrote:
+            raise ValueError(f"{self.path}: rewrite at {at} past what was written ({self.wrote})")
+        if self.pending is not None:
+            with self.lock:
+                pending = self.pending
+                if pending is not None:
+                    pending[at : at + len(data)] = data
+                    return
+        self._pwrite(data, at)
+        self.flushed = min(self.flushed, at)
+
     def _pwrite(self, data: bytes, at: int) -> None:
         fd = self.files.acquire(self)
         try:

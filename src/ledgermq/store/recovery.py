@@ -9,7 +9,8 @@ differs only in where the commit-log scan starts and whether it re-dispatches:
    checkpoint says is safely flushed (store time <= min(physic, logics[, index]) - 3 s),
    or earlier if an index file had to be dropped.
 3. Scan forward, validating each record (magic, size, own offset, CRC, topic and
-   properties); after a crash, dispatch each valid record again (dispatch is idempotent).
+   properties); after a crash, dispatch each valid record again (``redispatch``: a unit
+   that exists is compared with its record and rewritten if it disagrees).
    When a record fails, look for the next sound record (this segment, then later ones):
    if there is one, the bytes between are corruption in the middle of the log: they are
    registered as a damaged range (refused until a replica repairs them) and the scan goes
@@ -35,7 +36,7 @@ from ledgermq.store.dispatch import BLANK, END_OF_DATA, TORN_TEXT, DispatchReque
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.record_check import next_sound_record
-from ledgermq.store.reput import dispatch
+from ledgermq.store.reput import redispatch
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ def recover(
                 scanned += 1
                 last_ts = v.store_timestamp
                 if abnormal:
-                    dispatch(v, queues, index)
+                    redispatch(v, queues, index)
                     redispatched += 1
                 pos += v.size
                 continue
@@ -141,7 +142,7 @@ def recover(
                     scanned += 1
                     last_ts = accepted.store_timestamp
                     if abnormal:
-                        dispatch(accepted, queues, index)
+                        redispatch(accepted, queues, index)
                         redispatched += 1
                     pos += accepted.size
                     continue

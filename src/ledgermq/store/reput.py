@@ -25,9 +25,11 @@ from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable, Unit, UnitsNotWritten
+from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, INCOMPLETE, DispatchRequest, Verdict, check_record
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.record_check import next_sound_record
 from ledgermq.util.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,23 @@ def dispatch(req: DispatchRequest, queues: ConsumeQueueTable, index: IndexServic
         index.build(req)
 
 
+def redispatch(req: DispatchRequest, queues: ConsumeQueueTable, index: IndexService | None) -> bool:
+    """Dispatch a record whose unit may exist already, rewriting it where it disagrees (a
+    placeholder for a record lost in a damaged range, a torn or rotten unit): recovery's
+    replay after a crash and ``repair_range``. A record whose unit had to be written or
+    rewritten was never properly dispatched, so it is indexed even below the index's
+    replay guard. True if its unit changed."""
+    changed = False
+    if SF.gets_queue_entry(req.sysflag):
+        cq = queues.find_or_create(req.topic, req.queue_id)
+        changed = cq.rewrite(req.commit_log_offset, req.size, req.tags_code, req.queue_offset, req.store_timestamp)
+        if changed:
+            queues.mark_dirty(cq)
+    if index is not None:
+        index.build(req, force=changed)
+    return changed
+
+
 class ReputService(ServiceThread):
     name = "reput"
 
@@ -95,6 +114,8 @@ class ReputService(ServiceThread):
         self.dispatch_error: str | None = None
         self.dispatch_failures = 0
         self.hold_off: HoldOff | None = None
+        # Registered damaged ranges are stepped over, not parsed (set by the store).
+        self.damage: DamageRegistry | None = None
         # (schedule, thread id): appends on that thread dispatch once per turn of schedule
         self.defer: tuple[Schedule, int] | None = None
         self._deferred = False
@@ -236,7 +257,16 @@ class ReputService(ServiceThread):
         staged: list[DispatchRequest] = []
         units: dict[ConsumeQueue, list[Unit]] = {}
         stage_failure: tuple[DispatchRequest, Exception] | None = None
+        damage = self.damage
+        skipped_to = -1  # where the last damaged range ended (its end may not frame a record)
         while pos < limit:
+            if damage is not None and damage.any:
+                hit = damage.overlapping(start + pos, start + pos + 1)
+                if hit is not None:  # its records' units: kept, or placeholders (store/queue_gaps.py)
+                    log.warning("reput: stepping over damaged commit-log bytes [%d, %d)", hit[0], hit[1])
+                    pos = min(hit[1], self.commitlog.max_offset) - start
+                    skipped_to = start + pos
+                    continue
             v: DispatchRequest | Verdict | None = appended.take(start + pos, limit - pos) if len(appended) else None
             if v is None:
                 v = check_record(
@@ -287,6 +317,11 @@ class ReputService(ServiceThread):
                 break  # the rest has not arrived yet (a slave mid-transfer)
             else:
                 assert isinstance(v, Verdict)
+                nxt = next_sound_record(mm, pos + 1, mf.size, start) if skipped_to == start + pos else None
+                if damage is not None and nxt is not None:  # a damaged range that ended mid-record
+                    damage.report(start + pos, start + nxt, f"reput: {v.reason}")
+                    pos = nxt
+                    continue
                 if self.stuck_reason is None:
                     log.error("reput stopped at %d: %s", start + pos, v.reason)
                 self.stuck_reason = v.reason

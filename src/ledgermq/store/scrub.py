@@ -1,9 +1,12 @@
 """The background integrity thread: digests for newly sealed segments, and the scrub.
 
 Digests: once the segment being written is full and flushed, its per-block CRCs are
-written beside the commit log (store/digests.py). Only segments sealed while this
-process runs get one at sealing time; older segments without a digest (a RocketMQ store,
-a crash between sealing and writing) get record-level checks only.
+written beside the commit log (store/digests.py). A segment without a digest that was not
+sealed by this process (a RocketMQ store, a crash between sealing and writing, a digest
+file found unusable and removed) gets one only after a scrub walk found every record in it
+sound and no damage registered in it: from then on the scrub covers header and properties
+flips there too. (A flip between that walk and the digest's write would be taken into the
+digest; the record checks on every read still see body flips.)
 
 Scrub: sealed segments are re-read at ``storeScrubBytesPerSecond`` at most, a full pass
 at most every ``storeScrubIntervalSeconds``. A segment with a digest is checked block by
@@ -11,6 +14,10 @@ block (any flipped byte shows); one without is walked record by record (magic, s
 offset, body CRC, fields adding up). What fails is registered as damaged (record-aligned)
 and the damage listeners are called from this thread. A failing step is logged and
 counted by ``ServiceThread``; the loop goes on.
+
+After the commit log, each step checks consume-queue units and index entries
+(store/derived_scrub.py) at ``storeScrubBytesPerSecond / 4096`` units per second (a unit
+check reads about a page of the commit log).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from ledgermq.clock import Clock
 from ledgermq.errors import ConfigError
 from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.derived_scrub import DerivedScrub
 from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dispatch import BLANK, DispatchRequest, Verdict, check_record
 from ledgermq.store.mapped_file import MappedFile, SegmentGoneError
@@ -31,6 +39,7 @@ from ledgermq.util.service import ServiceThread
 log = logging.getLogger(__name__)
 
 STEP_S = 0.25  # the thread wakes this often; each wake scrubs rate * STEP_S bytes at most
+UNIT_COST = 4096  # scrub budget bytes charged per consume-queue unit or index entry checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +73,14 @@ class ScrubService(ServiceThread):
         self.settings = settings
         self.clock = clock
         files = commitlog.queue.files
-        # Sealed before this run: no digest is made for them now (their bytes may already
-        # differ from what was written; record checks still apply).
-        self._sealed_before = {mf.start_offset for mf in files[:-1]}
+        # Segments whose digest may only follow a clean record walk: sealed before this run
+        # (their bytes may already differ from what was written), or whose digest this run
+        # wrote once (if it goes missing, it is not rewritten from unchecked bytes).
+        self._check_first = {mf.start_offset for mf in files[:-1]}
+        self._clean_walk: dict[int, bool] = {}  # segment -> no failure so far in this walk
+        self.derived: DerivedScrub | None = None  # consume queues and index (set by the store)
+        self._derived_budget = 0.0
+        self.digests_after_walk = 0
         self.scrubbed_bytes = 0
         self.passes = 0
         self.last_pass_ms = 0
@@ -80,12 +94,17 @@ class ScrubService(ServiceThread):
         if self.settings.enable:
             self._budget = min(self._budget + self.settings.bytes_per_second * STEP_S, 64 * 1024 * 1024)
             self.scrub_some()
+            if self.derived is not None:
+                rate = self.settings.bytes_per_second / UNIT_COST
+                self._derived_budget = min(self._derived_budget + rate * STEP_S, 64 * 1024)
+                if self._derived_budget >= 1:
+                    self._derived_budget -= self.derived.step(int(self._derived_budget))
 
     def write_digests(self) -> None:
         """Digest every segment sealed (full, flushed) during this run that has none."""
         for mf in self.commitlog.queue.files[:-1]:
             start = mf.start_offset
-            if start in self._sealed_before or mf.flushed < mf.size or self.digests.has(start):
+            if start in self._check_first or mf.flushed < mf.size or self.digests.has(start):
                 continue
             if not mf.pin():
                 continue
@@ -95,6 +114,7 @@ class ScrubService(ServiceThread):
                 continue
             finally:
                 mf.unpin()
+            self._check_first.add(start)
             log.info("wrote digest of sealed commit-log segment %s", mf.path.name)
 
     def scrub_some(self) -> None:
@@ -134,7 +154,12 @@ class ScrubService(ServiceThread):
         try:
             if self.digests.get(mf.start_offset) is not None:
                 return self._check_blocks(mf, pos, budget)
-            return self._check_records(mf, pos, budget)
+            if pos == 0:
+                self._clean_walk[mf.start_offset] = True
+            took = self._check_records(mf, pos, budget)
+            if pos + took >= mf.size:
+                self._digest_after_walk(mf)
+            return took
         except SegmentGoneError:
             return mf.size - pos
         finally:
@@ -166,6 +191,20 @@ class ScrubService(ServiceThread):
             pos = stop
         return pos - begin
 
+    def _digest_after_walk(self, mf: MappedFile) -> None:
+        """A whole walk of ``mf`` found every record sound: digest it, unless something in
+        it is registered as damaged (the digest would make the damage look right)."""
+        start = mf.start_offset
+        if not self._clean_walk.pop(start, False) or mf.flushed < mf.size or self.digests.has(start):
+            return
+        if self.damage.overlapping(start, mf.end_offset) is not None:
+            return
+        self.digests.write(start, mf.mm)
+        self._check_first.add(start)
+        self.digests_after_walk += 1
+        log.info("scrub: every record of commit-log segment %s checks out; wrote its digest", mf.path.name)
+
     def _report(self, mf: MappedFile, lo: int, hi: int, reason: str) -> None:
+        self._clean_walk[mf.start_offset] = False
         start, end = records_around(mf.mm, mf.size, mf.start_offset, lo, hi)
         self.damage.report(mf.start_offset + start, mf.start_offset + end, reason)

@@ -3,7 +3,8 @@
 Checks every commit-log record (magic, size, own offset, body CRC, fields adding up),
 every sealed segment's digest, segments missing or cut short in the middle of the log,
 the ranges already registered as damaged, and every consume-queue unit against the record
-it points at (topic, queue id, queue offset, size). The store lock is taken for the
+it points at (topic, queue id, queue offset, size; units pointing into a registered range
+are not judged). The store lock is taken for the
 duration, so a store a running broker holds is refused.
 """
 
@@ -62,7 +63,7 @@ def verify_store(config: StoreConfig) -> VerifyReport:
         for s, e, r in registry.entries():
             report.findings.append(Finding("registered", s, e, f"awaiting repair: {r}"))
         _verify_commitlog(config, report)
-        _verify_queues(config, report)
+        _verify_queues(config, report, registry)
         return report
     finally:
         lock.release()
@@ -126,7 +127,9 @@ def _walk(mm: mmap.mmap, limit: int, base: int, last: bool, report: VerifyReport
         pos = end
 
 
-def _verify_queues(config: StoreConfig, report: VerifyReport) -> None:
+def _verify_queues(config: StoreConfig, report: VerifyReport, registry: DamageRegistry) -> None:
+    """Units pointing into a registered damaged range are not judged: their records cannot
+    be read (placeholders for records lost there point at the whole range)."""
     root = config.consume_queue_path
     cl_dir = config.commitlog_path
     seg_size = config.mapped_file_size_commitlog
@@ -145,6 +148,8 @@ def _verify_queues(config: StoreConfig, report: VerifyReport) -> None:
                         if size == _PRE_BLANK:
                             continue
                         report.queue_units += 1
+                        if registry.overlapping(phy, phy + size) is not None:
+                            continue
                         problem = _unit_problem(cl_dir, seg_size, handles, phy, size, topic_dir.name, int(qdir.name),
                                                 first + i)  # fmt: skip
                         if problem:

@@ -12,7 +12,9 @@ from ledgermq.store.message_store import MessageStore
 
 
 def abandon(store: MessageStore) -> None:
-    for svc in (store.cleaner, store.reput, store.segment_creator, store.commitlog_flusher, store.queue_flusher):
+    services = (store.scrubber, store.cleaner, store.reput, store.segment_creator, store.commitlog_flusher,
+                store.queue_flusher)  # fmt: skip
+    for svc in services:
         if svc is not None:
             svc.stop(final_step=False)
     store.running = False

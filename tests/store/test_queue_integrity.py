@@ -17,8 +17,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ledgermq.protocol import message as M
-from ledgermq.store.consumequeue import UNIT, UNIT_SIZE
+from ledgermq.store.consumequeue import UNIT, UNIT_SIZE, ConsumeQueue
 from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.index import HEADER
 from ledgermq.store.message_input import MessageInput
@@ -242,7 +244,9 @@ def test_crash_recovery_rederives_a_queue_whose_tail_disagrees(tmp_path: Path) -
         store.shutdown()
 
 
-def test_the_scrub_rederives_a_queue_with_a_bad_unit_in_the_middle(tmp_path: Path) -> None:
+def test_the_scrub_rederives_a_queue_with_a_bad_unit_in_the_middle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "s"
     store = _open(root)
     spans = _put(store, 40)
@@ -250,9 +254,19 @@ def test_the_scrub_rederives_a_queue_with_a_bad_unit_in_the_middle(tmp_path: Pat
     store.shutdown()
     _write_unit(root, 0, 12, UNIT.pack(spans[3][0], spans[3][1] - spans[3][0], 0))  # rot while stopped
 
+    shrunk: list[int] = []
+    real_drop = ConsumeQueue.drop_from
+
+    def spy(cq: ConsumeQueue, k: int) -> None:
+        shrunk.append(k)
+        real_drop(cq, k)
+
+    monkeypatch.setattr(ConsumeQueue, "drop_from", spy)
     store = _open(root, store_scrub_interval_seconds=0, store_scrub_bytes_per_second=64 << 20)
     try:
         assert _wait(lambda: _units(store, 0) == expected[0])
+        # A pull served meanwhile must never see the queue shorter than it is.
+        assert shrunk == [], shrunk
         info = store.runtime_info()
         assert info["storeQueueRebuilds"] == "1" and int(info["storeQueueUnitsChecked"]) >= 12
         assert _units(store, 1) == expected[1]

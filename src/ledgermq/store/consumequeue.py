@@ -240,13 +240,6 @@ class ConsumeQueue:
         self.files.truncate_after(cq_offset * UNIT_SIZE)
         self._reset_max_physic_offset()
 
-    def append_kept(self, raw: bytes) -> None:
-        """Append a unit kept from before a re-derivation (it points into a damaged range)."""
-        seg = self.files.last_for_write(start_if_empty=self.max_offset * UNIT_SIZE)
-        seg.append(raw)
-        offset, size, _ = UNIT.unpack(raw)
-        self.max_physic_offset = max(self.max_physic_offset, offset + size)
-
     # -- writes ----------------------------------------------------------------------
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int, store_ts: int) -> bool:
         """Append the unit for logical offset ``cq_offset``; idempotent for replays.

@@ -141,42 +141,34 @@ def _walk_start(ctx: QueueCheckContext, cq: ConsumeQueue, k: int) -> int:
 
 
 def rederive(ctx: QueueCheckContext, targets: dict[ConsumeQueue, int], stop: int) -> None:
-    """Drop the units of each queue from its queue offset on and write them again from the
-    records in the commit log below ``stop`` (one walk for all queues). Units that point
-    into damaged ranges are kept. The caller holds the dispatch lock (or runs before
-    dispatch starts)."""
+    """Write the units of each queue from its queue offset on again from the records in
+    the commit log below ``stop`` (one walk for all queues). Units are rewritten in place,
+    never dropped first: a pull served while the scrub re-derives a running broker's queue
+    must not see it shorter than it is (that answers PULL_OFFSET_MOVED and re-delivers).
+    Units past the last record the walk finds are dropped at the end unless they point
+    into a damaged range (messages a repair will bring back). The caller holds the
+    dispatch lock (or runs before dispatch starts)."""
     began = time.monotonic()
-    plans: dict[tuple[str, int], tuple[ConsumeQueue, int, dict[int, bytes]]] = {}
+    plans: dict[tuple[str, int], tuple[ConsumeQueue, int]] = {}
+    derived_end: dict[ConsumeQueue, int] = {}
     walk_from = stop
     for cq, k in targets.items():
         k = max(k, cq.min_offset)
         start = _walk_start(ctx, cq, k)
-        kept: dict[int, bytes] = {}
-        for j in range(k, cq.max_offset):
-            raw = cq.read_units(j, 1)
-            if len(raw) == UNIT_SIZE:
-                phy, size, _tags = UNIT.unpack(raw)
-                if size != PRE_BLANK_SIZE and ctx.damage.overlapping(phy, phy + size) is not None:
-                    kept[j] = raw
-        cq.drop_from(k)
-        plans[(cq.topic, cq.queue_id)] = (cq, start, kept)
+        plans[(cq.topic, cq.queue_id)] = (cq, start)
+        derived_end[cq] = k
         walk_from = min(walk_from, start)
     records = 0
     for req in walk_records(ctx.commitlog, ctx.damage, walk_from, stop, ctx.delay_levels_ms, "queue rebuild"):
         plan = plans.get((req.topic, req.queue_id))
         if plan is None or req.commit_log_offset < plan[1] or not SF.gets_queue_entry(req.sysflag):
             continue
-        cq, _start, kept = plan
-        while cq.max_offset < req.queue_offset and cq.max_offset in kept:
-            cq.append_kept(kept.pop(cq.max_offset))
-        if req.queue_offset < cq.max_offset:
-            cq.rewrite(req.commit_log_offset, req.size, req.tags_code, req.queue_offset, req.store_timestamp)
-        else:
-            cq.put(req.commit_log_offset, req.size, req.tags_code, req.queue_offset, req.store_timestamp)
+        cq = plan[0]
+        cq.rewrite(req.commit_log_offset, req.size, req.tags_code, req.queue_offset, req.store_timestamp)
+        derived_end[cq] = max(derived_end[cq], req.queue_offset + 1)
         records += 1
-    for cq, _start, kept in plans.values():
-        while cq.max_offset in kept:  # the queue's last records sit in a damaged range
-            cq.append_kept(kept.pop(cq.max_offset))
+    for cq, end in derived_end.items():
+        _drop_bogus_tail(ctx, cq, end)
         ctx.queues.mark_dirty(cq)
     ctx.queues.stats.add("queue_rebuilds", len(plans))
     log.warning(
@@ -187,3 +179,18 @@ def rederive(ctx: QueueCheckContext, targets: dict[ConsumeQueue, int], stop: int
         records,
         time.monotonic() - began,
     )
+
+
+def _drop_bogus_tail(ctx: QueueCheckContext, cq: ConsumeQueue, end: int) -> None:
+    """Drop the units of ``cq`` from ``end`` (one past the last record the walk found for
+    it) on, keeping a run of units that point into damaged ranges up to the last of them."""
+    keep_to = end
+    for j in range(end, cq.max_offset):
+        raw = cq.read_units(j, 1)
+        if len(raw) != UNIT_SIZE:
+            break
+        phy, size, _tags = UNIT.unpack(raw)
+        if size != PRE_BLANK_SIZE and ctx.damage.overlapping(phy, phy + size) is not None:
+            keep_to = j + 1
+    if keep_to < cq.max_offset:
+        cq.drop_from(keep_to)

@@ -107,66 +107,9 @@ def recover(
 
     # 3. Scan, validate and (after a crash) re-dispatch; damage with sound records after
     #    it is registered and skipped, not cut (store/damage.py).
-    scanned = redispatched = 0
-    last_ts = 0
-    valid_end = scan_start
-    stop_reason = END_OF_DATA
-    idx = start_idx
-    pos = 0
-    while idx < len(files):
-        mf = files[idx]
-        if mf.start_offset != valid_end:
-            stop_reason = f"segment {mf.path.name} does not follow offset {valid_end}"
-            break
-        while True:
-            v = check_record(
-                mf.mm,
-                pos,
-                mf.size,
-                mf.start_offset + pos,
-                check_crc=check_crc,
-                delay_levels_ms=delay_levels_ms,
-            )
-            if isinstance(v, DispatchRequest):
-                scanned += 1
-                last_ts = v.store_timestamp
-                if abnormal:
-                    redispatch(v, queues, index)
-                    redispatched += 1
-                pos += v.size
-                continue
-            assert isinstance(v, Verdict)
-            if v.reason == TORN_TEXT:
-                accepted = _genuine_despite_text(mf, pos, check_crc, delay_levels_ms)
-                if accepted is not None:  # a valid record follows: not torn, just unusual text
-                    scanned += 1
-                    last_ts = accepted.store_timestamp
-                    if abnormal:
-                        redispatch(accepted, queues, index)
-                        redispatched += 1
-                    pos += accepted.size
-                    continue
-            if v.reason == BLANK:
-                pos = mf.size
-            stop_reason = v.reason
-            break
-        if pos < mf.size and damage is not None:
-            resumed = _resume_after_damage(files, idx, pos, check_crc)
-            if resumed is not None:  # sound records follow: rot in the middle, not a torn tail
-                nxt_idx, nxt_pos = resumed
-                bad = mf.start_offset + pos
-                good = files[nxt_idx].start_offset + nxt_pos
-                damage.report(bad, good, f"recovery: {stop_reason}")
-                idx, pos = nxt_idx, nxt_pos
-                valid_end = files[idx].start_offset
-                stop_reason = END_OF_DATA
-                continue
-        valid_end = mf.start_offset + pos
-        if pos < mf.size:
-            break  # data ends (or breaks) inside this segment
-        stop_reason = END_OF_DATA
-        idx += 1
-        pos = 0
+    scan = _Scan(queues, index, abnormal, check_crc, delay_levels_ms)
+    valid_end, stop_reason = scan.run(files, start_idx, damage)
+    scanned, redispatched, last_ts = scan.scanned, scan.redispatched, scan.last_ts
     if stop_reason not in (END_OF_DATA,):
         log.warning("commit log recovery cut a torn tail at %d: %s (nothing sound follows)", valid_end, stop_reason)
 
@@ -203,6 +146,75 @@ def recover(
         stop_reason,
         reput_from,
     )
+
+
+class _Scan:
+    """Step 3: walk the segments from ``start_idx``, count (and after a crash re-dispatch)
+    each sound record, and step over damage that has sound records after it."""
+
+    def __init__(
+        self,
+        queues: ConsumeQueueTable,
+        index: IndexService | None,
+        redispatching: bool,
+        check_crc: bool,
+        delay_levels_ms: list[int],
+    ) -> None:
+        self.queues = queues
+        self.index = index
+        self.redispatching = redispatching
+        self.check_crc = check_crc
+        self.delay_levels_ms = delay_levels_ms
+        self.scanned = self.redispatched = self.last_ts = 0
+
+    def run(self, files: list[MappedFile], start_idx: int, damage: DamageRegistry | None) -> tuple[int, str]:
+        """The offset just after the last sound record, and why the scan stopped there."""
+        valid_end = files[start_idx].start_offset
+        idx, pos = start_idx, 0
+        while idx < len(files):
+            mf = files[idx]
+            if mf.start_offset != valid_end:
+                return valid_end, f"segment {mf.path.name} does not follow offset {valid_end}"
+            pos, reason = self._segment(mf, pos)
+            if pos < mf.size and damage is not None:
+                resumed = _resume_after_damage(files, idx, pos, self.check_crc)
+                if resumed is not None:  # sound records follow: rot in the middle, not a torn tail
+                    nxt_idx, nxt_pos = resumed
+                    damage.report(mf.start_offset + pos, files[nxt_idx].start_offset + nxt_pos, f"recovery: {reason}")
+                    idx, pos = nxt_idx, nxt_pos
+                    valid_end = files[idx].start_offset
+                    continue
+            valid_end = mf.start_offset + pos
+            if pos < mf.size:
+                return valid_end, reason  # data ends (or breaks) inside this segment
+            idx, pos = idx + 1, 0
+        return valid_end, END_OF_DATA
+
+    def _segment(self, mf: MappedFile, pos: int) -> tuple[int, str]:
+        """Walk ``mf`` from ``pos``: where its sound records end and why (the segment's size
+        after a blank end marker)."""
+        while True:
+            v = check_record(mf.mm, pos, mf.size, mf.start_offset + pos,
+                             check_crc=self.check_crc, delay_levels_ms=self.delay_levels_ms)  # fmt: skip
+            if isinstance(v, DispatchRequest):
+                self._take(v)
+                pos += v.size
+                continue
+            assert isinstance(v, Verdict)
+            if v.reason == TORN_TEXT:
+                accepted = _genuine_despite_text(mf, pos, self.check_crc, self.delay_levels_ms)
+                if accepted is not None:  # a valid record follows: not torn, just unusual text
+                    self._take(accepted)
+                    pos += accepted.size
+                    continue
+            return (mf.size if v.reason == BLANK else pos), v.reason
+
+    def _take(self, req: DispatchRequest) -> None:
+        self.scanned += 1
+        self.last_ts = req.store_timestamp
+        if self.redispatching:
+            redispatch(req, self.queues, self.index)
+            self.redispatched += 1
 
 
 def _genuine_despite_text(

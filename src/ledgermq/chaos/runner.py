@@ -76,9 +76,14 @@ class RunConfig:
 
 
 def run_dir(cfg: RunConfig) -> Path:
-    """A fresh directory for this run under ``cfg.data`` (an earlier run's one is replaced;
-    a directory the harness did not make is refused)."""
-    d = (cfg.data / cfg.name).resolve()
+    """A fresh directory for this run under ``cfg.data`` (see ``prepare_dir``)."""
+    return prepare_dir(cfg.data, cfg.name)
+
+
+def prepare_dir(data: Path, name: str) -> Path:
+    """A fresh directory ``data/name`` (an earlier run's one is replaced; a directory the
+    harness did not make is refused)."""
+    d = (data / name).resolve()
     if d.exists():
         if not (d / MARKER).exists():
             raise RuntimeError(f"{d} exists and was not made by ledgermq chaos; choose another --data")

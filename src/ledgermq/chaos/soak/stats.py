@@ -53,7 +53,7 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of already sorted values; 0.0 for none."""
     if not sorted_values:
         return 0.0
-    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    rank = max(1, math.ceil(round(q * len(sorted_values) / 100, 9)))  # 99.9 % of 1000 is 999, not 999.0000001
     return sorted_values[min(rank, len(sorted_values)) - 1]
 
 

@@ -29,7 +29,9 @@ def test_a_one_minute_soak_reports_every_field_and_passes(tmp_path: Path) -> Non
         "--data", str(tmp_path / "data"), "--json", str(out),
     ]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, timeout=220, env=env, check=False)
-    logs = "\n".join(f"--- {p.name} ---\n{p.read_text(errors='replace')[-2000:]}" for p in tmp_path.glob("data/*/logs/*.log"))
+    logs = "\n".join(
+        f"--- {p.name} ---\n{p.read_text(errors='replace')[-2000:]}" for p in tmp_path.glob("data/*/logs/*.log")
+    )
     report = f"exit {done.returncode}\nstdout:\n{done.stdout[-6000:]}\nstderr:\n{done.stderr[-3000:]}\n{logs}"
     assert done.returncode == 0, report
     summary = json.loads(out.read_text())

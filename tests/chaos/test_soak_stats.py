@@ -27,6 +27,7 @@ def test_latency_windows_split_by_end_time_and_count_failures_apart() -> None:
     assert rows[0]["sends"] == 2 and rows[0]["failed"] == 0 and rows[0]["p50_ms"] == 1.0 and rows[0]["max_ms"] == 3.0
     assert rows[1]["sends"] == 1 and rows[1]["failed"] == 1 and rows[1]["p999_ms"] == 500.0
     assert window_for(3600) == 3600 and window_for(600) == 600
+    assert len(latency_windows(sends, 600.0, 600.02)) == 1  # a run's end a little past its minutes
 
 
 def _samples(

@@ -40,7 +40,11 @@ log = logging.getLogger(__name__)
 # messages through it, which the flows cannot tell from a bug), no clock jump (a broker whose
 # clock jumps ahead delivers delayed messages early), no bit rot (needs the store's repair).
 DEFAULT_FAULTS = ("kill", "suspend", "partition", "disk-full", "slow-disk", "kill-in-recovery", "tail-loss")
-SEGMENT = 16 * 1024 * 1024  # an hour of load rolls tens of segments, not thousands
+# Segments sized so an hour of load rolls a few commit-log and consume-queue files, not
+# hundreds: the store keeps recent files open, and descriptors that grow with the data
+# would hide (or fake) a leak.
+SEGMENT = 16 * 1024 * 1024
+CQ_SEGMENT = 300_000 * 20  # RocketMQ's default: 300,000 units of 20 bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,7 @@ class SoakConfig:
             "enablePropertyFilter": "true",
             "transactionCheckInterval": 5000,
             "mappedFileSizeCommitLog": SEGMENT,
+            "mappedFileSizeConsumeQueue": CQ_SEGMENT,
         }
 
     def replay_args(self) -> str:

@@ -75,7 +75,7 @@ def latency_windows(
     """``sends``: (end time since the start, latency s, acknowledged). One row per window
     [k*window_s, (k+1)*window_s) up to ``duration_s``: the acknowledged sends' latency
     percentiles and the failed ones counted."""
-    count = max(1, math.ceil(duration_s / window_s))
+    count = max(1, math.ceil(round(duration_s / window_s, 3)))  # a run of 600.02 s is one 10-minute window
     ok: list[list[float]] = [[] for _ in range(count)]
     failed = [0] * count
     for end, latency, acked in sends:

@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The Spark tests need a Java runtime (17 or 21); installed with apt-get when missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install java test run lint bench chaos chaos-rot example-spark clean
+.PHONY: install java test run lint bench chaos chaos-rot soak example-spark clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -85,6 +85,20 @@ chaos-rot: $(STAMP)
 	    --faults $(CHAOS_FAULTS_ROT) --data ./data/chaos-rot --json ./data/chaos/rot-$$layout.json || rc=1; \
 	done; \
 	exit $$rc
+
+# The soak profile (not part of `make test`): SOAK_MINUTES of mixed, checked load (ordered,
+# delayed, transactional and filtered flows beside the chaos workload) with a seeded fault
+# every SOAK_FAULT_EVERY seconds, each broker's RSS and descriptors sampled; fails on a lost
+# or corrupt message, divergence, a flow problem or growth (docs/chaos.md, "Soak").
+# `make soak SOAK_LAYOUT=dledger` runs it on a 3-broker DLedger group.
+SOAK_MINUTES ?= 60
+SOAK_LAYOUT ?= sync
+SOAK_SEED ?= 1
+SOAK_FAULT_EVERY ?= 180
+soak: $(STAMP)
+	mkdir -p data/soak
+	$(BIN)/ledgermq chaos soak --layout $(SOAK_LAYOUT) --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED) \
+	  --fault-every $(SOAK_FAULT_EVERY) --data ./data/soak --json ./data/soak/$(SOAK_LAYOUT).json
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache .mypy_cache

@@ -129,7 +129,11 @@ class BrokerApp:
         if dledger_mode:
             self.broker.dledger = BrokerDLedger(store, store_config, config.listen_host, self._on_dledger_role)
             self.slave_sync = SlaveSynchronizer(
-                self.broker, self.client, lambda: self.master_addr, config.slave_sync_interval_ms / 1000
+                self.broker,
+                self.client,
+                lambda: self.master_addr,
+                config.slave_sync_interval_ms / 1000,
+                namesrvs=config.namesrv_addrs,
             )
         elif config.is_master:
             self.broker.ha = HAService(
@@ -149,7 +153,11 @@ class BrokerApp:
             )
             self.broker.extras[ha_status.HA_CLIENT_KEY] = self.ha_client
             self.slave_sync = SlaveSynchronizer(
-                self.broker, self.client, lambda: self.master_addr, config.slave_sync_interval_ms / 1000
+                self.broker,
+                self.client,
+                lambda: self.master_addr,
+                config.slave_sync_interval_ms / 1000,
+                namesrvs=config.namesrv_addrs,
             )
         self.metrics = BrokerMetrics(self.broker)  # served only when metricsPort > 0
         self._periodic: list[Periodic] = []

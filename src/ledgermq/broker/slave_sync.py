@@ -11,12 +11,23 @@ Unlike RocketMQ, consumer offsets merge by taking the larger offset per queue: a
 consumer committed to the slave while its master was away is not rolled back when the
 master returns with an older one (RocketMQ issues #1094/#1440 describe the re-consumption
 that overwriting causes). Each part fails and logs on its own; the loop never dies.
+
+**Which broker is the master** is asked of the name servers every round (brokerId 0 of
+this broker's group), not taken from the last registration answer alone: a slave
+registers every 10 s at best (registerNameServerPeriod is clamped to 10-60 s), its first
+registration often comes before the master's, and a DLedger leader moves. Relying on the
+answer left a DLedger follower without a master for a whole period after every start
+(no sync at all), or syncing from the previous leader after an election; a chaos run
+caught a topic created on the leader that no follower had copied 14 s later, when a
+power loss made one of them the leader. The registration answer is used only when no
+name server answers. A round that finds no master says so (rate-limited); it is never
+skipped silently.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.context import Broker
@@ -46,6 +57,27 @@ def merge_newer_offsets(offsets: ConsumerOffsetManager, doc: object) -> bool:
                 offsets.commit_key(str(key), q, o)
                 changed = True
     return changed
+
+
+async def group_addrs(client: RemotingClient, namesrvs: Sequence[str], broker_name: str) -> dict[int, str] | None:
+    """brokerId -> address of ``broker_name``'s group, as the first name server that
+    answers GET_BROKER_CLUSTER_INFO lists it; None when none answered."""
+    errors = []
+    for ns in namesrvs:
+        try:
+            resp = await client.invoke(ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
+        except Exception as exc:
+            errors.append(f"{ns}: {exc}")
+            continue
+        if resp.code != ResponseCode.SUCCESS:
+            errors.append(f"{ns}: code {resp.code} {resp.remark}")
+            continue
+        info = fastjson.loads(resp.body) if resp.body else {}
+        group = ((info.get("brokerAddrTable") or {}).get(broker_name) or {}).get("brokerAddrs") or {}
+        return {int(bid): str(addr) for bid, addr in group.items()}
+    if errors:
+        raise ConnectionError(f"no name server answered cluster info: {'; '.join(errors)}")
+    return None
 
 
 class MasterOffsetReconciler:
@@ -82,18 +114,12 @@ class MasterOffsetReconciler:
         await self._periodic.stop()
 
     async def slave_addrs(self) -> list[str]:
-        name = self.broker.config.broker_name
-        for ns in self.namesrvs:
-            try:
-                resp = await self.client.invoke(ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 3.0)
-            except Exception as exc:
-                self.last_error = f"cluster info from {ns}: {exc}"
-                continue
-            if resp.code == ResponseCode.SUCCESS and resp.body:
-                info = fastjson.loads(resp.body)
-                addrs = ((info.get("brokerAddrTable") or {}).get(name) or {}).get("brokerAddrs") or {}
-                return [str(a) for bid, a in addrs.items() if str(bid) != "0"]
-        return []
+        try:
+            addrs = await group_addrs(self.client, self.namesrvs, self.broker.config.broker_name)
+        except ConnectionError as exc:
+            self.last_error = str(exc)
+            return []
+        return [addr for bid, addr in (addrs or {}).items() if bid != 0]
 
     async def reconcile(self) -> bool:
         """One round; True if any offset moved forward."""
@@ -121,14 +147,18 @@ class SlaveSynchronizer:
         master_addr: Callable[[], str | None],
         interval_s: float = 10.0,
         first_delay_s: float = 3.0,
+        namesrvs: Sequence[str] = (),
     ) -> None:
         self.broker = broker
         self.client = client
         self.master_addr = master_addr
+        """The master the last registration answer named (used when no name server answers)."""
+        self.namesrvs = list(namesrvs)
         self.interval_s = interval_s
         self.first_delay_s = first_delay_s
         self.rounds = 0
         self.last_error = ""
+        self.last_master: str | None = None
         self._periodic = Periodic(type(self).__name__, self.sync_all, interval_s, first_delay=first_delay_s)
 
     def start(self) -> None:
@@ -137,12 +167,32 @@ class SlaveSynchronizer:
     async def stop(self) -> None:
         await self._periodic.stop()
 
+    async def find_master(self) -> str | None:
+        """The group's master now: brokerId 0 as the name servers list it (None while none
+        is registered, e.g. during a DLedger election, or when that is this broker itself,
+        a leader that just stepped down); the registration answer's when no name server
+        answers (or none is configured)."""
+        if self.namesrvs:
+            try:
+                addrs = await group_addrs(self.client, self.namesrvs, self.broker.config.broker_name)
+            except ConnectionError as exc:
+                self.last_error = str(exc)
+                addrs = None
+            if addrs is not None:
+                master = addrs.get(0)
+                return None if master == self.broker.config.broker_addr else master
+        return self.master_addr()
+
     async def sync_all(self) -> bool:
         """One round; True if every part succeeded."""
-        master = self.master_addr()
+        master = await self.find_master()
         if not master:
-            self.last_error = "master address unknown (not registered yet?)"
+            self.last_error = "no master of this group is registered with the name servers (an election?)"
+            limited.log(log, logging.WARNING, ("slave sync", "master"), "slave sync skipped: %s", self.last_error)
             return False
+        if master != self.last_master:
+            log.info("slave sync: copying metadata from the master %s", master)
+            self.last_master = master
         ok = True
         for part in (self.sync_topics, self.sync_consumer_offsets, self.sync_delay_offsets, self.sync_groups):
             try:

@@ -76,9 +76,14 @@ class RunConfig:
 
 
 def run_dir(cfg: RunConfig) -> Path:
-    """A fresh directory for this run under ``cfg.data`` (an earlier run's one is replaced;
-    a directory the harness did not make is refused)."""
-    d = (cfg.data / cfg.name).resolve()
+    """A fresh directory for this run under ``cfg.data`` (see ``prepare_dir``)."""
+    return prepare_dir(cfg.data, cfg.name)
+
+
+def prepare_dir(data: Path, name: str) -> Path:
+    """A fresh directory ``data/name`` (an earlier run's one is replaced; a directory the
+    harness did not make is refused)."""
+    d = (data / name).resolve()
     if d.exists():
         if not (d / MARKER).exists():
             raise RuntimeError(f"{d} exists and was not made by ledgermq chaos; choose another --data")
@@ -96,25 +101,69 @@ def make_layout(kind: str, root: Path, props: dict[str, object] | None = None) -
     raise ValueError(f"unknown layout {kind!r} (sync, async, dledger)")
 
 
-async def create_topic(layout: Layout, timeout: float = 30.0) -> None:
+async def create_topic(layout: Layout, timeout: float = 30.0, topic: str = TOPIC, queues: int = QUEUES) -> None:
+    """Create ``topic`` on the master (the leader) and wait until the name server routes it."""
     deadline = time.monotonic() + timeout
     while True:
         master = await layout.wait_master(max(0.1, deadline - time.monotonic()))
         if master is None:
-            raise RuntimeError(f"no master to create {TOPIC} on")
+            raise RuntimeError(f"no master to create {topic} on")
         addr = layout.node(master).addr
         try:
             async with AdminClient(layout.namesrv_addr, timeout=3.0) as admin:
-                await admin.create_topic(addr, TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
-                route = await admin.route(TOPIC)
-                if any(q.write_queue_nums == QUEUES for q in route.queue_datas):
+                await admin.create_topic(addr, topic, read_queue_nums=queues, write_queue_nums=queues)
+                route = await admin.route(topic)
+                if any(q.write_queue_nums == queues for q in route.queue_datas):
                     return
         except Exception as exc:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"cannot create {TOPIC} on {addr}: {exc}") from exc
+                raise RuntimeError(f"cannot create {topic} on {addr}: {exc}") from exc
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the name server never routed {TOPIC}")
+            raise RuntimeError(f"the name server never routed {topic}")
         await asyncio.sleep(0.2)
+
+
+@dataclass(slots=True)
+class Settled:
+    """The group after a run's load stopped: healed, (bounded) stable, read back."""
+
+    healed: list[str]
+    stability: dict[str, Any]
+    reads: list[ReadBack]
+    master_source: str
+    notes: list[str]
+
+
+async def settle_and_read(layout: Layout, injector: Injector, stable_timeout: float) -> Settled:
+    """Heal whatever is left, wait (bounded) until the group is stable, and read ChaosTopic
+    back from every broker (each under its name; a master-slave group's master as
+    "master") and through the client path."""
+    notes: list[str] = []
+    healed = await injector.heal_all()
+    stable = await layout.wait_stable(stable_timeout)
+    leader = await layout.current_master()
+    stability = {
+        "stable": stable.stable,
+        "detail": stable.detail,
+        "max_offsets": stable.max_offsets,
+        "master": leader,
+    }
+    if not stable.stable:
+        notes.append(f"the group did not become stable within {stable_timeout:.0f}s: {stable.detail}")
+    dledger = layout.name == "dledger"
+    master_source = "master"
+    if dledger:
+        # Every member by its name; the leader's copy is the one the others are compared with.
+        master_source = leader or layout.targets()[0]
+        if leader is None:
+            notes.append(f"no leader at the end: the members are compared with {master_source}")
+    reads: list[ReadBack] = []
+    for name in layout.targets():
+        source = name if dledger else ("master" if name == leader else name)
+        reads.append(await read_broker(source, layout.node(name).addr, TOPIC, QUEUES))
+    expected = max((r.count() for r in reads), default=0)
+    reads.append(await read_client(layout.namesrv_addr, TOPIC, expected))
+    return Settled(healed, stability, reads, master_source, notes)
 
 
 async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
@@ -172,27 +221,11 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
             notes.append(f"the fault cycles stopped early: {type(exc).__name__}: {exc}")
         await workload.stop()
         run_end = time.monotonic()
-        healed = await injector.heal_all()
-        stable = await layout.wait_stable(cfg.stable_timeout)
-        leader = await layout.current_master()
-        stability = {
-            "stable": stable.stable,
-            "detail": stable.detail,
-            "max_offsets": stable.max_offsets,
-            "master": leader,
-        }
-        if not stable.stable:
-            notes.append(f"the group did not become stable within {cfg.stable_timeout:.0f}s: {stable.detail}")
-        if cfg.layout == "dledger":
-            # Every member by its name; the leader's copy is the one the others are compared with.
-            master_source = leader or layout.targets()[0]
-            if leader is None:
-                notes.append(f"no leader at the end: the members are compared with {master_source}")
-        for name in layout.targets():
-            source = name if cfg.layout == "dledger" else ("master" if name == leader else name)
-            reads.append(await read_broker(source, layout.node(name).addr, TOPIC, QUEUES))
-        expected = max((r.count() for r in reads), default=0)
-        reads.append(await read_client(layout.namesrv_addr, TOPIC, expected))
+        settled = await settle_and_read(layout, injector, cfg.stable_timeout)
+        healed, stability, reads, master_source = (
+            settled.healed, settled.stability, settled.reads, settled.master_source,
+        )  # fmt: skip
+        notes.extend(settled.notes)
         await counters.stop()
         await counters.sample()  # the last word of every node's current life
     finally:

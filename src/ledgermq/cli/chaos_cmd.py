@@ -14,6 +14,8 @@ from ledgermq.chaos.faults import CLEAN_KINDS, KINDS, applicable, parse_kinds
 from ledgermq.chaos.promise import FLUSH_MODES
 from ledgermq.chaos.report import render, write_json
 from ledgermq.chaos.runner import RunConfig, run
+from ledgermq.chaos.soak.report import render as render_soak
+from ledgermq.chaos.soak.runner import DEFAULT_FAULTS, SoakConfig, soak
 from ledgermq.cli.runtime import GIL_SWITCH_INTERVAL_S
 
 
@@ -112,3 +114,50 @@ def run_cmd(layout: str, flush: str, cycles: int, seed: int | None, faults: str,
     if json_path is not None:
         write_json(json_path, summary)
     sys.exit(1 if verdict.failed else 0)
+
+
+@chaos.command("soak")
+@click.option("--layout", type=click.Choice(["sync", "async", "dledger"]), default="sync", show_default=True,
+              help="sync: SYNC_MASTER and a slave; dledger: a 3-broker DLedger group")  # fmt: skip
+@click.option("--minutes", type=click.FloatRange(0.2, 24 * 60), default=60.0, show_default=True,
+              help="how long the load runs")  # fmt: skip
+@click.option("--seed", type=int, default=1, show_default=True, help="the fault schedule's and the flows' seed")
+@click.option("--faults", default=",".join(DEFAULT_FAULTS), show_default=True,
+              help=f"comma-separated: {', '.join(KINDS)}")  # fmt: skip
+@click.option("--fault-every", type=click.FloatRange(5, 86_400), default=180.0, show_default=True,
+              help="seconds per fault slot (one seeded fault in each)")  # fmt: skip
+@click.option("--rate", type=click.FloatRange(1, 10_000), default=50.0, show_default=True,
+              help="the chaos workload's sends/s")  # fmt: skip
+@click.option("--flow-rate", type=click.FloatRange(0.5, 1_000), default=10.0, show_default=True,
+              help="sends/s of each checked flow (ordered, delayed, transactional, filtered)")  # fmt: skip
+@click.option("--sample-every", type=click.FloatRange(0.5, 600), default=10.0, show_default=True,
+              help="seconds between samples of each broker's RSS and descriptors")  # fmt: skip
+@click.option("--data", type=click.Path(path_type=Path, file_okay=False), default=Path("./data/soak"),
+              show_default=True,
+              help="stores and logs go under DATA/soak-<layout>-seed<seed>/")  # fmt: skip
+@click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="write the JSON summary here (it is always written to the run directory too)")  # fmt: skip
+def soak_cmd(layout: str, minutes: float, seed: int, faults: str, fault_every: float, rate: float, flow_rate: float,
+             sample_every: float, data: Path, json_path: Path | None) -> None:  # fmt: skip
+    """Hours of mixed, checked load (ordered, delayed, transactional, filtered, and the chaos
+    workload) with a seeded fault every few minutes; exit 1 on a lost or corrupt message,
+    divergence, a flow problem or a broker whose memory or descriptors grew (2 when the
+    harness itself failed)."""
+    try:
+        kinds = parse_kinds(faults)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--faults") from exc
+    cfg = SoakConfig(data, layout, minutes, seed, kinds, fault_every, rate, flow_rate, sample_every)
+    click.echo(f"ledgermq chaos soak: seed {seed} (replay: ledgermq chaos soak {cfg.replay_args()})", err=True)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    logging.getLogger("ledgermq.client").setLevel(logging.ERROR)
+    try:
+        summary = asyncio.run(soak(cfg))
+    except Exception as exc:
+        click.echo(f"ledgermq chaos soak: the run failed: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(2)
+    render_soak(summary)
+    write_json(Path(summary["run"]["data"]) / "summary.json", summary)
+    if json_path is not None:
+        write_json(json_path, summary)
+    sys.exit(1 if summary["verdict"]["failed"] else 0)

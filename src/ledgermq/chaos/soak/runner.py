@@ -1,0 +1,243 @@
+"""A soak run: hours of mixed load on a chaos layout, a seeded fault every few minutes,
+the brokers' memory and descriptors sampled, and everything checked at the end.
+
+Time is cut into slots of ``fault_every_s``; in slot k the k-th fault of the seeded
+schedule (``faults.schedule``) is injected at a seeded 30-70 % into the slot, held, healed,
+and the run waits (bounded) for a SEND_OK after it. Beside the chaos workload (plain sends
+to ChaosTopic, checked by the chaos checker after a read-back from every broker and the
+client path) run the four checked flows (``flows.py``). At the end: the load stops, the
+group is healed and read back, the flows' consumers drain (bounded), and the verdict
+fails on a lost or corrupt message, divergence, a flow problem (missing, unexpected,
+out of order, early) or a broker whose memory or descriptors grew (``stats.GrowthRule``).
+Every process is killed by pid in ``finally``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledgermq.chaos.checker import check
+from ledgermq.chaos.faults import FaultRecord, applicable, schedule, targets_for
+from ledgermq.chaos.injector import Injector
+from ledgermq.chaos.promise import allowed_losses, promise_text
+from ledgermq.chaos.proxy import FaultProxy
+from ledgermq.chaos.runner import create_topic, make_layout, prepare_dir, settle_and_read
+from ledgermq.chaos.soak.flow import Flow
+from ledgermq.chaos.soak.flows import FLOWS
+from ledgermq.chaos.soak.sampler import ProcSampler
+from ledgermq.chaos.soak.stats import GrowthRule, growth, latency_summary, latency_windows, window_for
+from ledgermq.chaos.workload import Workload
+
+log = logging.getLogger(__name__)
+
+# Every kind that keeps the flows' promises: no power loss (ASYNC_FLUSH may lose acknowledged
+# messages through it, which the flows cannot tell from a bug), no clock jump (a broker whose
+# clock jumps ahead delivers delayed messages early), no bit rot (needs the store's repair).
+DEFAULT_FAULTS = ("kill", "suspend", "partition", "disk-full", "slow-disk", "kill-in-recovery", "tail-loss")
+# Segments sized so an hour of load rolls a few commit-log and consume-queue files, not
+# hundreds: the store keeps recent files open, and descriptors that grow with the data
+# would hide (or fake) a leak.
+SEGMENT = 16 * 1024 * 1024
+CQ_SEGMENT = 300_000 * 20  # RocketMQ's default: 300,000 units of 20 bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SoakConfig:
+    data: Path
+    layout: str = "sync"  # "sync" (SYNC_MASTER + slave), "async" or "dledger"
+    minutes: float = 60.0
+    seed: int = 1
+    faults: tuple[str, ...] = DEFAULT_FAULTS
+    fault_every_s: float = 180.0
+    rate: float = 50.0  # the chaos workload's sends/s
+    flow_rate: float = 10.0  # each flow's sends/s
+    sample_every_s: float = 10.0
+    drain_timeout_s: float = 90.0
+    send_timeout: float = 3.0
+    recovery_timeout: float = 30.0
+    stable_timeout: float = 60.0
+    growth: GrowthRule = field(default_factory=GrowthRule)
+
+    @property
+    def name(self) -> str:
+        return f"soak-{self.layout}-seed{self.seed}"
+
+    def broker_props(self) -> dict[str, object]:
+        """SQL92 filtering on, transaction check-backs every 5 s, segments sized for hours."""
+        return {
+            "enablePropertyFilter": "true",
+            "transactionCheckInterval": 5000,
+            "mappedFileSizeCommitLog": SEGMENT,
+            "mappedFileSizeConsumeQueue": CQ_SEGMENT,
+        }
+
+    def replay_args(self) -> str:
+        return (
+            f"--layout {self.layout} --minutes {self.minutes:g} --seed {self.seed} --faults {','.join(self.faults)} "
+            f"--fault-every {self.fault_every_s:g} --rate {self.rate:g} --flow-rate {self.flow_rate:g}"
+        )
+
+
+async def _sleep_until(moment: float) -> None:
+    delay = moment - time.monotonic()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+async def _drain(flows: list[Flow], timeout: float) -> float:
+    """Until every flow's consumers got everything expected (bounded); the seconds waited."""
+    started = time.monotonic()
+    while any(f.outstanding() for f in flows) and time.monotonic() - started < timeout:
+        await asyncio.sleep(0.5)
+    return time.monotonic() - started
+
+
+async def soak(cfg: SoakConfig) -> dict[str, Any]:
+    kinds, skipped = applicable(cfg.layout, cfg.faults)
+    duration = cfg.minutes * 60
+    cycles = max(1, int(duration // cfg.fault_every_s)) if kinds else 0
+    slot = cfg.fault_every_s
+    plans = schedule(cfg.seed, cycles, kinds, (0.3 * slot, 0.7 * slot), 1.0, targets_for(cfg.layout)) if kinds else []
+    root = prepare_dir(cfg.data, cfg.name)
+    layout = make_layout(cfg.layout, root, cfg.broker_props())
+    proxies: dict[str, FaultProxy] = {}
+    workload: Workload | None = None
+    flows: list[Flow] = []
+    records: list[FaultRecord] = []
+    notes = [f"skipped: {why}" for why in skipped]
+    t0 = time.monotonic()
+    sampler = ProcSampler(layout, t0, cfg.sample_every_s)
+    drained_s = 0.0
+    try:
+        for link in layout.links():
+            proxy = FaultProxy(link.listen, link.target, link.name)
+            await proxy.start()
+            proxies[link.name] = proxy
+        await layout.start()
+        await create_topic(layout)
+        for flow_type in FLOWS:
+            await create_topic(layout, topic=flow_type.topic, queues=flow_type.queues)
+        first = await layout.wait_stable(cfg.stable_timeout)
+        if not first.stable:
+            notes.append(f"not stable before the load: {first.detail}")
+        t0 = time.monotonic()
+        sampler.t0 = t0
+        sampler.start()
+        workload = Workload(layout.namesrv_addr, rate=cfg.rate, send_timeout=cfg.send_timeout)
+        await workload.start()
+        for flow_type in FLOWS:
+            flow = flow_type(layout.namesrv_addr, cfg.seed, cfg.flow_rate, cfg.send_timeout)
+            flows.append(flow)
+            await flow.start()
+        injector = Injector(layout, proxies, cfg.seed)
+        end = t0 + duration
+        try:
+            for plan in plans:
+                at = t0 + plan.index * slot + plan.steady_s
+                if at + plan.hold_s + 5 > end:
+                    notes.append(f"fault {plan.index + 1} ({plan.label}) left out: the run ends before it would heal")
+                    break
+                await _sleep_until(at)
+                rec = await injector.begin(plan, cfg.recovery_timeout)
+                records.append(rec)
+                log.warning("soak fault %d/%d: %s, hold %.2fs", plan.index + 1, len(plans), rec.detail, plan.hold_s)
+                await asyncio.sleep(plan.hold_s)
+                await injector.end(rec)
+                rec.recovered_at = await workload.wait_ok_after(rec.healed_at, cfg.recovery_timeout)
+                which = f"fault {rec.index + 1} ({rec.detail})"
+                if rec.error:
+                    notes.append(f"{which}: {rec.error}")
+                if not rec.recovered_at:
+                    notes.append(f"{which}: no SEND_OK within {cfg.recovery_timeout:.0f}s")
+            await _sleep_until(end)
+        except Exception as exc:
+            log.exception("soak cycle failed")
+            notes.append(f"the fault cycles stopped early: {type(exc).__name__}: {exc}")
+        await workload.stop()
+        for flow in flows:
+            await flow.stop_sending()
+        run_end = time.monotonic()
+        settled = await settle_and_read(layout, injector, cfg.stable_timeout)
+        notes.extend(settled.notes)
+        drained_s = await _drain(flows, cfg.drain_timeout_s)
+        await sampler.stop()
+    finally:
+        await sampler.stop()
+        for flow in flows:
+            with contextlib.suppress(Exception):
+                await flow.stop()
+        if workload is not None:
+            await workload.stop()
+        for proxy in proxies.values():
+            await proxy.close()
+        layout.close()
+    attempts = workload.attempts if workload is not None else []
+    allowed = allowed_losses(attempts, records, cfg.layout, "async")
+    verdict = check(attempts, records, settled.reads, run_end, settled.master_source, allowed,
+                    promise_text(cfg.layout, "async"))  # fmt: skip
+    verdict.notes.extend(notes)
+    ran_s = run_end - t0
+    sends = [(a.end - t0, a.end - a.start, a.acked) for a in attempts]
+    per_flow = {"chaos": latency_summary(a.end - a.start for a in attempts if a.acked)}
+    for flow in flows:
+        sends += [(end - t0, lat, ok) for end, lat, ok in flow.sends]
+        per_flow[flow.name] = latency_summary(lat for _, lat, ok in flow.sends if ok)
+    window = window_for(ran_s)
+    resources = growth(sampler.samples, ran_s, cfg.growth)
+    flow_results = [f.result() for f in flows]
+    grew = sorted(node for node, row in resources.items() if row["grew"])
+    failed_flows = [r["flow"] for r in flow_results if r["failed"]]
+    summary: dict[str, Any] = {
+        "run": {
+            "kind": "soak",
+            "layout": cfg.layout,
+            "seed": cfg.seed,
+            "minutes": cfg.minutes,
+            "ran_s": round(ran_s, 1),
+            "faults": list(kinds),
+            "fault_every_s": cfg.fault_every_s,
+            "rate": cfg.rate,
+            "flow_rate": cfg.flow_rate,
+            "data": str(root),
+            "replay": cfg.replay_args(),
+        },
+        "verdict": {
+            "failed": verdict.failed or bool(failed_flows) or bool(grew),
+            "lost": verdict.lost,
+            "corrupt_served": verdict.corrupt_served,
+            "diverged": verdict.diverged,
+            "flows_failed": failed_flows,
+            "grew": grew,
+        },
+        "latency": {
+            "window_s": window,
+            "windows": latency_windows(sends, window, ran_s),
+            "per_flow": per_flow,
+        },
+        "flows": flow_results,
+        "drained_s": round(drained_s, 1),
+        "resources": {
+            "rule": cfg.growth.describe(),
+            "sample_every_s": cfg.sample_every_s,
+            "nodes": resources,
+            "samples": [asdict(s) for s in sampler.samples],
+        },
+        "chaos": verdict.to_json(),
+        "stability": settled.stability,
+        "healed_at_end": settled.healed,
+        "faults": [_relative(r.to_json(), t0) for r in records],
+    }
+    return summary
+
+
+def _relative(doc: dict[str, Any], t0: float) -> dict[str, Any]:
+    for k in ("injected_at", "healed_at", "ready_at", "recovered_at"):
+        if doc.get(k):
+            doc[k] = round(doc[k] - t0, 3)
+    return doc

@@ -316,7 +316,7 @@ def _tail_start(files: list[MappedFile], index: MappedFileQueue, config: DLedger
 
 
 @dataclass(slots=True)
-class _Walk:
+class FileWalk:
     """One data file walked entry by entry."""
 
     last: EntryInfo | None  # the last sound entry
@@ -326,9 +326,9 @@ class _Walk:
     entries: int = 0
 
 
-def _walk_file(
+def walk_sealed_file(
     mf: MappedFile, check_crc: bool, damage: DamageRegistry | None, expected: int | None, floor: int
-) -> _Walk:
+) -> FileWalk:
     """Every entry of a sealed file (one a later file follows): sound, continuous, in
     non-decreasing terms, clear of recorded damage, and closed by a blank."""
     at, last, count = 0, None, 0
@@ -338,25 +338,25 @@ def _walk_file(
         end = v.end if isinstance(v, EntryInfo) else mf.end_offset
         hit = damage.overlapping(pos, end) if damage is not None else None
         if hit is not None:
-            return _Walk(last, pos, f"data [{hit[0]}, {hit[1]}) was found damaged ({hit[2]})", True, count)
+            return FileWalk(last, pos, f"data [{hit[0]}, {hit[1]}) was found damaged ({hit[2]})", True, count)
         if isinstance(v, EntryInfo):
             if expected is not None and v.index != expected:
-                return _Walk(last, pos, f"index {v.index} at {pos} follows index {expected - 1}", entries=count)
+                return FileWalk(last, pos, f"index {v.index} at {pos} follows index {expected - 1}", entries=count)
             if v.term < floor:
-                return _Walk(
+                return FileWalk(
                     last, pos, f"term {v.term} of index {v.index} is below the previous term {floor}", entries=count
                 )
             last, expected, floor, count = v, v.index + 1, v.term, count + 1
             at += v.size
             continue
         if v.kind is VerdictKind.BLANK:
-            return _Walk(last, None, entries=count)
+            return FileWalk(last, None, entries=count)
         reason = (
             v.reason
             if v.kind is VerdictKind.CORRUPT
             else f"sealed data file {mf.path.name} ends at {pos} with no blank"
         )
-        return _Walk(last, pos, reason, entries=count)
+        return FileWalk(last, pos, reason, entries=count)
 
 
 def _check_early_files(
@@ -370,7 +370,7 @@ def _check_early_files(
     if digests is None:
         return 0, len(files), None
     walked = trusted = 0
-    prev: _Walk | None = None
+    prev: FileWalk | None = None
     for i, mf in enumerate(files):
         recorded = damage is not None and damage.overlapping(mf.start_offset, mf.end_offset) is not None
         if not recorded and digests.get(mf.start_offset) is not None:
@@ -380,17 +380,17 @@ def _check_early_files(
         walked += 1
         expected = prev.last.index + 1 if prev is not None and prev.last is not None else None
         floor = prev.last.term if prev is not None and prev.last is not None else -1
-        w = _walk_file(mf, check_crc, damage, expected, floor)
+        w = walk_sealed_file(mf, check_crc, damage, expected, floor)
         if w.bad_pos is None:
             prev = w
             continue
         while w.last is None and i > 0:  # the file's first entry is bad: the previous file holds the last sound one
-            before = prev if prev is not None else _walk_file(files[i - 1], check_crc, damage, None, -1)
+            before = prev if prev is not None else walk_sealed_file(files[i - 1], check_crc, damage, None, -1)
             if before.bad_pos is not None:
                 w, i = before, i - 1
                 prev = None
                 continue
-            w = _Walk(before.last, w.bad_pos, w.reason, w.recorded, w.entries)
+            w = FileWalk(before.last, w.bad_pos, w.reason, w.recorded, w.entries)
         assert w.bad_pos is not None
         head = check_entry(files[0].mm, 0, files[0].size, files[0].start_offset, check_crc=False)
         stop = _Scan(

@@ -227,7 +227,7 @@ def recover(
             f"truncate it away. Restore the data files, or move {config.default_path} aside and let this "
             f"node catch up from its peers."
         )
-    if checkpoint is not None and checkpoint.end_index > scan.last_index:
+    if checkpoint is not None and checkpoint.end_index > scan.last_index and not damaged:
         log.warning(
             "dledger recovery: checkpoint endIndex=%d but entries end at %d (uncommitted tail lost: %s)",
             checkpoint.end_index,

@@ -1,5 +1,6 @@
 """Disks that lie, in a real 3-broker DLedger group: one member's sealed data segment has
-flipped bytes, or is gone, while that broker is stopped. The member must never serve the
+flipped bytes, or is gone, while that broker is stopped, or bytes change under a running
+member (found by the scrub). The member must never serve the
 damaged entries, must not act as if it still held them, and must be repaired from the
 leader: afterwards every acknowledged message is on every member, byte for byte.
 
@@ -153,3 +154,94 @@ def test_flipped_bytes_in_a_sealed_segment_of_the_leader_are_repaired_once_it_fo
 
 def test_a_deleted_sealed_segment_of_a_member_is_refetched_from_the_leader(tmp_path: Path) -> None:
     _damage_one_member(tmp_path, _a_follower, Path.unlink)
+
+
+def _pwrite_middle(path: Path) -> None:
+    """XOR 64 bytes in the middle of a data file a running broker has mapped."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        raw = os.pread(fd, 64, SEGMENT // 2)
+        os.pwrite(fd, bytes(b ^ 0x5A for b in raw), SEGMENT // 2)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _digested_middle_file(group: DLedgerGroup, n: str) -> Path:
+    """A sealed data file in the middle of ``n``'s log once its scrub has digested it."""
+    found: list[Path] = []
+
+    def digested() -> bool:
+        files = _data_files(group, n)
+        target = files[len(files) // 2]
+        crc = group.root / n / "store" / f"dledger-{n}" / "digests" / f"{target.name}.crc"
+        found[:] = [target]
+        return len(files) >= 6 and crc.exists()
+
+    wait_until(f"{n}'s scrub to digest its middle file", digested, 20, 0.1, group.explain)
+    return found[0]
+
+
+def _wait_repaired(group: DLedgerGroup, n: str, repairs: int) -> None:
+    st: dict[str, object] = {}
+    wait_until(
+        f"{n} to find the damage and repair it",
+        lambda: (
+            (st.update(_status(group, n)) or int(st.get("repairs", 0)) >= repairs)  # type: ignore[call-overload]
+            and st.get("repairing_until") == 0
+        ),
+        30,
+        0.2,
+        lambda: f" status {st}{group.explain()}",
+    )
+
+
+def test_bytes_changing_under_a_running_follower_then_the_running_leader_are_found_and_repaired(
+    tmp_path: Path,
+) -> None:
+    """pwrite into a sealed, digested data file of a running follower, then of the running
+    leader: each member's scrub finds it, the leader steps down, both repair from the group,
+    and every acknowledged message is on every member afterwards."""
+    group = DLedgerGroup(tmp_path, segment=SEGMENT, extra={"storeScrubIntervalSeconds": 1})
+    acked: Acked = {}
+    try:
+        group.start()
+        _send(group, acked, "a", 2000)
+        leader = group.master()
+        assert leader is not None and len(acked) >= 1980, f"{len(acked)} acknowledged{group.explain()}"
+        follower = _a_follower(group, leader)
+        group.wait_caught_up(follower, leader)
+        _pwrite_middle(_digested_middle_file(group, follower))
+        _send(group, acked, "b", 300)  # the group goes on while the follower finds it and repairs
+        _wait_repaired(group, follower, 1)
+
+        victim = group.master()
+        assert victim is not None
+        _pwrite_middle(_digested_middle_file(group, victim))
+        wait_until(
+            f"a new master after {victim}'s damage",
+            lambda: group.master() not in (None, victim),
+            20,
+            0.1,
+            group.explain,
+        )
+        _send(group, acked, "c", 300)
+        _wait_repaired(group, victim, 1)
+        new_leader = group.master()
+        assert new_leader is not None and new_leader != victim
+        for n in group.ids:
+            if n != new_leader:
+                group.wait_caught_up(n, new_leader)
+        for n in (follower, victim):
+            text = (group.root / f"{n}.log").read_text(errors="replace")
+            assert "digest block" in text and "is damaged at index" in text, text[-3000:]
+            assert "repaired: the log holds every entry" in text, text[-3000:]
+        for b in group.brokers.values():
+            assert b.stop() == 0, group.explain()
+    finally:
+        group.close()
+    assert len(acked) >= 2500
+    for n in group.ids:
+        served = group.store_queues(n)
+        missing = [b[:12] for b, (q, off) in acked.items() if served[q].get(off) != b]
+        assert not missing, f"{n}: {len(missing)} of {len(acked)} acknowledged messages missing, e.g. {missing[:5]}"

@@ -57,6 +57,7 @@ from ledgermq.raftio.store_log import StoreLog
 from ledgermq.raftio.transport import RaftTransport, parse_peers
 from ledgermq.store.commitlog import EncodedMessage
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
+from ledgermq.store.dledger.scrub import LedgerScrubService
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import PutResult, PutStatus
@@ -153,6 +154,9 @@ class BrokerDLedger:
         # Retention: what connected followers still need, and who is stuck (raftio/member_watch.py).
         self.watch = MemberWatch(self.self_id)
         self._watch_task: asyncio.Task[None] | None = None
+        self.scrub: LedgerScrubService | None = None
+        """Digests sealed data files and re-reads them (store/dledger/scrub.py); damage it finds
+        fail-stops the driver like a corrupt read (``on_corrupt_read``)."""
 
     async def start(self) -> None:
         """After the store started (its log is read here). The Raft driver starts once a
@@ -170,6 +174,9 @@ class BrokerDLedger:
         self._loop = asyncio.get_running_loop()
         if self.store.dledger is not None:
             self.store.dledger.on_corrupt = self.on_corrupt_read
+            if self.scrub is None:
+                self.scrub = LedgerScrubService(self.store.dledger, self.store.scrub_settings, self.store.clock)
+                self.scrub.start()
         driver = self._new_driver()
         await driver.start()
         self.state = "running"
@@ -183,6 +190,9 @@ class BrokerDLedger:
 
     async def stop(self) -> None:
         self.state = "stopped"
+        if self.scrub is not None:
+            await asyncio.to_thread(self.scrub.stop)
+            self.scrub = None
         if self._watch_task is not None:
             self._watch_task.cancel()
             self._watch_task = None
@@ -309,13 +319,13 @@ class BrokerDLedger:
         return self._repairs_completed_before + (self.driver.repairs_completed if self.driver is not None else 0)
 
     def on_corrupt_read(self, exc: BaseException) -> None:
-        """A read (for a consumer) met a corrupt entry the driver has not: fail-stop the driver,
-        so the store is re-recovered (cut at the damage) and the log repaired from the leader.
-        Called from any thread."""
+        """A read (for a consumer) or the scrub found damage the driver has not met: fail-stop
+        the driver, so the store is re-recovered (cut at the damage, which the store recorded)
+        and the log repaired from the leader. Called from any thread."""
         driver, loop = self.driver, self._loop
         if driver is None or loop is None:
             return
-        loop.call_soon_threadsafe(driver.fail, exc, "a read found a corrupt entry")
+        loop.call_soon_threadsafe(driver.fail, exc, "damage was found in the log (by a read or the scrub)")
 
     def leadership_current(self) -> bool:
         """This broker leads and its Raft driver has run within an election timeout (see

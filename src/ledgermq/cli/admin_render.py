@@ -314,30 +314,37 @@ def message_grid(rec: MessageRecord) -> Table:
 def dledger_group_table(group: str, members: list[tuple[str, DLedgerStatus | str]]) -> Table:
     """``admin dledgerStatus`` for one group: a row per member (its address and what it
     answered, or why it did not). Lag is the leader's last index minus the member's match
-    index, as the leader of the highest term answering sees it ("-" when no leader answered)."""
+    index, as the leader of the highest term answering sees it ("-" when no leader answered).
+    Repairs is "found/completed": how often the member found its log damaged since its broker
+    started, and how many of those repairs from the leader ended; a member repairing now shows
+    "repairing until index N" beside its role (the index its log must hold again)."""
     answers = [st for _, st in members if isinstance(st, DLedgerStatus)]
     leaders = [st for st in answers if st.is_leader]
     leader = max(leaders, key=lambda st: st.term) if leaders else None
     lags = {m.id: f"{m.lag} (stuck)" if m.stuck else str(m.lag) for m in leader.members} if leader is not None else {}
     table = _table(
-        "#Member", "#Addr", "#Role", "#Term", "#Leader", "#LogEnd", "#Commit", "#Applied", "#Lag",
+        "#Member", "#Addr", "#Role", "#Term", "#Leader", "#LogEnd", "#Commit", "#Applied", "#Lag", "#Repairs",
         title=f"DLedger group {group}",
     )  # fmt: skip
     rows = sorted(members, key=lambda m: (isinstance(m[1], str), m[1] if isinstance(m[1], str) else m[1].self_id))
     for addr, st in rows:
         if isinstance(st, str):
-            table.add_row("?", addr, f"UNREACHABLE ({st})", "", "", "", "", "", "")
+            table.add_row("?", addr, f"UNREACHABLE ({st})", "", "", "", "", "", "", "")
             continue
         lag = lags.get(st.self_id)
+        role = st.role + (f" ({st.failed})" if st.failed else "")
+        if st.repairing_until:
+            role += f" (repairing until index {st.repairing_until})"
         table.add_row(
             st.self_id,
             addr,
-            st.role + (f" ({st.failed})" if st.failed else ""),
+            role,
             str(st.term),
             st.leader or "-",
             str(st.last_index),
             str(st.commit_index),
             str(st.applied_index),
             "-" if lag is None else lag,
+            f"{st.repairs}/{st.repairs_completed}",
         )
     return table

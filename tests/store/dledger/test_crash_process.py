@@ -115,9 +115,10 @@ def test_sigkill_mid_stream(tmp_path: Path, seed: int) -> None:
     _reopen_and_check(tmp_path, p)
 
 
-@pytest.mark.parametrize(("nth", "interrupted"), [(2, "currterm"), (3, "checkpoint")])
+@pytest.mark.parametrize(("nth", "interrupted"), [(3, "currterm"), (4, "checkpoint")])
 def test_state_files_keep_their_last_complete_write(tmp_path: Path, nth: int, interrupted: str) -> None:
-    """Atomic writes in order: checkpoint (batch 2), currterm (batch 4), checkpoint (batch 5)."""
+    """Atomic writes in order: logstart (at open), checkpoint (batch 2), currterm (batch 4),
+    checkpoint (batch 5)."""
     rc, p = _run(tmp_path, 60, f"atomic_file.before_rename=exit@{nth}")
     assert rc == 137
     with DLedgerStore.open(small_config(tmp_path)) as s:

@@ -45,11 +45,12 @@ def test_layout_on_disk(tmp_path: Path) -> None:
         s.save_committed_index(s.flush())
         s.save_term_state(TermState(4, "n1"))
     root = tmp_path / "dledger-n2"
-    assert sorted(os.listdir(root)) == ["checkpoint", "currterm", "data", "index"]
+    assert sorted(os.listdir(root)) == ["checkpoint", "currterm", "data", "index", "logstart"]  # logstart: ledgermq's
     assert os.listdir(root / "data") == ["00000000000000000000"]
     assert os.path.getsize(root / "index" / "00000000000000000000") == 32 * 16
     assert (root / "currterm").read_text() == "currTerm=4\nvoteLeader=n1\n"
     assert (root / "checkpoint").read_text() == "endIndex=2\ncommittedIndex=2\n"
+    assert (root / "logstart").read_text() == "firstIndex=0\nfirstDataPos=0\ndataBeginPos=0\n"
 
 
 def test_append_get_and_positions(store: DLedgerStore) -> None:

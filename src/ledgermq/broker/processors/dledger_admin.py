@@ -5,7 +5,9 @@ GET_DLEDGER_STATUS (60002, ledgermq-only) answers JSON: ``group``, ``selfId``, `
 ``appliedIndex``, ``lastIndex``, ``firstIndex`` (the first raft index still stored:
 retention moves it), ``persistedIndex``, ``peers`` (id -> Raft address), ``failed`` (""
 unless the driver stopped on an error), ``state`` ("running", or "failed" while a
-fail-stopped driver is being restarted), ``driverFailures`` and, on the leader only,
+fail-stopped driver is being restarted), ``driverFailures``, ``repairs``,
+``repairsCompleted``, ``repairingUntil``, ``scrubbedBytes`` and ``lastScrubMillis`` (the
+DLedger scrub's bytes re-read, its last full pass) and, on the leader only,
 ``members``: one ``{"id", "matchIndex", "lag", "stuck"}`` per member (itself included),
 lag = lastIndex - match, stuck = it needs entries below the leader's first index (it
 cannot catch up).
@@ -66,6 +68,8 @@ def dledger_status_doc(broker: Broker, dl: BrokerDLedger, st: RaftStatus) -> dic
         "repairs": dl.repairs_started,
         "repairsCompleted": dl.repairs_completed,
         "repairingUntil": st.repair_until,
+        "scrubbedBytes": dl.scrub.scrubbed_bytes if dl.scrub is not None else 0,
+        "lastScrubMillis": dl.scrub.last_pass_ms if dl.scrub is not None else 0,
     }
 
 

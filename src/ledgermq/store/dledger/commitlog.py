@@ -326,6 +326,10 @@ class DLedgerCommitLog(CommitLog):
         reason = entry_body_problem(raw, offset - BODY_OFFSET, size)
         if reason is not None:
             self._ledger.corrupt_reads += 1
+            self._ledger.damage.report(offset - BODY_OFFSET, offset + size, f"a read: {reason}")
+        elif (hit := self._ledger.damage.overlapping(offset - BODY_OFFSET, offset + size)) is not None:
+            reason = f"found damaged before: {hit[2]}"
+        if reason is not None:
             exc = CorruptRangeError(offset - BODY_OFFSET, offset + size, reason)
             log.error("DLedger read for a consumer refused: %s", exc)
             hook = self.on_corrupt

@@ -37,6 +37,13 @@ class DLedgerStoreConfig:
     # entry below the checkpoint's committed index) is cut and marked for repair by a Raft
     # member (docs/dledger.md, "Disks that lie") instead of stopping start-up.
     repair_damage: bool = False
+    # Keep a digest (per-64 KiB CRC32s) of every sealed data file in ``default_path/digests``
+    # and trust it at start: recovery then walks only the last files, the one holding the
+    # committed entry and after, and every earlier file without a digest (or with damage
+    # recorded in ``default_path/damagedRanges``); the scrub re-reads the rest in the
+    # background (store/dledger/scrub.py). Without it, files before the last
+    # ``recover_last_files`` are trusted as DLedger does.
+    digests: bool = False
 
     def __post_init__(self) -> None:
         if not self.self_id or "/" in self.self_id:
@@ -64,6 +71,15 @@ class DLedgerStoreConfig:
         return self.default_path / "index"
 
     @property
+    def digest_dir(self) -> Path:
+        """Outside the data directory (DLedger maps every file it finds there)."""
+        return self.default_path / "digests"
+
+    @property
+    def damage_path(self) -> Path:
+        return self.default_path / "damagedRanges"
+
+    @property
     def max_body_size(self) -> int:
         """The largest body an empty data file takes (entry plus the blank it must leave)."""
         return self.data_file_size - BODY_OFFSET - MIN_BLANK_LEN
@@ -72,13 +88,15 @@ class DLedgerStoreConfig:
 def dledger_store_config(config: StoreConfig) -> DLedgerStoreConfig:
     """The DLedger files of a store in DLedger mode (as DLedgerCommitLog configures DLedger:
     base dir storePathRootDir, data files of mappedFileSizeCommitLog). Unlike DLedger, every
-    data file is verified at start (entry structure and body CRCs), and damage is repaired
-    from the group rather than refused."""
+    data file is verified: at start the ones a crash may have left unverified and those
+    without a digest, the others by the scrub; damage is repaired from the group rather
+    than refused."""
     return DLedgerStoreConfig(
         store_base_dir=config.root_dir,
         self_id=config.dleger_self_id,
         data_store_path=config.store_path_dleger_commit_log or None,
         data_file_size=config.mapped_file_size_commitlog,
-        recover_last_files=0,
+        recover_last_files=DEFAULT_RECOVER_LAST_FILES,
         repair_damage=True,
+        digests=True,
     )

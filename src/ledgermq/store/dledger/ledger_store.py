@@ -29,6 +29,8 @@ from typing import NamedTuple
 
 from ledgermq.errors import StoreClosedError, StoreError
 from ledgermq.failpoints import failpoint
+from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.entry import (
     BODY_OFFSET,
@@ -45,12 +47,15 @@ from ledgermq.store.dledger.entry import (
 )
 from ledgermq.store.dledger.metadata import (
     LedgerCheckpoint,
+    LogStart,
     RepairMarker,
     TermState,
     clear_repair,
     load_checkpoint,
+    load_log_start,
     load_term_state,
     save_checkpoint,
+    save_log_start,
     save_term_state,
 )
 from ledgermq.store.dledger.recovery import RecoveryResult, recover
@@ -141,6 +146,14 @@ class DLedgerStore:
         clears it once the Raft member holds everything it lost again."""
         self.corrupt_reads = 0
         """Entries a read found corrupt since the store opened (never returned)."""
+        self.digests: SegmentDigests | None = (
+            SegmentDigests(config.digest_dir, config.data_file_size) if config.digests else None
+        )
+        """Per-block CRCs of sealed data files (``config.digests``): written and checked by the
+        scrub, trusted by recovery (store/dledger/scrub.py)."""
+        self.damage = DamageRegistry(config.damage_path)
+        """Data ranges a read or the scrub found damaged, kept until recovery cuts them."""
+        self.log_start: LogStart | None = None
 
     @classmethod
     def open(cls, config: DLedgerStoreConfig) -> DLedgerStore:
@@ -153,11 +166,22 @@ class DLedgerStore:
         try:
             checkpoint = load_checkpoint(config.default_path)
             store.term_state = load_term_state(config.default_path)
+            log_start = load_log_start(config.default_path)
+            store.damage.load()
             if config.repair_damage:
                 _pad_short_files(config)
             store.data.load()
             store.index.load()
-            result = recover(config, store.data, store.index, checkpoint)
+            result = recover(
+                config,
+                store.data,
+                store.index,
+                checkpoint,
+                log_start=log_start,
+                digests=store.digests,
+                damage=store.damage,
+            )
+            store.log_start = _note_log_start(config, store.data, result, log_start)
         except BaseException:
             store.data.close()
             store.index.close()
@@ -282,7 +306,12 @@ class DLedgerStore:
             raise EntryNotFoundError(f"entry {index}: data at {pos} holds index {eindex} at {epos} (truncated?)")
         if body_len != size - BODY_OFFSET or (crc != 0 and body_crc(memoryview(raw)[BODY_OFFSET:]) != crc):
             self.corrupt_reads += 1
-            raise CorruptEntryError(index, pos, size, f"body length {body_len} or body CRC of entry {index} is wrong")
+            reason = f"body length {body_len} or body CRC of entry {index} is wrong"
+            self.damage.report(pos, pos + size, f"a read: {reason}")
+            raise CorruptEntryError(index, pos, size, reason)
+        hit = self.damage.overlapping(pos, pos + size)
+        if hit is not None:
+            raise CorruptEntryError(index, pos, size, f"data [{hit[0]}, {hit[1]}) was found damaged ({hit[2]})")
         return StoredEntry(term, raw[BODY_OFFSET:], pos)
 
     def read_body_at(self, pos: int, size: int) -> bytes | None:
@@ -349,6 +378,9 @@ class DLedgerStore:
                 raise LogMismatchError(f"truncate after {index}: the log starts at {self._first_index}")
             cut_pos, _size = self.entry_span(index + 1)
             new_term = self.term_at(index) if index >= self._first_index else -1
+            if self.digests is not None:
+                self.digests.forget_from(cut_pos)  # a sealed file cut here will hold other bytes
+            self.damage.drop_from(cut_pos)
             self.data.truncate_after(cut_pos, online=True)
             self.index.truncate_after((index + 1) * INDEX_UNIT_SIZE, online=True)
             for queue in (self.data, self.index):
@@ -378,8 +410,9 @@ class DLedgerStore:
         before it becomes unreadable; it is unlinked outside the lock, and the directory is
         fsynced after each one, so a crash leaves a prefix deleted, never a hole. A file a
         reader still holds is renamed aside and removed as soon as the reader lets go.
-        Recovery needs nothing more: it takes the first index from the first data file.
-        ``pause`` runs between deletions, outside the lock.
+        Before a file goes, the ``logstart`` record names the next file as the log's
+        beginning (written durably, outside the lock), so recovery tells a file retention
+        deleted from one that was lost. ``pause`` runs between deletions, outside the lock.
         """
         removed: list[MappedFile] = []
         while len(removed) < max_files:
@@ -395,8 +428,15 @@ class DLedgerStore:
                 head = _first_entry(nxt)
                 if head is None or mf.flushed < mf.wrote or not may_delete(mf, head):
                     break
+            self._record_log_start(LogStart(head.index, nxt.start_offset, self.config.first_data_offset))
+            with self._lock:
+                if self._closed or self.data.files[:2] != [mf, nxt] or _first_entry(nxt) != head:
+                    continue  # a truncation changed the files meanwhile: decide again
                 self._first_index = max(self._first_index, head.index)
                 self.data.detach_first_while(_is(mf))
+            if self.digests is not None:
+                self.digests.forget_before(nxt.start_offset)
+            self.damage.drop_before(nxt.start_offset)
             _destroy(mf, self.data.clock.monotonic(), force_after_s)
             removed.append(mf)
         with self._lock:
@@ -439,6 +479,11 @@ class DLedgerStore:
                 end = self._last_index
             save_checkpoint(self.config.default_path, LedgerCheckpoint(end, value))
             return value
+
+    def _record_log_start(self, start: LogStart) -> None:
+        if start != self.log_start:
+            save_log_start(self.config.default_path, start)
+            self.log_start = start
 
     def end_repair(self) -> None:
         """The log holds again everything it had before the damage: forget the marker."""
@@ -490,6 +535,25 @@ def _destroy(mf: MappedFile, now: float, force_after_s: float) -> None:
     mf.destroy(now, force_after_s)
     if mf.path.parent.exists():
         fsync_dir(mf.path.parent)
+
+
+def _note_log_start(
+    config: DLedgerStoreConfig, data: MappedFileQueue, result: RecoveryResult, recorded: LogStart | None
+) -> LogStart:
+    """The ``logstart`` record after recovery: written the first time (a store from before
+    the record: its first file is taken as retention's), and when recovery emptied the log
+    to start it again at index 0 (a lost beginning). A first file below the record (retention
+    was interrupted between the record and the unlink) keeps the record: retention goes on."""
+    first = data.first()
+    if recorded is not None and not (result.damage_found and result.last_index < 0):
+        return recorded
+    if first is not None and result.last_index >= 0:
+        start = LogStart(result.first_index, first.start_offset, config.first_data_offset)
+    else:
+        start = LogStart(0, config.first_data_offset, config.first_data_offset)
+    if start != recorded:
+        save_log_start(config.default_path, start)
+    return start
 
 
 def _pad_short_files(config: DLedgerStoreConfig) -> None:

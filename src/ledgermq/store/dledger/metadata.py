@@ -190,3 +190,49 @@ def clear_repair(directory: Path) -> None:
     if path.exists():
         path.unlink()
         fsync_dir(directory)
+
+
+LOG_START_FILE = "logstart"  # ledgermq's own: where retention left the log's beginning
+FIRST_INDEX_KEY = "firstIndex"
+FIRST_POS_KEY = "firstDataPos"
+DATA_BEGIN_KEY = "dataBeginPos"
+
+
+@dataclass(frozen=True, slots=True)
+class LogStart:
+    """Where the log begins, as only retention may move it: ``first_index`` is the first
+    entry retention left and ``first_pos`` the start of its data file; ``data_begin`` is
+    where index 0 was written (RocketMQ's divided offset). Retention writes this *before* it
+    unlinks a file, so a first data file that starts above ``first_pos`` was lost, not
+    deleted (docs/dledger.md, "Disks that lie")."""
+
+    first_index: int
+    first_pos: int
+    data_begin: int
+
+
+def load_log_start(directory: Path) -> LogStart | None:
+    path = directory / LOG_START_FILE
+    props = _read(path)
+    if props is None:
+        return None
+    start = LogStart(
+        _int(props, FIRST_INDEX_KEY, path, 0), _int(props, FIRST_POS_KEY, path, 0), _int(props, DATA_BEGIN_KEY, path, 0)
+    )
+    if start.first_pos < start.data_begin:
+        raise MetadataError(f"{path}: {FIRST_POS_KEY}={start.first_pos} is below {DATA_BEGIN_KEY}={start.data_begin}")
+    return start
+
+
+def save_log_start(directory: Path, start: LogStart) -> None:
+    """Atomic and durable: retention calls it before each unlink."""
+    text = format_properties(
+        [
+            (FIRST_INDEX_KEY, str(start.first_index)),
+            (FIRST_POS_KEY, str(start.first_pos)),
+            (DATA_BEGIN_KEY, str(start.data_begin)),
+        ]
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    failpoint("dledger.before_log_start_write")
+    write_atomic(directory / LOG_START_FILE, text.encode())

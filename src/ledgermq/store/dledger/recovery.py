@@ -4,12 +4,19 @@ completely written, in order, and refuse to start if that loses a committed entr
 The data files are the truth; the index is derived from them. Passes, in order:
 
 1. Both file lists must be gap-free (DLedger's checkSelf): a missing file in the middle
-   means lost entries that no later check could see.
-2. Pick where validation starts: the data file ``recover_last_files`` from the end (3,
-   as DLedger), stepping back while that file's first entry is not sound or its index
+   means lost entries that no later check could see. The first data file must start where
+   retention left the log (the ``logstart`` record, written before retention unlinks a
+   file): one that starts later means files were lost, not deleted.
+2. Pick where the continuous validation starts (the *tail*): the data file
+   ``recover_last_files`` from the end (3, as DLedger), or earlier the file holding the
+   checkpoint's committed entry (what follows it may not have been fsynced when the
+   process died), stepping back while that file's first entry is not sound or its index
    unit disagrees. Earlier files were complete (closed by a blank) and flushed before the
-   files after them were written to.
-3. Scan forward, read-only: magic, size, body length, pos field == actual position, body
+   files after them were written to. With ``digests`` each earlier file that has no
+   digest, or has damage a read or the scrub recorded (``damagedRanges``), is walked
+   entry by entry now; those a digest vouches for are left to the scrub
+   (store/dledger/scrub.py). Without ``digests`` earlier files are trusted, as DLedger does.
+3. Scan the tail forward, read-only: magic, size, body length, pos field == actual position, body
    CRC (when one was recorded), index continuity and non-decreasing terms, and whether
    each entry's index unit agrees. The scan stops at the end of data, a torn entry
    (zero-filled or partly written pages) or anything corrupt.
@@ -25,13 +32,16 @@ The data files are the truth; the index is derived from them. Passes, in order:
 
 Damage versus a torn tail. A crash tears only the tail: nothing valid follows the first bad
 entry. Rot in the middle (flipped bytes, valid entries after it), a missing data file (a
-hole), or a cut below the committed index are damage. With ``repair_damage`` (a broker's
+hole, or a lost first file), damage recorded by a read or the scrub, or a cut below the
+committed index are damage. With ``repair_damage`` (a broker's
 Raft member) recovery then records a repair marker *before* touching anything (the last
 index the log held, and its term: what the member may have acknowledged), lowers the
 checkpoint's committed index below the first lost entry, and cuts there like a torn tail;
 the Raft core then keeps the member from acting as if it held what it lost, and the leader
-re-sends it. Without ``repair_damage`` damage stops start-up as before (a bare store has no
-one to repair it from), except rot above the committed index, which is cut (loudly).
+re-sends it. A log whose first entry is lost is emptied and starts again at index 0 where
+index 0 was written (``dataBeginPos``): Raft refills a log only at its end. Without
+``repair_damage`` damage stops start-up as before (a bare store has no one to repair it
+from), except rot above the committed index, which is cut (loudly).
 """
 
 from __future__ import annotations
@@ -41,6 +51,8 @@ import logging
 from dataclasses import dataclass
 
 from ledgermq.errors import StoreError
+from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.entry import (
     BLANK_HEAD,
@@ -57,13 +69,14 @@ from ledgermq.store.dledger.entry import (
 from ledgermq.store.dledger.metadata import (
     CHECKPOINT_FILE,
     LedgerCheckpoint,
+    LogStart,
     RepairMarker,
     load_repair,
     save_checkpoint,
     save_repair,
 )
 from ledgermq.store.dledger.segments import index_file_for, read_index_unit, sync_file
-from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.mapped_file import MappedFile, segment_name
 from ledgermq.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -92,6 +105,8 @@ class RecoveryResult:
     committed_index: int  # from the checkpoint (lowered below a damaged range); -1 without one
     damage: RepairMarker | None = None  # what the member must regain from its group, if anything
     damage_found: bool = False  # this recovery found new damage (not only a marker from before)
+    files_walked: int = 0  # data files before the tail checked entry by entry (no digest, or recorded damage)
+    files_left_to_scrub: int = 0  # data files before the tail a digest vouched for: the scrub checks them
 
 
 @dataclass(slots=True)
@@ -104,6 +119,7 @@ class _Scan:
     rebuild_index: int | None = None
     rebuild_pos: int = 0
     stop_reason: str = "end of data"
+    recorded: bool = False  # stopped at damage a read or the scrub recorded
 
 
 def recover(
@@ -111,6 +127,10 @@ def recover(
     data: MappedFileQueue,
     index: MappedFileQueue,
     checkpoint: LedgerCheckpoint | None,
+    *,
+    log_start: LogStart | None = None,
+    digests: SegmentDigests | None = None,
+    damage: DamageRegistry | None = None,
 ) -> RecoveryResult:
     committed = checkpoint.committed_index if checkpoint is not None else -1
     # 1. No holes in either file list (with repair_damage, a data hole is damage to repair and
@@ -127,24 +147,46 @@ def recover(
         index.truncate_after(index.files[index.files.index(bad) - 1].end_offset)
     all_files = data.files
     files = all_files if hole is None else all_files[: all_files.index(hole)]
+    lost_head = _lost_head(all_files, log_start)
+    if lost_head is not None:
+        if not config.repair_damage:
+            raise DLedgerRecoveryError(f"{lost_head}; refusing to start")
+        files = []  # nothing before the missing file is left, and Raft refills a log only at its end
 
-    # 2. Where validation starts.
-    start = _scan_start(files, index, config.recover_last_files, config.check_body_crc) if files else 0
+    # 2. Where the tail starts; earlier files are walked now unless a digest vouches for them.
+    start = _tail_start(files, index, config, committed) if files else 0
     scan_start = files[start].start_offset if files else config.first_data_offset
+    walked, trusted, early = _check_early_files(files[:start], digests, damage, config.check_body_crc)
 
     # 3. Validate (read-only).
-    scan = _scan(files, start, index, config.check_body_crc) if files else _Scan(valid_end=scan_start)
-    if hole is not None:
+    if early is not None:
+        scan = early
+        scan_start = min(scan_start, next(mf.start_offset for mf in files if mf.end_offset > scan.valid_end))
+    elif files:
+        scan = _scan(files, start, index, config.check_body_crc, damage)
+    else:
+        scan = _Scan(valid_end=scan_start)
+    if hole is not None and early is None:
         scan.stop_reason = f"data file {hole.path.name} follows a missing one (a hole in {data.directory})"
+    if lost_head is not None:
+        scan.stop_reason = lost_head
+    if files and scan.valid_end <= files[0].start_offset and scan.valid_end != config.first_data_offset:
+        # Nothing before the damage is left: the log starts again at index 0, where it began.
+        scan = _Scan(valid_end=config.first_data_offset, stop_reason=scan.stop_reason, recorded=scan.recorded)
+        scan_start = min(scan_start, config.first_data_offset)
 
-    # 3b. Rot in the middle, a hole or a committed entry cut: damage, not a torn tail.
+    # 3b. Rot in the middle, a hole, a lost first file, damage a read or the scrub recorded,
+    # or a committed entry cut: damage, not a torn tail.
     after = _last_valid_after(all_files, index, scan.last_index + 1, scan.valid_end, config.check_body_crc)
     previous = load_repair(config.default_path) if config.repair_damage else None
-    damaged = after is not None or hole is not None or committed > scan.last_index
+    damaged = (
+        after is not None or hole is not None or lost_head is not None or scan.recorded or committed > scan.last_index
+    )
     marker = previous
     if damaged and config.repair_damage:
         end = checkpoint.end_index if checkpoint is not None else -1
-        until = max(committed, end, after[0] if after is not None else -1, scan.last_index)
+        held = scan.last_index + 1 if scan.recorded else scan.last_index  # the damaged entry was held
+        until = max(committed, end, after[0] if after is not None else -1, held)
         last_term = after[1] if after is not None and after[0] == until else -1
         if previous is not None:
             until = max(until, previous.until)
@@ -185,7 +227,7 @@ def recover(
             f"truncate it away. Restore the data files, or move {config.default_path} aside and let this "
             f"node catch up from its peers."
         )
-    if checkpoint is not None and checkpoint.end_index > scan.last_index:
+    if checkpoint is not None and checkpoint.end_index > scan.last_index and not damaged:
         log.warning(
             "dledger recovery: checkpoint endIndex=%d but entries end at %d (uncommitted tail lost: %s)",
             checkpoint.end_index,
@@ -220,6 +262,16 @@ def recover(
     for mf in touched:
         sync_file(mf)
         mf.flushed = mf.wrote
+    if digests is not None:
+        digests.forget_from(scan.valid_end)  # cut: those files' bytes change when refilled
+        first = data.first()
+        if first is not None:
+            digests.forget_before(first.start_offset)
+    if damage is not None:
+        damage.drop_from(scan.valid_end)
+        first = data.first()
+        if first is not None:
+            damage.drop_before(first.start_offset)
     return RecoveryResult(
         first_index=scan.first_index,
         last_index=scan.last_index,
@@ -234,7 +286,124 @@ def recover(
         committed_index=committed,
         damage=marker,
         damage_found=damaged and config.repair_damage,
+        files_walked=walked,
+        files_left_to_scrub=trusted,
     )
+
+
+def _lost_head(files: list[MappedFile], log_start: LogStart | None) -> str | None:
+    """Why the first data file is not where retention left the log's beginning, if it is not."""
+    if log_start is None or not files or files[0].start_offset <= log_start.first_pos:
+        return None
+    return (
+        f"data file {segment_name(log_start.first_pos)} (the log's beginning at index {log_start.first_index}, "
+        f"where retention left it) is missing: the first data file is {files[0].path.name}"
+    )
+
+
+def _tail_start(files: list[MappedFile], index: MappedFileQueue, config: DLedgerStoreConfig, committed: int) -> int:
+    """The first file of the tail: the last ``recover_last_files``, and (with digests) every
+    file from the one holding the checkpoint's committed entry on: what followed it may not
+    have been fsynced when the process died, so no digest or earlier check vouches for it."""
+    tail = _scan_start(files, index, config.recover_last_files, config.check_body_crc)
+    if not config.digests or config.recover_last_files == 0:
+        return tail
+    unit = read_index_unit(index, committed) if committed >= 0 else None
+    if unit is None or unit[0] != ENTRY_MAGIC or unit[3] != committed:
+        return _scan_start(files, index, 0, config.check_body_crc)  # unknown: everything is the tail
+    holder = next((i for i, mf in enumerate(files) if mf.start_offset <= unit[1] < mf.end_offset), 0)
+    return min(tail, _scan_start(files, index, len(files) - holder, config.check_body_crc))
+
+
+@dataclass(slots=True)
+class FileWalk:
+    """One data file walked entry by entry."""
+
+    last: EntryInfo | None  # the last sound entry
+    bad_pos: int | None  # where the first unsound entry starts (None: the file is sound)
+    reason: str = ""
+    recorded: bool = False
+    entries: int = 0
+
+
+def walk_sealed_file(
+    mf: MappedFile, check_crc: bool, damage: DamageRegistry | None, expected: int | None, floor: int
+) -> FileWalk:
+    """Every entry of a sealed file (one a later file follows): sound, continuous, in
+    non-decreasing terms, clear of recorded damage, and closed by a blank."""
+    at, last, count = 0, None, 0
+    while True:
+        pos = mf.start_offset + at
+        v = check_entry(mf.mm, at, mf.size, pos, check_crc=check_crc)
+        end = v.end if isinstance(v, EntryInfo) else mf.end_offset
+        hit = damage.overlapping(pos, end) if damage is not None else None
+        if hit is not None:
+            return FileWalk(last, pos, f"data [{hit[0]}, {hit[1]}) was found damaged ({hit[2]})", True, count)
+        if isinstance(v, EntryInfo):
+            if expected is not None and v.index != expected:
+                return FileWalk(last, pos, f"index {v.index} at {pos} follows index {expected - 1}", entries=count)
+            if v.term < floor:
+                return FileWalk(
+                    last, pos, f"term {v.term} of index {v.index} is below the previous term {floor}", entries=count
+                )
+            last, expected, floor, count = v, v.index + 1, v.term, count + 1
+            at += v.size
+            continue
+        if v.kind is VerdictKind.BLANK:
+            return FileWalk(last, None, entries=count)
+        reason = (
+            v.reason
+            if v.kind is VerdictKind.CORRUPT
+            else f"sealed data file {mf.path.name} ends at {pos} with no blank"
+        )
+        return FileWalk(last, pos, reason, entries=count)
+
+
+def _check_early_files(
+    files: list[MappedFile], digests: SegmentDigests | None, damage: DamageRegistry | None, check_crc: bool
+) -> tuple[int, int, _Scan | None]:
+    """(files walked, files left to the scrub, the scan stopped at the first damage found).
+
+    A file with a digest and no recorded damage is left to the scrub; the others are walked.
+    Continuity is checked across consecutive walked files; the scrub's digest covers the rest.
+    """
+    if digests is None:
+        return 0, len(files), None
+    walked = trusted = 0
+    prev: FileWalk | None = None
+    for i, mf in enumerate(files):
+        recorded = damage is not None and damage.overlapping(mf.start_offset, mf.end_offset) is not None
+        if not recorded and digests.get(mf.start_offset) is not None:
+            trusted += 1
+            prev = None
+            continue
+        walked += 1
+        expected = prev.last.index + 1 if prev is not None and prev.last is not None else None
+        floor = prev.last.term if prev is not None and prev.last is not None else -1
+        w = walk_sealed_file(mf, check_crc, damage, expected, floor)
+        if w.bad_pos is None:
+            prev = w
+            continue
+        while w.last is None and i > 0:  # the file's first entry is bad: the previous file holds the last sound one
+            before = prev if prev is not None else walk_sealed_file(files[i - 1], check_crc, damage, None, -1)
+            if before.bad_pos is not None:
+                w, i = before, i - 1
+                prev = None
+                continue
+            w = FileWalk(before.last, w.bad_pos, w.reason, w.recorded, w.entries)
+        assert w.bad_pos is not None
+        head = check_entry(files[0].mm, 0, files[0].size, files[0].start_offset, check_crc=False)
+        stop = _Scan(
+            first_index=head.index if isinstance(head, EntryInfo) else 0,
+            last_index=w.last.index if w.last is not None else -1,
+            last_term=w.last.term if w.last is not None else -1,
+            valid_end=w.bad_pos,
+            scanned=w.entries,
+            stop_reason=w.reason,
+            recorded=w.recorded,
+        )
+        return walked, trusted, stop
+    return walked, trusted, None
 
 
 def _hole(queue: MappedFileQueue) -> MappedFile | None:
@@ -322,7 +491,9 @@ def _scan_start(files: list[MappedFile], index: MappedFileQueue, last_files: int
     return 0
 
 
-def _scan(files: list[MappedFile], start: int, index: MappedFileQueue, check_crc: bool) -> _Scan:
+def _scan(
+    files: list[MappedFile], start: int, index: MappedFileQueue, check_crc: bool, damage: DamageRegistry | None = None
+) -> _Scan:
     s = _Scan(valid_end=files[start].start_offset)
     first = check_entry(files[0].mm, 0, files[0].size, files[0].start_offset, check_crc=False)
     if isinstance(first, EntryInfo):
@@ -340,6 +511,14 @@ def _scan(files: list[MappedFile], start: int, index: MappedFileQueue, check_crc
         at = 0
         while True:
             v = check_entry(mf.mm, at, mf.size, mf.start_offset + at, check_crc=check_crc)
+            hit = None
+            if damage is not None and not (isinstance(v, Verdict) and v.kind is VerdictKind.END_OF_DATA):
+                end = v.end if isinstance(v, EntryInfo) else mf.end_offset
+                hit = damage.overlapping(mf.start_offset + at, end)
+            if hit is not None:
+                s.stop_reason = f"data [{hit[0]}, {hit[1]}) was found damaged ({hit[2]})"
+                s.recorded = True
+                return s
             if isinstance(v, EntryInfo):
                 if expected is not None and v.index != expected:
                     s.stop_reason = f"index {v.index} at {v.pos} follows index {expected - 1}"

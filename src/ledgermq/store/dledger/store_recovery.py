@@ -4,8 +4,8 @@
    first start in DLedger mode. The old log is recovered as usual (``store.recovery``),
    dispatched to the end, its consume queues flushed, and its last segment sealed with a
    blank; DLedger data begins at that segment's end (the divided offset). Later starts
-   take the divided offset from the first DLedger data file and keep the old log
-   read-only.
+   take the divided offset from the DLedger ``logstart`` record (``dataBeginPos``; stores
+   from before it: the first DLedger data file) and keep the old log read-only.
 2. The DLedger files open and recover themselves (``DLedgerStore.open``); the committed
    index is the checkpoint's, so the committed position is that entry's end.
 3. Consume queues trim themselves to their last valid unit, then drop units at or beyond
@@ -30,6 +30,7 @@ from ledgermq.store.checkpoint import RECOVERY_MARGIN_MS, Checkpoint
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import END_OF_DATA
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
+from ledgermq.store.dledger.metadata import load_log_start
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import parse_segment_name
 from ledgermq.store.recovery import RecoveryResult, recover
@@ -95,6 +96,9 @@ def _divided_offset(
     delay_levels_ms: list[int],
     index_rebuild_from: int | None,
 ) -> int:
+    recorded = load_log_start(commitlog.ledger_config.default_path)
+    if recorded is not None:
+        return recorded.data_begin  # where index 0 was written, even once retention or a repair emptied the log
     if not commitlog.queue.files:
         return 0
     data_dir = commitlog.ledger_config.data_dir

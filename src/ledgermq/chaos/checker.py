@@ -152,6 +152,7 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     allowed: dict[int, str] = field(default_factory=dict)  # seq -> why the mode allows losing it
     promise: str = ""
+    unrepaired: list[str] = field(default_factory=list)  # data faults not found or repaired in time
 
     def _missing(self) -> set[int]:
         missing: set[int] = set()
@@ -179,7 +180,7 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        return self.lost > 0 or self.diverged or self.corrupt_served > 0
+        return self.lost > 0 or self.diverged or self.corrupt_served > 0 or bool(self.unrepaired)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -192,6 +193,7 @@ class Verdict:
             "lost_allowed": len(self.lost_allowed),
             "lost_allowed_examples": [f"{seq}: {self.allowed[seq]}" for seq in self.lost_allowed[:EXAMPLES]],
             "diverged": self.diverged,
+            "unrepaired": self.unrepaired,
             "failed": self.failed,
             "sources": [s.to_json() for s in self.sources],
             "divergence": [d.to_json() for d in self.divergence],

@@ -79,7 +79,10 @@ class RepairCounters:
         group: dict[str, int] = {}
         for counters in per_node.values():
             for key, value in counters.items():
-                group[key] = group.get(key, 0) + value
+                if key == "storeLastScrubMillis":  # a time, not an amount: the latest of any node
+                    group[key] = max(group.get(key, 0), value)
+                else:
+                    group[key] = group.get(key, 0) + value
         return {"nodes": per_node, "group": group, "samples": self.samples, "failed_samples": self.failures}
 
 

@@ -50,6 +50,21 @@ def sealed_segments(store_dir: Path) -> list[Path]:
     return segments(log_dir(store_dir))[:-1]
 
 
+def digest_dir(store_dir: Path) -> Path:
+    """Where the store keeps the per-block digests of its sealed log files (store/digests.py)."""
+    dledger = sorted(store_dir.glob("dledger-*/data"))
+    return dledger[0].parent / "digests" if dledger else store_dir / "digests" / "commitlog"
+
+
+def digested_segments(store_dir: Path) -> list[Path]:
+    """The sealed log files whose digest the store has written. Only these are rot targets:
+    the digest is what finds a flip in a header or in properties (the record CRC covers
+    only the body), and a flip that lands before a segment's digest exists is written
+    into it (docs/storage-integrity.md), which is not a fault the store claims to find."""
+    digests = digest_dir(store_dir)
+    return [p for p in sealed_segments(store_dir) if (digests / (p.name + ".crc")).is_file()]
+
+
 def data_files(store_dir: Path) -> list[Path]:
     dirs = [store_dir / "commitlog", *store_dir.glob("dledger-*/data"), *store_dir.glob("dledger-*/index")]
     files = [f for d in dirs for f in segments(d)]

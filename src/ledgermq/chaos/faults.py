@@ -202,6 +202,8 @@ class FaultRecord:
     healed_at: float = 0.0
     ready_at: float = 0.0  # the target serves again (restart done); healed_at when nothing restarts
     recovered_at: float = 0.0  # the first SEND_OK after the heal, 0 when none within the deadline
+    repaired_at: float = 0.0  # data faults: the damage was found and repaired everywhere (chaos/repaired.py)
+    unrepaired: str = ""  # data faults: why the damage was not found or not repaired in time
     detail: str = ""
     error: str = ""
     notes: dict[str, Any] = field(default_factory=dict)

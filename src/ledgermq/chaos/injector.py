@@ -35,7 +35,7 @@ class Injector:
         self._rng = random.Random(seed)  # which follower, when there are several
         self._jumps: dict[int, asyncio.Task[None]] = {}  # clock-jump: the jump back, per fault
 
-    async def _resolve(self, role: str, timeout: float) -> str:
+    async def resolve(self, role: str, timeout: float) -> str:
         if role == "link":
             return ",".join(self.proxies)
         if role == GROUP:
@@ -66,16 +66,16 @@ class Injector:
         return [p.name for p in cut]
 
     async def _sealed(self, target: str) -> list[Path]:
-        """The target's sealed commit-log segments, waiting (bounded) for one to exist."""
+        """The target's sealed, digested log segments, waiting (bounded) for one to exist."""
         store = self.layout.node(target).store_dir
         deadline = time.monotonic() + SEALED_WAIT_S
-        while not (found := disk.sealed_segments(store)) and time.monotonic() < deadline:
+        while not (found := disk.digested_segments(store)) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         return found
 
     async def begin(self, plan: FaultPlan, resolve_timeout: float = 30.0) -> FaultRecord:
         """Resolve the plan's role (waiting, bounded, for a leader) and inject the fault."""
-        target = await self._resolve(plan.role, resolve_timeout)
+        target = await self.resolve(plan.role, resolve_timeout)
         rec = FaultRecord(plan.index, plan.kind, plan.role, target, plan.mode, time.monotonic())
         kind = plan.kind
         if kind in ("bitflip", "segment-loss"):
@@ -131,14 +131,14 @@ class Injector:
         """bitflip / segment-loss: a sealed segment of the target, picked by the plan's draw."""
         target = rec.target
         if not await self._sealed(target):
-            rec.notes = {"skipped": f"{target} sealed no commit-log segment within {SEALED_WAIT_S:.0f}s"}
+            rec.notes = {"skipped": f"{target} sealed and digested no log segment within {SEALED_WAIT_S:.0f}s"}
             rec.detail = f"nothing done: {rec.notes['skipped']}"
             return
         if plan.kind == "segment-loss" or plan.mode == "kill":
             self.layout.kill(target)
         elif plan.mode == "stop":
             self.layout.stop(target)
-        segment = disk.pick(disk.sealed_segments(self.layout.node(target).store_dir), plan.draws[0])
+        segment = disk.pick(disk.digested_segments(self.layout.node(target).store_dir), plan.draws[0])
         if plan.kind == "segment-loss":
             rec.notes = disk.lose_segment(segment, plan.mode, plan.draws[1])
             rec.detail = f"SIGKILL {target}, {plan.mode} its segment {segment.name}"

@@ -105,13 +105,15 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
             console.print(f"[red]{s.source}: acknowledged but missing: {real[:10]}[/red]")
         if s.corrupt:
             console.print(f"[red]{s.source}: served with other content: {s.corrupt[:10]}[/red]")
+    for line in verdict.unrepaired:
+        console.print(f"[red]unrepaired: {line}[/red]")
     for x in verdict.divergence:
         if x.differing:
             console.print(f"[red]divergence: {x.differing[:5]}[/red]")
     status = "[red]FAIL[/red]" if verdict.failed else "[green]PASS[/green]"
     console.print(
         f"{status}: lost={verdict.lost} corrupt_served={verdict.corrupt_served} diverged={verdict.diverged} "
-        f"lost_allowed={len(allowed)} (replay: ledgermq chaos run {run['replay']})"
+        f"lost_allowed={len(allowed)} unrepaired={len(verdict.unrepaired)} (replay: ledgermq chaos run {run['replay']})"
     )
 
 

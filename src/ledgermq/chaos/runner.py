@@ -30,6 +30,7 @@ from ledgermq.chaos.layout import Layout, MasterSlaveLayout
 from ledgermq.chaos.promise import allowed_losses, promise_text
 from ledgermq.chaos.proxy import FaultProxy
 from ledgermq.chaos.readback import ReadBack, read_broker, read_client
+from ledgermq.chaos.repaired import DATA_FAULTS, found_count, wait_repaired
 from ledgermq.chaos.workload import QUEUES, TOPIC, Workload
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class RunConfig:
     send_timeout: float = 3.0
     recovery_timeout: float = 30.0
     stable_timeout: float = 60.0
+    repair_timeout: float = 60.0  # a data fault's damage must be found and repaired within this
     warmup_s: float = 2.0
     flush: str = "async"  # flushDiskType of every broker: "async" (ASYNC_FLUSH) or "sync" (SYNC_FLUSH)
     scrub_interval_s: int = 5  # storeScrubIntervalSeconds when a run flips bits
@@ -204,6 +206,9 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         try:
             for plan in plans:
                 await asyncio.sleep(plan.steady_s)
+                baseline = 0
+                if plan.kind == "bitflip" and plan.mode == "online":
+                    baseline = await found_count(layout, await injector.resolve(plan.role, cfg.recovery_timeout))
                 rec = await injector.begin(plan, cfg.recovery_timeout)
                 records.append(rec)
                 log.warning("chaos fault %d/%d: %s, hold %.2fs", plan.index + 1, len(plans), rec.detail, plan.hold_s)
@@ -215,6 +220,10 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
                     notes.append(f"{which}: {rec.error}")
                 if not rec.recovered_at:
                     notes.append(f"{which}: no SEND_OK within {cfg.recovery_timeout:.0f}s")
+                if rec.kind in DATA_FAULTS:  # the next fault must not find this one unrepaired
+                    await wait_repaired(layout, rec, baseline, cfg.repair_timeout)
+                    if rec.unrepaired:
+                        notes.append(f"{which}: {rec.unrepaired}")
             await asyncio.sleep(1.0)
         except Exception as exc:
             log.exception("chaos cycle failed")
@@ -239,6 +248,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
     allowed = allowed_losses(attempts, records, cfg.layout, cfg.flush)
     verdict = check(attempts, records, reads, run_end, master_source, allowed, promise_text(cfg.layout, cfg.flush))
     verdict.notes.extend(notes)
+    verdict.unrepaired = [f"fault {r.index + 1} ({r.detail}): {r.unrepaired}" for r in records if r.unrepaired]
     summary = {
         "run": {
             "layout": cfg.layout,
@@ -271,7 +281,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
 
 def _relative(doc: dict[str, Any], t0: float) -> dict[str, Any]:
     """Times as seconds since the run began (0.0 stays 0.0: "never")."""
-    for k in ("start", "end", "injected_at", "healed_at", "ready_at", "recovered_at"):
+    for k in ("start", "end", "injected_at", "healed_at", "ready_at", "recovered_at", "repaired_at"):
         if doc.get(k):
             doc[k] = round(doc[k] - t0, 4)
     return doc

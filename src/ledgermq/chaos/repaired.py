@@ -1,0 +1,83 @@
+"""Waiting, after a fault that damaged data, until every broker found and repaired it.
+
+A fault that rots or removes bytes on one replica is a single fault only until that
+replica is repaired: the next fault drawn before then (its peer's kill, say) would make it
+a double one, which no mode claims to survive. So after such a fault the run waits,
+bounded, until the damage was *found* (an online flip is found by the target's scrub, a
+stopped one by its recovery or scrub: its corruption counter rises above what it was
+before the fault) and *repaired* (no running broker reports a damaged range or a DLedger
+repair under way). A fault whose damage is not found or not repaired in time is recorded
+as unrepaired, and the run fails on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ledgermq.admin.client import AdminClient
+from ledgermq.chaos.faults import FaultRecord
+from ledgermq.chaos.layout import Layout
+
+DATA_FAULTS = ("bitflip", "segment-loss")
+POLL_S = 0.25
+
+
+async def found_count(layout: Layout, name: str) -> int:
+    """How many corruptions ``name``'s current life has found (store and DLedger)."""
+    node = layout.node(name)
+    if not node.process.alive or node.process.paused:
+        return 0
+    try:
+        async with AdminClient(layout.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+            info = await admin.broker_runtime_info(node.addr)
+            found = _int(info.get("storeCorruptionsFound"))
+            if layout.name == "dledger":
+                found += (await admin.dledger_status(node.addr)).repairs
+    except Exception:
+        return 0
+    return found
+
+
+async def pending(layout: Layout) -> list[str]:
+    """What is still damaged or under repair on the running brokers."""
+    out: list[str] = []
+    async with AdminClient(layout.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+        for name in layout.targets():
+            node = layout.node(name)
+            if not node.process.alive or node.process.paused:
+                continue
+            try:
+                info = await admin.broker_runtime_info(node.addr)
+                if damaged := _int(info.get("storeDamagedRanges")):
+                    out.append(f"{name}: {damaged} damaged range(s)")
+                if layout.name == "dledger" and (until := (await admin.dledger_status(node.addr)).repairing_until):
+                    out.append(f"{name}: repairing until index {until}")
+            except Exception as exc:
+                out.append(f"{name}: no answer ({type(exc).__name__})")
+    return out
+
+
+async def wait_repaired(layout: Layout, rec: FaultRecord, baseline: int, timeout: float) -> None:
+    """Wait until ``rec``'s damage was found and nothing is damaged any more; sets
+    ``rec.repaired_at`` or ``rec.unrepaired``."""
+    deadline = time.monotonic() + timeout
+    if rec.kind == "bitflip" and not rec.notes.get("skipped"):
+        while await found_count(layout, rec.target) <= baseline:
+            if time.monotonic() > deadline:
+                rec.unrepaired = f"{rec.target} never found the flipped bytes within {timeout:.0f}s"
+                return
+            await asyncio.sleep(POLL_S)
+    while left := await pending(layout):
+        if time.monotonic() > deadline:
+            rec.unrepaired = f"not repaired within {timeout:.0f}s: {'; '.join(left)}"
+            return
+        await asyncio.sleep(POLL_S)
+    rec.repaired_at = time.monotonic()
+
+
+def _int(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0

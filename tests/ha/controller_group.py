@@ -21,6 +21,7 @@ from tests.ha.process_group import BrokerProc, HAGroup
 CONTROLLER_KEYS = (
     "controllerDLegerHeartBeatIntervalMs=50\ncontrollerDLegerElectionTimeoutMs=500\n"
     "scanNotActiveBrokerInterval=100\nscanInactiveMasterInterval=300\nmappedFileSize=1048576\n"
+    "controllerHeartBeatTimeoutMills=600\n"  # also how long a new controller leader waits for brokers
 )
 BROKER_KEYS: dict[str, object] = {
     "enableControllerMode": "true",

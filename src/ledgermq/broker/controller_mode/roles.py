@@ -131,6 +131,9 @@ class ControllerRoles:
         if master_addr is not None:
             self._resolve = asyncio.ensure_future(self._resolve_ha_address(master_addr))
 
+    def settled(self) -> None:
+        self.app.registrar.kick()
+
     async def _stop_slave_side(self) -> None:
         app = self.app
         if self._resolve is not None:

@@ -99,6 +99,9 @@ class RoleSwitch(Protocol):
 
     async def become_slave(self, master_addr: str | None, broker_id: int) -> None: ...
 
+    def settled(self) -> None:
+        """The role is taken (and a master's lease open): register it with the name servers now."""
+
 
 class Lease:
     """Monotonic time until which a master may acknowledge writes."""
@@ -158,6 +161,7 @@ class ControllerModeService:
         self._tasks: set[asyncio.Task[None]] = set()
         self._beating: set[str] = set()
         self._altering = False
+        self._reconfirming = False
         self._stopping = False
         self._started = asyncio.Event()
         # Told the id once the controller granted it (the wiring puts it in the HA hello).
@@ -345,9 +349,44 @@ class ControllerModeService:
                     self.lease.end()
                 return
             if resp.code == RC.SUCCESS and self._answered_as_leader(addr, resp):
-                self.lease.renew(sent)
+                if self.lease.valid(self.clock.monotonic()) or self.role is not Role.MASTER:
+                    self.lease.renew(sent)
+                elif not self._reconfirming:  # lapsed: the controller may have moved on meanwhile
+                    self._reconfirming = True
+                    self._spawn(self._reconfirm(), "a master's reconfirmation")
         finally:
             self._beating.discard(addr)
+
+    async def _reconfirm(self) -> None:
+        """A master whose lease lapsed (or that just became master) takes writes again only
+        once GET_REPLICA_INFO, sent after the lapse, still names it master in its epoch: a
+        heartbeat alone says the controller hears us, not that it has not elected another."""
+        try:
+            sent = self.clock.monotonic()
+            hdr, sss = await self.controllers.get_replica_info(self.broker_cfg.broker_name)
+            view = MasterView(
+                hdr.master_broker_id,
+                hdr.master_address,
+                hdr.master_epoch or 0,
+                sss.sync_state_set,
+                sss.sync_state_set_epoch,
+            )
+            if (
+                self.role is Role.MASTER
+                and view.master_id == self.broker_id
+                and view.master_epoch == self.view.master_epoch
+            ):
+                self.lease.renew(sent)
+                self.switch.settled()
+                log.info(
+                    "controller mode: still master of %s in epoch %d: writes open",
+                    self.broker_cfg.broker_name,
+                    view.master_epoch,
+                )
+            else:
+                await self.follow(view)
+        finally:
+            self._reconfirming = False
 
     def _leader_addr(self) -> str | None:
         return self.controllers.leader_addr
@@ -418,6 +457,7 @@ class ControllerModeService:
                     await self.switch.become_slave(view.master_addr, me)
                     self.tracker = None
                     self.role = Role.SLAVE
+                    self.switch.settled()
                 return
             if view.master_id is None:
                 if view.master_epoch > self.view.master_epoch and self.role is Role.MASTER:
@@ -429,6 +469,7 @@ class ControllerModeService:
                     await self.switch.become_slave(None, me)
                     self.tracker = None
                     self.role = Role.SLAVE
+                    self.switch.settled()
                 self._spawn(self._elect(), "an election request")
                 return
             same_epoch = view.master_epoch == self.view.master_epoch and self.role is Role.MASTER
@@ -447,6 +488,9 @@ class ControllerModeService:
         self._sync_state_changed()
         await self.switch.become_master(view.master_epoch)
         self.role = Role.MASTER
+        self.lease.end()  # opened by the reconfirmation below (a GET_REPLICA_INFO from now)
+        self._reconfirming = True
+        self._spawn(self._reconfirm(), "a new master's confirmation")
         self._kick_sync_state_set()
 
     async def _elect(self) -> None:

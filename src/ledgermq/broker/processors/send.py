@@ -144,8 +144,14 @@ def send_message(
         return built
     msg, wait = built
     _ask_for_the_slaves_window(broker)
-    # native mode (checked above): the store is the broker's one way to write (Broker.put)
-    result = broker.store.put_message(msg) if isinstance(msg, MessageInput) else broker.store.put_messages(msg)
+    # native mode (checked above): the store is the broker's one way to write (Broker.put),
+    # behind controller mode's gate (role, lease, minInSyncReplicas) as Broker.put has it
+    gate = broker.write_gate
+    refused_put = gate(wait) if gate is not None else None
+    if refused_put is not None:
+        result = refused_put
+    else:
+        result = broker.store.put_message(msg) if isinstance(msg, MessageInput) else broker.store.put_messages(msg)
     return answer(broker, cmd, result, queue_id, wait)
 
 

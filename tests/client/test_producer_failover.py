@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from ledgermq.client import FailoverSettings, Message, MQConnectError, Producer, SendStatus
-from ledgermq.client.errors import NoRouteError
+from ledgermq.client.errors import NoRouteError, NoWritableMasterError
 from ledgermq.client.instance.publish_info import TopicPublishInfo
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.route import TopicRouteData
+from ledgermq.protocol.route import BrokerData, TopicRouteData
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -158,5 +158,22 @@ def test_an_attempt_on_a_group_without_master_waits_for_one_and_is_no_failure() 
             result = await p.send(Message(TOPIC, b"x"))  # one attempt allowed: none failed
             assert result.status is SendStatus.SEND_OK and [a for a, _ in stub.sent] == ["B"]
             assert time.monotonic() - started < 1.0
+
+    run(body)
+
+
+def test_a_group_that_stays_without_a_master_is_named_in_the_error() -> None:
+    """Controller mode between masters (election in progress): the route knows the topic and its group, but no
+    master; the send says so instead of "no route info of topic"."""
+
+    async def body() -> None:
+        async with stubbed(between_masters=True) as (p, stub):
+            stub.move_at = 10**6  # the new master never registers
+            p.routes.routes[TOPIC] = TopicRouteData(broker_datas=[BrokerData("DefaultCluster", GROUP, {2: "C"})])
+            with pytest.raises(NoRouteError) as info:
+                await p.send(Message(TOPIC, b"x"))
+            assert isinstance(info.value, NoWritableMasterError)
+            assert f"broker group {GROUP} of topic {TOPIC} has no writable master now" in str(info.value)
+            assert "no route info" not in str(info.value) and stub.sent == []
 
     run(body)

@@ -17,6 +17,9 @@ from ledgermq.broker.acl_gate import AclGate, acl_file_path
 from ledgermq.broker.clients import ConsumerGroupInfo, ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.context import Broker
+from ledgermq.broker.controller_mode.config import ControllerModeConfig
+from ledgermq.broker.controller_mode.roles import ControllerRoles
+from ledgermq.broker.controller_mode.service import ControllerModeService
 from ledgermq.broker.dledger import BrokerDLedger, check_settings, follower_broker_id
 from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.long_polling import PullHoldService
@@ -27,6 +30,7 @@ from ledgermq.broker.processors import (
     admin,
     admin_ops,
     clients,
+    controller_mode,
     dledger_admin,
     ha_status,
     locks,
@@ -61,7 +65,8 @@ from ledgermq.store.message_store import MessageStore
 log = logging.getLogger(__name__)
 
 PROCESSOR_MODULES = [
-    send, pull, clients, queries, admin, admin_ops, locks, send_back, ha_status, dledger_admin, stats, transactions
+    send, pull, clients, queries, admin, admin_ops, locks, send_back, ha_status, dledger_admin, stats, transactions,
+    controller_mode,
 ]  # fmt: skip
 
 
@@ -72,9 +77,19 @@ class BrokerApp:
         store_config: StoreConfig,
         clock: Clock = SYSTEM_CLOCK,
         ha_config: HAConfig | None = None,
+        controller_mode: ControllerModeConfig | None = None,
     ) -> None:
         self.base_config = config
         dledger_mode = store_config.enable_dleger_commit_log
+        ctl = controller_mode if controller_mode is not None and controller_mode.enable else None
+        master_role = BrokerRole.SYNC_MASTER if ctl is not None and ctl.all_ack_in_sync_state_set else None
+        if ctl is not None:  # no role until the controller gives one: a slave that copies nothing yet
+            master_role = master_role or (
+                BrokerRole.SYNC_MASTER
+                if store_config.broker_role is BrokerRole.SYNC_MASTER
+                else BrokerRole.ASYNC_MASTER
+            )
+            store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
         if dledger_mode:  # a DLedger broker starts as a slave; the Raft leader becomes the master
             check_settings(store_config)
             config = dataclasses.replace(config, broker_id=follower_broker_id(store_config.dleger_self_id))
@@ -106,7 +121,7 @@ class BrokerApp:
             max_inflight_per_connection=config.max_inflight_per_connection,
             max_inflight_total=config.max_inflight_total,
         )
-        if config.is_master or dledger_mode:  # DLedger mode: it runs while this broker leads
+        if config.is_master or dledger_mode or ctl:  # DLedger and controller modes: while master
             self.broker.schedule = ScheduleService(
                 store, root / "config" / "delayOffset.json", clock, put=self.broker.put
             )
@@ -126,7 +141,13 @@ class BrokerApp:
         self.ha_client: HAClient | None = None
         self.slave_sync: SlaveSynchronizer | None = None
         self.offset_reconciler: MasterOffsetReconciler | None = None
-        if dledger_mode:
+        self.ha_service: HAService | None = None  # controller mode: started while master
+        self.controller: ControllerModeService | None = None
+        self.controller_roles: ControllerRoles | None = None
+        if ctl is not None:
+            assert master_role is not None
+            self._wire_controller_mode(ctl, master_role)
+        elif dledger_mode:
             self.broker.dledger = BrokerDLedger(store, store_config, config.listen_host, self._on_dledger_role)
             self.slave_sync = SlaveSynchronizer(
                 self.broker,
@@ -174,6 +195,48 @@ class BrokerApp:
             self.broker.filter_cache = DispatchMatchCache(clock)
             store.add_dispatch_hook(self.broker.filter_cache.on_dispatch)
         self.broker.topics.on_change.append(self.registrar.topic_changed)
+
+    def _wire_controller_mode(self, ctl: ControllerModeConfig, master_role: BrokerRole) -> None:
+        """Controller mode: every role's parts are built now and started by the role the
+        controller gives (controller_mode/roles.py); none runs before it."""
+        b, cfg, store = self.broker, self.config, self.broker.store
+        self.ha_service = HAService(
+            store,
+            cfg.listen_host,
+            cfg.ha_port,
+            self.ha_config,
+            clock=self.clock,
+            sync_master=master_role is BrokerRole.SYNC_MASTER,
+        )
+        slave_ha = dataclasses.replace(self.ha_config, master_address="")  # the controller names the master
+        self.ha_client = HAClient(store, lambda: self.master_ha_addr, slave_ha, clock=self.clock)
+        b.extras[ha_status.HA_CLIENT_KEY] = self.ha_client
+        interval = cfg.slave_sync_interval_ms / 1000
+        self.slave_sync = SlaveSynchronizer(b, self.client, lambda: self.master_addr, interval)
+        self.offset_reconciler = MasterOffsetReconciler(b, self.client, cfg.namesrv_addrs, interval)
+        roles = self.controller_roles = ControllerRoles(self, master_role)
+        service = self.controller = ControllerModeService(
+            ctl,
+            cfg,
+            self.store_config.root_dir,
+            lambda: store.max_phy_offset,
+            self.ha_service,
+            roles,
+            clock=self.clock,
+            last_epoch=lambda: self._last_epoch(),
+        )
+        service.waits_for_replicas = lambda: self.broker.store_config.broker_role is BrokerRole.SYNC_MASTER
+        b.controller = service
+        b.write_gate = service.refuse_write
+
+    def _last_epoch(self) -> int:
+        """The HA epoch of our last byte (a heartbeat's ``epoch``: elections prefer the highest)."""
+        ha, client = self.broker.ha, self.ha_client
+        if ha is not None:
+            return ha.epochs.last_epoch
+        if client is not None and client.epochs is not None:
+            return client.epochs.epoch_at(self.broker.store.max_phy_offset)
+        return 0
 
     @property
     def port(self) -> int:
@@ -245,17 +308,20 @@ class BrokerApp:
                 await self.metrics.start(cfg.metrics_port, metrics_host)
             except OSError as exc:
                 raise bind_failed("metrics port", metrics_host, cfg.metrics_port, "metricsPort", exc) from None
-        if b.schedule is not None and b.dledger is None:  # DLedger mode: started on leadership
+        ctl = self.controller
+        if b.schedule is not None and b.dledger is None and ctl is None:  # else started with the role
             b.schedule.start()  # after the binds: a failed start leaves no delivery task behind
         if cfg.is_master and b.dledger is None and not self.store_config.is_slave:
             self.txn_check.start()
         self.registrar.start()
-        if self.ha_client is not None:
+        if self.ha_client is not None and ctl is None:
             self.ha_client.start()
-        if self.slave_sync is not None and not (b.dledger is not None and b.dledger.is_master):
+        if self.slave_sync is not None and not (b.dledger is not None and b.dledger.is_master) and ctl is None:
             self.slave_sync.start()
-        if self.offset_reconciler is not None:
+        if self.offset_reconciler is not None and ctl is None:
             self.offset_reconciler.start()
+        if ctl is not None:
+            ctl.start()
         self._periodic = [
             Periodic("persist-offsets", self._persist_offsets, cfg.flush_consumer_offset_interval_ms / 1000),
             Periodic("scan-clients", self._scan_clients, 10.0),
@@ -274,6 +340,10 @@ class BrokerApp:
             await task.stop()
         for role_task in list(self._role_tasks):
             await asyncio.gather(role_task, return_exceptions=True)
+        if self.controller is not None:  # first: no role change runs while the rest stops
+            await self.controller.stop()
+        if self.controller_roles is not None:
+            await self.controller_roles.stop()
         await self.metrics.stop()
         await self.registrar.stop()
         if unregister:
@@ -292,6 +362,7 @@ class BrokerApp:
             await self.broker.dledger.stop()
         if self.broker.ha is not None:
             await self.broker.ha.stop()
+            self.broker.ha = None
         await self.client.close()
         await self._stop_acl()
         self._persist_offsets()
@@ -360,13 +431,21 @@ class BrokerApp:
         resumed after a pause (SIGSTOP, a stall) longer than an election timeout may have
         been replaced, and a stale master registration would displace the real leader's
         in the name server until that one's next periodic registration."""
+        ctl = self.controller
+        if ctl is not None:
+            if ctl.role.value not in ("MASTER", "SLAVE"):
+                return "no role from the controller yet"
+            return ctl.registration_hold() if config.broker_id == 0 else None
         dledger = self.broker.dledger
         if dledger is None or config.broker_id != 0 or dledger.leadership_current():
             return None
         return "this broker's Raft leadership is not current (paused longer than an election timeout?)"
 
     def _on_registration(self, answer: RegistrationAnswer) -> None:
-        """A slave learns (or relearns, after a master change) where its master is."""
+        """A slave learns (or relearns, after a master change) where its master is (in
+        controller mode from the controller, not from the name servers)."""
+        if self.controller is not None:
+            return
         if answer.ha_server_addr and answer.ha_server_addr != self.master_ha_addr:
             log.info("master of %s: %s (HA %s)", self.config.broker_name, answer.master_addr, answer.ha_server_addr)
             self.master_ha_addr = answer.ha_server_addr

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ledgermq.broker.clients import ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.consumer_filters import ConsumerFilterManager
+from ledgermq.broker.controller_mode.service import ControllerModeService
 from ledgermq.broker.dledger import BrokerDLedger
 from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.long_polling import PullHoldService
@@ -21,6 +22,7 @@ from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig
 from ledgermq.ha.master import HAService
 from ledgermq.protocol.message import Host
+from ledgermq.protocol.properties import WAIT
 from ledgermq.protocol.route import PERM_READ, PERM_WRITE
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.message_store import MessageStore
@@ -48,6 +50,10 @@ class Broker:
     # SYNC_FLUSH sends waiting for their fsync (set by BrokerApp when the store reports flushes)
     flush_waiters: OffsetWaiters | None = None
     dledger: BrokerDLedger | None = None  # DLedger mode: the Raft group decides the master
+    controller: ControllerModeService | None = None  # controller mode: the controller decides the master
+    # Controller mode: why a write (that waits for replicas: True) may not be taken now, or
+    # None (the role, the controller lease, minInSyncReplicas); asked by ``put``.
+    write_gate: Callable[[bool], PutResult | None] | None = None
     # Waits (bounded) until the topic changes made so far reached the name servers; set by BrokerApp.
     register_now: Callable[[], Awaitable[None]] | None = None
     # Makes a changed BrokerConfig current everywhere it is kept (UPDATE_BROKER_CONFIG) and
@@ -65,12 +71,17 @@ class Broker:
         needs to know the mode; the native path is the store call and nothing else."""
         if self.dledger is not None:
             return await self.dledger.put(msg)
+        gate = self.write_gate
+        if gate is not None and (refused := gate(msg.properties.get(WAIT) != "false")) is not None:
+            return refused
         return self.store.put_message(msg)
 
     async def put_batch(self, batch: BatchInput) -> PutResult:
         """``put`` for a batch of one topic-queue."""
         if self.dledger is not None:
             return await self.dledger.put(batch)
+        if self.write_gate is not None and (refused := self.write_gate(True)) is not None:
+            return refused
         return self.store.put_messages(batch)
 
     @property

@@ -9,6 +9,7 @@ import click
 
 from ledgermq.broker.app import BrokerApp
 from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.controller_mode.config import ControllerModeConfig, check_roles_in_file
 from ledgermq.broker.dledger import check_settings
 from ledgermq.cli.runtime import read_properties, serve
 from ledgermq.config import StoreConfig, config_from_properties, known_keys
@@ -29,13 +30,18 @@ def load_broker_configs(props: dict[str, str], **overrides: object) -> tuple[Bro
     store_over = {k: v for k, v in overrides.items() if k in StoreConfig.__dataclass_fields__}
     broker = config_from_properties(BrokerConfig, props, **broker_over)
     store = config_from_properties(StoreConfig, props, **store_over)
-    if store.enable_dleger_commit_log:
+    controller = config_from_properties(ControllerModeConfig, props)
+    if controller.enable:  # the controller decides role and id (controller_mode/config.py)
+        for warning in check_roles_in_file(props, controller):
+            log.warning("%s", warning)
+    elif store.enable_dleger_commit_log:
         check_settings(store)  # brokerId and brokerRole follow the Raft role in DLedger mode
     elif store.is_slave and broker.is_master:
         raise ConfigError("brokerRole=SLAVE needs brokerId > 0 (brokerId 0 is the master)")
     elif not store.is_slave and not broker.is_master:
         raise ConfigError(f"brokerRole={store.broker_role.value} needs brokerId=0 (a slave uses brokerRole=SLAVE)")
     known = known_keys(BrokerConfig) | known_keys(StoreConfig) | known_keys(HAConfig) | {FALLBEHIND_ALIAS}
+    known |= known_keys(ControllerModeConfig)
     check_unimplemented_keys(props, known)
     return broker, store
 
@@ -56,8 +62,9 @@ def broker(conf: Path | None, namesrv: str | None) -> None:
         ha_cfg = HAConfig.from_properties(props)
     except ConfigError as exc:
         raise click.ClickException(f"{conf}: {exc}") from exc
+    controller_cfg = config_from_properties(ControllerModeConfig, props)  # checked by load_broker_configs
     limit = raise_open_file_limit()
-    app = BrokerApp(broker_cfg, store_cfg, ha_config=ha_cfg)
+    app = BrokerApp(broker_cfg, store_cfg, ha_config=ha_cfg, controller_mode=controller_cfg)
     budget = app.broker.store.open_file_budget
     raised = f", raised from {limit.raised_from}" if limit.raised_from is not None else ""
     log.info(

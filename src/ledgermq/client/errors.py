@@ -53,6 +53,11 @@ class NoRouteError(MQClientError):
     topic TBW102); not a connection problem."""
 
 
+class NoWritableMasterError(NoRouteError):
+    """The name servers know the topic, but none of its broker groups has a master to write
+    to now (the master gone, a new one not registered yet: an election in progress)."""
+
+
 class NoMasterError(MQClientError):
     """The route names no master for the queue's broker group (a master gone, its
     successor not yet registered); retried like an unreachable master."""

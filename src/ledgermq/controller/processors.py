@@ -223,7 +223,9 @@ async def broker_heartbeat(c: Controller, ctx: RequestContext, cmd: RemotingComm
         election_priority=hdr.election_priority,
         connection=ctx.connection,
     )
-    return cmd.response(RC.SUCCESS, "Heart beat success")
+    # ledgermq's addition: whether this node leads, so a master renews its write lease only
+    # from the leader's answers (RocketMQ brokers ignore the extra fields)
+    return cmd.response(RC.SUCCESS, "Heart beat success", metadata_header(c.node).ext())
 
 
 @_guard

@@ -104,11 +104,12 @@ class EpochLog:
                 return min(e.start, log_end)
         return log_end
 
-    def begin(self, log_end: int, ident: int = 0) -> EpochLog:
+    def begin(self, log_end: int, ident: int = 0, number: int = 0) -> EpochLog:
         """A new epoch starting at ``log_end``; entries that start beyond it are dropped (their
-        bytes were lost), but the new number is above every number ever used."""
+        bytes were lost), but the new number is above every number ever used: ``number``
+        (controller mode: the controller's master epoch) when it is, else one above the last."""
         kept = [e for e in self.entries if e.start <= log_end]
-        return EpochLog([*kept, Epoch(self.last_epoch + 1, log_end, ident)])
+        return EpochLog([*kept, Epoch(max(self.last_epoch + 1, number), log_end, ident)])
 
 
 # -- a slave's arrival ------------------------------------------------------------------

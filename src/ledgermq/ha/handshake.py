@@ -7,7 +7,9 @@ answers before anything else flows (``epochs.reconcile`` decides the answer):
   int32 length, then that many bytes of JSON ``{"version": 1, "epoch": E, "epochId": I,
   "maxOffset": X, "minOffset": N}`` (the slave holds ``[N, X)``; X is always a record
   boundary), and ``"damaged": [[a, b], ...]`` when the slave's store holds ranges it found
-  corrupt (a master that predates the field ignores it: unknown fields are ignored);
+  corrupt (a master that predates the field ignores it: unknown fields are ignored), and
+  ``"brokerId": K`` from a slave in controller mode (its controller-assigned id: the
+  master's SyncStateSet is kept by broker id);
 * answer, master -> slave: a frame header whose offset is ``ANSWER_MAGIC`` (negative, so
   never a valid 4.x transfer), the int32 size, then JSON: ``{"decision": "agree",
   "offset": P, "epochs": [[e, start], ...]}``, ``{"decision": "fetch", "start": A, "end": B}``
@@ -53,7 +55,12 @@ class HandshakeError(RemoteProtocolError):
 
 
 def encode_hello(
-    epoch: int, max_offset: int, min_offset: int = 0, epoch_ident: int = 0, damaged: Sequence[Range] = ()
+    epoch: int,
+    max_offset: int,
+    min_offset: int = 0,
+    epoch_ident: int = 0,
+    damaged: Sequence[Range] = (),
+    broker_id: int | None = None,
 ) -> bytes:
     doc: dict[str, Any] = {
         "version": VERSION,
@@ -64,6 +71,8 @@ def encode_hello(
     }
     if damaged:  # only then: the hello of a healthy slave stays byte for byte what it was
         doc["damaged"] = [list(r) for r in damaged[:MAX_RANGES]]
+    if broker_id is not None:  # likewise: only in controller mode
+        doc["brokerId"] = broker_id
     body = orjson.dumps(doc)
     return REPORT.pack(HELLO_MAGIC) + LENGTH.pack(len(body)) + body
 
@@ -75,6 +84,7 @@ class Hello:
     max_offset: int  # the slave's log end, a record boundary
     min_offset: int  # where the slave's log starts
     damaged: tuple[Range, ...] = ()  # ranges of [min_offset, max_offset) the slave holds corrupt
+    broker_id: int | None = None  # controller mode: the slave's controller-assigned id
 
 
 def decode_hello(body: bytes) -> Hello:
@@ -87,7 +97,10 @@ def decode_hello(body: bytes) -> Hello:
     damaged = _ranges(doc.get("damaged", []), "damaged")
     if damaged and damaged[-1][1] > max_offset:
         raise HandshakeError(f"hello lists damaged range {list(damaged[-1])} beyond the slave's end {max_offset}")
-    return Hello(epoch, ident, max_offset, min(min_offset, max_offset), damaged)
+    broker_id = doc.get("brokerId")
+    if broker_id is not None and (not _ints(broker_id) or broker_id < 1):
+        raise HandshakeError(f"hello with a bad brokerId {broker_id!r}")
+    return Hello(epoch, ident, max_offset, min(min_offset, max_offset), damaged, broker_id)
 
 
 @dataclass(frozen=True, slots=True)

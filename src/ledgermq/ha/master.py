@@ -15,7 +15,11 @@ parked on a 100 ms fallback timer (RocketMQ's too).
 
 ``wait_for_ack`` does not poll: waiters sit in a heap by offset, and each accepted ack
 resolves exactly the waiters at or below it that the acking slave verifiably holds, from
-the reader callback that decoded it.
+the reader callback that decoded it. In controller mode with allAckInSyncStateSet
+(``require_acks_from``) a waiter is released only once *every* slave of a given set of
+broker ids holds its message, the lowest of their acks deciding; an empty set releases at
+once (the master is alone in its SyncStateSet), and a smaller set releases what the
+remaining members hold.
 
 Before any of that, each connection runs the handshake (master_handshake.py): where the
 slave's log and ours agree, a tail to take back, or a refusal; ``MasterEpochs``
@@ -56,6 +60,11 @@ _MAX_DISCONNECTED_KEPT = 16
 
 AckCallback = Callable[[bool], None]
 """Told once: True when a slave holding the message acknowledged it, False on timeout."""
+
+AckListener = Callable[[SlaveLink, int], None]
+"""Told of every accepted ack: the link and the offset (controller mode's SyncStateSet)."""
+GoneListener = Callable[[SlaveLink], None]
+"""Told when a slave's connection ended."""
 
 
 class _AckWaiter:
@@ -118,6 +127,12 @@ class HAService:
         # Epochs and recovery (master_epochs.py): loaded and decided in ``start``.
         self.epoch_keeper = MasterEpochs(store, self.config, sync_master=sync_master)
         self.repairs = RepairBook(store)  # damaged ranges, and what was repaired (haStatus)
+        # Controller mode: the slaves (broker ids) whose acks every message needs
+        # (allAckInSyncStateSet); None: any one slave's (4.x SYNC_MASTER).
+        self.required_ids: frozenset[int] | None = None
+        self.ack_listeners: list[AckListener] = []
+        self.gone_listeners: list[GoneListener] = []
+        self.controller_epoch: int | None = None  # controller mode: the master epoch ``start`` begins
 
     # -- epochs and recovery (master_epochs.py) -----------------------------------------
     @property
@@ -148,7 +163,7 @@ class HAService:
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
-        await self.epoch_keeper.prepare()
+        await self.epoch_keeper.prepare(self.controller_epoch)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         listener = socket.create_server((self.host, self.port), family=family, backlog=128)
         listener.setblocking(False)
@@ -228,6 +243,11 @@ class HAService:
             while len(self._disconnected) > _MAX_DISCONNECTED_KEPT:
                 self._disconnected.pop(next(iter(self._disconnected)))
             log.warning("HA slave %s disconnected: %s", address, link.closed_reason or "unknown")
+            for gone in list(self.gone_listeners):
+                try:
+                    gone(link)
+                except Exception:
+                    log.exception("HA: a disconnection listener failed")
 
     # -- new data -------------------------------------------------------------------
     def wake_writers(self) -> None:
@@ -289,6 +309,65 @@ class HAService:
         self.repairs.refresh()  # the next plan stops before it (the listener's hop comes later)
 
     # -- acknowledgements -----------------------------------------------------------
+    def slave_acked(self, link: SlaveLink, offset: int) -> None:
+        """A slave's accepted report (its reader callback): listeners first, so a SyncStateSet
+        that grows on this ack already counts the new member when waiters are released."""
+        for listener in list(self.ack_listeners):
+            try:
+                listener(link, offset)
+            except Exception:
+                log.exception("HA: an acknowledgement listener failed")
+        if self.required_ids is not None:
+            if offset > self.max_acked_offset:
+                self.max_acked_offset = offset
+            self._release_required()
+        else:
+            self._on_ack(offset, link.held_from)
+
+    def require_acks_from(self, broker_ids: frozenset[int] | None) -> None:
+        """Controller mode, allAckInSyncStateSet: from now on a message is acknowledged once
+        every slave in ``broker_ids`` holds it (empty: at once); None: once any slave does.
+        Waiters the new rule satisfies are released now."""
+        self.required_ids = broker_ids
+        if broker_ids is not None:
+            self._release_required()
+
+    def _member_links(self, broker_id: int) -> list[SlaveLink]:
+        return [link for link in self.links.values() if link.broker_id == broker_id and not link.closed_reason]
+
+    def _required_floor(self) -> int:
+        """The lowest of the required slaves' acks (each the best of its live links); -1 if
+        one of them has no acknowledging link."""
+        required = self.required_ids
+        assert required is not None
+        floor: int | None = None
+        for broker_id in required:
+            acks = [a for link in self._member_links(broker_id) if (a := link.session.ack_offset) is not None]
+            if not acks:
+                return -1
+            floor = max(acks) if floor is None else min(floor, max(acks))
+        return floor if floor is not None else 1 << 62
+
+    def _all_hold(self, end: int) -> bool:
+        """Every required slave has a live link that holds the message ending at ``end``."""
+        required = self.required_ids
+        assert required is not None
+        for broker_id in required:
+            if not any(
+                (ack := link.session.ack_offset) is not None and link.held_from < end <= ack
+                for link in self._member_links(broker_id)
+            ):
+                return False
+        return True
+
+    def _release_required(self) -> None:
+        floor = self._required_floor()
+        waiters = self._waiters
+        while waiters and waiters[0][0] <= floor:
+            end, _, waiter = heapq.heappop(waiters)
+            if not waiter.done and self._all_hold(end):
+                waiter.settle(True)  # else a member never held it: left to time out
+
     def _on_ack(self, offset: int, held_from: int = 0) -> None:
         """A slave holding ``[held_from, offset)`` acknowledged: release the waiters for
         messages ending in that range. One ending at or below ``held_from`` the slave never
@@ -314,7 +393,11 @@ class HAService:
         """Call ``callback(True)`` once a slave that holds the message ending at ``offset``
         acknowledged it (or beyond): at once if one has, else from the reader callback
         that decodes the ack; ``callback(False)`` after ``timeout`` seconds."""
-        if self.max_acked_offset >= offset and self._covered(offset):
+        if self.required_ids is not None:
+            if self._all_hold(offset):
+                callback(True)
+                return
+        elif self.max_acked_offset >= offset and self._covered(offset):
             callback(True)
             return
         waiter = _AckWaiter(callback)
@@ -354,7 +437,10 @@ class HAService:
         return len(self.links)
 
     def slave_ok(self, master_put_offset: int) -> bool:
-        """RocketMQ isSlaveOK: a slave is connected and less than haSlaveFallbehindMax behind."""
+        """RocketMQ isSlaveOK: a slave is connected and less than haSlaveFallbehindMax behind.
+        With a required set (allAckInSyncStateSet) the set decides, not this: always True."""
+        if self.required_ids is not None:
+            return True
         return bool(self.links) and master_put_offset - self.max_acked_offset < self.config.slave_fallbehind_max
 
     # -- retention and status -------------------------------------------------------

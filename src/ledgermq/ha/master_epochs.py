@@ -48,14 +48,31 @@ class MasterEpochs:
     def epochs(self) -> EpochLog:
         return self.state.epochs
 
-    async def prepare(self) -> None:
+    async def prepare(self, controller_epoch: int | None = None) -> None:
         """Begin a new epoch now, or first wait for a slave if we may have lost a tail.
 
         Only a master that crashed (no clean stop) while a slave was attached can have lost
         bytes its slave holds: it fences writes until a slave reconciles with it (taking
         those bytes back) or haRecoveryWaitMillis runs out (-1, the SYNC_MASTER default:
-        never; an operator decides by restarting with another value)."""
+        never; an operator decides by restarting with another value).
+
+        Controller mode (``controller_epoch``): the controller chose this broker as master
+        for that master epoch, so the epoch begins at once, numbered by it (one above our
+        last when our file already went past it: a store that served outside controller
+        mode). No recovery wait: the controller elects a replica that holds every
+        acknowledged message, and a lost tail is the other replicas' to truncate."""
         self.state = await asyncio.to_thread(self.file.load)
+        if controller_epoch is not None:
+            if controller_epoch <= self.epochs.last_epoch:
+                log.warning(
+                    "HA: the controller's master epoch %d is not above this store's last epoch %d; "
+                    "the new epoch is numbered %d",
+                    controller_epoch,
+                    self.epochs.last_epoch,
+                    self.epochs.last_epoch + 1,
+                )
+            await self._begin(controller_epoch)
+            return
         recovery = self.store.recovery
         crashed = recovery is not None and recovery.abnormal
         wait_ms = self.config.recovery_wait_ms(self.sync_master)
@@ -96,9 +113,9 @@ class MasterEpochs:
                 self.recovery_note = "gave up waiting for a slave (haRecoveryWaitMillis)"
                 await self._begin()
 
-    async def _begin(self) -> None:
+    async def _begin(self, number: int = 0) -> None:
         ident = secrets.randbits(62) + 1  # tells this epoch from any other log's epoch of the same number
-        state = EpochState(self.epochs.begin(self.store.max_phy_offset, ident), slave_attached=False)
+        state = EpochState(self.epochs.begin(self.store.max_phy_offset, ident, number), slave_attached=False)
         await asyncio.to_thread(self.file.save, state)
         self.state = state
         if self._timer is not None:

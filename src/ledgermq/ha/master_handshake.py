@@ -36,6 +36,7 @@ class Outcome:
     refused: str = ""
     slave_damaged: tuple[Range, ...] = ()  # what the slave's hello listed as damaged
     more_repairs: bool = False  # repairs left over for the next handshake (one's budget ran out)
+    slave_broker_id: int | None = None  # controller mode: the id the slave's hello gave
 
 
 async def handshake(
@@ -73,7 +74,7 @@ async def handshake(
         await loop.sock_sendall(sock, encode_answer(decision, epochs.epochs, check, refused=plan.refused))
     if isinstance(decision, Refuse):
         log.error("HA slave %s refused: %s", address, decision.reason)
-        return Outcome(held_from=hello.min_offset, refused=decision.reason)
+        return Outcome(held_from=hello.min_offset, refused=decision.reason, slave_broker_id=hello.broker_id)
     assert isinstance(decision, Agree)
     log.info("HA slave %s (epoch %d, end %d) agreed at %d", address, hello.epoch, hello.max_offset, decision.offset)
     # what we sent it is most likely repaired now (if not, its store refuses to serve it, and a fetch stops there)
@@ -83,6 +84,7 @@ async def handshake(
         held_from=hello.min_offset,
         slave_damaged=tuple(still_damaged),
         more_repairs=plan.deferred,
+        slave_broker_id=hello.broker_id,
     )
 
 

@@ -85,6 +85,7 @@ class SlaveLink:
         # started from our last segment does not hold what came before it).
         self.held_from = 0
         self.slave_damaged: tuple[Range, ...] = ()  # what its hello said it holds damaged
+        self.broker_id: int | None = None  # controller mode: the slave's id, from its hello
         batch = self.session.batch_size
         self._span = max(batch, min(WRITE_SPAN, batch * _MAX_FRAMES_PER_WRITE))
         self._parked: asyncio.Future[None] | None = None  # the transfer loop, idle
@@ -111,6 +112,7 @@ class SlaveLink:
             return
         self.held_from = outcome.held_from
         self.slave_damaged = outcome.slave_damaged
+        self.broker_id = outcome.slave_broker_id
         if outcome.more_repairs:  # one handshake's repair budget ran out: the next one goes on
             self._set_reason("more damaged commit-log ranges to repair than one handshake moves: re-handshaking")
             self.sock.close()
@@ -218,7 +220,7 @@ class SlaveLink:
                 self.reported.set()
                 svc.wake_writers()
             self.last_ack_time_ms = svc.clock.wall_ms()
-            svc._on_ack(off, self.held_from)
+            svc.slave_acked(self, off)
 
     # -- transfers (task, and pumped from the loop turn that appended) --------------------
     async def _write_loop(self) -> None:

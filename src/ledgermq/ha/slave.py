@@ -147,11 +147,13 @@ class HAClient:
         self._listening = False
         self._redo = ""  # why the connection must be dropped and made again at once (new damage)
         self._ready: _Readiness | None = None  # the connection's reader, woken for a redo
+        self.broker_id: int | None = None  # controller mode: our id, told to the master in the hello
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
         if self._task is None:
             self._stopping = False
+            self.epochs = None  # read the file again: we may have served as a master meanwhile
             self._loop = asyncio.get_running_loop()
             if not self._listening:
                 self.store.add_damage_listener(self._on_damage_threadsafe)
@@ -387,7 +389,8 @@ class HAClient:
         epoch = self.epochs.epoch_at(end)
         self._redo = ""  # whatever damage is known now, this hello lists
         damaged = hello_damage(self.repairs, start, end)
-        await loop.sock_sendall(sock, encode_hello(epoch, end, start, self.epochs.ident_of(epoch), damaged))
+        hello = encode_hello(epoch, end, start, self.epochs.ident_of(epoch), damaged, self.broker_id)
+        await loop.sock_sendall(sock, hello)
         master = self.current_address
         recv = lambda n: _recv_exact(loop, sock, n)  # noqa: E731
         while True:

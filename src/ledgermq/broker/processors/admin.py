@@ -257,6 +257,19 @@ def runtime_info(broker: Broker) -> dict[str, str]:
     )
     if capacity:
         info["commitLogDirCapacity"] = capacity
+    if broker.controller is not None:  # controller mode: the role the controller gave (ledgermq's keys)
+        st = broker.controller.status()
+        info.update(
+            {
+                "controllerRole": str(st["role"]),
+                "brokerControllerId": str(st["brokerControllerId"]),
+                "masterEpoch": str(st["masterEpoch"]),
+                "masterBrokerId": str(st["masterBrokerId"]),
+                "syncStateSet": ",".join(str(i) for i in st["syncStateSet"]),  # type: ignore[attr-defined]
+                "syncStateSetEpoch": str(st["syncStateSetEpoch"]),
+                "controllerLeaseValidMillis": str(st["leaseValidMillis"]),
+            }
+        )
     return info
 
 

@@ -57,6 +57,10 @@ def _resolve_topic(
 
 def _admit(broker: Broker, cmd: RemotingCommand, hdr: SendMessageRequestHeader) -> RemotingCommand | None:
     """The refusals that need no topic: a read-only broker, an illegal or system topic name."""
+    gate = broker.write_gate
+    if gate is not None and not broker.writable and (refused := gate(False)) is not None:
+        # controller mode: a slave says why (SERVICE_NOT_AVAILABLE: clients look for the master)
+        return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {refused.remark}")
     if not broker.writable:
         return cmd.response(
             ResponseCode.NO_PERMISSION,
@@ -140,8 +144,14 @@ def send_message(
         return built
     msg, wait = built
     _ask_for_the_slaves_window(broker)
-    # native mode (checked above): the store is the broker's one way to write (Broker.put)
-    result = broker.store.put_message(msg) if isinstance(msg, MessageInput) else broker.store.put_messages(msg)
+    # native mode (checked above): the store is the broker's one way to write (Broker.put),
+    # behind controller mode's gate (role, lease, minInSyncReplicas) as Broker.put has it
+    gate = broker.write_gate
+    refused_put = gate(wait) if gate is not None else None
+    if refused_put is not None:
+        result = refused_put
+    else:
+        result = broker.store.put_message(msg) if isinstance(msg, MessageInput) else broker.store.put_messages(msg)
     return answer(broker, cmd, result, queue_id, wait)
 
 

@@ -75,6 +75,7 @@ from ledgermq.client.errors import (
     MQConnectError,
     NoMasterError,
     NoRouteError,
+    NoWritableMasterError,
 )
 from ledgermq.client.instance.client_instance import ClientInstance, local_ip
 from ledgermq.client.instance.routes import TopicPublishInfo
@@ -109,6 +110,7 @@ from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.net.client import ConnectError
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
 from ledgermq.protocol.admin_body import MessageQueue
+from ledgermq.protocol.route import MASTER_ID
 from ledgermq.util.unique_ids import UniqueIdGenerator
 
 __all__ = [
@@ -314,10 +316,24 @@ class Producer:
         except MQConnectError as exc:
             raise NoRouteError(f"no route info of topic {topic}: {exc}") from exc
         if info is None or not info.ok:
+            headless = self._groups_without_master(topic)
+            if headless:
+                raise NoWritableMasterError(
+                    f"broker group {', '.join(headless)} of topic {topic} has no writable master now "
+                    "(its master is gone and no new one has registered yet: an election in progress in "
+                    "controller or DLedger mode, or a master-slave group waiting for its master)"
+                )
             raise NoRouteError(
                 f"no route info of topic {topic} (nor of {self.settings.create_topic_key} to auto-create it)"
             )
         return info
+
+    def _groups_without_master(self, topic: str) -> list[str]:
+        """The broker groups the name servers list for ``topic`` whose master (id 0) is missing."""
+        route = self.routes.routes.get(topic)
+        if route is None:
+            return []
+        return sorted(d.broker_name for d in route.broker_datas if MASTER_ID not in d.broker_addrs)
 
     async def _send_default(
         self,

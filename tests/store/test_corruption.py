@@ -20,7 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 from ledgermq.cli.main import cli as main
+from ledgermq.config import FlushDiskType
 from ledgermq.errors import CorruptRangeError
+from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.consumequeue import UNIT
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
@@ -305,3 +307,68 @@ def test_verify_finds_a_header_flip_and_a_bad_queue_unit(tmp_path: Path) -> None
     assert result.exit_code == 1
     assert "CORRUPT consumequeue" in result.output and f"{TOPIC}-1 offset 3" in result.output
     assert f"{TOPIC}-2 offset 2" in result.output  # the record whose queue id flipped
+
+
+def _crash_with_checkpoint_at(root: Path, store: MessageStore, physic_ts: int) -> None:
+    """SIGKILL's state, with the checkpoint saying the newest flushed record is ``physic_ts``."""
+    abandon(store)
+    cp = Checkpoint.load(root / "checkpoint")
+    cp.physic_ts = physic_ts
+    cp.save()
+
+
+def _flip_record(root: Path, span: tuple[int, int]) -> None:
+    seg = 64 * 1024
+    start, end = span
+    _flip(root / "commitlog" / f"{start - start % seg:020d}", start % seg + (end - start) // 2, 8)
+
+
+def test_after_a_crash_under_async_flush_a_bad_record_past_the_flushed_point_is_a_torn_write(tmp_path: Path) -> None:
+    """The kernel writes dirty pages back in any order: a record past the checkpoint's
+    flushed point may be missing while later ones reached the disk. Nothing past that point
+    was promised durable, so it is cut as a torn tail, not kept as damage no replica holds."""
+    root = tmp_path / "s"
+    store = _open(root)
+    spans = _put(store, 60, body_size=300)
+    flushed_ts = _store_ts(store, spans[39])
+    _crash_with_checkpoint_at(root, store, flushed_ts)
+    _flip_record(root, spans[45])
+    store = _open(root)
+    try:
+        assert store.damaged_ranges() == []
+        assert store.max_phy_offset == spans[45][0]
+    finally:
+        store.shutdown()
+
+
+def test_after_a_crash_a_bad_record_below_the_flushed_point_is_damage_and_later_records_stay(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    store = _open(root)
+    spans = _put(store, 60, body_size=300)
+    _crash_with_checkpoint_at(root, store, _store_ts(store, spans[-1]) + 1)
+    _flip_record(root, spans[45])
+    store = _open(root)
+    try:
+        assert len(store.damaged_ranges()) == 1
+        assert store.max_phy_offset == spans[-1][1]
+    finally:
+        store.shutdown()
+
+
+def test_after_a_crash_under_sync_flush_a_bad_record_is_damage_whatever_the_checkpoint_says(tmp_path: Path) -> None:
+    """Under SYNC_FLUSH a SEND_OK meant an fsync covered the record: a bad one is rot."""
+    root = tmp_path / "s"
+    store = _open(root, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    spans = _put(store, 60, body_size=300)
+    _crash_with_checkpoint_at(root, store, _store_ts(store, spans[39]))
+    _flip_record(root, spans[45])
+    store = _open(root, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    try:
+        assert len(store.damaged_ranges()) == 1
+        assert store.max_phy_offset == spans[-1][1]
+    finally:
+        store.shutdown()
+
+
+def _store_ts(store: MessageStore, span: tuple[int, int]) -> int:
+    return store.commitlog.store_timestamp_at(span[0], span[1] - span[0])

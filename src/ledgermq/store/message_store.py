@@ -184,6 +184,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
                     index_rebuild_from=rebuild_from,
                     damage=self.damage,
                     digests=self.digests,
+                    durable_only_to_checkpoint=self.config.flush_disk_type is FlushDiskType.ASYNC_FLUSH,
                 )
                 self._check_derived_at_start(self.recovery, rebuild_from)
             self.lock.mark_running()

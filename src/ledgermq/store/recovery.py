@@ -91,7 +91,13 @@ def recover(
     index_rebuild_from: int | None = None,
     damage: DamageRegistry | None = None,
     digests: SegmentDigests | None = None,
+    durable_only_to_checkpoint: bool = False,
 ) -> RecoveryResult:
+    """``durable_only_to_checkpoint`` (ASYNC_FLUSH): after a crash, nothing newer than the
+    checkpoint's flushed record was promised durable, and the kernel writes dirty pages
+    back in any order, so a bad record newer than that followed by sound ones is a torn
+    write, not rot: it is cut as a torn tail (a slave gives back what it holds of it,
+    docs/replication.md), not registered as damage no replica may ever hold."""
     # 1. Consume queues trim themselves to their last valid unit.
     for cq in queues.all():
         cq.recover()
@@ -108,6 +114,8 @@ def recover(
     # 3. Scan, validate and (after a crash) re-dispatch; damage with sound records after
     #    it is registered and skipped, not cut (store/damage.py).
     scan = _Scan(queues, index, abnormal, check_crc, delay_levels_ms)
+    if abnormal and durable_only_to_checkpoint:
+        scan.torn_after_ts = checkpoint.physic_ts
     valid_end, stop_reason = scan.run(files, start_idx, damage)
     scanned, redispatched, last_ts = scan.scanned, scan.redispatched, scan.last_ts
     if stop_reason not in (END_OF_DATA,):
@@ -166,6 +174,9 @@ class _Scan:
         self.check_crc = check_crc
         self.delay_levels_ms = delay_levels_ms
         self.scanned = self.redispatched = self.last_ts = 0
+        # A bad record after a sound one at least this new (store time) is a torn write, not
+        # rot (set after a crash under ASYNC_FLUSH: see recover()).
+        self.torn_after_ts: int | None = None
 
     def run(self, files: list[MappedFile], start_idx: int, damage: DamageRegistry | None) -> tuple[int, str]:
         """The offset just after the last sound record, and why the scan stopped there."""
@@ -176,7 +187,7 @@ class _Scan:
             if mf.start_offset != valid_end:
                 return valid_end, f"segment {mf.path.name} does not follow offset {valid_end}"
             pos, reason = self._segment(mf, pos)
-            if pos < mf.size and damage is not None:
+            if pos < mf.size and damage is not None and not self._torn_write():
                 resumed = _resume_after_damage(files, idx, pos, self.check_crc)
                 if resumed is not None:  # sound records follow: rot in the middle, not a torn tail
                     nxt_idx, nxt_pos = resumed
@@ -208,6 +219,9 @@ class _Scan:
                     pos += accepted.size
                     continue
             return (mf.size if v.reason == BLANK else pos), v.reason
+
+    def _torn_write(self) -> bool:
+        return self.torn_after_ts is not None and self.last_ts >= self.torn_after_ts
 
     def _take(self, req: DispatchRequest) -> None:
         self.scanned += 1

@@ -60,10 +60,9 @@ def facts_for(
         tags = P.get_property(props_text, P.TAGS)
         keys = P.get_property(props_text, P.KEYS)
         uniq = P.get_property(props_text, P.UNIQ_KEY)
+    tags_code = tag_hash(tags) if tags else 0
     if topic == TIMER_TOPIC:
         tags_code = timer_tags_code(props.get(P.TIMER_OUT_MS))
-    else:
-        tags_code = tag_hash(tags) if tags else 0
     return DispatchRequest(  # positional, in field order: this runs for every put
         topic,
         queue_id,

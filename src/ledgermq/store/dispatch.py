@@ -35,6 +35,7 @@ def timer_tags_code(timer_out_ms: str | None) -> int:
         return int(timer_out_ms)
     return 0
 
+
 # What records are read from: a segment's mapping, or bytes copied out of one.
 RecordBuffer = mmap.mmap | bytes | bytearray | memoryview
 

@@ -257,6 +257,8 @@ def runtime_info(broker: Broker) -> dict[str, str]:
     )
     if capacity:
         info["commitLogDirCapacity"] = capacity
+    if broker.timer is not None:  # RocketMQ 5's timer keys (docs/timers.md)
+        info.update(broker.timer.runtime_info())
     return info
 
 

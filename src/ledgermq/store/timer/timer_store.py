@@ -39,7 +39,7 @@ import logging
 import struct
 import threading
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +68,7 @@ class DueUnit:
     roll: bool
     slot_ms: int
     queue_offset: int
+    enqueue_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,12 +233,15 @@ class TimerStore:
         self.filed += 1
 
     # == delivery ====================================================================
-    def due_units(self, now_ms: int, max_units: int = 256) -> list[DueUnit]:
+    def due_units(self, now_ms: int, max_units: int = 256, delivered: Sequence[int] = ()) -> list[DueUnit]:
         """The next units to deliver, in order: those of slot ``read_ms`` not delivered
         yet, once the slot has passed. Slots with nothing left are left behind on the way;
-        [] when nothing is due."""
+        [] when nothing is due. ``delivered`` first reports units written since the last
+        call (``delivered``), so the caller's thread never waits for the lock."""
         p = self.settings.precision_ms
         with self._lock:
+            for pos in delivered:
+                self._delivered(pos)
             if self.wheel is None:
                 return []
             while now_ms >= self.read_ms + p:
@@ -247,16 +251,20 @@ class TimerStore:
                 self._advance()
             return []
 
-    def delivered(self, pos: int) -> None:
-        """The unit at ``pos`` (the first one ``due_units`` handed out and not yet
-        reported) was written to its topic."""
+    def delivered(self, positions: Sequence[int]) -> None:
+        """The units at ``positions`` (the first ones ``due_units`` handed out and not yet
+        reported, in that order) were written to their topics."""
         with self._lock:
-            walk = self._walk
-            if self._walk_next < len(walk) and walk[self._walk_next] == pos:
-                self._walk_next += 1
-                self.done_pos = pos
-                self.pending = max(0, self.pending - 1)
-                self.delivered_count += 1
+            for pos in positions:
+                self._delivered(pos)
+
+    def _delivered(self, pos: int) -> None:
+        walk = self._walk
+        if self._walk_next < len(walk) and walk[self._walk_next] == pos:
+            self._walk_next += 1
+            self.done_pos = pos
+            self.pending = max(0, self.pending - 1)
+            self.delivered_count += 1
 
     def _peek(self, max_units: int) -> list[DueUnit]:
         if self._walk_slot != self.read_ms:
@@ -275,7 +283,7 @@ class TimerStore:
                     continue
                 break
             roll = bool(unit.magic & MAGIC_ROLL)
-            out.append(DueUnit(pos, unit.phy, unit.size, roll, unit.slot_ms, unit.queue_offset))
+            out.append(DueUnit(pos, unit.phy, unit.size, roll, unit.slot_ms, unit.queue_offset, unit.enqueue_ms))
         return out
 
     def _collect(self) -> None:
@@ -337,16 +345,19 @@ class TimerStore:
 
     # == persistence =================================================================
     def snapshot(self) -> CheckpointData:
-        """The progress as GET_TIMER_CHECK_POINT answers it."""
-        with self._lock:
-            return self._data(self.log.files.flushed_offset())
+        """The progress as GET_TIMER_CHECK_POINT answers it, without the lock (it is asked
+        on the event loop): the filed offset is read before the slot, both only grow, so
+        every unit filed below the offset was filed with a ``read_ms`` at most the one
+        answered (what a follower's adoption relies on)."""
+        return self._data(self.log.files.flushed_offset())
 
     def _data(self, flushed: int) -> CheckpointData:
-        master_offset = self.queue_offset if self.delivering else self.master_queue_offset
+        queue_offset = self.queue_offset
+        master_offset = queue_offset if self.delivering else self.master_queue_offset
         return CheckpointData(
             read_ms=self.read_ms,
             log_flush_pos=flushed,
-            queue_offset=min(self.queue_offset, master_offset),
+            queue_offset=min(queue_offset, master_offset),
             master_queue_offset=master_offset,
             timestamp=self.clock.wall_ms(),
             counter=self.delivered_count + self.filed,

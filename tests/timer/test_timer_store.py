@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from ledgermq.clock import ManualClock
 from ledgermq.protocol import properties as P

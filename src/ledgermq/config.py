@@ -89,6 +89,14 @@ class StoreConfig:
     store_scrub_enable: bool = key("storeScrubEnable", True)
     store_scrub_bytes_per_second: int = key("storeScrubBytesPerSecond", 32 * 1024 * 1024)
     store_scrub_interval_seconds: int = key("storeScrubIntervalSeconds", 3600)
+    # Timer messages (RocketMQ 5's MessageStoreConfig timer* keys, RIP-43; docs/timers.md)
+    timer_wheel_enable: bool = key("timerWheelEnable", True)
+    timer_precision_ms: int = key("timerPrecisionMs", 1000)  # rounded down to 100/200/500/1000
+    timer_max_delay_sec: int = key("timerMaxDelaySec", 3600 * 24 * 3)
+    timer_roll_window_slot: int = key("timerRollWindowSlot", 3600 * 24 * 2)
+    timer_flush_interval_ms: int = key("timerFlushIntervalMs", 1000)
+    timer_intercept_delay_level: bool = key("timerInterceptDelayLevel", False)
+    mapped_file_size_timer_log: int = key("mappedFileSizeTimerLog", 100 * 1024 * 1024)
 
     @property
     def commitlog_path(self) -> Path:
@@ -127,6 +135,12 @@ class StoreConfig:
             raise ConfigError("maxHashSlotNum and maxIndexNum must be positive")
         parse_delay_levels(self.message_delay_level)
         parse_delete_when(self.delete_when)
+        if self.timer_precision_ms <= 0:
+            raise ConfigError("timerPrecisionMs must be positive")
+        if self.timer_max_delay_sec <= 0 or self.timer_flush_interval_ms <= 0:
+            raise ConfigError("timerMaxDelaySec and timerFlushIntervalMs must be positive")
+        if self.mapped_file_size_timer_log < 4096 or self.mapped_file_size_timer_log % 4096:
+            raise ConfigError("mappedFileSizeTimerLog must be a positive multiple of 4096")
 
 
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

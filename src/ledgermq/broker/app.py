@@ -39,6 +39,7 @@ from ledgermq.broker.processors import (
     send,
     send_back,
     stats,
+    timer,
     transactions,
 )
 from ledgermq.broker.processors.common import bind
@@ -46,6 +47,7 @@ from ledgermq.broker.registration import Registrar, RegistrationAnswer
 from ledgermq.broker.schedule import ScheduleService
 from ledgermq.broker.slave_sync import MasterOffsetReconciler, SlaveSynchronizer
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
+from ledgermq.broker.timer.service import TimerService
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.broker.transactions.check_service import TransactionCheckService
 from ledgermq.clock import SYSTEM_CLOCK, Clock
@@ -67,6 +69,7 @@ log = logging.getLogger(__name__)
 PROCESSOR_MODULES = [
     send, pull, clients, queries, admin, admin_ops, locks, send_back, ha_status, dledger_admin, stats, transactions,
     controller_mode,
+    timer,
 ]  # fmt: skip
 
 
@@ -125,6 +128,9 @@ class BrokerApp:
             self.broker.schedule = ScheduleService(
                 store, root / "config" / "delayOffset.json", clock, put=self.broker.put
             )
+        # timer messages: filed on every broker, delivered by the master (started and stopped
+        # wherever the delay-level service is)
+        self.broker.timer = TimerService(store, self.broker.put, clock, on_written=self._notify_ha)
         # the transaction check-back: a master's (DLedger mode: while it leads), as RocketMQ's
         # startProcessorByHa / shutdownProcessorByHa
         self.txn_check = TransactionCheckService(self.broker)
@@ -287,6 +293,9 @@ class BrokerApp:
         b.subscriptions.load()
         if b.schedule is not None:
             b.schedule.load()
+        if b.timer is not None:
+            await b.timer.open()
+            b.timer.start_filing()
         if b.ha is not None:
             try:
                 await b.ha.start()
@@ -313,6 +322,8 @@ class BrokerApp:
             b.schedule.start()  # after the binds: a failed start leaves no delivery task behind
         if cfg.is_master and b.dledger is None and not self.store_config.is_slave:
             self.txn_check.start()
+            if b.timer is not None and ctl is None:  # else started with the role
+                b.timer.start()
         self.registrar.start()
         if self.ha_client is not None and ctl is None:
             self.ha_client.start()
@@ -358,6 +369,8 @@ class BrokerApp:
         await self.txn_check.stop()  # before Raft stops: its writes go through it
         if self.broker.schedule is not None:  # before Raft stops: its writes go through it
             await self.broker.schedule.stop()
+        if self.broker.timer is not None:  # likewise; then its files are made durable and closed
+            await self.broker.timer.close()
         if self.broker.dledger is not None:
             await self.broker.dledger.stop()
         if self.broker.ha is not None:
@@ -418,13 +431,21 @@ class BrokerApp:
             if dledger.is_master:
                 if schedule is not None:
                     schedule.start()  # from the offsets last synced from the old master (or its own)
+                if self.broker.timer is not None:
+                    self.broker.timer.start()  # from the timer progress last synced likewise
                 self.txn_check.start()  # likewise from the synced CID_RMQ_SYS_TRANS offsets
             else:
                 if schedule is not None:
                     await schedule.stop()  # persists its offsets; the next sync brings the master's
+                if self.broker.timer is not None:
+                    await self.broker.timer.stop()
                 await self.txn_check.stop()
                 if sync is not None:
                     sync.start()
+
+    def _notify_ha(self) -> None:
+        if self.broker.ha is not None:
+            self.broker.ha.notify_append()
 
     def _registration_hold(self, config: BrokerConfig) -> str | None:
         """A DLedger leader claims brokerId 0 only while its leadership is current: one

@@ -17,6 +17,7 @@ from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.schedule import ScheduleService
 from ledgermq.broker.stats import BrokerStats
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
+from ledgermq.broker.timer.service import TimerService
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig
@@ -46,6 +47,7 @@ class Broker:
     filters: ConsumerFilterManager = field(default_factory=ConsumerFilterManager)  # SQL92 filters from heartbeats
     filter_cache: DispatchMatchCache | None = None  # SQL92 answers computed at dispatch; set by BrokerApp
     schedule: ScheduleService | None = None
+    timer: TimerService | None = None  # timer messages (broker/timer/); set by BrokerApp
     ha: HAService | None = None  # a master's replication service
     # SYNC_FLUSH sends waiting for their fsync (set by BrokerApp when the store reports flushes)
     flush_waiters: OffsetWaiters | None = None

@@ -266,6 +266,7 @@ class BrokerCollector:
         yield from self._traffic()
         yield from self._lag()
         yield from self._requests()
+        yield from self._timers()
         if b.dledger is not None:
             yield from self._dledger()
             return
@@ -302,6 +303,41 @@ class BrokerCollector:
         pulls.add_metric([*base, "found"], stats.get_found)
         pulls.add_metric([*base, "miss"], stats.get_miss)
         yield pulls
+
+    def _timers(self) -> Iterable[Metric]:
+        """Timer messages (broker/timer/, docs/timers.md)."""
+        timer = self.broker.timer
+        if timer is None:
+            return
+        progress = timer.timers.progress()
+        behind = max(0, progress.queue_max - progress.queue_offset)
+        yield self._one_gauge(
+            "ledgermq_timer_pending", "Timer messages stored and not delivered yet.", progress.pending + behind
+        )
+        yield self._one_gauge("ledgermq_timer_unfiled", "Timer messages not yet filed into the wheel.", behind)
+        yield self._one_gauge(
+            "ledgermq_timer_read_behind_seconds",
+            "How far the next slot to deliver is behind now (a delivering broker).",
+            max(0.0, (self.broker.clock.wall_ms() - progress.read_ms) / 1000) if timer.running else 0.0,
+        )
+        for metric, doc, value in (
+            ("ledgermq_timer_filed", "Timer units filed into the wheel.", progress.filed),
+            ("ledgermq_timer_delivered", "Timer messages written to their topics.", timer.delivered),
+            ("ledgermq_timer_rolled", "Timers parked at the roll window's end and filed again.", timer.rolled),
+            (
+                "ledgermq_timer_skipped",
+                "Timers that could not be delivered (record gone, unreadable timer log).",
+                timer.skipped + timer.timers.unreadable,
+            ),
+            ("ledgermq_timer_put_failures", "Timer deliveries refused by the writer (retried).", timer.put_failures),
+        ):
+            yield self._one_counter(metric, doc, value)
+        yield _histogram(
+            "ledgermq_timer_lateness_seconds",
+            "How long after its time (the end of its precision step) a timer was delivered.",
+            BASE_LABELS,
+            [(self._base(), timer.lateness)],
+        )
 
     def _lag(self) -> Iterable[Metric]:
         """Per group and topic (always) and per queue (at most ``max_lag_series`` series, in

@@ -39,6 +39,7 @@ from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import DataVersion, TopicConfig
+from ledgermq.store.timer.checkpoint import CheckpointData
 from ledgermq.util.ratelog import limited
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,10 @@ class SlaveSynchronizer:
             log.info("slave sync: copying metadata from the master %s", master)
             self.last_master = master
         ok = True
-        for part in (self.sync_topics, self.sync_consumer_offsets, self.sync_delay_offsets, self.sync_groups):
+        parts = [self.sync_topics, self.sync_consumer_offsets, self.sync_delay_offsets, self.sync_groups]
+        if self.broker.timer is not None:
+            parts.append(self.sync_timer_checkpoint)
+        for part in parts:
             try:
                 await part(master)
             except Exception as exc:
@@ -230,6 +234,15 @@ class SlaveSynchronizer:
         save_json(self.broker.topics.path.with_name("delayOffset.json"), doc)
         if self.broker.schedule is not None:  # DLedger mode: a follower's (stopped) service
             self.broker.schedule.adopt(doc)  # starts from these if it becomes the leader
+
+    async def sync_timer_checkpoint(self, master: str) -> None:
+        """RocketMQ 5's syncTimerCheckPoint: the master's next timer slot and filed offset,
+        so that this broker, if it takes over, starts delivering where the master was."""
+        resp = await self.client.invoke(master, RemotingCommand.request(RequestCode.GET_TIMER_CHECK_POINT), 5.0)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"code {resp.code}: {resp.remark}")
+        if self.broker.timer is not None:
+            await self.broker.timer.adopt(CheckpointData.decode(resp.body or b""))
 
     async def sync_groups(self, master: str) -> None:
         doc = await self._fetch(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)

@@ -4,6 +4,11 @@ A ``Message`` carries its user properties in ``properties``; ``tags``, ``keys``,
 ``delay_level`` and ``wait_store_msg_ok`` become the well-known properties TAGS, KEYS,
 DELAY and WAIT when the message is encoded, in the order the Java client writes them
 (TAGS, KEYS, WAIT, then user properties; UNIQ_KEY is added at send time).
+
+A timer message (docs/timers.md) names its time with ``deliver_at`` (an aware datetime,
+or seconds since the epoch), sent as TIMER_DELIVER_MS, or ``delay`` (a timedelta or
+seconds from now), sent as TIMER_DELAY_MS; as RocketMQ 5's ``setDeliverTimeMs`` and
+``setDelayTimeMs``. At most one of them, and not with ``delay_level``.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import enum
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from ledgermq.client.errors import MessageInvalidError
 from ledgermq.protocol import properties as P
@@ -43,6 +49,8 @@ class Message:
     delay_level: int = 0
     flag: int = 0
     wait_store_msg_ok: bool = True
+    deliver_at: datetime | float | None = None  # a timer: when (aware datetime, or epoch seconds)
+    delay: timedelta | float | None = None  # a timer: how long from now (timedelta, or seconds)
 
     @property
     def key_list(self) -> list[str]:
@@ -63,10 +71,27 @@ class Message:
         props[P.WAIT] = "true" if self.wait_store_msg_ok else "false"
         if self.delay_level > 0:
             props[P.DELAY] = str(self.delay_level)
+        timer = self.timer_property()
+        if timer is not None:
+            props[timer[0]] = timer[1]
         for k, v in self.properties.items():
             if k and v:
                 props[k] = v
         return props
+
+    def timer_property(self) -> tuple[str, str] | None:
+        """The timer property ``deliver_at`` or ``delay`` stands for, or None."""
+        if self.deliver_at is not None:
+            at = self.deliver_at
+            if isinstance(at, datetime):
+                if at.tzinfo is None:
+                    raise MessageInvalidError("deliver_at must be an aware datetime (with a time zone)")
+                at = at.timestamp()
+            return P.TIMER_DELIVER_MS, str(round(at * 1000))
+        if self.delay is not None:
+            seconds = self.delay.total_seconds() if isinstance(self.delay, timedelta) else self.delay
+            return P.TIMER_DELAY_MS, str(round(seconds * 1000))
+        return None
 
 
 class SendStatus(enum.Enum):
@@ -144,6 +169,8 @@ def validate_message_fields(msg: Message, max_message_size: int) -> None:
         raise MessageInvalidError(f"the message body is {len(msg.body)} bytes, over the maximum {max_message_size}")
     if msg.delay_level < 0:
         raise MessageInvalidError(f"the delay level {msg.delay_level} is negative")
+    if msg.deliver_at is not None or msg.delay is not None:
+        _check_timer(msg)
     if not -(2**31) <= msg.flag < 2**31:
         raise MessageInvalidError(f"the flag {msg.flag} is not a 32-bit integer")
     if msg.tags:
@@ -153,3 +180,17 @@ def validate_message_fields(msg: Message, max_message_size: int) -> None:
     for k, v in msg.properties.items():
         _check_text("the property name", k)
         _check_text("the property value", v)
+
+
+def _check_timer(msg: Message) -> None:
+    """One way to say when, and a time a broker can take: RocketMQ would store a second
+    kind of delay silently ignored, so a conflict is refused here."""
+    if msg.deliver_at is not None and msg.delay is not None:
+        raise MessageInvalidError("set deliver_at or delay, not both")
+    if msg.delay_level > 0:
+        raise MessageInvalidError("a timer (deliver_at / delay) cannot also have a delay_level")
+    if any(k in msg.properties for k in (P.TIMER_DELIVER_MS, P.TIMER_DELAY_MS, P.TIMER_DELAY_SEC)):
+        raise MessageInvalidError("deliver_at / delay conflict with a TIMER_* property set by hand")
+    timer = msg.timer_property()
+    if timer is not None and timer[0] == P.TIMER_DELAY_MS and int(timer[1]) < 0:
+        raise MessageInvalidError(f"the delay {msg.delay} is negative")

@@ -47,6 +47,7 @@ class RequestCode(enum.IntEnum):
     GET_BROKER_CLUSTER_ACL_INFO = 52
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
     GET_BROKER_CLUSTER_ACL_CONFIG = 54
+    GET_TIMER_CHECK_POINT = 60  # RocketMQ 5: a slave syncs its master's timer progress
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102

@@ -25,6 +25,7 @@ GROUP_NAME_PATTERN: Final = TOPIC_NAME_PATTERN  # ``Validators.checkGroup`` uses
 NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
     {
         "SCHEDULE_TOPIC_XXXX",
+        "rmq_sys_wheel_timer",
         "RMQ_SYS_TRANS_HALF_TOPIC",
         "RMQ_SYS_TRANS_OP_HALF_TOPIC",
         "TRANS_CHECK_MAX_TIME_TOPIC",

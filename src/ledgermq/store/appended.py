@@ -12,7 +12,9 @@ for field (tests/store/test_fast_dispatch.py holds the two paths against each ot
 Anything whose facts cannot be known for sure at put time goes without, and is parsed
 as before: records that arrive as bytes (a slave's replication, recovery, DLedger), and
 SCHEDULE_TOPIC_XXXX records, whose tag code is their due time (store time plus the
-level's delay, which only the reput's delay table knows).
+level's delay, which only the reput's delay table knows). rmq_sys_wheel_timer records
+carry their slot time (TIMER_OUT_MS) as tag code, so the timer store files them from the
+consume queue alone (``dispatch.timer_tags_code``).
 
 The queue is bounded: when dispatch falls behind (the reput thread catching up a
 backlog, a stuck dispatch) new facts are dropped and their records are parsed later;
@@ -27,7 +29,7 @@ from collections.abc import Mapping
 
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.message import SYSFLAG_POS
-from ledgermq.store.dispatch import SCHEDULE_TOPIC, DispatchRequest
+from ledgermq.store.dispatch import SCHEDULE_TOPIC, TIMER_TOPIC, DispatchRequest, timer_tags_code
 from ledgermq.util.javahash import tag_hash
 
 MAX_QUEUED = 16384  # records; past this, dispatch is behind and parsing costs nothing extra
@@ -58,12 +60,15 @@ def facts_for(
         tags = P.get_property(props_text, P.TAGS)
         keys = P.get_property(props_text, P.KEYS)
         uniq = P.get_property(props_text, P.UNIQ_KEY)
+    tags_code = tag_hash(tags) if tags else 0
+    if topic == TIMER_TOPIC:
+        tags_code = timer_tags_code(props.get(P.TIMER_OUT_MS))
     return DispatchRequest(  # positional, in field order: this runs for every put
         topic,
         queue_id,
         -1,  # commit_log_offset, set at append
         len(record),  # size
-        tag_hash(tags) if tags else 0,  # tags_code
+        tags_code,
         0,  # store_timestamp, set at append
         0,  # queue_offset, set at append
         _SYSFLAG.unpack_from(record, SYSFLAG_POS)[0],  # sysflag as stored (host bits set)

@@ -25,6 +25,17 @@ from ledgermq.protocol import sysflag as SF
 from ledgermq.util.javahash import tag_hash
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # store/timer/: the unit's tag code is its slot time
+
+
+def timer_tags_code(timer_out_ms: str | None) -> int:
+    """A timer record's tag code: its TIMER_OUT_MS, or 0 (due at once) when missing or bad."""
+    digits = timer_out_ms[1:] if timer_out_ms and timer_out_ms[0] == "-" else timer_out_ms
+    if timer_out_ms and digits and digits.isascii() and digits.isdigit():
+        return int(timer_out_ms)
+    return 0
+
+
 # What records are read from: a segment's mapping, or bytes copied out of one.
 RecordBuffer = mmap.mmap | bytes | bytearray | memoryview
 
@@ -184,6 +195,8 @@ def check_record(
         props = props_b.decode("utf-8", "replace")
     tags = P.get_property(props, P.TAGS)
     tags_code = tag_hash(tags) if tags else 0
+    if topic == TIMER_TOPIC:
+        tags_code = timer_tags_code(P.get_property(props, P.TIMER_OUT_MS))
     if topic == SCHEDULE_TOPIC and delay_levels_ms:
         level = P.get_property(props, P.DELAY)
         if level and level.isdigit() and int(level) > 0:

@@ -1,7 +1,8 @@
 """A put's stored records, built before the commit-log lock is taken: the record bytes
 with their offsets left open, the queue they go to, and whether the sender waits for the
 flush. A delayed message is rewritten to SCHEDULE_TOPIC_XXXX here (level - 1 as its queue,
-the real topic and queue in properties). A refusal comes back as a PutResult. Native puts
+the real topic and queue in properties), a timer message to rmq_sys_wheel_timer
+(store/timer/intercept.py). A refusal comes back as a PutResult. Native puts
 and DLedger mode's proposals both build their records here."""
 
 from __future__ import annotations
@@ -16,17 +17,32 @@ from ledgermq.store.commitlog import EncodedMessage, queue_key
 from ledgermq.store.dispatch import SCHEDULE_TOPIC
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.results import PutResult, PutStatus
+from ledgermq.store.timer.intercept import TIMER_PROPERTIES, Interception, intercept
+from ledgermq.store.timer.settings import TimerSettings
 
 Encoded = tuple[list[EncodedMessage], str, int, bool]  # records, topic, queue id, wait for the flush
 
 
-def encode_message(msg: MessageInput, store_host: Host, delay_levels_ms: list[int]) -> Encoded | PutResult:
+def encode_message(
+    msg: MessageInput,
+    store_host: Host,
+    delay_levels_ms: list[int],
+    timer: TimerSettings | None = None,
+    now_ms: int = 0,
+) -> Encoded | PutResult:
     """The stored record of ``msg`` (offsets left open), where it goes and whether the
-    sender waits: a delayed message is rewritten to SCHEDULE_TOPIC_XXXX here. A refusal
-    comes back as a PutResult. Shared by native puts and DLedger mode's proposals."""
+    sender waits: a timer message is rewritten to rmq_sys_wheel_timer (``timer`` given),
+    a delayed one to SCHEDULE_TOPIC_XXXX here. A refusal comes back as a PutResult.
+    Shared by native puts and DLedger mode's proposals."""
     props = msg.properties
     topic, queue_id = msg.topic, msg.queue_id
     queue_entry = SF.gets_queue_entry(msg.sysflag)
+    if timer is not None and props:
+        decided = intercept(topic, queue_id, props, msg.sysflag, now_ms, timer, delay_levels_ms)
+        if isinstance(decided, PutResult):
+            return decided
+        if isinstance(decided, Interception):
+            topic, queue_id, props = decided.topic, decided.queue_id, decided.properties
     if queue_entry:
         delay = props.get(P.DELAY)
         if delay and delay.isdigit() and int(delay) > 0:
@@ -72,6 +88,8 @@ def encode_batch(batch: BatchInput, store_host: Host) -> Encoded | PutResult:
         for flag, body, props in batch.entries:
             if props.get(P.DELAY, "0") not in ("", "0"):
                 return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batches cannot be delayed")
+            if any(k in props for k in TIMER_PROPERTIES):  # nor timed: never stored undelayed
+                return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="batches cannot hold timer messages")
             wait = wait and props.get(P.WAIT) != "false"
             text = P.encode_properties(props)
             data = M.encode_record(

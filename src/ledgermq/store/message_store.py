@@ -58,6 +58,7 @@ from ledgermq.store.reput import ArrivalListener, DispatchHook, ReputService, Sc
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
 from ledgermq.store.scrub import ScrubService, ScrubSettings
+from ledgermq.store.timer.settings import TimerSettings
 from ledgermq.util.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
         self.store_host = store_host
         self.root = Path(config.root_dir)
         self.delay_levels_ms = config.delay_levels_ms()
+        self.timer = TimerSettings.from_store_config(config)  # timer messages (store/timer/)
         self.lock = StoreLock(self.root)
         # DLedger mode (enableDLegerCommitLog): the commit log is the Raft log; puts are refused
         # here (a permanent write fence, so the native put path pays nothing for the mode).
@@ -355,7 +357,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
     def encode_message(self, msg: MessageInput) -> Encoded | PutResult:
         """The stored record of ``msg`` (store/encoding.py); shared by native puts and
         DLedger mode's proposals."""
-        return encoding.encode_message(msg, self.store_host, self.delay_levels_ms)
+        return encoding.encode_message(msg, self.store_host, self.delay_levels_ms, self.timer, self.clock.wall_ms())
 
     def put_messages(self, batch: BatchInput) -> PutResult:
         """Append a batch contiguously with consecutive queue offsets."""

@@ -22,6 +22,8 @@ class PutStatus(enum.Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
     IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
     """DLedger: a quorum did not acknowledge (the leader lost leadership first); outcome unknown."""
+    WHEEL_TIMER_NOT_ENABLE = "WHEEL_TIMER_NOT_ENABLE"  # a timer message with timerWheelEnable=false
+    WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"  # a malformed or too distant timer
 
 
 @dataclass(slots=True)

@@ -101,6 +101,8 @@ class ControllerRoles:
         app.master_addr = None
         if b.schedule is not None:
             b.schedule.start()
+        if b.timer is not None:  # timers are delivered by the master only (docs/timers.md)
+            b.timer.start()
         app.txn_check.start()
         if app.offset_reconciler is not None:
             app.offset_reconciler.start()
@@ -110,6 +112,8 @@ class ControllerRoles:
         b = app.broker
         if b.schedule is not None:
             await b.schedule.stop()
+        if b.timer is not None:
+            await b.timer.stop()
         await app.txn_check.stop()
         if app.offset_reconciler is not None:
             await app.offset_reconciler.stop()

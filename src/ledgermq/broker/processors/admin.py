@@ -270,6 +270,8 @@ def runtime_info(broker: Broker) -> dict[str, str]:
                 "controllerLeaseValidMillis": str(st["leaseValidMillis"]),
             }
         )
+    if broker.timer is not None:  # RocketMQ 5's timer keys (docs/timers.md)
+        info.update(broker.timer.runtime_info())
     return info
 
 

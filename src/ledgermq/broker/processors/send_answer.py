@@ -36,6 +36,9 @@ STATUS_CODES = {
     PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
     # RocketMQ's DLedgerCommitLog: not FLUSH_SLAVE_TIMEOUT, which clients take as stored.
     PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: ResponseCode.SYSTEM_ERROR,
+    # RocketMQ 5's SendMessageProcessor (timer messages, docs/timers.md)
+    PutStatus.WHEEL_TIMER_MSG_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.WHEEL_TIMER_NOT_ENABLE: ResponseCode.SYSTEM_ERROR,
 }
 
 

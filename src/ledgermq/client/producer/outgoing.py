@@ -102,6 +102,8 @@ def prepare_batch(msgs: Sequence[Message], ids: UniqueIdGenerator, clock: Clock,
                 raise MessageInvalidError(f"a batch must have one topic; {msg.topic!r} differs from {topic!r}")
             if msg.delay_level > 0:
                 raise MessageInvalidError("delayed messages are not supported in a batch")
+            if msg.deliver_at is not None or msg.delay is not None:
+                raise MessageInvalidError("timer messages (deliver_at / delay) are not supported in a batch")
             validate_message_fields(msg, max_message_size)  # the topic is the one checked above
             props = msg.wire_properties()
             if P.UNIQ_KEY not in props:

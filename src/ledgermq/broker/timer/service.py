@@ -1,0 +1,263 @@
+"""The timer service: files timers on every broker, delivers them on the master.
+
+Filing (``start_filing``, every broker, for as long as it runs): every ~100 ms (scaled
+with timerPrecisionMs, as RocketMQ's) the new units of rmq_sys_wheel_timer's queue go
+into the wheel, in a worker thread; every timerFlushIntervalMs the timer log, the wheel
+and the checkpoint are made durable; every 30 s timer-log segments wholly in the past
+are deleted. A follower files only what its master had filed (``adopt``).
+
+Delivery (``start`` / ``stop``, the master only: BrokerApp starts and stops it where it
+starts and stops the delay-level service, so it moves with mastership): once a slot has
+passed, its units' records are read (in the thread) and written to their real topics
+through ``put``, the broker's writer (the store natively, the Raft group in DLedger
+mode), in chunks paced so that sends keep the loop (broker/timer/pacing.py). A unit
+counts as delivered only once ``put`` answered PUT_OK; a refusal or an unknown outcome
+leaves it, to be tried again (half a precision step later): at least once, never lost.
+A record the commit log no longer holds (retention removed it, or a truncation replaced
+it) cannot be delivered: that is logged and counted as ``skipped``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from ledgermq.aio.periodic import Periodic
+from ledgermq.broker.timer.convert import NotATimerRecord, due_message
+from ledgermq.broker.timer.pacing import Pace, PaceSettings
+from ledgermq.clock import Clock
+from ledgermq.errors import RemoteProtocolError
+from ledgermq.protocol import properties as P
+from ledgermq.store.message_input import MessageInput
+from ledgermq.store.message_store import MessageStore
+from ledgermq.store.results import PutResult
+from ledgermq.store.timer.checkpoint import CheckpointData
+from ledgermq.store.timer.intercept import TIMER_TOPIC
+from ledgermq.store.timer.settings import TimerSettings
+from ledgermq.store.timer.timer_store import DueUnit, TimerStore
+from ledgermq.util.latency import LatencyHistogram
+from ledgermq.util.ratelog import limited
+
+log = logging.getLogger(__name__)
+
+Put = Callable[[MessageInput], Awaitable[PutResult]]
+LATENESS_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+FILE_BATCH = 2048
+DUE_BATCH = 256
+CLEAN_INTERVAL_S = 30.0
+RATE_WINDOW_S = 10.0
+
+
+class TimerService:
+    def __init__(
+        self,
+        store: MessageStore,
+        put: Put,
+        clock: Clock,
+        *,
+        settings: TimerSettings | None = None,
+        pace: PaceSettings | None = None,
+        on_written: Callable[[], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.put = put
+        self.clock = clock
+        self.settings = settings or store.timer
+        self.pace_settings = pace or PaceSettings()
+        self.on_written = on_written  # a master's HA: new bytes to stream
+        self.timers = TimerStore(
+            Path(store.config.root_dir), self.settings, lambda: store.queues.get(TIMER_TOPIC, 0), clock
+        )
+        p = self.settings.precision_ms
+        self._filing = Periodic("timer-filing", self._file_round, 0.1 * p / 1000, first_delay=0)
+        self._delivery: asyncio.Task[None] | None = None
+        self._done: list[int] = []  # delivered, not yet reported to the timer store
+        self._opened = False
+        self._last_flush = time.monotonic()
+        self._last_clean = time.monotonic()
+        self.lateness = LatencyHistogram(LATENESS_BUCKETS)  # seconds past the slot's end
+        self.recent_lateness_ms: deque[int] = deque(maxlen=4096)
+        self.delivered = 0
+        self.rolled = 0
+        self.skipped = 0
+        self.put_failures = 0
+        self.loop_failures = 0
+        self._rates: deque[tuple[float, int, int]] = deque()
+
+    # == lifecycle ===================================================================
+    async def open(self) -> None:
+        await asyncio.to_thread(self.timers.open)
+        self._opened = True
+
+    def start_filing(self) -> None:
+        self._filing.start()
+
+    @property
+    def running(self) -> bool:
+        """Delivering (this broker is the master)."""
+        return self._delivery is not None and not self._delivery.done()
+
+    def start(self) -> None:
+        if not self.running:
+            log.info("timer delivery started")
+            self._delivery = asyncio.create_task(self._deliver(), name="timer-delivery")
+
+    async def stop(self) -> None:
+        task, self._delivery = self._delivery, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            log.info("timer delivery stopped")
+        if self._opened:
+            done, self._done = self._done, []
+            await asyncio.to_thread(self.timers.delivered, done)
+            await asyncio.to_thread(self.timers.set_delivering, False)
+            await asyncio.to_thread(self.timers.flush)
+
+    async def close(self) -> None:
+        """Stop delivering and filing, make everything durable, close the files."""
+        await self.stop()
+        await self._filing.stop()
+        if self._opened:
+            await asyncio.to_thread(self.timers.close)
+            self._opened = False
+
+    async def adopt(self, data: CheckpointData) -> None:
+        """A follower takes its master's progress (GET_TIMER_CHECK_POINT)."""
+        await asyncio.to_thread(self.timers.adopt, data)
+
+    def snapshot(self) -> CheckpointData:
+        return self.timers.snapshot()
+
+    # == filing ======================================================================
+    async def _file_round(self) -> None:
+        while await asyncio.to_thread(self.timers.enqueue, FILE_BATCH) >= FILE_BATCH:
+            pass
+        now = time.monotonic()
+        if now - self._last_flush >= self.settings.flush_interval_ms / 1000:
+            self._last_flush = now
+            await asyncio.to_thread(self.timers.flush)
+        if now - self._last_clean >= CLEAN_INTERVAL_S:
+            self._last_clean = now
+            removed = await asyncio.to_thread(self.timers.clean)
+            if removed:
+                log.info("deleted %d timer-log segment(s) whose timers are all delivered", removed)
+        self._sample(now)
+
+    # == delivery ====================================================================
+    async def _deliver(self) -> None:
+        await asyncio.to_thread(self.timers.set_delivering, True)
+        p = self.settings.precision_ms
+        while True:
+            try:
+                now = self.clock.wall_ms()
+                done, self._done = self._done, []
+                batch = await asyncio.to_thread(self._due_batch, now, done)
+                if not batch:
+                    await asyncio.sleep(min(0.5, max(0.005, (self.timers.read_ms + p - now) / 1000)))
+                    continue
+                if not await self._write(batch):
+                    await asyncio.sleep(p / 2000)  # refused: the same unit again shortly
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.loop_failures += 1
+                log.exception("timer delivery round failed (failure %d); going on", self.loop_failures)
+                await asyncio.sleep(1.0)
+
+    def _due_batch(self, now_ms: int, done: list[int]) -> list[tuple[DueUnit, MessageInput | None]]:
+        """(worker thread) Report what was delivered, take the next due units, read them."""
+        units = self.timers.due_units(now_ms, DUE_BATCH, done)
+        out: list[tuple[DueUnit, MessageInput | None]] = []
+        for unit in units:
+            record = self.store.commitlog.read(unit.phy, unit.size)
+            msg: MessageInput | None = None
+            if record is None:
+                log.error("timer at commit-log offset %d (%d bytes) is no longer stored; skipped", unit.phy, unit.size)
+            else:
+                try:
+                    msg = due_message(record, unit, now_ms)
+                except (NotATimerRecord, RemoteProtocolError, ValueError) as exc:
+                    log.error("timer at commit-log offset %d cannot be delivered: %s; skipped", unit.phy, exc)
+            out.append((unit, msg))
+        return out
+
+    async def _write(self, batch: list[tuple[DueUnit, MessageInput | None]]) -> bool:
+        """Put each due message in order; False at the first refusal (it stays due)."""
+        pace = Pace(self.pace_settings)
+        p = self.settings.precision_ms
+        chunk = self.pace_settings.chunk
+        for i, (unit, msg) in enumerate(batch, 1):
+            if msg is None:
+                self.skipped += 1
+                self._done.append(unit.pos)
+                continue
+            result = await self.put(msg)
+            if not result.ok:
+                self.put_failures += 1
+                limited.log(
+                    log, logging.WARNING, ("timer put", result.status), "timer delivery to %s refused: %s %s; retrying",
+                    msg.topic, result.status.value, result.remark,
+                )  # fmt: skip
+                return False
+            self._done.append(unit.pos)
+            if unit.roll:
+                self.rolled += 1
+            else:
+                self.delivered += 1
+                out_ms = msg.properties.get(P.TIMER_OUT_MS, "")
+                due_ms = (int(out_ms) if out_ms.isdigit() else unit.slot_ms) + p
+                late_ms = max(0, self.clock.wall_ms() - due_ms)
+                self.lateness.observe(late_ms / 1000)
+                self.recent_lateness_ms.append(late_ms)
+            if i % chunk == 0:
+                if self.on_written is not None:
+                    self.on_written()
+                await pace.end_chunk()
+        if self.on_written is not None:
+            self.on_written()
+        return True
+
+    # == figures =====================================================================
+    def _sample(self, now: float) -> None:
+        self._rates.append((now, self.timers.filed, self.timers.delivered_count))
+        while len(self._rates) > 2 and now - self._rates[0][0] > RATE_WINDOW_S:
+            self._rates.popleft()
+
+    def rates(self) -> tuple[float, float]:
+        """(filed, delivered) per second over the last ~10 s."""
+        if len(self._rates) < 2:
+            return 0.0, 0.0
+        (t0, f0, d0), (t1, f1, d1) = self._rates[0], self._rates[-1]
+        span = max(t1 - t0, 1e-6)
+        return (f1 - f0) / span, (d1 - d0) / span
+
+    def lateness_percentile_ms(self, q: float) -> int:
+        """The ``q`` quantile of the last 4096 deliveries' lateness, in ms (0 with none)."""
+        values = sorted(self.recent_lateness_ms)
+        if not values:
+            return 0
+        return values[min(len(values) - 1, int(q * len(values)))]
+
+    def runtime_info(self) -> dict[str, str]:
+        """RocketMQ 5's brokerStatus timer keys, and ledgermq's own (timerPending...)."""
+        progress = self.timers.progress()
+        filed_tps, delivered_tps = self.rates()
+        behind_s = max(0, (self.clock.wall_ms() - progress.read_ms) // 1000) if self.running else 0
+        offset_behind = max(0, progress.queue_max - progress.queue_offset)
+        return {
+            "timerReadBehind": str(behind_s),
+            "timerOffsetBehind": str(offset_behind),
+            "timerCongestNum": str(progress.pending),
+            "timerEnqueueTps": f"{filed_tps:.1f}",
+            "timerDequeueTps": f"{delivered_tps:.1f}",
+            "timerPending": str(progress.pending + offset_behind),
+            "timerDelivered": str(self.delivered),
+            "timerSkipped": str(self.skipped + self.timers.unreadable),
+            "timerLatenessP50Ms": str(self.lateness_percentile_ms(0.5)),
+            "timerLatenessP99Ms": str(self.lateness_percentile_ms(0.99)),
+        }

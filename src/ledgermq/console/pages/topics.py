@@ -23,12 +23,18 @@ routes = web.RouteTableDef()
 PERMS = {"6": "read + write", "4": "read only", "2": "write only", "0": "none"}
 
 
-def topic_kind(name: str) -> str:
+# Topics every RocketMQ broker creates for itself (besides the prefixed ones), as the
+# dashboard's "system topic" filter knows them; a broker also makes one named after its
+# cluster and one after its broker name.
+SYSTEM_TOPICS = frozenset({"SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "BenchmarkTest", "TBW102"})
+
+
+def topic_kind(name: str, own_names: frozenset[str] = frozenset()) -> str:
     if name.startswith("%RETRY%"):
         return "retry"
     if name.startswith("%DLQ%"):
         return "DLQ"
-    if name.startswith(ops.SYSTEM_TOPIC_PREFIXES):
+    if name.startswith(ops.SYSTEM_TOPIC_PREFIXES) or name in SYSTEM_TOPICS or name in own_names:
         return "system"
     return "normal"
 
@@ -40,10 +46,12 @@ async def _list_context(console: Console, request: web.Request) -> dict[str, Any
         console.answers.get("topics", console.admin.topic_list),
         console.answers.get("cluster_info", console.admin.cluster_info),
     )
+    own = frozenset(info.cluster_addr_table) | frozenset(info.broker_addr_table)
+    kinds = [(t, topic_kind(t, own)) for t in topics]
     rows = [
-        (t, topic_kind(t))
-        for t in topics
-        if (show_system or topic_kind(t) == "normal") and (not query or query.lower() in t.lower())
+        (t, kind)
+        for t, kind in kinds
+        if (show_system or kind == "normal") and (not query or query.lower() in t.lower())
     ]
     return {"rows": rows, "q": query, "show_system": show_system, "clusters": sorted(info.cluster_addr_table)}
 

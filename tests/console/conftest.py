@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -56,3 +55,4 @@ def problems(chromium: Browser) -> Iterator[list[str]]:
     """The page errors of this test (cleared before it)."""
     chromium.problems.clear()
     yield chromium.problems.errors
+    chromium.close_pages()

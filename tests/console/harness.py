@@ -97,13 +97,21 @@ class Browser:
             viewport={"width": 1280, "height": 900},
         )
         self.context.set_default_timeout(10_000)
+        self.pages: list[Any] = []
 
     def page(self) -> Any:
         page = self.context.new_page()
+        self.pages.append(page)
         page.on("console", lambda m: m.type == "error" and self.problems.errors.append(f"{page.url}: {m.text}"))
         page.on("pageerror", lambda e: self.problems.errors.append(f"{page.url}: uncaught {e}"))
         page.on("dialog", lambda d: d.accept())  # the delete confirmations
         return page
+
+    def close_pages(self) -> None:
+        """Pages left open keep refreshing; each test starts with none."""
+        for page in self.pages:
+            page.close()
+        self.pages.clear()
 
     def shoot(self, page: Any, name: str) -> Path:
         path = self.shots_dir / f"{name}.png"

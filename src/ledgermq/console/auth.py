@@ -26,7 +26,7 @@ from aiohttp import web
 from ledgermq.console.settings import is_loopback
 from ledgermq.console.users import ANONYMOUS, User
 
-COOKIE = "ledgermq_console"
+COOKIE = "ledgermq_console"  # + the port: cookies are per host, not per port, and two consoles may share a host
 CSRF_FIELD = "_csrf"
 OPEN_PATHS = ("/static/", "/login", "/healthz")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -74,8 +74,12 @@ class Sessions:
         self._by_token.pop(session.token, None)
 
 
-def set_cookie(response: web.StreamResponse, session: Session) -> None:
-    response.set_cookie(COOKIE, session.token, httponly=True, samesite="Strict", path="/")
+def cookie_name(request: web.Request) -> str:
+    return f"{COOKIE}_{request.url.port or 0}"
+
+
+def set_cookie(request: web.Request, response: web.StreamResponse, session: Session) -> None:
+    response.set_cookie(cookie_name(request), session.token, httponly=True, samesite="Strict", path="/")
 
 
 def _host_allowed(host_header: str, served_host: str) -> bool:
@@ -117,7 +121,7 @@ def auth_middleware(
             raise Forbidden(f"this console answers only to {served_host}, not to Host {request.host!r}")
         if request.path.startswith("/static/") or request.path == "/healthz":
             return await handler(request)
-        session = sessions.get(request.cookies.get(COOKIE))
+        session = sessions.get(request.cookies.get(cookie_name(request)))
         fresh = session is None
         if session is None:
             session = sessions.new(None if login_required else ANONYMOUS)
@@ -132,7 +136,7 @@ def auth_middleware(
         if session.user is None and not request.path.startswith("/login"):
             if request.method in ("GET", "HEAD"):
                 target = web.HTTPSeeOther(f"/login?next={quote(request.path_qs, safe='')}")
-                set_cookie(target, session)
+                set_cookie(request, target, session)
                 raise target
             raise Forbidden("log in first")
         if (
@@ -144,7 +148,7 @@ def auth_middleware(
             raise Forbidden(f"user {session.user.name} is read-only: changes need an admin user")
         response = await handler(request)
         if fresh:
-            set_cookie(response, request["session"])
+            set_cookie(request, response, request["session"])
         return response
 
     return middleware

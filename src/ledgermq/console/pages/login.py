@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from ledgermq.console.app import console_of
-from ledgermq.console.auth import set_cookie
+from ledgermq.console.auth import cookie_name, set_cookie
 from ledgermq.console.pages.forms import posted, text
 from ledgermq.console.render import render
 from ledgermq.console.users import check_password
@@ -54,7 +54,7 @@ async def login(request: web.Request) -> web.StreamResponse:
     session = console.sessions.new(user)  # a new token: a session fixed before login is worthless
     request["session"] = session
     response = web.HTTPSeeOther(target)
-    set_cookie(response, session)
+    set_cookie(request, response, session)
     raise response
 
 
@@ -62,5 +62,5 @@ async def login(request: web.Request) -> web.StreamResponse:
 async def logout(request: web.Request) -> web.StreamResponse:
     console_of(request).sessions.drop(request["session"])
     response = web.HTTPSeeOther("/login" if console_of(request).settings.login_required else "/cluster")
-    response.del_cookie("ledgermq_console", path="/")
+    response.del_cookie(cookie_name(request), path="/")
     raise response

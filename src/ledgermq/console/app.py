@@ -76,7 +76,13 @@ def build_app(settings: ConsoleSettings, *, sample_trends: bool = True) -> web.A
 
     console = Console(settings)
     app = web.Application(
-        middlewares=[error_middleware, auth_middleware(console.sessions, settings.login_required, settings.host)],
+        # error pages outside (the auth middleware's own refusals) and inside (a handler's failures
+        # become pages before the auth middleware adds a new session's cookie to them)
+        middlewares=[
+            error_middleware,
+            auth_middleware(console.sessions, settings.login_required, settings.host),
+            error_middleware,
+        ],
         client_max_size=2 * 1024 * 1024,  # a test message's body and its form
     )
     app[CONSOLE_KEY] = console

@@ -18,6 +18,7 @@ import ipaddress
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -38,6 +39,18 @@ class Session:
     user: User | None  # None: not logged in yet (the login form's session)
     expires_at: float
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+
+
+# The session of the request being handled: aiohttp runs each request in its own task, so the
+# value the middleware sets is what that request's handler and templates see.
+CURRENT_SESSION: ContextVar[Session | None] = ContextVar("console_session", default=None)
+
+
+def current_session() -> Session:
+    session = CURRENT_SESSION.get()
+    if session is None:
+        raise RuntimeError("no console session: the auth middleware did not run")
+    return session
 
 
 class Sessions:
@@ -125,7 +138,7 @@ def auth_middleware(
         fresh = session is None
         if session is None:
             session = sessions.new(None if login_required else ANONYMOUS)
-        request["session"] = session
+        CURRENT_SESSION.set(session)
         if request.method not in ("GET", "HEAD", "OPTIONS"):
             form = await request.post()
             token = form.get(CSRF_FIELD)
@@ -148,7 +161,7 @@ def auth_middleware(
             raise Forbidden(f"user {session.user.name} is read-only: changes need an admin user")
         response = await handler(request)
         if fresh:
-            set_cookie(request, response, request["session"])
+            set_cookie(request, response, current_session())
         return response
 
     return middleware

@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from ledgermq.console.auth import CSRF_FIELD, Forbidden
+from ledgermq.console.auth import CSRF_FIELD, CURRENT_SESSION, Forbidden
 from ledgermq.errors import LedgerError
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def render(request: web.Request, template: str, *, status: int = 200, **context:
     """A page (or fragment) with what every template may use: the user, the CSRF token, the
     refresh period and which navigation entry is active."""
     env = request.app[TEMPLATES_KEY]
-    session = request.get("session")
+    session = CURRENT_SESSION.get()
     user = session.user if session is not None else None
     base = {
         "user": user,

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from ledgermq.console.app import console_of
-from ledgermq.console.auth import cookie_name, set_cookie
+from ledgermq.console.auth import CURRENT_SESSION, cookie_name, current_session, set_cookie
 from ledgermq.console.pages.forms import posted, text
 from ledgermq.console.render import render
 from ledgermq.console.users import check_password
@@ -50,9 +50,9 @@ async def login(request: web.Request) -> web.StreamResponse:
     user = check_password(console.users, text(form, "username"), str(form.get("password") or ""))
     if user is None:
         return render(request, "login.html", status=401, next=target, error="wrong user name or password")
-    console.sessions.drop(request["session"])
+    console.sessions.drop(current_session())
     session = console.sessions.new(user)  # a new token: a session fixed before login is worthless
-    request["session"] = session
+    CURRENT_SESSION.set(session)
     response = web.HTTPSeeOther(target)
     set_cookie(request, response, session)
     raise response
@@ -60,7 +60,7 @@ async def login(request: web.Request) -> web.StreamResponse:
 
 @routes.post("/logout")
 async def logout(request: web.Request) -> web.StreamResponse:
-    console_of(request).sessions.drop(request["session"])
+    console_of(request).sessions.drop(current_session())
     response = web.HTTPSeeOther("/login" if console_of(request).settings.login_required else "/cluster")
     response.del_cookie(cookie_name(request), path="/")
     raise response

@@ -2,24 +2,38 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two installs: what running a cluster and the console needs (`make run`: the package and its
+# run-time dependencies only, no test tools and no PySpark), and everything else on top of it
+# (`make install`, `make test`: the test and Spark extras).
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
-# The Spark tests need a Java runtime (17 or 21); installed with apt-get when missing.
+# The Spark tests need a Java runtime (17 or 21), the console's browser tests Debian's
+# chromium (driven by Playwright; never `playwright install`); apt-get installs them when missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install java test run lint bench chaos chaos-rot soak example-spark clean
+.PHONY: install install-run java chromium test run lint bench chaos chaos-rot soak example-spark clean
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/pip install --quiet -e '.[test,spark]'
 	touch $(STAMP)
+
+install-run: $(RUN_STAMP)
 
 install: $(STAMP)
 
 java:
 	@command -v java >/dev/null 2>&1 || ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends openjdk-17-jre-headless)
 
-test: $(STAMP) java
+chromium:
+	@[ -x /usr/bin/chromium ] || ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium)
+
+test: $(STAMP) java chromium
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
@@ -33,7 +47,8 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 
-run: $(STAMP)
+# A name server, a master and a slave, and the web console (its URL in the banner).
+run: $(RUN_STAMP)
 	$(BIN)/ledgermq cluster up --data ./data
 
 bench: $(STAMP)

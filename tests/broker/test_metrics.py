@@ -68,9 +68,9 @@ async def _until(cond: object, timeout: float, what: str) -> None:
 async def _get(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str], str]:
     reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
     try:
-        writer.write(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        writer.write(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
         await writer.drain()
-        raw = await asyncio.wait_for(reader.read(), 5)  # the server closes after one answer
+        raw = await asyncio.wait_for(reader.read(), 5)  # the server closes after one answer (Connection: close)
     finally:
         writer.close()
     head, _, body = raw.partition(b"\r\n\r\n")

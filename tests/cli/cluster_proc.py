@@ -20,9 +20,13 @@ from tests.admin.servers import send_message
 
 
 class ClusterUp:
+    """``cluster up`` with ``args``; without the web console unless ``--console-port`` is among them
+    (its default port 8080 may be taken on a shared machine, and these tests are about brokers)."""
+
     def __init__(self, *args: str) -> None:
+        console = () if "--console-port" in args else ("--no-console",)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ledgermq.cli.main", "cluster", "up", *args],
+            [sys.executable, "-m", "ledgermq.cli.main", "cluster", "up", *args, *console],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -47,7 +47,8 @@ def test_cluster_up_dledger_elects_a_master_serves_sends_and_stops_cleanly(tmp_p
     ns = f"127.0.0.1:{ns_port}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "ledgermq.cli.main", "cluster", "up", "--mode", "dledger", "--data", str(tmp_path),
-         "--namesrv-port", str(ns_port), "--dledger-ports", ",".join(map(str, ports)), "--timeout", "30"],
+         "--namesrv-port", str(ns_port), "--dledger-ports", ",".join(map(str, ports)), "--timeout", "30",
+         "--no-console"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

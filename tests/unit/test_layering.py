@@ -162,6 +162,7 @@ LAYER_RANKS: dict[str, int] = {
     "cli": 100,
     "bench": 90,
     "chaos": 90,
+    "console": 85,
     "spark": 80,
     "admin": 70,
     "client": 60,

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import AdminError, AdminResponseError
+from ledgermq.controller.client import ControllerClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
-from ledgermq.protocol.controller_body import EpochEntryCache
+from ledgermq.protocol.controller_body import BrokerReplicasInfo, EpochEntryCache
 
-__all__ = ["broker_epoch_cache", "group_addrs"]
+__all__ = ["broker_epoch_cache", "group_addrs", "sync_state_sets"]
 
 
 async def broker_epoch_cache(client: AdminClient, broker_addr: str) -> EpochEntryCache:
@@ -29,3 +30,10 @@ async def group_addrs(client: AdminClient, broker_name: str | None, cluster_name
         return [addr for _, addr in sorted(data.broker_addrs.items())]
     assert cluster_name is not None
     return info.all_addrs(cluster_name)
+
+
+async def sync_state_sets(controller_addrs: str, broker_names: list[str], timeout: float = 3.0) -> BrokerReplicasInfo:
+    """GET_SYNC_STATE_DATA from the controller leader (found from any of ``controller_addrs``,
+    ``host:port[;host:port]``): each broker group's master, master epoch and SyncStateSet."""
+    async with ControllerClient(controller_addrs, request_timeout=timeout) as ctl:
+        return await ctl.get_sync_state_data(broker_names)

@@ -68,20 +68,21 @@ Renamed or changed labels (no metric was removed): every metric gained ``cluster
 ``broker_id``; ``ledgermq_ha_client_errors`` lost its ``last_error`` label (free text: an
 unbounded label value) in favour of ``ledgermq_ha_client_error_state``.
 
-The HTTP side is a few lines of ``asyncio.start_server``: ``GET /metrics`` answers the
-0.0.4 text format, any other path 404, any other method 405; one request per connection.
+The HTTP side is aiohttp (the server library the web console uses too): ``GET /metrics``
+(and HEAD) answers the 0.0.4 text format, any other path 404, any other method on
+``/metrics`` 405; connections are kept alive as Prometheus likes. A scrape whose collection
+raises answers 500 with the error's one-line text and logs the traceback.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -99,8 +100,7 @@ log = logging.getLogger(__name__)
 # HAService closes such connections with "... is beyond the master's max offset ..." (ha/session.py).
 REFUSED_MARKER = "beyond the master's max offset"
 DIVERGED_MARKER = "ahead of or diverged"
-_REQUEST_TIMEOUT_S = 5.0
-_MAX_REQUEST_HEAD = 16 * 1024
+_STOP_GRACE_S = 2.0
 BASE_LABELS = ["cluster", "broker", "broker_id"]
 
 # ledgermq_ha_client_error_state: the kind of the slave's last HA failure, never its text.
@@ -603,69 +603,48 @@ class BrokerMetrics:
         self.registry.register(self.collector)
         self.host = "127.0.0.1"
         self.port = 0
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[Any]] = set()
+        self._runner: web.AppRunner | None = None
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
     @property
     def serving(self) -> bool:
-        return self._server is not None
+        return self._runner is not None
 
     async def start(self, port: int, host: str = "127.0.0.1") -> None:
-        """Serve ``/metrics`` on ``host:port`` (0 picks a free port; see ``port``)."""
-        if self._server is not None:
+        """Serve ``/metrics`` on ``host:port`` (0 picks a free port; see ``port``); OSError if
+        the port cannot be bound."""
+        if self._runner is not None:
             return
-        self._server = await asyncio.start_server(self._handle, host, port, limit=_MAX_REQUEST_HEAD)
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/{path:.*}", _not_found)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=_STOP_GRACE_S)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
         self.host = host
-        self.port = self._server.sockets[0].getsockname()[1]
+        self.port = int(runner.addresses[0][1])
         log.info("metrics of broker %s on http://%s:%d/metrics", self.broker.config.broker_name, host, self.port)
 
     async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.close()
-        for task in list(self._handlers):
-            task.cancel()
-        if self._handlers:
-            await asyncio.wait(list(self._handlers), timeout=2.0)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), 2.0)
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._handlers.add(task)
+    async def _metrics(self, request: web.Request) -> web.Response:
         try:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _REQUEST_TIMEOUT_S)
-            except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-                return
-            parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
-            if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-                status, ctype, body = "400 Bad Request", "text/plain; charset=utf-8", b"bad request\n"
-            elif parts[0] not in ("GET", "HEAD"):
-                status, ctype, body = "405 Method Not Allowed", "text/plain; charset=utf-8", b"method not allowed\n"
-            elif parts[1].split("?", 1)[0] != "/metrics":
-                status, ctype, body = "404 Not Found", "text/plain; charset=utf-8", b"not found; try /metrics\n"
-            else:
-                try:
-                    status, ctype, body = "200 OK", CONTENT_TYPE_PLAIN_0_0_4, self.render()
-                except Exception as exc:  # a broken figure must not take the endpoint down silently
-                    log.exception("metrics: collecting failed")
-                    status, ctype = "500 Internal Server Error", "text/plain; charset=utf-8"
-                    body = f"collecting metrics failed: {type(exc).__name__}: {exc}\n".encode()
-            header = f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-            writer.write(f"{header}Connection: close\r\n\r\n".encode("latin-1"))
-            if parts and parts[0] != "HEAD":
-                writer.write(body)
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
-        finally:
-            if task is not None:
-                self._handlers.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            body = self.render()
+        except Exception as exc:  # a broken figure must not take the endpoint down silently
+            log.exception("metrics: collecting failed")
+            return web.Response(status=500, text=f"collecting metrics failed: {type(exc).__name__}: {exc}\n")
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    return web.Response(status=404, text="not found; try /metrics\n")

@@ -16,7 +16,9 @@ Ctrl-C / SIGTERM: brokers first, then the name server. The group is either
 
 Every broker serves Prometheus metrics on its listen port + 2 (``--no-metrics`` turns
 them off). Everything listens on ``--host``, metrics included (127.0.0.1: a development cluster
-is not reachable from other machines unless asked).
+is not reachable from other machines unless asked). The web console (``ledgermq console``)
+runs as one more supervised process on ``--console-port``, always on 127.0.0.1 (it has no
+users file here); ``--no-console`` leaves it out. Its URL is in the banner.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 import click
 
 from ledgermq.cli.cluster.banner import BrokerLine, print_banner
+from ledgermq.cli.cluster.console import CONSOLE_HOST, wait_console
 from ledgermq.cli.cluster.ports import PlannedPort, PortProblem, check_ports
 from ledgermq.cli.cluster.supervisor import MemberSpec, StartupFailed, Supervisor
 
@@ -131,6 +134,8 @@ def cluster() -> None:
 )
 @click.option("--dledger-ports", default=None, help="dledger mode: the three brokers' listen ports, p0,p1,p2")
 @click.option("--metrics/--no-metrics", default=True, show_default=True, help="metrics on listen port + 2")
+@click.option("--console-port", default=8080, show_default=True, help="the web console's port (on 127.0.0.1)")
+@click.option("--console/--no-console", "with_console", default=True, show_default=True, help="run the web console")
 @click.option("--timeout", default=60.0, show_default=True, help="seconds to wait for start-up")
 def up(
     data: Path,
@@ -142,6 +147,8 @@ def up(
     mode: str,
     dledger_ports: str | None,
     metrics: bool,
+    console_port: int,
+    with_console: bool,
     timeout: float,
 ) -> None:
     """Start a name server and a broker group (master + slave, or a DLedger group) in the
@@ -206,6 +213,15 @@ def up(
             second = f"HA port {p + 1}" if broker_id == 0 else "replicating"
             lines.append(BrokerLine(f"{GROUP} {role}", f"{host}:{p}", second, url, store, sup.pid_file(spec)))
 
+    console_spec = None
+    if with_console:
+        plan.append(PlannedPort(console_port, "console port", "--console-port / --no-console"))
+        console_spec = MemberSpec(
+            "console",
+            "console",
+            ("console", "-n", ns, "--host", CONSOLE_HOST, "--port", str(console_port)),
+            logs / "console.log",
+        )
     try:
         check_ports(host, plan)
     except PortProblem as exc:
@@ -222,6 +238,8 @@ def up(
                 for s in specs:  # the master first: the slave learns its HA address from the name server
                     if not sup.wait_ready([sup.spawn(s)], timeout, stopping):
                         return
+            if console_spec is not None:
+                wait_console(sup.spawn(console_spec), console_port, timeout, stopping)
         except StartupFailed as exc:
             raise click.ClickException(str(exc)) from None  # the finally below stops the rest
         extra: list[str] = []
@@ -236,6 +254,8 @@ def up(
                 f"  status:   ledgermq admin dledgerStatus -n {ns}",
                 f"  handover: ledgermq admin transferLeader -n {ns} -g {GROUP} -t n1",
             ]
+        if console_spec is not None:
+            extra.append(f"console          http://{CONSOLE_HOST}:{console_port}/   log {console_spec.log}")
         print_banner(_echo, f"{host}:{namesrv_port}", ns, logs, lines, extra)
         sup.run(stopping)
     finally:

@@ -12,6 +12,7 @@ from ledgermq.cli.bench_cmds import bench
 from ledgermq.cli.broker_cmd import broker
 from ledgermq.cli.chaos_cmd import chaos
 from ledgermq.cli.cluster_cmd import cluster
+from ledgermq.cli.console_cmd import console
 from ledgermq.cli.controller_cmd import controller
 from ledgermq.cli.namesrv_cmd import namesrv
 from ledgermq.cli.store_cmds import store
@@ -36,6 +37,7 @@ cli.add_command(broker)
 cli.add_command(cluster)
 cli.add_command(admin)
 cli.add_command(chaos)
+cli.add_command(console)
 
 
 def main() -> None:

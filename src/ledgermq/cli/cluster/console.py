@@ -1,0 +1,38 @@
+"""The web console as a member of ``cluster up``: where it listens and when it is ready
+(it answers HTTP on its port), so the banner names a URL that works."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from ledgermq.cli.cluster.supervisor import POLL_S, Member, StartupFailed, log_cause
+
+CONSOLE_HOST = "127.0.0.1"  # no users file in a development cluster: never reachable from elsewhere
+
+
+def console_answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{CONSOLE_HOST}:{port}/healthz", timeout=1.0) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def wait_console(member: Member, port: int, timeout: float, stopping: Callable[[], bool]) -> None:
+    """Until the console answers; StartupFailed (with its log's reason) if it exits or the
+    timeout passes."""
+    deadline = time.monotonic() + timeout
+    while not stopping():
+        assert member.proc is not None
+        if member.proc.poll() is not None:
+            cause = log_cause(member) or "(its log is empty)"
+            raise StartupFailed(f"the console exited with {member.proc.returncode} (log {member.spec.log}): {cause}")
+        if console_answers(port):
+            member.ready = True
+            return
+        if time.monotonic() > deadline:
+            raise StartupFailed(f"the console is not serving after {timeout:.0f} s; see {member.spec.log}")
+        time.sleep(POLL_S)

@@ -1,0 +1,58 @@
+"""One name server, one broker and two consoles (one without login, one with a users file)
+as real processes, and one Chromium, shared by the browser tests of a module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from tests.compat.cluster import Cluster
+from tests.console.harness import Browser, ConsoleProcess, browser
+
+USERS = "# rocketmq-dashboard's format\nadmin=admin-pw,1\nviewer=viewer-pw\n"
+
+
+@dataclass
+class ConsoleCluster:
+    cluster: Cluster
+    console: ConsoleProcess  # no users file: anyone on this machine is an admin
+    guarded: ConsoleProcess  # a users file: admin and a read-only viewer
+
+    @property
+    def ns(self) -> str:
+        return self.cluster.namesrv_addr
+
+
+@pytest.fixture(scope="module")
+def console_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleCluster]:
+    root = tmp_path_factory.mktemp("console-cluster")
+    cluster = Cluster(root / "cluster", "broker-a", autoCreateTopicEnable="true")
+    users = root / "users.properties"
+    users.write_text(USERS)
+    console = ConsoleProcess(root, cluster.namesrv_addr, "--refresh-ms", "1000")
+    guarded = ConsoleProcess(root, cluster.namesrv_addr, "--users-file", str(users), name="guarded-console")
+    try:
+        cluster.start()
+        console.start()
+        guarded.start()
+        yield ConsoleCluster(cluster, console, guarded)
+    finally:
+        guarded.close()
+        console.close()
+        cluster.close()
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    with browser(tmp_path_factory.mktemp("shots")) as b:
+        yield b
+
+
+@pytest.fixture
+def problems(chromium: Browser) -> Iterator[list[str]]:
+    """The page errors of this test (cleared before it)."""
+    chromium.problems.clear()
+    yield chromium.problems.errors
+    chromium.close_pages()

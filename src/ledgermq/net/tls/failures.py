@@ -15,24 +15,27 @@ NO_CLIENT_CERT = "no-client-cert"
 CERT_REFUSED_BY_PEER = "refused-by-peer"
 PLAIN_ON_ENFORCING = "plain-on-enforcing"
 TIMEOUT = "timeout"
+PEER_CLOSED = "peer-closed"
 OTHER = "other"
 
 # OpenSSL's X509_V_ERR_* codes that mean "not signed by anyone we trust"
 _UNTRUSTED_CODES = frozenset({2, 18, 19, 20, 21, 27, 28, 30})
 _EXPIRED_CODES = frozenset({9, 10})  # not yet valid, expired
-_HOSTNAME_MISMATCH = 62
+_HOST_MISMATCH = frozenset({62, 64})  # hostname, IP address
 
 
 def classify(exc: BaseException) -> tuple[str, str]:
     """(reason, sentence) for a failed handshake."""
     if isinstance(exc, TimeoutError):
         return TIMEOUT, "no TLS handshake within the timeout"
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)):
+        return PEER_CLOSED, "it closed the connection during the handshake (did it refuse our certificate?)"
     if isinstance(exc, ssl.SSLCertVerificationError):
         code = exc.verify_code
         detail = exc.verify_message or str(exc)
         if code in _EXPIRED_CODES:
             return EXPIRED, f"its certificate is expired or not yet valid ({detail})"
-        if code == _HOSTNAME_MISMATCH:
+        if code in _HOST_MISMATCH:
             return WRONG_HOST, f"its certificate is for another host ({detail})"
         if code in _UNTRUSTED_CODES:
             return UNTRUSTED, f"its certificate is not signed by a trusted CA ({detail})"

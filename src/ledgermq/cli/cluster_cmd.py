@@ -15,7 +15,9 @@ Ctrl-C / SIGTERM: brokers first, then the name server. The group is either
   name server lists it as master.
 
 Every broker serves Prometheus metrics on its listen port + 2 (``--no-metrics`` turns
-them off). Everything listens on ``--host``, metrics included (127.0.0.1: a development cluster
+them off). ``--tls`` makes a throw-away CA under <data>/tls and runs every server in
+enforcing mode with mutual TLS: client ports, HA and Raft links, registration (docs/tls.md).
+Everything listens on ``--host``, metrics included (127.0.0.1: a development cluster
 is not reachable from other machines unless asked).
 """
 
@@ -32,6 +34,7 @@ import click
 from ledgermq.cli.cluster.banner import BrokerLine, print_banner
 from ledgermq.cli.cluster.ports import PlannedPort, PortProblem, check_ports
 from ledgermq.cli.cluster.supervisor import MemberSpec, StartupFailed, Supervisor
+from ledgermq.cli.cluster.tls import make_cluster_tls
 
 DLEDGER_IDS = ("n0", "n1", "n2")
 GROUP = "broker-a"
@@ -132,6 +135,7 @@ def cluster() -> None:
 @click.option("--dledger-ports", default=None, help="dledger mode: the three brokers' listen ports, p0,p1,p2")
 @click.option("--metrics/--no-metrics", default=True, show_default=True, help="metrics on listen port + 2")
 @click.option("--timeout", default=60.0, show_default=True, help="seconds to wait for start-up")
+@click.option("--tls", is_flag=True, help="TLS on every link (enforcing, mutual) with a throw-away CA under <data>/tls")
 def up(
     data: Path,
     host: str,
@@ -143,24 +147,27 @@ def up(
     dledger_ports: str | None,
     metrics: bool,
     timeout: float,
+    tls: bool,
 ) -> None:
     """Start a name server and a broker group (master + slave, or a DLedger group) in the
     foreground, restart what dies; Ctrl-C stops them."""
     data = data.resolve()
     ns = f"{advertised(host)}:{namesrv_port}"
-    sup = Supervisor(ns, data / "run", _echo)
-    logs = data / "logs"
-    plan = [PlannedPort(namesrv_port, "name server port", "--namesrv-port")]
-    ns_spec = MemberSpec(
-        "namesrv",
-        "name server",
-        ("namesrv", "--host", host, "-p", str(namesrv_port), "--kv-config", str(data / "namesrv" / "kvConfig.json")),
-        logs / "namesrv.log",
-    )
-    specs: list[MemberSpec] = []
-    lines: list[BrokerLine] = []
     conf_dir = data / "conf"
     conf_dir.mkdir(parents=True, exist_ok=True)
+    cluster_tls = make_cluster_tls(data / "tls", (advertised(host), "localhost")) if tls else None
+    tls_keys = cluster_tls.server_keys() if cluster_tls is not None else ""
+    sup = Supervisor(ns, data / "run", _echo, tls=cluster_tls.client_options() if cluster_tls is not None else None)
+    logs = data / "logs"
+    plan = [PlannedPort(namesrv_port, "name server port", "--namesrv-port")]
+    kv_config = str(data / "namesrv" / "kvConfig.json")
+    ns_args: tuple[str, ...] = ("namesrv", "--host", host, "-p", str(namesrv_port), "--kv-config", kv_config)
+    if cluster_tls is not None:
+        (conf_dir / "namesrv.properties").write_text(tls_keys)
+        ns_args += ("-c", str(conf_dir / "namesrv.properties"))
+    ns_spec = MemberSpec("namesrv", "name server", ns_args, logs / "namesrv.log")
+    specs: list[MemberSpec] = []
+    lines: list[BrokerLine] = []
 
     def metrics_of(port: int) -> int:
         return port + METRICS_OFFSET if metrics else 0
@@ -183,7 +190,7 @@ def up(
             url = add_metrics(p, who, option + " / --no-metrics")
             store = data / f"{GROUP}-{n}"
             conf = conf_dir / f"{GROUP}-{n}.properties"
-            conf.write_text(dledger_properties(n, p, ns, store, peers, host, metrics_of(p)))
+            conf.write_text(dledger_properties(n, p, ns, store, peers, host, metrics_of(p)) + tls_keys)
             spec = MemberSpec(f"{GROUP}-{n}", who, ("broker", "-c", str(conf)), logs / f"{GROUP}-{n}.log", f"{adv}:{p}")
             specs.append(spec)
             lines.append(BrokerLine(who, f"{host}:{p}", f"raft port {p + 1}", url, store, sup.pid_file(spec)))
@@ -199,7 +206,7 @@ def up(
             url = add_metrics(p, who, option + " / --no-metrics")
             store = data / name
             conf = conf_dir / f"{name}.properties"
-            conf.write_text(broker_properties(GROUP, p, ns, store, broker_id, host, metrics_of(p)))
+            conf.write_text(broker_properties(GROUP, p, ns, store, broker_id, host, metrics_of(p)) + tls_keys)
             addr = f"{advertised(host)}:{p}"
             spec = MemberSpec(name, who, ("broker", "-c", str(conf)), logs / f"{name}.log", addr, broker_id)
             specs.append(spec)
@@ -236,6 +243,8 @@ def up(
                 f"  status:   ledgermq admin dledgerStatus -n {ns}",
                 f"  handover: ledgermq admin transferLeader -n {ns} -g {GROUP} -t n1",
             ]
+        if cluster_tls is not None:
+            extra.append(cluster_tls.admin_hint(ns))
         print_banner(_echo, f"{host}:{namesrv_port}", ns, logs, lines, extra)
         sup.run(stopping)
     finally:

@@ -96,13 +96,12 @@ class RemotingClient:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
             # coincides with the connection completing (and leave that connection open).
             async with asyncio.timeout(self.connect_timeout):
+                conn = Connection(self.on_request, max_frame_size=self.max_frame_size)
                 if tls is None:
-                    _transport, conn = await loop.create_connection(
-                        lambda: Connection(self.on_request, max_frame_size=self.max_frame_size), host, port
-                    )
-                else:
-                    _transport, conn = await loop.create_connection(
-                        lambda: Connection(self.on_request, max_frame_size=self.max_frame_size),
+                    await loop.create_connection(lambda: conn, host, port)
+                else:  # the protocol made here: uvloop hands back its own SSL protocol for TLS transports
+                    await loop.create_connection(
+                        lambda: conn,
                         host,
                         port,
                         ssl=tls.contexts.get(),

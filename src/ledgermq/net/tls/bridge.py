@@ -94,7 +94,8 @@ async def _bridge(outer: _Pump, loop: asyncio.AbstractEventLoop) -> socket.socke
     try:
         ours.setblocking(False)
         theirs.setblocking(False)
-        _, inner = await loop.connect_accepted_socket(_Pump, ours)
+        inner = _Pump()  # made here: uvloop returns its own SSL protocol, not ours, for TLS transports
+        await loop.connect_accepted_socket(lambda: inner, ours)
     except BaseException:
         ours.close()
         theirs.close()
@@ -131,9 +132,10 @@ async def secure_accepted(sock: socket.socket, peer: str, port_name: str) -> soc
                 return None
             COUNTERS.connected(INBOUND, PLAIN)
             return sock
+        outer = _Pump()
         try:
-            _, outer = await loop.connect_accepted_socket(
-                _Pump, sock, ssl=tls.contexts.get(), ssl_handshake_timeout=tls.handshake_timeout
+            await loop.connect_accepted_socket(
+                lambda: outer, sock, ssl=tls.contexts.get(), ssl_handshake_timeout=tls.handshake_timeout
             )
         except (OSError, TimeoutError) as exc:
             reason, sentence = classify(exc)
@@ -141,9 +143,13 @@ async def secure_accepted(sock: socket.socket, peer: str, port_name: str) -> soc
             return None
         COUNTERS.connected(INBOUND, TLS)
         return await _bridge(outer, loop)
-    except BaseException:
+    except asyncio.CancelledError:
         sock.close()
         raise
+    except Exception:  # never die silently: this connection is lost, the HA port keeps serving
+        log.exception("%s: could not secure the connection from %s", port_name, peer)
+        sock.close()
+        return None
 
 
 async def secure_connected(sock: socket.socket, host: str, peer: str) -> socket.socket:
@@ -155,9 +161,14 @@ async def secure_connected(sock: socket.socket, host: str, peer: str) -> socket.
     if tls is None:
         return sock
     loop = asyncio.get_running_loop()
+    outer = _Pump()
     try:
-        _, outer = await loop.create_connection(
-            _Pump, sock=sock, ssl=tls.contexts.get(), server_hostname=host, ssl_handshake_timeout=tls.handshake_timeout
+        await loop.create_connection(
+            lambda: outer,
+            sock=sock,
+            ssl=tls.contexts.get(),
+            server_hostname=host,
+            ssl_handshake_timeout=tls.handshake_timeout,
         )
     except (OSError, TimeoutError) as exc:
         sock.close()

@@ -75,6 +75,15 @@ class DevCA:
             .sign(self._key, hashes.SHA256())
         )
 
+    @classmethod
+    def load(cls, cert_path: Path, key_path: Path) -> DevCA:
+        """The CA ``write`` saved, to issue more certificates (tests: an expired one)."""
+        x509, _hashes, ser, _ec, _eku, _name = _crypto()
+        ca = cls.__new__(cls)
+        ca.cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        ca._key = ser.load_pem_private_key(key_path.read_bytes(), password=None)
+        return ca
+
     def write(self, cert_path: Path, key_path: Path) -> Issued:
         _write_pair(self.cert, self._key, cert_path, key_path)
         return Issued(cert_path, key_path)

@@ -55,7 +55,8 @@ from ledgermq.admin.model import (
 )
 from ledgermq.client.errors import MQConnectError
 from ledgermq.client.instance.namesrv_client import NameServerClient
-from ledgermq.client.tls import TlsOptions, client_tls
+from ledgermq.client.instance.tls import client_tls
+from ledgermq.client.tls import TlsOptions
 from ledgermq.errors import ProtocolError
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError

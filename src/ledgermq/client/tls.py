@@ -4,8 +4,8 @@
 name; ``TlsOptions`` names a CA file (``trust_cert_path``), a client certificate for
 servers that require one (mutual TLS), or turns the server check off
 (``auth_server=False``, RocketMQ Java's default: encrypted, but anyone may answer).
-Pure settings: the files are read when the client instance is made, and re-read when they
-change (net/tls/contexts.py).
+Pure settings: the files are read when the client instance is made
+(``client/instance/tls.py``), and re-read when they change (net/tls/contexts.py).
 """
 
 from __future__ import annotations
@@ -13,9 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ledgermq.client.errors import MQClientError
-from ledgermq.errors import ConfigError
-from ledgermq.net.tls.profile import ClientTls
-from ledgermq.net.tls.settings import TlsSettings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,30 +28,8 @@ class TlsOptions:
         if bool(self.cert_path) != bool(self.key_path):
             raise MQClientError("TlsOptions: cert_path and key_path go together")
 
-    def settings(self) -> TlsSettings:
-        return TlsSettings(
-            enable=True,
-            test_mode=False,
-            client_trust_cert_path=self.trust_cert_path,
-            client_cert_path=self.cert_path,
-            client_key_path=self.key_path,
-            client_key_password=self.key_password,
-            client_auth_server=self.auth_server,
-            client_verify_hostname=self.verify_hostname,
-        )
-
 
 def check_tls_options(use_tls: bool, tls: TlsOptions | None) -> None:
     """Nothing accepted silently: certificates given with TLS off are an error."""
     if tls is not None and not use_tls:
         raise MQClientError("tls options given but use_tls is False")
-
-
-def client_tls(use_tls: bool, tls: TlsOptions | None) -> ClientTls | None:
-    """The remoting client's TLS (None: plain); a file that does not load raises MQClientError."""
-    if not use_tls:
-        return None
-    try:
-        return ClientTls.from_settings((tls or TlsOptions()).settings())
-    except ConfigError as exc:
-        raise MQClientError(f"TLS: {exc}") from exc

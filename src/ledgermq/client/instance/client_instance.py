@@ -43,7 +43,8 @@ from ledgermq.client.errors import ClientStateError, MQClientError
 from ledgermq.client.instance.namesrv import split_namesrv_addrs
 from ledgermq.client.instance.pull_api import PullAPI
 from ledgermq.client.instance.routes import POLL_NAMESRV_INTERVAL, NameServerClient, RouteCache
-from ledgermq.client.tls import TlsOptions, check_tls_options, client_tls
+from ledgermq.client.instance.tls import client_tls
+from ledgermq.client.tls import TlsOptions, check_tls_options
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import Connection, ConnectionClosedError, RequestTimeoutError

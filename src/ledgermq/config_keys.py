@@ -1,16 +1,17 @@
 """What brokers and name servers do with RocketMQ config keys they do not read.
 
 RocketMQ broker.conf files carry many keys that size Java thread pools or tune the JVM's
-write path. Each key ledgermq reads is a field of BrokerConfig, StoreConfig or HAConfig;
+write path. Each key ledgermq reads is a field of BrokerConfig, StoreConfig, HAConfig or
+TlsSettings (the ``tls.*`` keys and ``useTLS``, net/tls/settings.py);
 every other key falls into one of three groups, so none is ever silently accepted:
 
 * **no effect** (``NO_EFFECT``): the key tunes machinery ledgermq does not have (thread
   pools, off-heap write buffers, page-cache locks). Ignoring it weakens nothing the user
   asked for, so start-up logs one warning per key with the reason.
 * **refused** (``REFUSED``): the key asks for a guarantee or a service ledgermq does not
-  provide (TLS, filter servers, an address server). Ignoring it would leave the user
+  provide (filter servers, an address server). Ignoring it would leave the user
   believing something holds that does not, so start-up fails naming the key. A value that
-  asks for nothing (``useTLS=false``) is accepted.
+  asks for nothing (``filterServerNums=0``) is accepted.
 * **unknown**: anything else is warned about as unknown (a typo, or a key of a newer
   RocketMQ), as RocketMQ itself ignores keys it does not know.
 """
@@ -79,13 +80,7 @@ class Refusal:
     reason: str
 
 
-_TLS = "ledgermq speaks plain TCP only; put a TLS terminator in front of it, or leave TLS off"
-
 REFUSED: Mapping[str, Refusal] = {
-    "useTLS": Refusal(_true, _TLS),
-    "tls.enable": Refusal(_true, _TLS),
-    "tls.server.mode": Refusal(lambda v: v.strip().lower() not in ("", "disabled"), _TLS),
-    "tls.test.mode.enable": Refusal(_true, _TLS),
     "filterServerNums": Refusal(
         lambda v: v.strip() not in ("", "0"), "filter servers (class filters) are not supported"
     ),

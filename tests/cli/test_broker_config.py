@@ -77,21 +77,19 @@ def test_dledger_mode_is_refused_until_the_broker_runs_it() -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("useTLS", "true"),
-        ("tls.enable", "true"),
-        ("tls.server.mode", "enforcing"),
         ("filterServerNums", "2"),
         ("fetchNamesrvAddrByAddressServer", "true"),
     ],
 )
 def test_keys_asking_for_what_ledgermq_lacks_are_refused(key: str, value: str) -> None:
-    """Nothing accepted silently: a key whose value asks for TLS or a filter server stops start-up by name."""
+    """Nothing accepted silently: a key whose value asks for a filter server stops start-up by name."""
     with pytest.raises(ConfigError, match=rf"{re.escape(key)}={value} is not supported"):
         load_broker_configs({"brokerName": "b", key: value})
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("useTLS", "false"), ("tls.server.mode", "disabled"), ("filterServerNums", "0")]
+    ("key", "value"),
+    [("useTLS", "false"), ("tls.server.mode", "disabled"), ("tls.enable", "true"), ("filterServerNums", "0")],
 )
 def test_refusable_keys_asking_for_nothing_are_accepted(key: str, value: str, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING"):
@@ -121,9 +119,9 @@ def test_configuration_docs_list_every_refused_and_no_effect_key() -> None:
         assert f"`{k}`" in text, k
 
 
-def test_name_server_refuses_tls_by_name(tmp_path: Path) -> None:
+def test_name_server_refuses_a_bad_tls_value_by_name(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.properties"
-    conf.write_text("listenPort=0\nuseTLS=true\n")
+    conf.write_text("listenPort=0\ntls.server.mode=strict\n")
     out = subprocess.run(
         [sys.executable, "-m", "ledgermq.cli.main", "namesrv", "-c", str(conf)],
         capture_output=True,
@@ -132,4 +130,4 @@ def test_name_server_refuses_tls_by_name(tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode != 0
-    assert "useTLS=true is not supported" in out.stderr and "Traceback" not in out.stderr
+    assert "tls.server.mode='strict'" in out.stderr and "Traceback" not in out.stderr

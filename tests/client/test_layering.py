@@ -14,6 +14,7 @@ CLIENT = Path(__file__).resolve().parents[2] / "src" / "ledgermq" / "client"
 PURE = {
     "errors.py",
     "message.py",
+    "tls.py",
     "instance/namesrv.py",
     "instance/publish_info.py",
     "producer/failover.py",

@@ -55,6 +55,8 @@ from ledgermq.admin.model import (
 )
 from ledgermq.client.errors import MQConnectError
 from ledgermq.client.instance.namesrv_client import NameServerClient
+from ledgermq.client.instance.tls import client_tls
+from ledgermq.client.tls import TlsOptions
 from ledgermq.errors import ProtocolError
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
@@ -80,12 +82,15 @@ class AdminClient:
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = 3.0,
         credentials: Credentials | None = None,
+        tls: TlsOptions | None = None,
     ) -> None:
         self.namesrv_addrs = split_namesrv_addrs(namesrv_addrs)
         self.timeout = timeout
         # ACL: every request signed (name servers ignore the fields, brokers check them)
         self.remoting = RemotingClient(
-            connect_timeout=connect_timeout, sign=signer(credentials) if credentials is not None else None
+            connect_timeout=connect_timeout,
+            sign=signer(credentials) if credentials is not None else None,
+            tls=client_tls(tls is not None, tls),  # TLS with these options, else plain
         )
         self._namesrv: NameServerClient | None = None
 

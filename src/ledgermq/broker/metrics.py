@@ -68,6 +68,11 @@ Renamed or changed labels (no metric was removed): every metric gained ``cluster
 ``broker_id``; ``ledgermq_ha_client_errors`` lost its ``last_error`` label (free text: an
 unbounded label value) in favour of ``ledgermq_ha_client_error_state``.
 
+* every broker, TLS (process-wide): ``ledgermq_tls_connections_total`` (``direction`` in|out,
+  ``transport`` tls|plain) and ``ledgermq_tls_handshake_failures_total`` (``direction``,
+  ``reason``: expired, untrusted, wrong-host, no-client-cert, plain-on-enforcing, timeout,
+  peer-closed, refused-by-peer, other); docs/tls.md.
+
 The HTTP side is aiohttp (the server library the web console uses too): ``GET /metrics``
 (and HEAD) answers the 0.0.4 text format, any other path 404, any other method on
 ``/metrics`` 405; connections are kept alive as Prometheus likes. A scrape whose collection
@@ -90,6 +95,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from ledgermq.broker.context import Broker
 from ledgermq.broker.processors.ha_status import ha_runtime_info
 from ledgermq.broker.stats import StatsSettings
+from ledgermq.net.tls.counters import COUNTERS as TLS_COUNTERS
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.raft import Role
 from ledgermq.store.retention import disk_usage_ratio
@@ -264,6 +270,7 @@ class BrokerCollector:
             [(self._base(), store.flush_latency)],
         )
         yield from self._traffic()
+        yield from self._tls()
         yield from self._lag()
         yield from self._requests()
         yield from self._timers()
@@ -279,6 +286,26 @@ class BrokerCollector:
             yield from self._repairs(info)
 
     # -- messages in and out, requests, lag ---------------------------------------------
+    def _tls(self) -> Iterable[Metric]:
+        """Process-wide (net/tls/counters.py): every port and link of this broker process."""
+        conns = self._counter(
+            "ledgermq_tls_connections",
+            "Connections established, by direction (in: accepted, out: made) and transport (tls, plain).",
+            ("direction", "transport"),
+        )
+        for (direction, transport), n in sorted(TLS_COUNTERS.connections.items()):
+            conns.add_metric([*self._base(), direction, transport], n)
+        yield conns
+        failures = self._counter(
+            "ledgermq_tls_handshake_failures",
+            "Connections refused or TLS handshakes failed, by direction and reason (expired, untrusted, "
+            "wrong-host, no-client-cert, plain-on-enforcing, timeout, peer-closed, refused-by-peer, other).",
+            ("direction", "reason"),
+        )
+        for (direction, reason), n in sorted(TLS_COUNTERS.failures.items()):
+            failures.add_metric([*self._base(), direction, reason], n)
+        yield failures
+
     def _traffic(self) -> Iterable[Metric]:
         base = self._base()
         stats = self.broker.stats

@@ -43,11 +43,14 @@ from ledgermq.cli.admin_render import (
     route_table,
     topic_config_string,
 )
+from ledgermq.client.errors import MQClientError
+from ledgermq.client.tls import TlsOptions
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.protocol.route import PERM_READ, PERM_WRITE, TopicConfig
 
 T = TypeVar("T")
+TLS_META = "ledgermq.admin.tls"
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 namesrv_option = click.option(
@@ -78,9 +81,10 @@ def _print(*renderables: RenderableType) -> None:
 def _run(namesrv: str, fn: Callable[[AdminClient], Awaitable[T]]) -> T:
     ctx = click.get_current_context(silent=True)
     credentials = ctx.find_object(Credentials) if ctx is not None else None
+    tls = ctx.meta.get(TLS_META) if ctx is not None else None
 
     async def main() -> T:
-        async with AdminClient(namesrv, credentials=credentials) as client:
+        async with AdminClient(namesrv, credentials=credentials, tls=tls) as client:
             return await fn(client)
 
     try:
@@ -107,8 +111,28 @@ def _run_repeating(namesrv: str, once: Callable[[AdminClient], Awaitable[None]],
 @click.group()
 @click.option("--access-key", envvar="LEDGERMQ_ACCESS_KEY", help="ACL access key (env LEDGERMQ_ACCESS_KEY)")
 @click.option("--secret-key", envvar="LEDGERMQ_SECRET_KEY", help="ACL secret key (env LEDGERMQ_SECRET_KEY)")
+@click.option(
+    "--tls", "use_tls", is_flag=True, envvar="LEDGERMQ_TLS", help="connect over TLS (useTLS; env LEDGERMQ_TLS)"
+)
+@click.option("--tls-trust-cert", envvar="LEDGERMQ_TLS_TRUST_CERT", help="CA file the servers' certificates chain to")
+@click.option("--tls-cert", envvar="LEDGERMQ_TLS_CERT", help="client certificate, for servers that require one")
+@click.option("--tls-key", envvar="LEDGERMQ_TLS_KEY", help="the client certificate's private key")
+@click.option("--tls-key-password", envvar="LEDGERMQ_TLS_KEY_PASSWORD", help="the private key's password")
+@click.option(
+    "--tls-insecure", is_flag=True, help="do not check the servers' certificates (RocketMQ's authServer=false)"
+)
 @click.pass_context
-def admin(ctx: click.Context, access_key: str | None, secret_key: str | None) -> None:
+def admin(
+    ctx: click.Context,
+    access_key: str | None,
+    secret_key: str | None,
+    use_tls: bool,
+    tls_trust_cert: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_key_password: str | None,
+    tls_insecure: bool,
+) -> None:
     """RocketMQ mqadmin commands (updateTopic, deleteTopic, topicList, topicRoute, topicStatus,
     clusterList, brokerStatus, haStatus, getBrokerConfig, updateBrokerConfig, wipeWritePerm,
     addWritePerm, updateSubGroup, deleteSubGroup, consumerProgress, consumerConnection,
@@ -117,11 +141,29 @@ def admin(ctx: click.Context, access_key: str | None, secret_key: str | None) ->
     getSyncStateSet, getBrokerEpoch, electMaster, cleanBrokerMetadata).
 
     With --access-key and --secret-key every request is signed for a broker with aclEnable=true
-    (docs/acl.md); they go before the command: ``ledgermq admin --access-key K --secret-key S topicList``."""
+    (docs/acl.md); they go before the command: ``ledgermq admin --access-key K --secret-key S topicList``.
+    So do the TLS options (docs/tls.md): ``ledgermq admin --tls --tls-trust-cert ca.pem clusterList``."""
     if bool(access_key) != bool(secret_key):
         raise click.UsageError("give both --access-key and --secret-key, or neither")
     if access_key and secret_key:
         ctx.obj = Credentials(access_key, secret_key)
+    given = [
+        n for n, v in (("--tls-trust-cert", tls_trust_cert), ("--tls-cert", tls_cert), ("--tls-key", tls_key)) if v
+    ]
+    if not use_tls:
+        if given or tls_insecure:
+            raise click.UsageError(f"{(given or ['--tls-insecure'])[0]} needs --tls")
+        return
+    try:
+        ctx.meta[TLS_META] = TlsOptions(
+            trust_cert_path=tls_trust_cert or "",
+            cert_path=tls_cert or "",
+            key_path=tls_key or "",
+            key_password=tls_key_password or "",
+            auth_server=not tls_insecure,
+        )
+    except MQClientError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 # -- topics ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.controller_mode.config import ControllerModeConfig, check_roles_in_file
 from ledgermq.broker.dledger import check_settings
 from ledgermq.cli.runtime import read_properties, serve
+from ledgermq.cli.tls_setup import SERVER_TLS_KEYS, install_process_tls
 from ledgermq.config import StoreConfig, config_from_properties, known_keys
 from ledgermq.config_keys import check_unimplemented_keys
 from ledgermq.errors import ConfigError
@@ -42,6 +43,7 @@ def load_broker_configs(props: dict[str, str], **overrides: object) -> tuple[Bro
         raise ConfigError(f"brokerRole={store.broker_role.value} needs brokerId=0 (a slave uses brokerRole=SLAVE)")
     known = known_keys(BrokerConfig) | known_keys(StoreConfig) | known_keys(HAConfig) | {FALLBEHIND_ALIAS}
     known |= known_keys(ControllerModeConfig)
+    known |= SERVER_TLS_KEYS
     check_unimplemented_keys(props, known)
     return broker, store
 
@@ -60,6 +62,7 @@ def broker(conf: Path | None, namesrv: str | None) -> None:
         raise click.ClickException(f"{conf}: {exc}") from exc
     try:
         ha_cfg = HAConfig.from_properties(props)
+        install_process_tls(props, conf)
     except ConfigError as exc:
         raise click.ClickException(f"{conf}: {exc}") from exc
     controller_cfg = config_from_properties(ControllerModeConfig, props)  # checked by load_broker_configs

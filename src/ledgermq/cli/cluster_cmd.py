@@ -15,7 +15,9 @@ Ctrl-C / SIGTERM: brokers first, then the name server. The group is either
   name server lists it as master.
 
 Every broker serves Prometheus metrics on its listen port + 2 (``--no-metrics`` turns
-them off). Everything listens on ``--host``, metrics included (127.0.0.1: a development cluster
+them off). ``--tls`` makes a throw-away CA under <data>/tls and runs every server in
+enforcing mode with mutual TLS: client ports, HA and Raft links, registration (docs/tls.md).
+Everything listens on ``--host``, metrics included (127.0.0.1: a development cluster
 is not reachable from other machines unless asked). The web console (``ledgermq console``)
 runs as one more supervised process on ``--console-port``, always on 127.0.0.1 (it has no
 users file here); ``--no-console`` leaves it out. Its URL is in the banner.
@@ -35,6 +37,7 @@ from ledgermq.cli.cluster.banner import BrokerLine, print_banner
 from ledgermq.cli.cluster.console import CONSOLE_HOST, wait_console
 from ledgermq.cli.cluster.ports import PlannedPort, PortProblem, check_ports
 from ledgermq.cli.cluster.supervisor import MemberSpec, StartupFailed, Supervisor
+from ledgermq.cli.cluster.tls import make_cluster_tls
 
 DLEDGER_IDS = ("n0", "n1", "n2")
 GROUP = "broker-a"
@@ -137,6 +140,7 @@ def cluster() -> None:
 @click.option("--console-port", default=8080, show_default=True, help="the web console's port (on 127.0.0.1)")
 @click.option("--console/--no-console", "with_console", default=True, show_default=True, help="run the web console")
 @click.option("--timeout", default=60.0, show_default=True, help="seconds to wait for start-up")
+@click.option("--tls", is_flag=True, help="TLS on every link (enforcing, mutual) with a throw-away CA under <data>/tls")
 def up(
     data: Path,
     host: str,
@@ -150,24 +154,27 @@ def up(
     console_port: int,
     with_console: bool,
     timeout: float,
+    tls: bool,
 ) -> None:
     """Start a name server and a broker group (master + slave, or a DLedger group) in the
     foreground, restart what dies; Ctrl-C stops them."""
     data = data.resolve()
     ns = f"{advertised(host)}:{namesrv_port}"
-    sup = Supervisor(ns, data / "run", _echo)
-    logs = data / "logs"
-    plan = [PlannedPort(namesrv_port, "name server port", "--namesrv-port")]
-    ns_spec = MemberSpec(
-        "namesrv",
-        "name server",
-        ("namesrv", "--host", host, "-p", str(namesrv_port), "--kv-config", str(data / "namesrv" / "kvConfig.json")),
-        logs / "namesrv.log",
-    )
-    specs: list[MemberSpec] = []
-    lines: list[BrokerLine] = []
     conf_dir = data / "conf"
     conf_dir.mkdir(parents=True, exist_ok=True)
+    cluster_tls = make_cluster_tls(data / "tls", (advertised(host), "localhost")) if tls else None
+    tls_keys = cluster_tls.server_keys() if cluster_tls is not None else ""
+    sup = Supervisor(ns, data / "run", _echo, tls=cluster_tls.client_options() if cluster_tls is not None else None)
+    logs = data / "logs"
+    plan = [PlannedPort(namesrv_port, "name server port", "--namesrv-port")]
+    kv_config = str(data / "namesrv" / "kvConfig.json")
+    ns_args: tuple[str, ...] = ("namesrv", "--host", host, "-p", str(namesrv_port), "--kv-config", kv_config)
+    if cluster_tls is not None:
+        (conf_dir / "namesrv.properties").write_text(tls_keys)
+        ns_args += ("-c", str(conf_dir / "namesrv.properties"))
+    ns_spec = MemberSpec("namesrv", "name server", ns_args, logs / "namesrv.log")
+    specs: list[MemberSpec] = []
+    lines: list[BrokerLine] = []
 
     def metrics_of(port: int) -> int:
         return port + METRICS_OFFSET if metrics else 0
@@ -190,7 +197,7 @@ def up(
             url = add_metrics(p, who, option + " / --no-metrics")
             store = data / f"{GROUP}-{n}"
             conf = conf_dir / f"{GROUP}-{n}.properties"
-            conf.write_text(dledger_properties(n, p, ns, store, peers, host, metrics_of(p)))
+            conf.write_text(dledger_properties(n, p, ns, store, peers, host, metrics_of(p)) + tls_keys)
             spec = MemberSpec(f"{GROUP}-{n}", who, ("broker", "-c", str(conf)), logs / f"{GROUP}-{n}.log", f"{adv}:{p}")
             specs.append(spec)
             lines.append(BrokerLine(who, f"{host}:{p}", f"raft port {p + 1}", url, store, sup.pid_file(spec)))
@@ -206,7 +213,7 @@ def up(
             url = add_metrics(p, who, option + " / --no-metrics")
             store = data / name
             conf = conf_dir / f"{name}.properties"
-            conf.write_text(broker_properties(GROUP, p, ns, store, broker_id, host, metrics_of(p)))
+            conf.write_text(broker_properties(GROUP, p, ns, store, broker_id, host, metrics_of(p)) + tls_keys)
             addr = f"{advertised(host)}:{p}"
             spec = MemberSpec(name, who, ("broker", "-c", str(conf)), logs / f"{name}.log", addr, broker_id)
             specs.append(spec)
@@ -256,6 +263,8 @@ def up(
             ]
         if console_spec is not None:
             extra.append(f"console          http://{CONSOLE_HOST}:{console_port}/   log {console_spec.log}")
+        if cluster_tls is not None:
+            extra.append(cluster_tls.admin_hint(ns))
         print_banner(_echo, f"{host}:{namesrv_port}", ns, logs, lines, extra)
         sup.run(stopping)
     finally:

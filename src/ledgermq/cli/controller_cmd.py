@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from ledgermq.cli.runtime import read_properties, serve
+from ledgermq.cli.tls_setup import SERVER_TLS_KEYS, install_process_tls
 from ledgermq.config import config_from_properties, known_keys
 from ledgermq.config_keys import check_unimplemented_keys
 from ledgermq.controller.config import ControllerConfig
@@ -34,8 +35,9 @@ def controller(conf: Path, host: str) -> None:
     """Run a controller node (RocketMQ 5 controller mode: broker-group masters, epochs, SyncStateSets)."""
     props = read_properties(conf)
     try:
-        check_unimplemented_keys(props, known_keys(ControllerConfig))
+        check_unimplemented_keys(props, known_keys(ControllerConfig) | SERVER_TLS_KEYS)
         cfg = config_from_properties(ControllerConfig, props)
+        install_process_tls(props, conf)
     except ConfigError as exc:
         raise click.ClickException(f"{conf}: {exc}") from exc
     service = ControllerService(cfg, listen_host=host)

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ledgermq.cli.runtime import read_properties, serve
+from ledgermq.cli.tls_setup import SERVER_TLS_KEYS, install_process_tls
 from ledgermq.config import config_from_properties, known_keys
 from ledgermq.config_keys import check_unimplemented_keys
 from ledgermq.controller.config import ControllerConfig
@@ -29,7 +30,7 @@ def namesrv(conf: Path | None, port: int | None, host: str | None, kv_config: Pa
     """Run a name server (RocketMQ 4.x protocol)."""
     props = read_properties(conf)
     with_controller = props.get("enableControllerInNamesrv", "").strip().lower() == "true"
-    known = known_keys(NamesrvConfig) | (known_keys(ControllerConfig) if with_controller else set())
+    known = known_keys(NamesrvConfig) | (known_keys(ControllerConfig) if with_controller else set()) | SERVER_TLS_KEYS
     try:
         check_unimplemented_keys(props, known)
     except ConfigError as exc:
@@ -44,6 +45,7 @@ def namesrv(conf: Path | None, port: int | None, host: str | None, kv_config: Pa
     try:
         cfg = config_from_properties(NamesrvConfig, props, **overrides)
         controller = config_from_properties(ControllerConfig, props) if cfg.enable_controller else None
+        install_process_tls(props, conf)
     except ConfigError as exc:
         raise click.ClickException(f"{conf}: {exc}") from exc
     app = NamesrvApp(cfg, controller=controller)

@@ -51,6 +51,7 @@ from ledgermq.ha.master_epochs import MasterEpochs
 from ledgermq.ha.master_link import SlaveLink, SlaveStatus
 from ledgermq.ha.repair import describe
 from ledgermq.ha.repair_book import RepairBook
+from ledgermq.net.tls.bridge import secure_accepted
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -221,9 +222,15 @@ class HAService:
             conn.setblocking(False)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-            task = loop.create_task(self._serve(conn, address), name=f"ha-slave-{address}")
+            task = loop.create_task(self._secure_and_serve(conn, address), name=f"ha-slave-{address}")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    async def _secure_and_serve(self, conn: socket.socket, address: str) -> None:
+        """TLS first when the process runs it (net/tls/bridge.py: the link keeps a plain socket)."""
+        secured = await secure_accepted(conn, address, f"HA port {self.port}")
+        if secured is not None:
+            await self._serve(secured, address)
 
     async def _serve(self, conn: socket.socket, address: str) -> None:
         link = SlaveLink(self, conn, address)

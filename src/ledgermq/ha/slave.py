@@ -56,6 +56,7 @@ from ledgermq.ha.range_io import send_range
 from ledgermq.ha.repair_book import RepairBook
 from ledgermq.ha.session import Reject, SlaveSession
 from ledgermq.ha.slave_repair import hello_damage, note_after_agreement, take_repair
+from ledgermq.net.tls.bridge import secure_connected
 from ledgermq.store.dispatch import starts_record
 from ledgermq.store.message_store import MessageStore
 
@@ -278,7 +279,7 @@ class HAClient:
         except BaseException:
             sock.close()
             raise
-        return sock
+        return await secure_connected(sock, host, addr)  # TLS when the process runs it (net/tls/bridge.py)
 
     async def _one_connection(self) -> None:
         """Serve one connection until it fails (it only ends by raising).

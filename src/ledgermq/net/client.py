@@ -5,16 +5,25 @@ reuses it for every request; a connection that failed or closed is replaced on t
 call. Requests the server sends back (broker-to-client calls) go to ``on_request``.
 ``sign`` (RocketMQ's client RPC hook) sees every request just before it is sent: ACL
 credentials add AccessKey and Signature there (ledgermq.acl.signing).
+
+``tls`` (by default the process's profile, net/tls/profile.py): connections are made over
+TLS with the current client context; a failed handshake (an untrusted, expired or
+wrong-host certificate) is logged once naming the server and raised as ``ConnectError``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 
 from ledgermq.errors import LedgerError
 from ledgermq.net.connection import Connection, ConnectionClosedError
+from ledgermq.net.tls import profile
+from ledgermq.net.tls.counters import COUNTERS, OUTBOUND, PLAIN, TLS
+from ledgermq.net.tls.failures import classify
+from ledgermq.net.tls.profile import PROCESS_TLS, ClientTls, ProcessDefault
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 
@@ -43,8 +52,10 @@ class RemotingClient:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         on_request: Callable[[Connection, RemotingCommand], None] | None = None,
         sign: Callable[[RemotingCommand], None] | None = None,
+        tls: ClientTls | ProcessDefault | None = PROCESS_TLS,
     ) -> None:
         self.connect_timeout = connect_timeout
+        self.tls = profile.client_tls(tls)
         self.max_frame_size = max_frame_size
         self.on_request = on_request
         self.sign = sign  # applied to every request sent through invoke/invoke_oneway (ACL)
@@ -80,15 +91,31 @@ class RemotingClient:
     async def _connect(self, addr: str) -> Connection:
         host, port = split_address(addr)
         loop = asyncio.get_running_loop()
+        tls = self.tls
         try:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
             # coincides with the connection completing (and leave that connection open).
             async with asyncio.timeout(self.connect_timeout):
-                _transport, conn = await loop.create_connection(
-                    lambda: Connection(self.on_request, max_frame_size=self.max_frame_size), host, port
-                )
+                conn = Connection(self.on_request, max_frame_size=self.max_frame_size)
+                if tls is None:
+                    await loop.create_connection(lambda: conn, host, port)
+                else:  # the protocol made here: uvloop hands back its own SSL protocol for TLS transports
+                    await loop.create_connection(
+                        lambda: conn,
+                        host,
+                        port,
+                        ssl=tls.contexts.get(),
+                        server_hostname=host,
+                        ssl_handshake_timeout=tls.handshake_timeout,
+                    )
+        except ssl.SSLError as exc:
+            reason, sentence = classify(exc)
+            COUNTERS.failed(OUTBOUND, reason)
+            log.warning("TLS: refused %s: %s", addr, sentence)
+            raise ConnectError(f"cannot connect to {addr}: TLS: {sentence}") from exc
         except (OSError, TimeoutError, OverflowError) as exc:
             raise ConnectError(f"cannot connect to {addr}: {exc or 'timeout'}") from exc
+        COUNTERS.connected(OUTBOUND, PLAIN if tls is None else TLS)
         return conn
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:

@@ -19,6 +19,12 @@ otherwise repeat:
   ``max_inflight_total`` overall, get SYSTEM_BUSY at once (RocketMQ's "[OVERLOAD]"
   answer), so a flood costs bounded memory and other clients keep being served;
 * connections silent for ``idle_timeout`` seconds are closed (RocketMQ: 120 s).
+
+TLS (``tls``, by default the process's profile, net/tls/profile.py): a port in disabled mode
+is the plain ``create_server`` it always was; a permissive or enforcing port accepts through
+``TlsListener``, which peeks each connection's first byte and makes a TLS or a plain
+transport (or refuses it) before the connection exists, so requests are handled the same
+either way.
 """
 
 from __future__ import annotations
@@ -26,11 +32,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 from ledgermq.net.connection import Connection
+from ledgermq.net.tls import profile
+from ledgermq.net.tls.counters import COUNTERS, INBOUND, PLAIN
+from ledgermq.net.tls.listener import TlsListener
+from ledgermq.net.tls.profile import PROCESS_TLS, ProcessDefault, ServerTls
 from ledgermq.protocol.codes import ResponseCode, request_name
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, BadFrame
@@ -125,6 +136,7 @@ class RemotingServer:
         max_inflight_per_connection: int = 256,
         max_inflight_total: int = 10_000,
         idle_timeout: float = 120.0,
+        tls: ServerTls | ProcessDefault | None = PROCESS_TLS,
     ) -> None:
         self.host = host
         self.port = port
@@ -133,6 +145,7 @@ class RemotingServer:
         self.max_inflight_per_connection = max_inflight_per_connection
         self.max_inflight_total = max_inflight_total
         self.idle_timeout = idle_timeout
+        self.tls = profile.server_tls(tls)
         self.processors: dict[int, Processor] = {}
         self.inline_processors: dict[int, InlineProcessor] = {}
         self.connections: set[Connection] = set()
@@ -142,6 +155,7 @@ class RemotingServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle_task: asyncio.Task[None] | None = None
+        self._tls_listener: TlsListener | None = None
 
     def register(self, code: int, processor: Processor) -> None:
         self.processors[int(code)] = processor
@@ -154,17 +168,29 @@ class RemotingServer:
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True)
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        if self.tls is None:
+            self._server = await loop.create_server(
+                self._new_plain_connection, self.host, self.port, reuse_address=True
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+        else:
+            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            listener = socket.create_server((self.host, self.port), family=family, backlog=1024)
+            self.port = listener.getsockname()[1]
+            self._tls_listener = TlsListener(f"{self.name} port {self.port}", listener, self.tls, self._new_connection)
+            self._tls_listener.start()
         self._idle_task = asyncio.create_task(self._close_idle_connections())
-        log.info("%s listening on %s:%d", self.name, self.host, self.port)
+        tls = f" (TLS {self.tls.mode.value})" if self.tls is not None else ""
+        log.info("%s listening on %s:%d%s", self.name, self.host, self.port, tls)
 
     async def stop(self) -> None:
         if self._idle_task is not None:
             self._idle_task.cancel()
         if self._server is not None:
             self._server.close()
+        listener, self._tls_listener = self._tls_listener, None
+        if listener is not None:
+            await listener.close()
         for conn in list(self.connections):
             conn.close()
         for task in list(self._tasks):
@@ -172,6 +198,10 @@ class RemotingServer:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+
+    def _new_plain_connection(self) -> Connection:
+        COUNTERS.connected(INBOUND, PLAIN)
+        return self._new_connection()
 
     def _new_connection(self) -> Connection:
         conn = Connection(

@@ -26,6 +26,7 @@ from ledgermq.client.instance.client_instance import ClientInstance, InstanceSet
 from ledgermq.client.instance.pull_api import PullStatus
 from ledgermq.client.instance.topics import list_user_topics
 from ledgermq.client.message import MessageQueue
+from ledgermq.client.tls import TlsOptions
 from ledgermq.spark.offsets import QueueId
 
 log = logging.getLogger(__name__)
@@ -71,9 +72,10 @@ def _mq(q: QueueId) -> MessageQueue:
 class BrokerSession:
     """``with BrokerSession(addrs) as s: s.run(s.max_offset(q))``."""
 
-    def __init__(self, namesrv: Sequence[str], *, api_timeout_ms: int = 3000) -> None:
+    def __init__(self, namesrv: Sequence[str], *, api_timeout_ms: int = 3000, tls: TlsOptions | None = None) -> None:
         self.namesrv = list(namesrv)
         self.api_timeout = api_timeout_ms / 1000
+        self.tls = tls
         self._loop: asyncio.AbstractEventLoop | None = new_event_loop()
         self._client: ClientInstance | None = None
 
@@ -105,7 +107,11 @@ class BrokerSession:
         if self._client is None:
             client = ClientInstance(
                 InstanceSettings(
-                    namesrv_addrs=self.namesrv, api_timeout=self.api_timeout, instance_name=f"spark-{id(self)}"
+                    namesrv_addrs=self.namesrv,
+                    api_timeout=self.api_timeout,
+                    instance_name=f"spark-{id(self)}",
+                    use_tls=self.tls is not None,
+                    tls=self.tls,
                 )
             )
             await client.start()

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from ledgermq.client.errors import MQClientError
+from ledgermq.client.tls import TlsOptions
 from ledgermq.spark.offsets import EARLIEST, LATEST, OffsetError, Offsets, parse_offsets, parse_queue_key
 
 DEFAULT_GROUP: Final = "ledgermq-spark"
@@ -28,7 +30,17 @@ _TOPIC_RE: Final = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
 # Options Spark itself may add to a source's or sink's map; accepted and ignored.
 SPARK_OPTIONS: Final = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
-COMMON: Final = ("namesrvAddr", "apiTimeoutMs")
+COMMON: Final = (
+    "namesrvAddr",
+    "apiTimeoutMs",
+    "useTLS",
+    "tlsTrustCertPath",
+    "tlsCertPath",
+    "tlsKeyPath",
+    "tlsKeyPassword",
+    "tlsAuthServer",
+)
+TLS_OPTIONS: Final = COMMON[3:]
 READ_BOTH: Final = (
     "subscribe",
     "subscribePattern",
@@ -115,6 +127,7 @@ class ReadOptions:
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     api_timeout_ms: int = 3000
     streaming: bool = False
+    tls: TlsOptions | None = None  # useTLS=true: how to connect (None: plain)
 
     @property
     def pull_group(self) -> str:
@@ -139,6 +152,7 @@ class WriteOptions:
     send_timeout_ms: int = 3000
     retry_times: int = 2
     api_timeout_ms: int = 3000
+    tls: TlsOptions | None = None  # useTLS=true: how to connect (None: plain)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -328,6 +342,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         pull_batch_size=_int(opts, "pullBatchSize", minimum=1, maximum=MAX_PULL_BATCH_SIZE) or DEFAULT_PULL_BATCH_SIZE,
         api_timeout_ms=_int(opts, "apiTimeoutMs", minimum=1) or 3000,
         streaming=streaming,
+        tls=_tls(opts),
     )
 
 
@@ -348,7 +363,27 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         send_timeout_ms=_int(opts, "sendTimeoutMs", minimum=1) or 3000,
         retry_times=_int(opts, "retryTimes", minimum=0, maximum=16) if opts.has("retryTimes") else 2,  # type: ignore[arg-type]
         api_timeout_ms=_int(opts, "apiTimeoutMs", minimum=1) or 3000,
+        tls=_tls(opts),
     )
+
+
+def _tls(opts: _Opts) -> TlsOptions | None:
+    """``useTLS=true`` and its certificates (the ``tls.client.*`` keys of RocketMQ)."""
+    if not _bool(opts, "useTLS", False):
+        given = [n for n in TLS_OPTIONS[1:] if opts.has(n)]
+        if given:
+            raise OptionError(f"option '{given[0]}' needs useTLS=true")
+        return None
+    try:
+        return TlsOptions(
+            trust_cert_path=(opts.get("tlsTrustCertPath") or "").strip(),
+            cert_path=(opts.get("tlsCertPath") or "").strip(),
+            key_path=(opts.get("tlsKeyPath") or "").strip(),
+            key_password=opts.get("tlsKeyPassword") or "",
+            auth_server=_bool(opts, "tlsAuthServer", True),
+        )
+    except MQClientError as exc:
+        raise OptionError(f"TLS options: {exc}") from None
 
 
 def queue_key_option(topic: str, key: str) -> str:

@@ -206,7 +206,7 @@ def _retriable(exc: BaseException) -> bool:
 
 def read_range(opts: ReadOptions, rng: QueueRange) -> Iterator[pa.RecordBatch]:
     """Every message of ``rng`` as RecordBatches (the schema of ``schema.arrow_schema``)."""
-    session = BrokerSession(opts.namesrv, api_timeout_ms=opts.api_timeout_ms)
+    session = BrokerSession(opts.namesrv, api_timeout_ms=opts.api_timeout_ms, tls=opts.tls)
     try:
         yield from RangeReader(opts, rng, session).batches()
     finally:

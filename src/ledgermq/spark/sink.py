@@ -239,6 +239,8 @@ class _Sender:
             send_timeout=opts.send_timeout_ms / 1000,
             retry_times=opts.retry_times,
             api_timeout=opts.api_timeout_ms / 1000,
+            use_tls=opts.tls is not None,
+            tls=opts.tls,
         )
         self.loop.run_until_complete(self.producer.start())
         self.sent = 0

@@ -123,7 +123,7 @@ class BatchReader(DataSourceReader):
         self.opts = opts
 
     def partitions(self) -> Sequence[InputPartition]:
-        with BrokerSession(self.opts.namesrv, api_timeout_ms=self.opts.api_timeout_ms) as session:
+        with BrokerSession(self.opts.namesrv, api_timeout_ms=self.opts.api_timeout_ms, tls=self.opts.tls) as session:
             ranges = session.run(plan_batch(session, self.opts))
         return [QueuePartition(r) for r in ranges]
 
@@ -151,7 +151,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def session(self) -> BrokerSession:
         if self._session is None:
-            self._session = BrokerSession(self.opts.namesrv, api_timeout_ms=self.opts.api_timeout_ms)
+            self._session = BrokerSession(self.opts.namesrv, api_timeout_ms=self.opts.api_timeout_ms, tls=self.opts.tls)
         return self._session
 
     async def _bounds(self) -> dict[QueueId, tuple[int, int]]:

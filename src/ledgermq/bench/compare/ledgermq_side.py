@@ -33,6 +33,7 @@ from ledgermq.bench.replication_bench import MIB, HAPair, _wait_quiet
 
 if TYPE_CHECKING:
     from ledgermq.client import Producer
+    from ledgermq.client.tls import TlsOptions
 
 TOPIC = "CmpTopic"
 SHUTDOWN_CAP_S = 15.0  # a consumer's shutdown can hang (see broker_bench._ours_consume)
@@ -42,14 +43,24 @@ class LedgermqRunner:
     """``with LedgermqRunner(name, role, flush, settings, workloads) as r:`` up and routed."""
 
     def __init__(
-        self, name: str, role: str, flush: str, settings: CompareSettings, workloads: tuple[str, ...], work: Path | None
+        self,
+        name: str,
+        role: str,
+        flush: str,
+        settings: CompareSettings,
+        workloads: tuple[str, ...],
+        work: Path | None,
+        *,
+        server_props: dict[str, str] | None = None,
+        tls: TlsOptions | None = None,
     ) -> None:
         self.name = name
         self.settings = settings
         self._workloads = workloads
         self._own_work = work is None
         self.work = work or Path(tempfile.mkdtemp(prefix="ledgermq-cmp-"))
-        self.pair = HAPair(self.work, role, 256 * MIB, flushDiskType=flush)
+        self.pair = HAPair(self.work, role, 256 * MIB, flushDiskType=flush, **(server_props or {}))
+        self.tls = tls  # the client's TLS (bench/tls_bench.py), None: plain
         self.loop: asyncio.AbstractEventLoop | None = None
         self.producer: Producer | None = None
         self.body = b"x" * settings.size
@@ -70,7 +81,13 @@ class LedgermqRunner:
             slave = self.pair.spawn_slave()
             _wait_port(self.pair.slave_port, slave)
             self.loop = new_event_loop()
-            self.producer = Producer(f"cmp-{self.name.replace(' ', '-')}", self.pair.namesrv, send_timeout=30.0)
+            self.producer = Producer(
+                f"cmp-{self.name.replace(' ', '-')}",
+                self.pair.namesrv,
+                send_timeout=30.0,
+                use_tls=self.tls is not None,
+                tls=self.tls,
+            )
             self._call(self.producer.start())
             for _ in range(10):  # route lookup, topic auto-creation, connections: not timed
                 self._call(self._send_one())
@@ -218,6 +235,8 @@ class LedgermqRunner:
             self.pair.namesrv,
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
             pull_batch_size=32,
+            use_tls=self.tls is not None,
+            tls=self.tls,
         )
         consumer.subscribe(topic)
         await consumer.start()

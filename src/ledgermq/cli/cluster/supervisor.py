@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledgermq.admin.client import AdminClient
+from ledgermq.client.tls import TlsOptions
 from ledgermq.errors import LedgerError
 from ledgermq.util.proc import die_with_parent
 
@@ -91,8 +92,10 @@ class Supervisor:
         run_dir: Path,
         echo: Callable[[str], None],
         backoff: Backoff = Backoff(),
+        tls: TlsOptions | None = None,
     ) -> None:
         self.namesrv_addr = namesrv_addr
+        self.tls = tls  # how to reach the cluster's servers (cluster up --tls)
         self.run_dir = run_dir
         self.echo = echo
         self.backoff = backoff
@@ -154,7 +157,7 @@ class Supervisor:
 
         async def ask() -> set[int]:
             ready: set[int] = set()
-            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0, tls=self.tls) as admin:
                 try:
                     info = await admin.cluster_info()
                 except (LedgerError, OSError, TimeoutError):
@@ -252,7 +255,7 @@ class Supervisor:
         """The address the name server lists as ``group``'s master (brokerId 0), if any."""
 
         async def ask() -> str | None:
-            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0, tls=self.tls) as admin:
                 data = (await admin.cluster_info()).broker_addr_table.get(group)
                 return data.master_addr() if data is not None else None
 

@@ -18,6 +18,7 @@ from ledgermq.acl.signing import Credentials
 from ledgermq.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateStrategy
 from ledgermq.client.consumer.common import ConsumeFromWhere, MessageModel, check_group
 from ledgermq.client.errors import MQClientError
+from ledgermq.client.tls import TlsOptions, check_tls_options
 
 __all__ = ["ConsumerSettings", "check_range", "settings_of"]
 
@@ -49,8 +50,11 @@ class ConsumerSettings:
     heartbeat_interval: float = 30.0
     rebalance_interval: float = 20.0
     credentials: Credentials | None = None  # ACL: every request of the client instance is signed
+    use_tls: bool = False  # Java's useTLS (client/tls.py)
+    tls: TlsOptions | None = None  # with use_tls: the CA and the client certificate
 
     def __post_init__(self) -> None:
+        check_tls_options(self.use_tls, self.tls)
         check_group(self.group)
         if self.allocate_strategy is None:  # callers pass None for "the default"
             self._set(allocate_strategy=AllocateMessageQueueAveragely())
@@ -81,6 +85,8 @@ class ConsumerSettings:
             "heartbeat_interval": self.heartbeat_interval,
             "rebalance_interval": self.rebalance_interval,
             "credentials": self.credentials,
+            "use_tls": self.use_tls,
+            "tls": self.tls,
         }
 
 

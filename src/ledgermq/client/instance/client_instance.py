@@ -43,6 +43,8 @@ from ledgermq.client.errors import ClientStateError, MQClientError
 from ledgermq.client.instance.namesrv import split_namesrv_addrs
 from ledgermq.client.instance.pull_api import PullAPI
 from ledgermq.client.instance.routes import POLL_NAMESRV_INTERVAL, NameServerClient, RouteCache
+from ledgermq.client.instance.tls import client_tls
+from ledgermq.client.tls import TlsOptions, check_tls_options
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import Connection, ConnectionClosedError, RequestTimeoutError
@@ -124,8 +126,11 @@ class InstanceSettings:
     rebalance_interval: float = REBALANCE_INTERVAL
     persist_interval: float = PERSIST_INTERVAL
     credentials: Credentials | None = None
+    use_tls: bool = False  # Java's useTLS: every connection of the instance over TLS
+    tls: TlsOptions | None = None  # with use_tls: the CA, the client certificate (client/tls.py)
 
     def __post_init__(self) -> None:
+        check_tls_options(self.use_tls, self.tls)
         if not split_namesrv_addrs(self.namesrv_addrs):
             raise MQClientError("no name server address given")
 
@@ -155,6 +160,7 @@ class ClientInstance:
             connect_timeout=settings.api_timeout,
             on_request=self._on_broker_request,
             sign=signer(settings.credentials) if settings.credentials is not None else None,
+            tls=client_tls(settings.use_tls, settings.tls),
         )
         self.namesrv = NameServerClient(self.remoting, self.namesrv_addrs, timeout=settings.api_timeout, rng=self.rng)
         self.routes = RouteCache(self.namesrv, poll_interval=settings.poll_namesrv_interval, rng=self.rng)
@@ -198,6 +204,18 @@ class ClientInstance:
             raise MQClientError(
                 f"client instance {key[0]} already runs with other ACL credentials; "
                 "give this client its own instance_name"
+            )
+        if (
+            inst is not None
+            and inst._state != "shut down"
+            and (inst.settings.use_tls, inst.settings.tls)
+            != (
+                settings.use_tls,
+                settings.tls,
+            )
+        ):
+            raise MQClientError(
+                f"client instance {key[0]} already runs with other TLS settings; give this client its own instance_name"
             )
         if inst is None or inst._state == "shut down":
             inst = cls(settings, clock=clock, rng=rng)

@@ -172,6 +172,8 @@ class Producer:
             clock=clock,
             rng=rng or random.Random(),
             credentials=settings.credentials,
+            use_tls=settings.use_tls,
+            tls=settings.tls,
         )
         self.client_id = self.instance.client_id
         self.remoting = self.instance.remoting

@@ -12,6 +12,7 @@ from ledgermq.client.errors import MQClientError
 from ledgermq.client.instance.publish_info import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 from ledgermq.client.producer.failover import FailoverSettings
 from ledgermq.client.producer.outgoing import COMPRESS_LEVEL, COMPRESS_OVER, MAX_MESSAGE_SIZE
+from ledgermq.client.tls import TlsOptions, check_tls_options
 
 __all__ = [
     "ASYNC_SEND_MAX_BYTES",
@@ -53,8 +54,11 @@ class ProducerSettings:
     instance_name: str = "DEFAULT"
     failover: FailoverSettings = field(default_factory=FailoverSettings)
     credentials: Credentials | None = None  # ACL: every request of the client instance is signed
+    use_tls: bool = False  # Java's useTLS (client/tls.py)
+    tls: TlsOptions | None = None  # with use_tls: the CA and the client certificate
 
     def __post_init__(self) -> None:
+        check_tls_options(self.use_tls, self.tls)
         if not self.group:
             raise MQClientError("the producer group is blank")
         if self.retry_times < 0 or self.retry_times_when_send_async_failed < 0:

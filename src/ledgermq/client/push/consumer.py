@@ -430,4 +430,6 @@ def _make_inner_producer(instance: ClientInstance) -> InnerProducer:
         instance_name=instance.instance_name,
         api_timeout=instance.api_timeout,
         credentials=instance.credentials,
+        use_tls=instance.settings.use_tls,
+        tls=instance.settings.tls,
     )

@@ -1,0 +1,1 @@
+"""TLS on every link: RocketMQ's settings, contexts reloaded from disk, TLS-aware accept and connect."""

@@ -1,5 +1,9 @@
 """One name server, one broker and two consoles (one without login, one with a users file)
-as real processes, and one Chromium, shared by the browser tests of a module."""
+as real processes, shared by every browser test of this directory that asks for them, and
+one Chromium per test module.
+
+The broker retries a failed consumption after 1 s (every delay level is 1 s), so a message
+reaches a group's dead-letter queue within seconds; timers are delivered to the 100 ms."""
 
 from __future__ import annotations
 
@@ -25,10 +29,19 @@ class ConsoleCluster:
         return self.cluster.namesrv_addr
 
 
-@pytest.fixture(scope="module")
+FAST_RETRIES = " ".join(["1s"] * 18)
+
+
+@pytest.fixture(scope="session")
 def console_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleCluster]:
     root = tmp_path_factory.mktemp("console-cluster")
-    cluster = Cluster(root / "cluster", "broker-a", autoCreateTopicEnable="true")
+    cluster = Cluster(
+        root / "cluster",
+        "broker-a",
+        autoCreateTopicEnable="true",
+        messageDelayLevel=FAST_RETRIES,
+        timerPrecisionMs=100,
+    )
     users = root / "users.properties"
     users.write_text(USERS)
     console = ConsoleProcess(root, cluster.namesrv_addr, "--refresh-ms", "1000")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import AdminError, AdminResponseError
 from ledgermq.controller.client import ControllerClient
+from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.controller_body import BrokerReplicasInfo, EpochEntryCache
 
@@ -32,8 +33,12 @@ async def group_addrs(client: AdminClient, broker_name: str | None, cluster_name
     return info.all_addrs(cluster_name)
 
 
-async def sync_state_sets(controller_addrs: str, broker_names: list[str], timeout: float = 3.0) -> BrokerReplicasInfo:
+async def sync_state_sets(
+    controller_addrs: str, broker_names: list[str], timeout: float = 3.0, *, client: RemotingClient | None = None
+) -> BrokerReplicasInfo:
     """GET_SYNC_STATE_DATA from the controller leader (found from any of ``controller_addrs``,
-    ``host:port[;host:port]``): each broker group's master, master epoch and SyncStateSet."""
-    async with ControllerClient(controller_addrs, request_timeout=timeout) as ctl:
+    ``host:port[;host:port]``): each broker group's master, master epoch and SyncStateSet.
+    ``client``: the connections to use (an admin client's, with its TLS and signing); by
+    default a plain one of its own."""
+    async with ControllerClient(controller_addrs, client=client, request_timeout=timeout) as ctl:
         return await ctl.get_sync_state_data(broker_names)

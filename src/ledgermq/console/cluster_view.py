@@ -1,7 +1,8 @@
 """What the cluster page shows, gathered through the admin client: every broker group with
 its mode and roles, each broker's address, version, TPS, disk use and dispatch lag, and
 its replication state (HA epoch and slave lag; DLedger term, indices and member lag; in
-controller mode the master epoch and SyncStateSet).
+controller mode the master epoch and SyncStateSet, from the controller found as
+controller_view.py says) and its timers (pending, filed, how far delivery is behind).
 
 Each broker is asked twice per look (runtime info, and its DLedger or HA status), all
 brokers at once with a short timeout, so one broker that hangs costs a look that long and
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from ledgermq.admin import controller_ops
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import AdminResponseError, DLedgerStatus, HARuntimeInfo
+from ledgermq.console.controller_view import NAMESRV_SOURCE, ControllerFacts, ControllerFinder, controller_facts
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.controller_body import ReplicasInfo
 
@@ -32,6 +34,27 @@ def first_tps(text: str) -> float:
         return float(text.split()[0])
     except (IndexError, ValueError):
         return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFacts:
+    """A broker's timer messages (brokerStatus's timer keys; absent on a broker without timers)."""
+
+    pending: int  # stored, not delivered yet (timerPending)
+    unfiled: int  # stored, not filed into the wheel yet (timerOffsetBehind)
+    read_behind_s: int  # how far behind now delivery is (timerReadBehind)
+    delivered: int
+
+    @classmethod
+    def from_table(cls, table: dict[str, str]) -> TimerFacts | None:
+        if "timerPending" not in table:
+            return None
+        return cls(
+            pending=int(_float(table.get("timerPending"), 0)),
+            unfiled=int(_float(table.get("timerOffsetBehind"), 0)),
+            read_behind_s=int(_float(table.get("timerReadBehind"), 0)),
+            delivered=int(_float(table.get("timerDelivered"), 0)),
+        )
 
 
 @dataclass(slots=True)
@@ -50,6 +73,8 @@ class BrokerRow:
     role: str = ""
     ha: HARuntimeInfo | None = None
     dledger: DLedgerStatus | None = None
+    controller: ControllerFacts | None = None
+    timers: TimerFacts | None = None
 
 
 @dataclass(slots=True)
@@ -61,6 +86,8 @@ class GroupView:
     leader: str = ""  # DLedger: the leader's id; else the master's address
     term: int = 0
     replicas: ReplicasInfo | None = None
+    controller_addrs: str = ""  # the controller asked, and where its address came from
+    controller_source: str = ""
     controller_error: str = ""
 
 
@@ -78,6 +105,7 @@ class ClusterWatcher:
     def __init__(self, admin: AdminClient, controller_addrs: str | None, timeout_s: float) -> None:
         self.admin = admin
         self.controller_addrs = controller_addrs
+        self.controllers = ControllerFinder(admin, controller_addrs, timeout_s)
         self.timeout_s = timeout_s
         self._dledger: dict[str, bool] = {}
         self._seen: dict[tuple[str, str], float] = {}  # (group, addr) -> when last listed
@@ -109,8 +137,10 @@ class ClusterWatcher:
             group.brokers.append(row)
         for group in groups.values():
             _settle(group)
-        if self.controller_addrs and groups:
-            await self._controller(list(groups.values()))
+        # controller mode: the groups whose brokers say so, or every group when told --controller
+        controlled = [g for g in groups.values() if g.mode == "controller" or self.controller_addrs]
+        if controlled:
+            await self._controller(controlled)
         ordered = sorted(groups.values(), key=lambda g: (g.cluster, g.name))
         return ClusterView(self.admin.namesrv_in_use or "", ordered, int(time.time() * 1000))
 
@@ -127,6 +157,8 @@ class ClusterWatcher:
         row.disk_ratio = _float(table.get("commitLogDiskRatio"), -1.0)
         row.dispatch_behind = int(_float(table.get("dispatchBehindBytes"), 0))
         row.max_offset = int(_float(table.get("commitLogMaxOffset"), 0))
+        row.controller = controller_facts(table)
+        row.timers = TimerFacts.from_table(table)
         try:
             if self._dledger.get(row.addr, True):
                 try:
@@ -138,21 +170,30 @@ class ClusterWatcher:
                     self._dledger[row.addr] = False  # not a DLedger member: ask for HA from now on
             row.ha = await asyncio.wait_for(self.admin.ha_status(row.addr), self.timeout_s)
             row.role = "MASTER" if row.ha.master else "SLAVE"
+            if row.controller is not None:  # STARTING and SWITCHING too: the controller's word
+                row.role = row.controller.role
         except (LedgerError, OSError, TimeoutError) as exc:
             row.error = f"replication status: {exc or type(exc).__name__}"
 
     async def _controller(self, groups: list[GroupView]) -> None:
-        assert self.controller_addrs is not None
+        brokers = [r.addr for g in groups for r in g.brokers if r.up and (r.controller is not None)]
+        addrs, source = await self.controllers.addrs(brokers)
         try:
             info = await asyncio.wait_for(
-                controller_ops.sync_state_sets(self.controller_addrs, [g.name for g in groups], self.timeout_s),
+                controller_ops.sync_state_sets(
+                    addrs, [g.name for g in groups], self.timeout_s, client=self.admin.remoting
+                ),
                 2 * self.timeout_s,
             )
         except (LedgerError, OSError, TimeoutError, ValueError) as exc:
+            why = f"controller {addrs} ({source}): {exc or type(exc).__name__}"
+            if source == NAMESRV_SOURCE:
+                why += "; if the controller runs outside the name servers, give --controller host:port"
             for g in groups:
-                g.controller_error = f"controller {self.controller_addrs}: {exc or type(exc).__name__}"
+                g.controller_error = why
             return
         for g in groups:
+            g.controller_addrs, g.controller_source = addrs, source
             replicas = info.replicas_info_table.get(g.name)
             if replicas is not None:
                 g.replicas = replicas
@@ -169,6 +210,9 @@ def _settle(group: GroupView) -> None:
         leader = next((d for d in dledger if d.is_leader), None)
         group.leader = leader.self_id if leader is not None else ""
         group.term = max(d.term for d in dledger)
+    elif any(r.controller is not None for r in group.brokers):
+        group.mode = "controller"
+        group.leader = next((r.addr for r in group.brokers if r.up and r.role == "MASTER"), "")
     elif any(r.ha is not None for r in group.brokers):
         group.mode = "master-slave"
         group.leader = next((r.addr for r in group.brokers if r.broker_id == 0 and r.up), "")
@@ -181,4 +225,4 @@ def _float(text: str | None, default: float) -> float:
         return default
 
 
-__all__ = ["BrokerRow", "ClusterView", "ClusterWatcher", "GroupView"]
+__all__ = ["BrokerRow", "ClusterView", "ClusterWatcher", "GroupView", "TimerFacts"]

@@ -7,11 +7,13 @@ reaches a group's dead-letter queue within seconds; timers are delivered to the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
+from ledgermq.admin.timer_ops import TIMER_TOPIC
 from tests.compat.cluster import Cluster
 from tests.console.harness import Browser, ConsoleProcess, browser
 
@@ -42,6 +44,13 @@ def console_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Consol
         messageDelayLevel=FAST_RETRIES,
         timerPrecisionMs=100,
     )
+    # the topic config a RocketMQ 5 broker registers for its timer queue at start-up (ledgermq's
+    # broker does not yet): with it the broker lets the queue be read, and the topic page lists
+    # a topic's own pending timers
+    config = cluster.store_dir / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    timer_topic = {"topicName": TIMER_TOPIC, "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}
+    (config / "topics.json").write_text(json.dumps({"topicConfigTable": {TIMER_TOPIC: timer_topic}}))
     users = root / "users.properties"
     users.write_text(USERS)
     console = ConsoleProcess(root, cluster.namesrv_addr, "--refresh-ms", "1000")

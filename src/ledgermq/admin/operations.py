@@ -222,6 +222,17 @@ class QueueSlice:
     messages: list[MessageRecord] = field(default_factory=list)
 
 
+PULL_ANSWERS = frozenset(
+    {
+        ResponseCode.SUCCESS,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    }
+)
+"""What a pull may answer about the queue itself; any other code refuses the request."""
+
+
 async def pull_range(
     client: AdminClient, broker_addr: str, mq: MessageQueue, begin: int, end: int, expression: str = "*"
 ) -> list[MessageRecord]:
@@ -244,6 +255,8 @@ async def pull_range(
             "expressionType": "TAG",
         }
         resp = await client.invoke(broker_addr, RequestCode.PULL_MESSAGE, ext)
+        if resp.code not in PULL_ANSWERS:  # a refusal (no such topic, no permission...) is not "no messages"
+            client._check(resp, f"a pull of {mq} from {broker_addr}")
         if resp.code != ResponseCode.SUCCESS:  # NO_NEW_MSG / NO_MATCHED / OFFSET_MOVED: done, or skip ahead
             next_offset = int(resp.ext_fields.get("nextBeginOffset") or offset)
             if resp.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED) or next_offset <= offset:

@@ -1,19 +1,24 @@
 """Topics: the list with search and create; one topic's route, queues (min/max offset, last
-store time), consumer groups, update, delete, and a test message whose landing place
-(broker, queue, offset, id) the page shows."""
+store time), consumer groups, its timers still waiting on each broker, update, delete, and a
+test message (at once or at a delivery time) whose landing place (broker, queue, offset, id)
+the page shows."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from ledgermq.admin import operations as ops
+from ledgermq.admin import timer_ops
 from ledgermq.admin.model import AdminError, AdminResponseError, select_broker_addr
 from ledgermq.client.message import Message
 from ledgermq.console.app import Console, console_of
-from ledgermq.console.pages.forms import FormError, integer, posted, properties, text
+from ledgermq.console.cluster_view import TimerFacts
+from ledgermq.console.pages.forms import FormError, integer, local_time_ms, posted, properties, text
 from ledgermq.console.render import failure_text, render
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.codes import ResponseCode
@@ -106,6 +111,9 @@ async def _detail_context(console: Console, topic: str) -> dict[str, Any]:
         except AdminError as exc:
             problems.append(f"{data.broker_name} ({addr}): {exc}")
     queue_conf = route.queue_datas[0] if route.queue_datas else None
+    timers = await asyncio.gather(
+        *(_broker_timers(console, d.broker_name, a, topic) for d in route.broker_datas if (a := d.master_addr()))
+    )
     return {
         "topic": topic,
         "route": route,
@@ -115,7 +123,41 @@ async def _detail_context(console: Console, topic: str) -> dict[str, Any]:
         "queue_conf": queue_conf,
         "perms": PERMS,
         "sent": None,
+        "sent_at": None,
+        "timer_topic": timer_ops.TIMER_TOPIC,
+        "timers": sorted(timers, key=lambda t: t.broker_name),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerTimers:
+    """One master's timers: its totals (all topics) and this topic's still waiting."""
+
+    broker_name: str
+    addr: str
+    facts: TimerFacts | None  # None: the broker has no timers (an older broker), or error
+    pending: timer_ops.PendingTimers | None  # None: the broker does not let its timer queue be read
+    error: str = ""
+
+
+async def _broker_timers(console: Console, broker_name: str, addr: str, topic: str) -> BrokerTimers:
+    try:
+        facts = TimerFacts.from_table(await console.admin.broker_runtime_info(addr))
+        if facts is None:
+            return BrokerTimers(broker_name, addr, None, None)
+        # delivered: every step up to where the broker's delivery stands (now - how far behind)
+        delivered_to = int(time.time() * 1000) - facts.read_behind_s * 1000
+        try:
+            pending = await timer_ops.pending_timers(console.admin, addr, broker_name, topic, delivered_to)
+        except AdminResponseError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            # a broker without a topic config for its timer queue (RocketMQ 5 brokers have one)
+            # refuses to have it read: its total is all there is to show
+            return BrokerTimers(broker_name, addr, facts, None)
+    except LedgerError as exc:
+        return BrokerTimers(broker_name, addr, None, None, failure_text(exc))
+    return BrokerTimers(broker_name, addr, facts, pending)
 
 
 @routes.get("/topics/{topic}")
@@ -175,12 +217,15 @@ async def send_test_message(request: web.Request) -> web.StreamResponse:
     topic = request.match_info["topic"]
     form = await posted(request)
     try:
+        deliver_text = text(form, "deliverAt")
+        deliver_ms = local_time_ms(deliver_text, "deliverAt") if deliver_text else None
         msg = Message(
             topic,
             text(form, "body").encode(),
             tags=text(form, "tags") or None,
             keys=text(form, "keys") or None,
             properties=properties(text(form, "properties")),
+            deliver_at=deliver_ms / 1000 if deliver_ms is not None else None,
         )
         producer = await console.producer()
         result = await producer.send(msg)
@@ -190,4 +235,5 @@ async def send_test_message(request: web.Request) -> web.StreamResponse:
     console.answers.forget()
     context = await _detail_context(console, topic)
     context["sent"] = result
+    context["sent_at"] = deliver_ms
     return render(request, "topic.html", flash=f"sent: {result.status.name}", **context)

@@ -8,6 +8,7 @@ import click
 
 from ledgermq.acl.signing import Credentials
 from ledgermq.cli.runtime import serve
+from ledgermq.cli.tls_client_options import tls_client_options, tls_options_from_flags
 from ledgermq.console.settings import DEFAULT_PORT, ConsoleSettings, ConsoleSettingsError
 
 
@@ -35,6 +36,7 @@ from ledgermq.console.settings import DEFAULT_PORT, ConsoleSettings, ConsoleSett
 @click.option("--secret-key", envvar="LEDGERMQ_SECRET_KEY", help="ACL secret key (env LEDGERMQ_SECRET_KEY)")
 @click.option("--controller", "controller", help="controller mode: controller address(es), host:port[;host:port]")
 @click.option("--refresh-ms", default=2000, show_default=True, type=int, help="how often live page parts refresh")
+@tls_client_options
 def console(
     namesrv: str,
     host: str,
@@ -45,10 +47,20 @@ def console(
     secret_key: str | None,
     controller: str | None,
     refresh_ms: int,
+    use_tls: bool,
+    tls_trust_cert: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_key_password: str | None,
+    tls_insecure: bool,
 ) -> None:
-    """Serve the web console: cluster, topics, consumers, producers, messages, DLQ, trends."""
+    """Serve the web console: cluster, topics, consumers, producers, messages, DLQ, trends.
+
+    A TLS cluster is reached with the options of ``ledgermq admin`` (docs/tls.md):
+    ``--tls --tls-trust-cert ca.pem [--tls-cert client.pem --tls-key client.key]``."""
     if bool(access_key) != bool(secret_key):
         raise click.UsageError("give both --access-key and --secret-key, or neither")
+    tls = tls_options_from_flags(use_tls, tls_trust_cert, tls_cert, tls_key, tls_key_password, tls_insecure)
     credentials = Credentials(access_key, secret_key) if access_key and secret_key else None
     try:
         settings = ConsoleSettings(
@@ -60,6 +72,7 @@ def console(
             credentials=credentials,
             controller_addrs=controller,
             refresh_ms=refresh_ms,
+            tls=tls,
         )
         from ledgermq.console.app import ConsoleServer  # aiohttp and Jinja2: loaded only for this command
 
@@ -73,6 +86,7 @@ def console(
         except OSError as exc:
             raise click.ClickException(f"cannot serve the console on {host}:{port} (--host/--port): {exc}") from None
         login = f"login required ({users_file})" if users_file else "no login (loopback)"
-        click.echo(f"ledgermq console on {server.url} for name server {namesrv}; {login}", err=True)
+        link = "TLS" if tls is not None else "plain"
+        click.echo(f"ledgermq console on {server.url} for name server {namesrv} ({link}); {login}", err=True)
 
     serve(start, server.stop)

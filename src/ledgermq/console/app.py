@@ -33,7 +33,11 @@ class Console:
         self.settings = settings
         self.users: dict[str, User] = load_users(settings.users_file) if settings.users_file is not None else {}
         self.admin = AdminClient(
-            settings.namesrv, timeout=settings.request_timeout_s, connect_timeout=1.0, credentials=settings.credentials
+            settings.namesrv,
+            timeout=settings.request_timeout_s,
+            connect_timeout=1.0,
+            credentials=settings.credentials,
+            tls=settings.tls,
         )
         self.sessions = Sessions(settings.session_ttl_s)
         self.answers = SharedAnswers(settings.cache_s)
@@ -51,6 +55,8 @@ class Console:
                     self.settings.namesrv,
                     credentials=self.settings.credentials,
                     send_timeout=self.settings.request_timeout_s,
+                    use_tls=self.settings.tls is not None,
+                    tls=self.settings.tls,
                 )
                 await producer.start()
                 self._producer = producer

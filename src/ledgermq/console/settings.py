@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledgermq.acl.signing import Credentials
+from ledgermq.client.tls import TlsOptions
 
 DEFAULT_PORT = 8080  # rocketmq-dashboard's
 
@@ -37,6 +38,8 @@ class ConsoleSettings:
     open_without_login: bool = False
     credentials: Credentials | None = None
     """ACL credentials every request to the cluster is signed with."""
+    tls: TlsOptions | None = None
+    """Every connection to the cluster over TLS with these options (None: plain)."""
     controller_addrs: str | None = None
     """Controller mode: the controller(s), ``host:port[;host:port]``, for SyncStateSets."""
     refresh_ms: int = 2000

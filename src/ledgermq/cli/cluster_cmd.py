@@ -34,7 +34,7 @@ from pathlib import Path
 import click
 
 from ledgermq.cli.cluster.banner import BrokerLine, print_banner
-from ledgermq.cli.cluster.console import CONSOLE_HOST, wait_console
+from ledgermq.cli.cluster.console import CONSOLE_HOST, console_args, wait_console
 from ledgermq.cli.cluster.ports import PlannedPort, PortProblem, check_ports
 from ledgermq.cli.cluster.supervisor import MemberSpec, StartupFailed, Supervisor
 from ledgermq.cli.cluster.tls import make_cluster_tls
@@ -226,7 +226,7 @@ def up(
         console_spec = MemberSpec(
             "console",
             "console",
-            ("console", "-n", ns, "--host", CONSOLE_HOST, "--port", str(console_port)),
+            console_args(ns, console_port, cluster_tls.client_options() if cluster_tls is not None else None),
             logs / "console.log",
         )
     try:

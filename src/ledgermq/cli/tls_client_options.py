@@ -48,7 +48,8 @@ def tls_options_from_flags(
 ) -> TlsOptions | None:
     """The client's TLS options, or None for plain connections; a certificate option without
     ``--tls`` (or a certificate without its key) is a usage error naming the option."""
-    given = [n for n, v in (("--tls-trust-cert", tls_trust_cert), ("--tls-cert", tls_cert), ("--tls-key", tls_key)) if v]
+    files = (("--tls-trust-cert", tls_trust_cert), ("--tls-cert", tls_cert), ("--tls-key", tls_key))
+    given = [name for name, value in files if value]
     if tls_key_password:
         given.append("--tls-key-password")
     if not use_tls:

@@ -9,8 +9,19 @@ import urllib.request
 from collections.abc import Callable
 
 from ledgermq.cli.cluster.supervisor import POLL_S, Member, StartupFailed, log_cause
+from ledgermq.client.tls import TlsOptions
 
 CONSOLE_HOST = "127.0.0.1"  # no users file in a development cluster: never reachable from elsewhere
+
+
+def console_args(namesrv: str, port: int, tls: TlsOptions | None) -> tuple[str, ...]:
+    """``ledgermq console``'s arguments; with ``cluster up --tls`` the client certificate the
+    supervisor uses too (the servers refuse anything else)."""
+    args: tuple[str, ...] = ("console", "-n", namesrv, "--host", CONSOLE_HOST, "--port", str(port))
+    if tls is not None:
+        args += ("--tls", "--tls-trust-cert", tls.trust_cert_path)
+        args += ("--tls-cert", tls.cert_path, "--tls-key", tls.key_path)
+    return args
 
 
 def console_answers(port: int) -> bool:

@@ -27,21 +27,23 @@ def tls_consoles(
     c = TlsCluster(root / "cluster", ENFORCING)
     pki = c.pki
     certs = ("--tls-trust-cert", str(pki.ca.cert_path), "--tls-cert", str(pki.client.cert_path))
-    secured = ConsoleProcess(
-        root, c.namesrv.addr, "--tls", *certs, "--tls-key", str(pki.client.key_path), name="tls-console"
-    )
-    plain = ConsoleProcess(root, c.namesrv.addr, name="plain-console")
+    consoles: list[ConsoleProcess] = []
     try:
         broker = c.broker("master", 0, "ASYNC_MASTER", autoCreateTopicEnable="true")
         c.start(c.namesrv)
         c.start(broker)
         c.wait_registered([broker], client_options(pki))
-        secured.start()
-        plain.start()
+        # their ports are picked once the cluster's are bound
+        key = ("--tls-key", str(pki.client.key_path))
+        secured = ConsoleProcess(root, c.namesrv.addr, "--tls", *certs, *key, name="tls-console")
+        plain = ConsoleProcess(root, c.namesrv.addr, name="plain-console")
+        for console in (secured, plain):
+            consoles.append(console)
+            console.start()
         yield c, broker, secured, plain
     finally:
-        plain.close()
-        secured.close()
+        for console in consoles:
+            console.close()
         c.close()
 
 

@@ -34,7 +34,12 @@ from ledgermq.console.settings import DEFAULT_PORT, ConsoleSettings, ConsoleSett
 )
 @click.option("--access-key", envvar="LEDGERMQ_ACCESS_KEY", help="ACL access key (env LEDGERMQ_ACCESS_KEY)")
 @click.option("--secret-key", envvar="LEDGERMQ_SECRET_KEY", help="ACL secret key (env LEDGERMQ_SECRET_KEY)")
-@click.option("--controller", "controller", help="controller mode: controller address(es), host:port[;host:port]")
+@click.option(
+    "--controller",
+    "controller",
+    help="controller mode: the controller(s), host:port[;host:port], when the console cannot find them "
+    "(it looks in the brokers' controllerAddr, then asks the name servers)",
+)
 @click.option("--refresh-ms", default=2000, show_default=True, type=int, help="how often live page parts refresh")
 @tls_client_options
 def console(

@@ -41,7 +41,8 @@ class ConsoleSettings:
     tls: TlsOptions | None = None
     """Every connection to the cluster over TLS with these options (None: plain)."""
     controller_addrs: str | None = None
-    """Controller mode: the controller(s), ``host:port[;host:port]``, for SyncStateSets."""
+    """Controller mode: the controller(s), ``host:port[;host:port]``, for SyncStateSets. None:
+    found by itself (controller_view.py), which covers a controller inside the name servers."""
     refresh_ms: int = 2000
     """How often live parts of a page (roles, lag) refresh while the page is visible."""
     cache_s: float = 1.0

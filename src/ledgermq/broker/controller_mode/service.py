@@ -77,6 +77,7 @@ class ControllerModeService:
         self.view = MasterView(None, None, 0)  # the last view applied
         self.lease = Lease(cfg.heartbeat_timeout_ms / 1000)
         self.role_changes = 0
+        self.elections_seen = 0  # newer master epochs learned from the controller (ours or another's)
         self.last_problem = ""
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -249,6 +250,8 @@ class ControllerModeService:
             if self._stopping or self.broker_id is None:
                 return
             me = self.broker_id
+            if view.master_epoch > self.view.master_epoch and self.view.master_epoch > 0:
+                self.elections_seen += 1
             if view.master_epoch > self.view.master_epoch and view.master_id is not None and view.master_addr:
                 self.view = view
                 self.role = Role.SWITCHING

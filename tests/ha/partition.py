@@ -14,11 +14,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ledgermq.chaos.proxy import FaultProxy
 from tests.compat.cluster import HOST
 from tests.ha.controller_group import ControllerGroup
+from tests.ha.process_group import BrokerProc
 
 ISOLATED_HOST = "127.0.0.3"
 T = TypeVar("T")
@@ -42,10 +44,13 @@ class IsolatedLinks:
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(work, self._loop).result(10)
 
-    def cut(self, mode: str = "blackhole") -> None:
+    def cut(self, mode: str = "blackhole", only: tuple[str, ...] = ("broker", "ha", "namesrv")) -> None:
+        """Cut the links named in ``only`` (all by default; "ha" alone stops replication to the slave)."""
+
         async def cut() -> None:
             for proxy in self.proxies:
-                proxy.cut(mode)
+                if proxy.name in only:
+                    proxy.cut(mode)
 
         self._run(cut())
 
@@ -67,3 +72,20 @@ class IsolatedLinks:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5)
             self._loop.close()
+
+
+def start_isolatable_pair(
+    tmp_path: Path, **common: object
+) -> tuple[ControllerGroup, IsolatedLinks, BrokerProc, BrokerProc]:
+    """A name server with the controller, master ``a`` (its links through the proxies) and slave ``b``, in sync."""
+    group = ControllerGroup(tmp_path, **common)
+    a = group.add_broker("a")
+    b = group.add_broker("b")
+    links = IsolatedLinks(group, a.port)
+    lines = [line for line in a.conf.read_text().splitlines() if line.split("=", 1)[0] not in links.props]
+    a.conf.write_text("".join(f"{line}\n" for line in lines) + "".join(f"{k}={v}\n" for k, v in links.props.items()))
+    group.start_namesrv()
+    group.start_broker(a, "MASTER")
+    group.start_broker(b, "SLAVE")
+    group.wait_sync_state_set(a, 2)
+    return group, links, a, b

@@ -28,7 +28,7 @@ from pathlib import Path
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import ResponseCode
 from tests.ha.controller_group import BROKER_KEYS, ControllerGroup
-from tests.ha.partition import IsolatedLinks
+from tests.ha.partition import IsolatedLinks, start_isolatable_pair
 from tests.ha.process_group import BrokerProc, assert_identical, open_store, queue_bodies, send_raw
 
 TOPIC = "CtlPartitionTopic"
@@ -88,22 +88,6 @@ async def until(what: str, check: object, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
-
-
-def start_isolatable_pair(
-    tmp_path: Path, **common: object
-) -> tuple[ControllerGroup, IsolatedLinks, BrokerProc, BrokerProc]:
-    group = ControllerGroup(tmp_path, **common)
-    a = group.add_broker("a")
-    b = group.add_broker("b")
-    links = IsolatedLinks(group, a.port)
-    lines = [line for line in a.conf.read_text().splitlines() if line.split("=", 1)[0] not in links.props]
-    a.conf.write_text("".join(f"{line}\n" for line in lines) + "".join(f"{k}={v}\n" for k, v in links.props.items()))
-    group.start_namesrv()
-    group.start_broker(a, "MASTER")
-    group.start_broker(b, "SLAVE")
-    group.wait_sync_state_set(a, 2)
-    return group, links, a, b
 
 
 def run_partition(

@@ -78,6 +78,13 @@ class SyncStateSetKeeper:
         """The controller's set from an answer or a notification (ignored unless newer)."""
         if self.tracker is not None and self.tracker.accept(members, epoch):
             self.changed()
+            self.spawn(self._remember(self.tracker, members), "noting the SyncStateSet")
+
+    async def _remember(self, tracker: InSyncTracker, members: frozenset[int]) -> None:
+        """Keep the members in the HA epoch file (a master that crashes waits for one of them
+        before it takes writes again: ha/master_epochs.py)."""
+        if self.tracker is tracker:
+            await self.ha.note_in_sync(members - {tracker.self_id})
 
     def changed(self) -> None:
         """Make the HA service wait for the members the tracker now requires."""
@@ -125,6 +132,9 @@ class SyncStateSetKeeper:
         cmd = RemotingCommand.request(
             RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, hdr.ext(), SyncStateSet(members, base.epoch).encode()
         )
+        await self._remember(tracker, members | base.members)  # on disk before the controller may accept a join
+        if self.tracker is not tracker:
+            return
         log.info(
             "controller mode: proposing SyncStateSet %s (from %s, epoch %d)",
             sorted(members),
@@ -143,6 +153,7 @@ class SyncStateSetKeeper:
             sss = SyncStateSet.decode(resp.body)
             tracker.accept(sss.sync_state_set, sss.sync_state_set_epoch)
             self.accepted_changes += 1
+            self.spawn(self._remember(tracker, sss.sync_state_set), "noting the SyncStateSet")
             log.warning(
                 "controller mode: SyncStateSet is now %s (epoch %d)",
                 sorted(sss.sync_state_set),

@@ -17,6 +17,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ledgermq.admin.client import AdminClient
+from ledgermq.admin.model import HAClientInfo
 from ledgermq.chaos.proxy import FaultProxy
 from tests.compat.cluster import HOST
 from tests.ha.controller_group import ControllerGroup
@@ -89,3 +91,13 @@ def start_isolatable_pair(
     group.start_broker(b, "SLAVE")
     group.wait_sync_state_set(a, 2)
     return group, links, a, b
+
+
+def ha_client_info(group: ControllerGroup, b: BrokerProc) -> HAClientInfo:
+    """A slave's HA client as haStatus shows it."""
+
+    async def ask() -> HAClientInfo:
+        async with AdminClient(group.namesrv_addr, timeout=2.0) as admin:
+            return (await admin.ha_status(b.addr)).client
+
+    return asyncio.run(ask())

@@ -15,13 +15,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from ledgermq.admin.client import AdminClient
-from ledgermq.admin.model import HAClientInfo
 from ledgermq.ha.epoch_file import EpochFile
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import ResponseCode
-from tests.ha.controller_group import ControllerGroup
-from tests.ha.partition import start_isolatable_pair
+from tests.compat.cluster import wait_until
+from tests.ha.partition import ha_client_info, start_isolatable_pair
 from tests.ha.process_group import BrokerProc, assert_identical, open_store, queue_bodies, send_raw
 
 TOPIC = "CtlTailTopic"
@@ -50,14 +48,6 @@ def send_all(b: BrokerProc, seqs: range) -> dict[int, tuple[int, int]]:
     return asyncio.run(run())
 
 
-def ha_client_info(group: ControllerGroup, b: BrokerProc) -> HAClientInfo:
-    async def ask() -> HAClientInfo:
-        async with AdminClient(group.namesrv_addr, timeout=2.0) as admin:
-            return (await admin.ha_status(b.addr)).client
-
-    return asyncio.run(ask())
-
-
 def log_bytes(files: dict[str, bytes], end: int) -> bytes:
     """The commit log's bytes [0, end) from its segment files."""
     out = bytearray()
@@ -83,9 +73,10 @@ def test_a_returning_old_master_truncates_exactly_its_unreplicated_tail(tmp_path
         group.kill(a)
         group.wait_role(b, "MASTER", 10)
         before_restart = a.commitlog_files()
-        acked.update(send_all(b, range(90, 120)))
+        acked.update(send_all(b, range(90, 135)))  # more than the tail: the logs' ends differ until a truncates
         links.heal()
         group.start_broker(a, "SLAVE")
+        wait_until("a to follow b", lambda: ha_client_info(group, a).connected, 20)
         group.wait_caught_up(b, [a], 20)
         client = ha_client_info(group, a)
         assert group.stop(a) == 0 and group.stop(b) == 0, group.explain()

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import ResponseCode
+from tests.compat.cluster import wait_until
 from tests.ha.controller_group import BROKER_KEYS, ControllerGroup
-from tests.ha.partition import IsolatedLinks, start_isolatable_pair
+from tests.ha.partition import IsolatedLinks, ha_client_info, start_isolatable_pair
 from tests.ha.process_group import BrokerProc, assert_identical, open_store, queue_bodies, send_raw
 
 TOPIC = "CtlPartitionTopic"
@@ -130,6 +131,7 @@ def heal_and_compare(
     """Heal; the old master follows the new one; both stopped and compared. The SEND_OKs missing on the new master."""
     links.heal()
     group.wait_role(a, "SLAVE", 15)
+    wait_until("a to follow b", lambda: ha_client_info(group, a).connected, 15)
     group.wait_sync_state_set(b, 2, 15)
     group.wait_caught_up(b, [a], 20)
     assert group.stop(a) == 0 and group.stop(b) == 0, group.explain()

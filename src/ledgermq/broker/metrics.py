@@ -63,6 +63,20 @@ in DLedger mode it follows the Raft role), so master and slaves of a group diffe
   ``ledgermq_dledger_member_stuck`` (1: the member needs entries the leader's retention
   deleted). The master-slave (HA)
   metrics are not exported in DLedger mode.
+* a broker in controller mode (docs/controller.md), besides the HA metrics of its role:
+  ``ledgermq_controller_mode_role`` (label ``role``: STARTING, MASTER, SLAVE, SWITCHING; 1
+  for the current one), ``ledgermq_controller_mode_broker_controller_id`` (-1 before the
+  controller granted one), ``ledgermq_controller_mode_master_epoch``,
+  ``ledgermq_controller_mode_sync_state_set_size`` and ``..._sync_state_set_epoch`` (a
+  master: the set the controller accepted; a slave: as the controller last told it),
+  ``ledgermq_controller_mode_lease_remaining_seconds`` (a master's write lease; 0: fenced),
+  ``ledgermq_controller_mode_elections_seen_total`` (newer master epochs learned after the
+  first), ``ledgermq_controller_mode_sync_state_set_changes_total`` (label ``result``:
+  accepted, refused: the master's proposals, unanswered ones counted as refused),
+  ``ledgermq_controller_mode_role_changes_total``,
+  ``ledgermq_controller_mode_fenced_writes_total`` (sends refused for a lapsed lease) and
+  ``ledgermq_controller_mode_heartbeat_failures_total``. There ``ledgermq_ha_slave_in_sync``
+  and ``ledgermq_ha_in_sync_slaves`` count SyncStateSet members, as haStatus does.
 
 Renamed or changed labels (no metric was removed): every metric gained ``cluster`` and
 ``broker_id``; ``ledgermq_ha_client_errors`` lost its ``last_error`` label (free text: an
@@ -93,6 +107,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from ledgermq.broker.context import Broker
+from ledgermq.broker.controller_mode.metrics import controller_mode_metrics
 from ledgermq.broker.processors.ha_status import ha_runtime_info
 from ledgermq.broker.stats import StatsSettings
 from ledgermq.net.tls.counters import COUNTERS as TLS_COUNTERS
@@ -274,6 +289,8 @@ class BrokerCollector:
         yield from self._lag()
         yield from self._requests()
         yield from self._timers()
+        if b.controller is not None:
+            yield from controller_mode_metrics(b.controller, BASE_LABELS, self._base())
         if b.dledger is not None:
             yield from self._dledger()
             return
@@ -499,7 +516,9 @@ class BrokerCollector:
         )
         conn = self._gauge("ledgermq_ha_slave_connected", "1 if the slave's HA connection is open.", slave)
         sync = self._gauge(
-            "ledgermq_ha_slave_in_sync", "1 if the slave is connected and within haSlaveFallbehindMax.", slave
+            "ledgermq_ha_slave_in_sync",
+            "1 if the slave is connected and within haSlaveFallbehindMax (controller mode: a SyncStateSet member).",
+            slave,
         )
         for c in conns:
             labels = [*base, c["addr"]]
@@ -512,7 +531,7 @@ class BrokerCollector:
         yield from (acked, lag_b, lag_s, conn, sync)
         yield self._one_gauge(
             "ledgermq_ha_in_sync_slaves",
-            "Slaves connected and within haSlaveFallbehindMax.",
+            "Slaves connected and within haSlaveFallbehindMax (controller mode: SyncStateSet members).",
             sum(1 for c in conns if c["inSync"]),
         )
         ha = self.broker.ha

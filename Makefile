@@ -33,8 +33,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 
+# A local cluster: by default a name server with a controller inside and two brokers in
+# controller mode (kill -9 the master and the slave takes over within ~1 s);
+# RUN_MODE=master-slave or RUN_MODE=dledger for the other layouts.
+RUN_MODE ?= controller
 run: $(STAMP)
-	$(BIN)/ledgermq cluster up --data ./data
+	$(BIN)/ledgermq cluster up --mode $(RUN_MODE) --data ./data
 
 bench: $(STAMP)
 	$(BIN)/ledgermq bench store --data ./data/bench

@@ -35,10 +35,12 @@ def chaos() -> None:
 @chaos.command("run")
 @click.option(
     "--layout",
-    type=click.Choice(["sync", "async", "dledger"]),
+    type=click.Choice(["sync", "async", "dledger", "controller"]),
     default="sync",
     show_default=True,
-    help="sync/async: a SYNC_MASTER or ASYNC_MASTER master and one slave; dledger: a 3-broker DLedger (Raft) group",
+    help="sync/async: a SYNC_MASTER or ASYNC_MASTER master and one slave; dledger: a 3-broker DLedger (Raft) group; "
+    "controller: a master and a slave in controller mode (allAckInSyncStateSet), the controller inside the name "
+    "server, or three controller nodes when the faults include controller-kill / controller-partition",
 )
 @click.option("--cycles", type=click.IntRange(0, 100_000), default=10, show_default=True, help="fault cycles")
 @click.option("--seed", type=int, default=None, help="the schedule's seed (default: a random one, printed)")

@@ -167,6 +167,17 @@ def targets_for(layout: str) -> dict[str, tuple[str, ...]]:
     return {"dledger": _DLEDGER_TARGETS, "controller": _CONTROLLER_TARGETS}.get(layout, _TARGETS)
 
 
+def restrict(
+    targets: dict[str, tuple[str, ...]], kinds: tuple[str, ...], roles: tuple[str, ...]
+) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], list[str]]:
+    """Only faults against ``roles`` (e.g. the master's faults alone): the narrowed targets,
+    the kinds left, and why the others were left out."""
+    narrowed = {k: tuple(r for r in v if r in roles) for k, v in targets.items()}
+    left = tuple(k for k in kinds if narrowed.get(k))
+    why = [f"{k} hits no role of {', '.join(roles)} ({', '.join(targets.get(k, ()))})" for k in kinds if k not in left]
+    return {k: v for k, v in narrowed.items() if v}, left, why
+
+
 def applicable(layout: str, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
     """The kinds that apply to ``layout``, and why the others were left out."""
     skipped = NOT_APPLICABLE.get(layout, {})
@@ -182,6 +193,8 @@ def schedule(
     targets: dict[str, tuple[str, ...]] | None = None,
 ) -> list[FaultPlan]:
     targets = targets or _TARGETS
+    if missing := [k for k in kinds if k not in targets]:
+        raise ValueError(f"fault kinds {', '.join(missing)} hit nothing on this layout")
     rng = random.Random(seed)
     plans = []
     first = rng.sample(kinds, len(kinds))  # every kind at least once when there are enough cycles

@@ -25,7 +25,7 @@ from ledgermq.chaos.checker import Verdict, check
 from ledgermq.chaos.controller import ControllerLayout
 from ledgermq.chaos.counters import RepairCounters
 from ledgermq.chaos.dledger import DLedgerLayout
-from ledgermq.chaos.faults import CONTROLLER_KINDS, FaultRecord, applicable, schedule, targets_for
+from ledgermq.chaos.faults import CONTROLLER_KINDS, FaultRecord, applicable, restrict, schedule, targets_for
 from ledgermq.chaos.injector import Injector
 from ledgermq.chaos.layout import Layout, MasterSlaveLayout
 from ledgermq.chaos.promise import allowed_losses, promise_text
@@ -56,6 +56,7 @@ class RunConfig:
     warmup_s: float = 2.0
     flush: str = "async"  # flushDiskType of every broker: "async" (ASYNC_FLUSH) or "sync" (SYNC_FLUSH)
     scrub_interval_s: int = 5  # storeScrubIntervalSeconds when a run flips bits
+    roles: tuple[str, ...] = ()  # only faults against these roles ("master"); () for every role
     whole_timeout: float = 30.0  # controller layout: how long a fault waits for the slave to be in sync again
 
     @property
@@ -66,6 +67,7 @@ class RunConfig:
 
     def replay_args(self) -> str:
         flush = " --flush sync" if self.flush == "sync" else ""
+        flush += f" --roles {','.join(self.roles)}" if self.roles else ""
         return (
             f"--layout {self.layout}{flush} --cycles {self.cycles} --seed {self.seed} "
             f"--faults {','.join(self.faults)} --senders {self.senders} --rate {self.rate:g} "
@@ -180,9 +182,13 @@ async def settle_and_read(layout: Layout, injector: Injector, stable_timeout: fl
 
 async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
     kinds, skipped = applicable(cfg.layout, cfg.faults)
+    targets = targets_for(cfg.layout)
+    if cfg.roles:
+        targets, kinds, off_role = restrict(targets, kinds, cfg.roles)
+        skipped += off_role
     if not kinds:
         raise ValueError(f"no fault kind applies to the {cfg.layout} layout: {'; '.join(skipped)}")
-    plans = schedule(cfg.seed, cfg.cycles, kinds, cfg.steady_s, cfg.hold_scale, targets_for(cfg.layout))
+    plans = schedule(cfg.seed, cfg.cycles, kinds, cfg.steady_s, cfg.hold_scale, targets)
     root = run_dir(cfg)
     layout = make_layout(cfg.layout, root, cfg.broker_props(), cfg.controllers)
     counters = RepairCounters(layout)
@@ -268,6 +274,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
             "seed": cfg.seed,
             "cycles": cfg.cycles,
             "faults": list(kinds),
+            "roles": list(cfg.roles),
             "skipped": skipped,
             "senders": cfg.senders,
             "rate": cfg.rate,

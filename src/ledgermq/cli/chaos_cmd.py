@@ -78,6 +78,11 @@ def chaos() -> None:
     help="multiplies every fault's hold time",
 )
 @click.option(
+    "--roles",
+    default="",
+    help="only faults against these roles, comma-separated (e.g. master: every kind's master faults alone)",
+)
+@click.option(
     "--recovery-timeout",
     type=float,
     default=30.0,
@@ -85,7 +90,8 @@ def chaos() -> None:
     help="seconds to wait for a SEND_OK after each heal",
 )
 def run_cmd(layout: str, flush: str, cycles: int, seed: int | None, faults: str, data: Path, json_path: Path | None,
-            senders: int, rate: float, steady: str, hold_scale: float, recovery_timeout: float) -> None:  # fmt: skip
+            senders: int, rate: float, steady: str, hold_scale: float, roles: str,
+            recovery_timeout: float) -> None:  # fmt: skip
     """Run a workload against a local group while injecting seeded faults; exit 1 on any
     acknowledged message lost (beyond what the flush mode allows through a power loss), a
     message served with other content, or master/slave divergence (2 when the harness
@@ -101,7 +107,8 @@ def run_cmd(layout: str, flush: str, cycles: int, seed: int | None, faults: str,
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "big")
     cfg = RunConfig(layout, cycles, seed, kinds, data, senders, rate, _pair(steady), hold_scale,
-                    recovery_timeout=recovery_timeout, flush=flush)  # fmt: skip
+                    recovery_timeout=recovery_timeout, flush=flush,
+                    roles=tuple(r.strip() for r in roles.split(",") if r.strip()))  # fmt: skip
     click.echo(f"ledgermq chaos: seed {seed} (replay: ledgermq chaos run {cfg.replay_args()})", err=True)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     # Failed sends are the point of the run; the client's per-attempt warnings would bury the report.

@@ -96,21 +96,7 @@ class ControllerLayout(ProcessLayout):
             c: self.namesrv_port if self.embedded else self.raft_ports[c] for c in self.controller_ids
         }
         self.broker_ports = {b: free_port(span=2) for b in BROKERS}
-        self._links: list[Link] = []
-        for src in BROKERS:
-            for dst in BROKERS:
-                if src != dst:
-                    ha = self.broker_ports[dst] + 1
-                    self._links.append(Link(f"ha:{src}->{dst}", (PROXY_HOST, ha), (HOST, ha)))
-            for c in self.controller_ids:
-                self._links.append(Link(f"ctl:{src}->{c}", (PROXY_HOST, free_port()), (HOST, self.controller_ports[c])))
-        if not self.embedded:
-            for src in self.controller_ids:
-                for dst in self.controller_ids:
-                    if src != dst:
-                        self._links.append(
-                            Link(f"raft:{src}->{dst}", (PROXY_HOST, free_port()), (HOST, self.raft_ports[dst]))
-                        )
+        self._links = self._plan_links()
         self.controllers: dict[str, ChildProcess] = {}
         if self.embedded:
             conf = _write(self.root / "namesrv.properties", self._controller_props("c0"))
@@ -130,6 +116,26 @@ class ControllerLayout(ProcessLayout):
         self.nodes = {b: self._node(b, extra_props or {}) for b in BROKERS}
 
     # -- configuration ----------------------------------------------------------------
+    def _plan_links(self) -> list[Link]:
+        """HA links between the brokers, each broker's link to each controller node, and
+        (three nodes) the controller's Raft links."""
+        links: list[Link] = []
+        for src in BROKERS:
+            for dst in BROKERS:
+                if src != dst:
+                    ha = self.broker_ports[dst] + 1
+                    links.append(Link(f"ha:{src}->{dst}", (PROXY_HOST, ha), (HOST, ha)))
+            for c in self.controller_ids:
+                links.append(Link(f"ctl:{src}->{c}", (PROXY_HOST, free_port()), (HOST, self.controller_ports[c])))
+        if not self.embedded:
+            for src in self.controller_ids:
+                for dst in self.controller_ids:
+                    if src != dst:
+                        links.append(
+                            Link(f"raft:{src}->{dst}", (PROXY_HOST, free_port()), (HOST, self.raft_ports[dst]))
+                        )
+        return links
+
     def _link(self, name: str) -> Link:
         return next(link for link in self._links if link.name == name)
 

@@ -65,7 +65,12 @@ class Injector:
 
     def _raft_links_of(self, controller: str) -> list[FaultProxy]:
         """The controller node's Raft links, both ways (not the brokers' links to it)."""
-        return [p for p in self._links_of(controller) if p.name.startswith("raft:")]
+        mine = (f"raft:{controller}->", f"->{controller}")
+        return [
+            p
+            for name, p in self.proxies.items()
+            if name.startswith("raft:") and (name.startswith(mine[0]) or name.endswith(mine[1]))
+        ]
 
     def _links_of(self, target: str) -> list[FaultProxy]:
         """The proxies to cut: every link for "link", else the links to and from ``target``."""

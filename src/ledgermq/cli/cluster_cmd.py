@@ -127,7 +127,7 @@ def cluster() -> None:
 @click.option("--namesrv-port", default=9876, show_default=True)
 @click.option("--broker-port", default=10911, show_default=True, help="the master's listen port (HA +1, metrics +2)")
 @click.option("--slave-port", default=None, type=int, help="the slave's listen port (default broker port + 10)")
-@click.option("--no-slave", is_flag=True, help="run the master alone (master-slave mode)")
+@click.option("--no-slave", is_flag=True, help="run the master alone (master-slave and controller modes)")
 @click.option(
     "--mode",
     type=click.Choice(["master-slave", "controller", "dledger"]),

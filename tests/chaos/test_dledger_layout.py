@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledgermq.chaos.dledger import NODES, DLedgerLayout, link_name
-from ledgermq.chaos.faults import KINDS, applicable, schedule, targets_for
+from ledgermq.chaos.faults import CONTROLLER_KINDS, KINDS, applicable, schedule, targets_for
 from ledgermq.chaos.injector import Injector
 from ledgermq.chaos.layout import HOST, PROXY_HOST
 from ledgermq.chaos.proxy import FaultProxy
@@ -42,12 +42,14 @@ def test_isolating_a_node_cuts_exactly_its_four_links(tmp_path: Path) -> None:
 
 def test_dledger_schedule_uses_the_raft_roles_and_skips_tail_loss() -> None:
     kinds, why = applicable("dledger", KINDS)
-    assert "tail-loss" not in kinds and len(why) == 1 and "quorum" in why[0]
-    assert applicable("sync", KINDS) == (KINDS, [])
+    assert "tail-loss" not in kinds and "quorum" in why[0]
+    assert not set(CONTROLLER_KINDS) & set(kinds) and len(why) == 1 + len(CONTROLLER_KINDS)
+    sync_kinds, sync_why = applicable("sync", KINDS)
+    assert sync_kinds == tuple(k for k in KINDS if k not in CONTROLLER_KINDS) and len(sync_why) == 2
     plans = schedule(1, 200, kinds, targets=targets_for("dledger"))
     assert {p.role for p in plans if p.kind in ("kill", "suspend", "disk-full")} == {"leader", "follower"}
     assert {p.role for p in plans if p.kind == "partition"} == {"leader"}
     assert {p.kind for p in plans} == set(kinds)
     assert schedule(1, 50, kinds, targets=targets_for("dledger")) == plans[:50]
     # the master-slave schedules are unchanged by the new parameter
-    assert schedule(1, 50, KINDS) == schedule(1, 50, KINDS, targets=targets_for("sync"))
+    assert schedule(1, 50, sync_kinds) == schedule(1, 50, sync_kinds, targets=targets_for("sync"))

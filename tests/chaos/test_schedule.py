@@ -6,15 +6,32 @@ from pathlib import Path
 
 import pytest
 
-from ledgermq.chaos.faults import KINDS, TAIL_LOSS_BYTES, parse_kinds, schedule, zero_tail
+from ledgermq.chaos.faults import (
+    CONTROLLER_KINDS,
+    KINDS,
+    TAIL_LOSS_BYTES,
+    parse_kinds,
+    schedule,
+    targets_for,
+    zero_tail,
+)
+
+MS_KINDS = tuple(k for k in KINDS if k not in CONTROLLER_KINDS)  # what a master-slave layout runs
 
 
 def test_same_seed_same_schedule() -> None:
-    assert schedule(42, 50, KINDS) == schedule(42, 50, KINDS)
+    assert schedule(42, 50, MS_KINDS) == schedule(42, 50, MS_KINDS)
+    ctl = targets_for("controller")
+    assert schedule(42, 50, KINDS, targets=ctl) == schedule(42, 50, KINDS, targets=ctl)
 
 
 def test_another_seed_another_schedule() -> None:
-    assert schedule(42, 50, KINDS) != schedule(43, 50, KINDS)
+    assert schedule(42, 50, MS_KINDS) != schedule(43, 50, MS_KINDS)
+
+
+def test_a_kind_with_no_target_on_the_layout_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="controller-kill"):
+        schedule(1, 5, ("kill", "controller-kill"))
 
 
 def test_only_the_chosen_kinds_and_their_targets() -> None:
@@ -82,10 +99,10 @@ def test_first_ok_after_looks_at_the_tail_only() -> None:
 
 
 def test_the_new_kinds_replay_exactly_and_leave_the_clean_kinds_schedules_alone() -> None:
-    from ledgermq.chaos.faults import CLEAN_KINDS, DATA_KINDS, MAX_FLIPS, PAIR_KINDS, targets_for
+    from ledgermq.chaos.faults import CLEAN_KINDS, DATA_KINDS, MAX_FLIPS, PAIR_KINDS
 
     every = CLEAN_KINDS + DATA_KINDS + PAIR_KINDS
-    assert every == KINDS
+    assert every + CONTROLLER_KINDS == KINDS
     plans = schedule(9, 300, every)
     assert plans == schedule(9, 300, every)  # kind, target, holds, modes and every draw
     assert plans != schedule(10, 300, every)
@@ -109,7 +126,7 @@ def test_the_new_kinds_replay_exactly_and_leave_the_clean_kinds_schedules_alone(
 
 
 def test_the_new_kinds_on_a_dledger_group_use_the_raft_roles() -> None:
-    from ledgermq.chaos.faults import DATA_KINDS, PAIR_KINDS, applicable, targets_for
+    from ledgermq.chaos.faults import DATA_KINDS, PAIR_KINDS, applicable
 
     kinds, skipped = applicable("dledger", DATA_KINDS + PAIR_KINDS)
     assert kinds == DATA_KINDS + PAIR_KINDS and skipped == []

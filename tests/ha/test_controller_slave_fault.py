@@ -11,10 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
+from ledgermq.admin.client import AdminClient
+from ledgermq.admin.model import HARuntimeInfo
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import ResponseCode
+from ledgermq.testing.ports import free_port
+from tests.compat.cluster import wait_until
 from tests.ha.controller_group import ControllerGroup
 from tests.ha.process_group import BrokerProc, send_raw
 
@@ -35,9 +42,31 @@ def send(b: BrokerProc, text: str) -> tuple[int, str, float]:
     return asyncio.run(run())
 
 
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Controller-mode and in-sync samples, keyed by name and the labels beyond cluster/broker/broker_id."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as resp:
+        text = resp.read().decode()
+    base = ("cluster", "broker", "broker_id")
+    return {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in base))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.startswith(("ledgermq_controller_mode_", "ledgermq_ha_slave_in_sync", "ledgermq_ha_in_sync"))
+    }
+
+
+def ha_status(group: ControllerGroup, b: BrokerProc) -> HARuntimeInfo:
+    async def ask() -> HARuntimeInfo:
+        async with AdminClient(group.namesrv_addr, timeout=2.0) as admin:
+            return await admin.ha_status(b.addr)
+
+    return asyncio.run(ask())
+
+
 def test_a_paused_slave_is_dropped_and_writes_resume_within_the_lag_limit(tmp_path: Path) -> None:
     group = ControllerGroup(tmp_path, allAckInSyncStateSet="true", haMaxTimeSlaveNotCatchup=int(MAX_LAG_S * 1000))
-    a = group.add_broker("a")
+    metrics_port = free_port()
+    a = group.add_broker("a", metricsPort=metrics_port)
     b = group.add_broker("b")
     try:
         group.start_namesrv()
@@ -52,8 +81,27 @@ def test_a_paused_slave_is_dropped_and_writes_resume_within_the_lag_limit(tmp_pa
         assert took < MAX_LAG_S + 1.0  # the lag limit, one check period and the controller's answer
         assert group.info(a)["syncStateSet"] == group.info(a)["brokerControllerId"]
         assert send(a, "master alone")[0] == ResponseCode.SUCCESS
+        # the paused slave is still connected and one message behind (in sync by master-slave mode's lag rule),
+        # but out of the SyncStateSet: haStatus and the metrics say so
+        (conn,) = ha_status(group, a).connections
+        assert conn.connected and not conn.in_sync, conn
+        m = scrape(metrics_port)
+        slave = (("slave", conn.addr),)
+        assert m[("ledgermq_ha_slave_in_sync", slave)] == 0 and m[("ledgermq_ha_in_sync_slaves", ())] == 0
+        assert m[("ledgermq_controller_mode_role", (("role", "MASTER"),))] == 1
+        assert m[("ledgermq_controller_mode_role", (("role", "SLAVE"),))] == 0
+        assert m[("ledgermq_controller_mode_master_epoch", ())] == 1
+        assert m[("ledgermq_controller_mode_sync_state_set_size", ())] == 1
+        assert m[("ledgermq_controller_mode_sync_state_set_epoch", ())] >= 2  # the join, then the drop
+        assert m[("ledgermq_controller_mode_sync_state_set_changes_total", (("result", "accepted"),))] >= 2
+        assert 0 < m[("ledgermq_controller_mode_lease_remaining_seconds", ())] <= 0.6
+        assert m[("ledgermq_controller_mode_elections_seen_total", ())] == 0
         group.resume(b)
         group.wait_sync_state_set(a, 2)
+        wait_until("the slave in sync again", lambda: ha_status(group, a).in_sync_slave_nums == 1, 5)
+        m = scrape(metrics_port)
+        assert m[("ledgermq_controller_mode_sync_state_set_size", ())] == 2
+        assert m[("ledgermq_ha_slave_in_sync", slave)] == 1
     finally:
         group.close()
 

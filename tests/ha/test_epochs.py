@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ledgermq.errors import ConfigError
+from ledgermq.ha.epoch_file import EpochFile, EpochState
 from ledgermq.ha.epochs import Agree, EpochLog, Fetch, Refuse, reconcile, validate_pairs
 from ledgermq.ha.handshake import Hello, decode_answer, decode_hello, encode_answer, encode_hello
 
@@ -85,3 +89,16 @@ def test_handshake_round_trips() -> None:
         assert reply.decision == decision
         if isinstance(decision, Agree):
             assert reply.epochs == L and reply.check == (1, 2)
+
+
+def test_epoch_file_keeps_the_sync_state_set_members_and_refuses_a_malformed_list(tmp_path: Path) -> None:
+    f = EpochFile(tmp_path)
+    state = EpochState(EpochLog([(1, 0, 7)]), slave_attached=True, in_sync_slaves=frozenset({2, 3}))
+    f.save(state)
+    assert f.load() == state
+    f.save(EpochState(EpochLog([(1, 0, 7)])))
+    assert b"inSyncSlaves" not in f.path.read_bytes()  # absent when empty: the 4.x-era file shape
+    assert f.load().in_sync_slaves == frozenset()
+    f.path.write_bytes(b'{"epochs": [[1, 0, 7]], "inSyncSlaves": ["2"]}')
+    with pytest.raises(ConfigError, match="inSyncSlaves"):
+        f.load()

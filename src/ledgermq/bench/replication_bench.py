@@ -45,7 +45,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import HAConnectionInfo
@@ -243,7 +243,13 @@ class DLedgerTrio:
         stop_processes(self.procs)
 
 
-Group = HAPair | DLedgerTrio
+class Group(Protocol):
+    """A broker group the rounds drive: its name server and its members' addresses."""
+
+    @property
+    def namesrv(self) -> str: ...
+
+    def members(self) -> list[str]: ...
 
 
 async def _max_offset(admin: AdminClient, addr: str) -> int:

@@ -23,7 +23,7 @@ from ledgermq.broker.controller_mode.service import ControllerModeService
 from ledgermq.broker.dledger import BrokerDLedger, check_settings, follower_broker_id
 from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.long_polling import PullHoldService
-from ledgermq.broker.metrics import BrokerMetrics
+from ledgermq.broker.metrics_http import BrokerMetrics
 from ledgermq.broker.offset_waiters import OffsetWaiters
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.processors import (

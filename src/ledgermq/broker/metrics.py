@@ -63,6 +63,20 @@ in DLedger mode it follows the Raft role), so master and slaves of a group diffe
   ``ledgermq_dledger_member_stuck`` (1: the member needs entries the leader's retention
   deleted). The master-slave (HA)
   metrics are not exported in DLedger mode.
+* a broker in controller mode (docs/controller.md), besides the HA metrics of its role:
+  ``ledgermq_controller_mode_role`` (label ``role``: STARTING, MASTER, SLAVE, SWITCHING; 1
+  for the current one), ``ledgermq_controller_mode_broker_controller_id`` (-1 before the
+  controller granted one), ``ledgermq_controller_mode_master_epoch``,
+  ``ledgermq_controller_mode_sync_state_set_size`` and ``..._sync_state_set_epoch`` (a
+  master: the set the controller accepted; a slave: as the controller last told it),
+  ``ledgermq_controller_mode_lease_remaining_seconds`` (a master's write lease; 0: fenced),
+  ``ledgermq_controller_mode_elections_seen_total`` (newer master epochs learned after the
+  first), ``ledgermq_controller_mode_sync_state_set_changes_total`` (label ``result``:
+  accepted, refused: the master's proposals, unanswered ones counted as refused),
+  ``ledgermq_controller_mode_role_changes_total``,
+  ``ledgermq_controller_mode_fenced_writes_total`` (sends refused for a lapsed lease) and
+  ``ledgermq_controller_mode_heartbeat_failures_total``. There ``ledgermq_ha_slave_in_sync``
+  and ``ledgermq_ha_in_sync_slaves`` count SyncStateSet members, as haStatus does.
 
 Renamed or changed labels (no metric was removed): every metric gained ``cluster`` and
 ``broker_id``; ``ledgermq_ha_client_errors`` lost its ``last_error`` label (free text: an
@@ -73,10 +87,7 @@ unbounded label value) in favour of ``ledgermq_ha_client_error_state``.
   ``reason``: expired, untrusted, wrong-host, no-client-cert, plain-on-enforcing, timeout,
   peer-closed, refused-by-peer, other); docs/tls.md.
 
-The HTTP side is aiohttp (the server library the web console uses too): ``GET /metrics``
-(and HEAD) answers the 0.0.4 text format, any other path 404, any other method on
-``/metrics`` 405; connections are kept alive as Prometheus likes. A scrape whose collection
-raises answers 500 with the error's one-line text and logs the traceback.
+The store's families are in metrics_store.py, the HTTP endpoint in metrics_http.py.
 """
 
 from __future__ import annotations
@@ -84,21 +95,18 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from ledgermq.broker.context import Broker
+from ledgermq.broker.controller_mode.metrics import controller_mode_metrics
+from ledgermq.broker.metrics_store import store_metrics
 from ledgermq.broker.processors.ha_status import ha_runtime_info
 from ledgermq.broker.stats import StatsSettings
 from ledgermq.net.tls.counters import COUNTERS as TLS_COUNTERS
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.raft import Role
-from ledgermq.store.retention import disk_usage_ratio
 from ledgermq.util.latency import LatencyHistogram
 
 log = logging.getLogger(__name__)
@@ -106,7 +114,6 @@ log = logging.getLogger(__name__)
 # HAService closes such connections with "... is beyond the master's max offset ..." (ha/session.py).
 REFUSED_MARKER = "beyond the master's max offset"
 DIVERGED_MARKER = "ahead of or diverged"
-_STOP_GRACE_S = 2.0
 BASE_LABELS = ["cluster", "broker", "broker_id"]
 
 # ledgermq_ha_client_error_state: the kind of the slave's last HA failure, never its text.
@@ -152,128 +159,42 @@ class BrokerCollector:
         self.broker = broker
         self.settings = settings or broker.stats.settings
 
-    def _base(self) -> list[str]:
+    def base(self) -> list[str]:
         c = self.broker.config
         return [c.cluster_name, c.broker_name, str(c.broker_id)]
 
-    def _gauge(self, name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
+    def gauge(self, name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
         return GaugeMetricFamily(name, doc, labels=[*BASE_LABELS, *extra])
 
-    def _counter(self, name: str, doc: str, extra: tuple[str, ...] = ()) -> CounterMetricFamily:
+    def counter(self, name: str, doc: str, extra: tuple[str, ...] = ()) -> CounterMetricFamily:
         return CounterMetricFamily(name, doc, labels=[*BASE_LABELS, *extra])
 
-    def _one_gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
-        g = self._gauge(name, doc)
-        g.add_metric(self._base(), value)
+    def one_gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
+        g = self.gauge(name, doc)
+        g.add_metric(self.base(), value)
         return g
 
-    def _one_counter(self, name: str, doc: str, value: float) -> CounterMetricFamily:
-        c = self._counter(name, doc)
-        c.add_metric(self._base(), value)
+    def one_counter(self, name: str, doc: str, value: float) -> CounterMetricFamily:
+        c = self.counter(name, doc)
+        c.add_metric(self.base(), value)
         return c
 
     def collect(self) -> Iterator[Metric]:
         b = self.broker
-        store = b.store
-        for metric, doc, value in (
-            ("ledgermq_commitlog_max_offset", "Commit-log max (write) offset in bytes.", store.max_phy_offset),
-            (
-                "ledgermq_commitlog_min_offset",
-                "Commit-log min offset (start of the oldest segment).",
-                store.min_phy_offset,
-            ),
-            (
-                "ledgermq_store_dispatch_behind_bytes",
-                "Commit-log bytes not yet dispatched.",
-                store.dispatch_behind_bytes,
-            ),
-            (
-                "ledgermq_store_dispatch_failing",
-                "1 while stored messages cannot be dispatched into their consume queues or their queue "
-                "files cannot be created (puts are refused meanwhile; the reason is in the log and in "
-                "brokerStatus' dispatchError).",
-                1 if store.dispatch_problem else 0,
-            ),
-            ("ledgermq_store_consume_queues", "Consume queues in the store.", len(store.queues.queues)),
-            (
-                "ledgermq_store_consume_queue_open_files",
-                "Descriptors open on consume-queue files (bounded by maxOpenConsumeQueueFiles).",
-                store.queues.open_files.open_count,
-            ),
-            (
-                "ledgermq_store_consume_queue_files_pending",
-                "New consume-queue segments still held in memory, their files not yet created.",
-                store.queues.creator.backlog,
-            ),
-            (
-                "ledgermq_store_commitlog_size_bytes",
-                "Bytes of commit-log segment files on disk (segments times their fixed size).",
-                sum(mf.size for mf in list(store.commitlog.queue.files)),
-            ),
-            (
-                "ledgermq_store_disk_used_ratio",
-                "Used fraction of the partition holding the commit log (-1: unknown); retention "
-                "deletes at diskMaxUsedSpaceRatio and refuses writes near full.",
-                _disk_ratio(Path(b.store_config.commitlog_path)),
-            ),
-        ):
-            yield self._one_gauge(metric, doc, value)
-        yield self._one_counter(
-            "ledgermq_store_dispatch_failures",
-            "Failed attempts to dispatch a record or create a consume-queue file.",
-            store.dispatch_failures,
-        )
-        damage = store.damage
-        yield self._one_counter(
-            "ledgermq_store_corruptions_found",
-            "Corrupt commit-log ranges found by this process (recovery, scrub, reads, replication).",
-            damage.corruptions_found,
-        )
-        yield self._one_counter(
-            "ledgermq_store_repairs", "Damaged commit-log ranges repaired from a replica.", damage.repairs
-        )
-        yield self._one_gauge(
-            "ledgermq_store_damaged_bytes", "Commit-log bytes known corrupt and refused.", damage.damaged_bytes
-        )
-        yield self._one_gauge(
-            "ledgermq_store_damaged_ranges", "Commit-log ranges known corrupt and refused.", len(damage.ranges())
-        )
-        yield self._one_counter(
-            "ledgermq_store_scrubbed_bytes",
-            "Sealed commit-log bytes re-read by the scrub.",
-            store.scrubber.scrubbed_bytes if store.scrubber else 0,
-        )
-        qstats = store.queues.stats
-        for metric, doc, value in (
-            ("ledgermq_store_queue_rebuilds", "Consume queues re-derived from the commit log.", qstats.queue_rebuilds),
-            (
-                "ledgermq_store_queue_units_rewritten",
-                "Consume-queue units that disagreed with their record and were rewritten.",
-                qstats.units_rewritten,
-            ),
-            (
-                "ledgermq_store_queue_placeholders",
-                "Consume-queue units written for records lost in damaged ranges (refused until repaired).",
-                qstats.placeholders,
-            ),
-            (
-                "ledgermq_store_index_rebuilds",
-                "Index files that failed their checks and were dropped and rebuilt.",
-                store.index.files_dropped if store.index is not None else 0,
-            ),
-        ):
-            yield self._one_counter(metric, doc, value)
+        yield from store_metrics(self)
         yield _histogram(
             "ledgermq_commitlog_flush_seconds",
             "Duration of commit-log flushes (fsync of the dirty segments) that wrote something.",
             BASE_LABELS,
-            [(self._base(), store.flush_latency)],
+            [(self.base(), b.store.flush_latency)],
         )
         yield from self._traffic()
         yield from self._tls()
         yield from self._lag()
         yield from self._requests()
         yield from self._timers()
+        if b.controller is not None:
+            yield from controller_mode_metrics(b.controller, BASE_LABELS, self.base())
         if b.dledger is not None:
             yield from self._dledger()
             return
@@ -288,45 +209,43 @@ class BrokerCollector:
     # -- messages in and out, requests, lag ---------------------------------------------
     def _tls(self) -> Iterable[Metric]:
         """Process-wide (net/tls/counters.py): every port and link of this broker process."""
-        conns = self._counter(
+        conns = self.counter(
             "ledgermq_tls_connections",
             "Connections established, by direction (in: accepted, out: made) and transport (tls, plain).",
             ("direction", "transport"),
         )
         for (direction, transport), n in sorted(TLS_COUNTERS.connections.items()):
-            conns.add_metric([*self._base(), direction, transport], n)
+            conns.add_metric([*self.base(), direction, transport], n)
         yield conns
-        failures = self._counter(
+        failures = self.counter(
             "ledgermq_tls_handshake_failures",
             "Connections refused or TLS handshakes failed, by direction and reason (expired, untrusted, "
             "wrong-host, no-client-cert, plain-on-enforcing, timeout, peer-closed, refused-by-peer, other).",
             ("direction", "reason"),
         )
         for (direction, reason), n in sorted(TLS_COUNTERS.failures.items()):
-            failures.add_metric([*self._base(), direction, reason], n)
+            failures.add_metric([*self.base(), direction, reason], n)
         yield failures
 
     def _traffic(self) -> Iterable[Metric]:
-        base = self._base()
+        base = self.base()
         stats = self.broker.stats
-        msgs_in = self._counter("ledgermq_messages_in", "Messages stored by sends, per topic.", ("topic",))
-        bytes_in = self._counter("ledgermq_bytes_in", "Commit-log bytes written by sends, per topic.", ("topic",))
+        msgs_in = self.counter("ledgermq_messages_in", "Messages stored by sends, per topic.", ("topic",))
+        bytes_in = self.counter("ledgermq_bytes_in", "Commit-log bytes written by sends, per topic.", ("topic",))
         for topic, s in sorted(stats.topic_put.items()):
             msgs_in.add_metric([*base, topic], s.nums)
             bytes_in.add_metric([*base, topic], s.size)
-        msgs_out = self._counter(
+        msgs_out = self.counter(
             "ledgermq_messages_out", "Messages returned by pulls, per topic and group.", ("topic", "group")
         )
-        bytes_out = self._counter(
+        bytes_out = self.counter(
             "ledgermq_bytes_out", "Bytes of messages returned by pulls, per topic and group.", ("topic", "group")
         )
         for (topic, group), s in sorted(stats.group_get.items()):
             msgs_out.add_metric([*base, topic, group], s.nums)
             bytes_out.add_metric([*base, topic, group], s.size)
         yield from (msgs_in, bytes_in, msgs_out, bytes_out)
-        pulls = self._counter(
-            "ledgermq_pull_results", "Pulls answered, by whether they returned messages.", ("result",)
-        )
+        pulls = self.counter("ledgermq_pull_results", "Pulls answered, by whether they returned messages.", ("result",))
         pulls.add_metric([*base, "found"], stats.get_found)
         pulls.add_metric([*base, "miss"], stats.get_miss)
         yield pulls
@@ -338,11 +257,11 @@ class BrokerCollector:
             return
         progress = timer.timers.progress()
         behind = max(0, progress.queue_max - progress.queue_offset)
-        yield self._one_gauge(
+        yield self.one_gauge(
             "ledgermq_timer_pending", "Timer messages stored and not delivered yet.", progress.pending + behind
         )
-        yield self._one_gauge("ledgermq_timer_unfiled", "Timer messages not yet filed into the wheel.", behind)
-        yield self._one_gauge(
+        yield self.one_gauge("ledgermq_timer_unfiled", "Timer messages not yet filed into the wheel.", behind)
+        yield self.one_gauge(
             "ledgermq_timer_read_behind_seconds",
             "How far the next slot to deliver is behind now (a delivering broker).",
             max(0.0, (self.broker.clock.wall_ms() - progress.read_ms) / 1000) if timer.running else 0.0,
@@ -358,27 +277,27 @@ class BrokerCollector:
             ),
             ("ledgermq_timer_put_failures", "Timer deliveries refused by the writer (retried).", timer.put_failures),
         ):
-            yield self._one_counter(metric, doc, value)
+            yield self.one_counter(metric, doc, value)
         yield _histogram(
             "ledgermq_timer_lateness_seconds",
             "How long after its time (the end of its precision step) a timer was delivered.",
             BASE_LABELS,
-            [(self._base(), timer.lateness)],
+            [(self.base(), timer.lateness)],
         )
 
     def _lag(self) -> Iterable[Metric]:
         """Per group and topic (always) and per queue (at most ``max_lag_series`` series, in
         sorted order; the rest are counted in ``ledgermq_consumer_lag_series_dropped``):
         the store's max offset minus the group's committed offset, for committed offsets."""
-        base = self._base()
+        base = self.base()
         store = self.broker.store
         limit = self.settings.max_lag_series
-        total = self._gauge(
+        total = self.gauge(
             "ledgermq_consumer_lag_messages",
             "Messages not yet consumed: queue max offset minus the group's committed offset, summed per topic.",
             ("group", "topic"),
         )
-        per_queue = self._gauge(
+        per_queue = self.gauge(
             "ledgermq_consumer_queue_lag_messages",
             "Queue max offset minus the group's committed offset (bounded count of series).",
             ("group", "topic", "queue"),
@@ -398,14 +317,14 @@ class BrokerCollector:
             total.add_metric([*base, group, topic], lag_sum)
         yield total
         yield per_queue
-        yield self._one_gauge(
+        yield self.one_gauge(
             "ledgermq_consumer_lag_series_dropped",
             "Per-queue lag series left out of this scrape (over the bound); the per-topic sum still counts them.",
             dropped,
         )
 
     def _requests(self) -> Iterable[Metric]:
-        base = self._base()
+        base = self.base()
         stats = self.broker.stats
         yield _histogram(
             "ledgermq_request_duration_seconds",
@@ -431,7 +350,7 @@ class BrokerCollector:
         st = dl.status() if dl is not None else None
         if st is None:
             return
-        labels = [*self._base(), self.broker.store_config.dleger_group]
+        labels = [*self.base(), self.broker.store_config.dleger_group]
         for metric, doc, value in (
             ("ledgermq_dledger_term", "The Raft term this member is in.", st.term),
             ("ledgermq_dledger_is_leader", "1 if this member is the group's Raft leader (its master).", 0),
@@ -443,24 +362,24 @@ class BrokerCollector:
                 dl.store.dledger.ledger.first_index + 1 if dl is not None and dl.store.dledger is not None else 1,
             ),
         ):
-            g = self._gauge(metric, doc, ("group",))
+            g = self.gauge(metric, doc, ("group",))
             g.add_metric(labels, (1 if st.role is Role.LEADER else 0) if metric.endswith("is_leader") else value)
             yield g
-        failures = self._counter(
+        failures = self.counter(
             "ledgermq_dledger_driver_failures",
             "Times this member's Raft driver fail-stopped (a write failed) and was restarted or is being restarted.",
             ("group",),
         )
         failures.add_metric(labels, dl.driver_failures if dl is not None else 0)
         yield failures
-        repairs = self._counter(
+        repairs = self.counter(
             "ledgermq_dledger_repairs",
             "Times this member's log was found damaged (rot, a missing file) and a repair from the leader began.",
             ("group",),
         )
         repairs.add_metric(labels, dl.repairs_started if dl is not None else 0)
         yield repairs
-        repairing = self._gauge(
+        repairing = self.gauge(
             "ledgermq_dledger_repairing_until",
             "While this member repairs a damaged log: the index it must reach again; 0 otherwise.",
             ("group",),
@@ -468,12 +387,12 @@ class BrokerCollector:
         repairing.add_metric(labels, st.repair_until)
         yield repairing
         if st.role is Role.LEADER:
-            lag = self._gauge(
+            lag = self.gauge(
                 "ledgermq_dledger_member_lag",
                 "Leader's last index minus the member's match index (Raft entries; the leader's view).",
                 ("group", "member"),
             )
-            stuck = self._gauge(
+            stuck = self.gauge(
                 "ledgermq_dledger_member_stuck",
                 "1 if the member needs entries the leader's retention deleted (it cannot catch up).",
                 ("group", "member"),
@@ -486,20 +405,22 @@ class BrokerCollector:
             yield stuck
 
     def _master(self, conns: list[dict[str, Any]]) -> Iterable[Metric]:
-        base = self._base()
+        base = self.base()
         slave = ("slave",)
-        acked = self._gauge("ledgermq_ha_slave_acked_offset", "Latest commit-log offset the slave acknowledged.", slave)
-        lag_b = self._gauge(
+        acked = self.gauge("ledgermq_ha_slave_acked_offset", "Latest commit-log offset the slave acknowledged.", slave)
+        lag_b = self.gauge(
             "ledgermq_ha_slave_lag_bytes", "Master max offset minus the slave's acknowledged offset.", slave
         )
-        lag_s = self._gauge(
+        lag_s = self.gauge(
             "ledgermq_ha_slave_lag_seconds",
             "Age of the oldest message the slave has not acknowledged (NaN: unknown).",
             slave,
         )
-        conn = self._gauge("ledgermq_ha_slave_connected", "1 if the slave's HA connection is open.", slave)
-        sync = self._gauge(
-            "ledgermq_ha_slave_in_sync", "1 if the slave is connected and within haSlaveFallbehindMax.", slave
+        conn = self.gauge("ledgermq_ha_slave_connected", "1 if the slave's HA connection is open.", slave)
+        sync = self.gauge(
+            "ledgermq_ha_slave_in_sync",
+            "1 if the slave is connected and within haSlaveFallbehindMax (controller mode: a SyncStateSet member).",
+            slave,
         )
         for c in conns:
             labels = [*base, c["addr"]]
@@ -510,47 +431,47 @@ class BrokerCollector:
             conn.add_metric(labels, 1 if c["connected"] else 0)
             sync.add_metric(labels, 1 if c["inSync"] else 0)
         yield from (acked, lag_b, lag_s, conn, sync)
-        yield self._one_gauge(
+        yield self.one_gauge(
             "ledgermq_ha_in_sync_slaves",
-            "Slaves connected and within haSlaveFallbehindMax.",
+            "Slaves connected and within haSlaveFallbehindMax (controller mode: SyncStateSet members).",
             sum(1 for c in conns if c["inSync"]),
         )
         ha = self.broker.ha
-        yield self._one_counter(
+        yield self.one_counter(
             "ledgermq_ha_refused_connections",
             "HA connections closed for reporting an offset beyond the master's max (slave ahead/diverged, stranger).",
             ha.refused_connections if ha is not None else 0,
         )
         if ha is None:
             return
-        yield self._one_gauge(
+        yield self.one_gauge(
             "ledgermq_ha_epoch", "The master's replication epoch (one per start as master).", ha.epochs.last_epoch
         )
-        yield self._one_gauge(
+        yield self.one_gauge(
             "ledgermq_ha_recovering",
             "1 while a master that restarted after a crash refuses writes until its slave returns its lost tail.",
             1 if ha.recovering else 0,
         )
-        yield self._one_counter(
+        yield self.one_counter(
             "ledgermq_ha_truncated_slaves",
             "Slaves told to truncate a tail that diverged from this master's log or that it lacks.",
             ha.truncated_slaves,
         )
-        yield self._one_counter(
+        yield self.one_counter(
             "ledgermq_ha_took_back_bytes",
             "Bytes this master took back from a slave after losing the tail of its commit log.",
             ha.took_back_bytes,
         )
 
     def _repairs(self, info: dict[str, Any]) -> Iterable[Metric]:
-        base = self._base()
-        repairs = self._counter(
+        base = self.base()
+        repairs = self.counter(
             "ledgermq_ha_repairs",
             "Damaged commit-log ranges repaired through HA: taken (rewritten here from a peer's bytes) or given "
             "(sent to a slave that holds them damaged).",
             ("direction",),
         )
-        nbytes = self._counter("ledgermq_ha_repaired_bytes", "Bytes of those repairs.", ("direction",))
+        nbytes = self.counter("ledgermq_ha_repaired_bytes", "Bytes of those repairs.", ("direction",))
         for direction, count, size in (
             ("taken", info["repairsTaken"], info["repairBytesTaken"]),
             ("given", info["repairsGiven"], info["repairBytesGiven"]),
@@ -558,120 +479,53 @@ class BrokerCollector:
             repairs.add_metric([*base, direction], count)
             nbytes.add_metric([*base, direction], size)
         yield from (repairs, nbytes)
-        yield self._one_gauge(
+        yield self.one_gauge(
             "ledgermq_ha_unrepaired_ranges",
             "Damaged ranges no connected replica could repair (no replica holds them healthy; see admin haStatus).",
             len(info["unrepaired"]),
         )
 
     def _slave(self, client: dict[str, Any]) -> Iterable[Metric]:
-        base = self._base()
+        base = self.base()
         master = client["masterAddr"]
-        connected = self._gauge(
+        connected = self.gauge(
             "ledgermq_ha_client_connected", "1 if the HA connection to the master is open.", ("master",)
         )
         connected.add_metric([*base, master], 1 if client["connected"] else 0)
         yield connected
-        yield self._one_counter("ledgermq_ha_client_connects", "HA connections made to a master.", client["connects"])
-        yield self._one_gauge(
+        yield self.one_counter("ledgermq_ha_client_connects", "HA connections made to a master.", client["connects"])
+        yield self.one_gauge(
             "ledgermq_ha_client_reported_offset",
             "Offset last reported to the master (-1: none yet).",
             client["reportedOffset"],
         )
         error: str = client["lastError"]
-        errors = self._gauge(
+        errors = self.gauge(
             "ledgermq_ha_client_errors",
             "1 while the last HA connection failed (kind: ledgermq_ha_client_error_state; text: log, admin haStatus).",
             ("master",),
         )
         errors.add_metric([*base, master], 1 if error else 0)
         yield errors
-        yield self._one_gauge(
+        yield self.one_gauge(
             "ledgermq_ha_client_error_state",
             "Kind of the slave's last HA failure: 0 none, 1 no master address known, 2 connecting or handshake "
             "failed, 3 refused as diverged/ahead of the master, 4 other.",
             ha_error_state(error, bool(client.get("refused"))),
         )
-        yield self._one_gauge(
+        yield self.one_gauge(
             "ledgermq_ha_client_diverged",
             "1 while the master refuses this slave (its log diverged and nobody may decide which to keep), "
             "or the last HA failure says our log is ahead of or diverged from the master's.",
             1 if client.get("refused") or DIVERGED_MARKER in error else 0,
         )
-        yield self._one_counter(
+        yield self.one_counter(
             "ledgermq_ha_client_truncations",
             "Times the master told this slave to cut a tail that diverged or that the master lacked.",
             client.get("truncations", 0),
         )
-        yield self._one_counter(
+        yield self.one_counter(
             "ledgermq_ha_client_truncated_bytes",
             "Commit-log bytes this slave truncated on its master's word.",
             client.get("truncatedBytes", 0),
         )
-
-
-def _disk_ratio(path: Path) -> float:
-    """Used fraction of the partition that holds (or will hold) ``path``; -1 if unknown."""
-    while not path.exists() and path.parent != path:
-        path = path.parent
-    try:
-        return disk_usage_ratio(path)
-    except OSError:
-        return -1.0
-
-
-class BrokerMetrics:
-    """The broker's registry and its ``/metrics`` HTTP endpoint (started only on request)."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.collector = BrokerCollector(broker)
-        self.registry.register(self.collector)
-        self.host = "127.0.0.1"
-        self.port = 0
-        self._runner: web.AppRunner | None = None
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
-    @property
-    def serving(self) -> bool:
-        return self._runner is not None
-
-    async def start(self, port: int, host: str = "127.0.0.1") -> None:
-        """Serve ``/metrics`` on ``host:port`` (0 picks a free port; see ``port``); OSError if
-        the port cannot be bound."""
-        if self._runner is not None:
-            return
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/{path:.*}", _not_found)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=_STOP_GRACE_S)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, host, port).start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.host = host
-        self.port = int(runner.addresses[0][1])
-        log.info("metrics of broker %s on http://%s:%d/metrics", self.broker.config.broker_name, host, self.port)
-
-    async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        try:
-            body = self.render()
-        except Exception as exc:  # a broken figure must not take the endpoint down silently
-            log.exception("metrics: collecting failed")
-            return web.Response(status=500, text=f"collecting metrics failed: {type(exc).__name__}: {exc}\n")
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
-
-
-async def _not_found(request: web.Request) -> web.Response:
-    return web.Response(status=404, text="not found; try /metrics\n")

@@ -122,6 +122,7 @@ class WindowSummary:
     resume_median_s: float = 0.0  # over the faults with a resume (see the module notes)
     resume_max_s: float = 0.0
     not_resumed: int = 0  # faults with no SEND_OK begun after them before the next fault
+    resume_min_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,6 +132,7 @@ class WindowSummary:
             "not_recovered": self.not_recovered,
             "open_at_least_s": round(self.open_at_least_s, 3),
             "slowest_send_s": round(self.slowest_send_s, 3),
+            "resume_min_s": round(self.resume_min_s, 3),
             "resume_median_s": round(self.resume_median_s, 3),
             "resume_max_s": round(self.resume_max_s, 3),
             "not_resumed": self.not_resumed,
@@ -348,6 +350,7 @@ def summarise(ws: Iterable[Window]) -> list[WindowSummary]:
                 statistics.median(resumes) if resumes else 0.0,
                 max(resumes, default=0.0),
                 len(group) - len(resumes),
+                min(resumes, default=0.0),
             )
         )
     return out

@@ -54,6 +54,7 @@ class DLedgerLayout(ProcessLayout):
     """``DLedgerLayout(root)``; ``await start()``; ... ; ``close()``."""
 
     name = "dledger"
+    roles_move = True
 
     def __init__(self, root: Path, *, extra_props: dict[str, object] | None = None) -> None:
         super().__init__(root)

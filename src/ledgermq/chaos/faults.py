@@ -23,6 +23,9 @@ Kinds (the CLI's names):
 * ``slow-disk``: every data fsync of one broker stalls while a flag file exists;
 * ``clock-jump``: one broker's wall clock jumps forward, then back behind the real time,
   then returns;
+* ``controller-kill``: SIGKILL the controller's Raft leader (a 3-node controller), hold,
+  restart it; ``controller-partition``: cut every Raft link to and from it, hold, heal
+  (brokers still reach it: it must step down, and they follow the new leader);
 * pairs: ``kill+disk-full`` (kill the master, fill a slave's disk), ``partition+restart``
   (isolate the master, kill a slave and restart it while it is cut off),
   ``kill-in-recovery`` (kill a node, restart it and kill it again while it starts).
@@ -34,7 +37,9 @@ the same faults (a kind that needs no draw leaves the generator where the old ki
 it, so their schedules did not change).
 Targets are roles resolved against the layout when the fault starts: "master" and
 "slave" on a master-slave group, "leader" and "follower" on a DLedger group (whose leader
-moves); ``targets_for(layout)`` names them. ``tail-loss`` does not apply to a DLedger
+moves), the same on a controller-mode group (resolved against the controller's view: its
+master moves too), where a partition isolates the master or the slave (its replication and
+controller links); ``targets_for(layout)`` names them. ``tail-loss`` does not apply to a DLedger
 group (SEND_OK waits for a quorum's persistence; see ``NOT_APPLICABLE``).
 """
 
@@ -48,7 +53,8 @@ from typing import Any
 CLEAN_KINDS = ("kill", "suspend", "partition", "tail-loss", "disk-full")
 DATA_KINDS = ("bitflip", "segment-loss", "power-loss", "slow-disk", "clock-jump")
 PAIR_KINDS = ("kill+disk-full", "partition+restart", "kill-in-recovery")
-KINDS = CLEAN_KINDS + DATA_KINDS + PAIR_KINDS
+CONTROLLER_KINDS = ("controller-kill", "controller-partition")
+KINDS = CLEAN_KINDS + DATA_KINDS + PAIR_KINDS + CONTROLLER_KINDS
 TAIL_LOSS_BYTES = 64 * 1024
 GROUP = "group"  # the role of a fault that hits every broker at once
 _TARGETS = {
@@ -81,21 +87,36 @@ _DLEDGER_TARGETS = {
     "partition+restart": ("leader",),
     "kill-in-recovery": ("leader", "follower"),
 }
+# Controller mode: the master-slave kinds against the roles the controller assigns now; a
+# partition isolates one broker (its HA and controller links); and the controller's own.
+_CONTROLLER_TARGETS = {
+    **{kind: roles for kind, roles in _TARGETS.items() if kind != "partition"},
+    "partition": ("master", "slave"),
+    "controller-kill": ("controller-leader",),
+    "controller-partition": ("controller-leader",),
+}
 # How a kind's fault is done, drawn per fault.
 MODES: dict[str, tuple[str, ...]] = {
     "partition": ("reset", "blackhole"),
     "partition+restart": ("reset", "blackhole"),
+    "controller-partition": ("reset", "blackhole"),
     "bitflip": ("kill", "stop", "online"),
     "segment-loss": ("delete", "truncate"),
 }
 MAX_FLIPS = 4
 CLOCK_JUMP_S = (5.0, 180.0)  # how far the clock jumps, each way
 RECOVERY_KILL_S = (0.05, 1.0)  # from the restart to the second kill
+_NO_CONTROLLER = {
+    kind: f"{kind} applies only to the controller layout (a controller-mode group)" for kind in CONTROLLER_KINDS
+}
 NOT_APPLICABLE = {
     "dledger": {
         "tail-loss": "tail-loss does not apply to a DLedger group: SEND_OK waits until a quorum persisted "
         "the message, so the loss of one node's unflushed tail cannot lose an acknowledged message by design",
+        **_NO_CONTROLLER,
     },
+    "sync": _NO_CONTROLLER,
+    "async": _NO_CONTROLLER,
 }
 _HOLD_S = {  # (min, max) seconds the fault lasts
     "kill": (0.5, 3.0),
@@ -111,6 +132,8 @@ _HOLD_S = {  # (min, max) seconds the fault lasts
     "kill+disk-full": (3.0, 8.0),
     "partition+restart": (2.0, 6.0),
     "kill-in-recovery": (0.5, 2.0),
+    "controller-kill": (0.5, 3.0),
+    "controller-partition": (1.0, 6.0),
 }
 
 
@@ -126,7 +149,7 @@ def parse_kinds(text: str) -> tuple[str, ...]:
 class FaultPlan:
     index: int
     kind: str
-    role: str  # "master", "slave", "link", "leader" or "follower"
+    role: str  # "master", "slave", "link", "leader", "follower" or "controller-leader"
     steady_s: float  # load before the fault
     hold_s: float
     mode: str = ""  # see MODES
@@ -140,8 +163,19 @@ class FaultPlan:
 
 
 def targets_for(layout: str) -> dict[str, tuple[str, ...]]:
-    """The roles each kind may hit on a layout ("sync", "async" or "dledger")."""
-    return _DLEDGER_TARGETS if layout == "dledger" else _TARGETS
+    """The roles each kind may hit on a layout ("sync", "async", "dledger" or "controller")."""
+    return {"dledger": _DLEDGER_TARGETS, "controller": _CONTROLLER_TARGETS}.get(layout, _TARGETS)
+
+
+def restrict(
+    targets: dict[str, tuple[str, ...]], kinds: tuple[str, ...], roles: tuple[str, ...]
+) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], list[str]]:
+    """Only faults against ``roles`` (e.g. the master's faults alone): the narrowed targets,
+    the kinds left, and why the others were left out."""
+    narrowed = {k: tuple(r for r in v if r in roles) for k, v in targets.items()}
+    left = tuple(k for k in kinds if narrowed.get(k))
+    why = [f"{k} hits no role of {', '.join(roles)} ({', '.join(targets.get(k, ()))})" for k in kinds if k not in left]
+    return {k: v for k, v in narrowed.items() if v}, left, why
 
 
 def applicable(layout: str, kinds: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
@@ -159,6 +193,8 @@ def schedule(
     targets: dict[str, tuple[str, ...]] | None = None,
 ) -> list[FaultPlan]:
     targets = targets or _TARGETS
+    if missing := [k for k in kinds if k not in targets]:
+        raise ValueError(f"fault kinds {', '.join(missing)} hit nothing on this layout")
     rng = random.Random(seed)
     plans = []
     first = rng.sample(kinds, len(kinds))  # every kind at least once when there are enough cycles

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from ledgermq.chaos import disk
+from ledgermq.chaos.controller import ControllerLayout
 from ledgermq.chaos.faults import GROUP, FaultPlan, FaultRecord, zero_tail
 from ledgermq.chaos.layout import HOST, Layout, tcp_open
 from ledgermq.chaos.proxy import FaultProxy
@@ -40,6 +41,11 @@ class Injector:
             return ",".join(self.proxies)
         if role == GROUP:
             return ",".join(self.layout.targets())
+        if role == "controller-leader":
+            leader = await self._controllers().controller_leader(timeout)
+            if leader is None:
+                raise RuntimeError(f"no controller leader within {timeout:.0f}s")
+            return leader
         master = await self.layout.wait_master(timeout)
         if master is None:
             raise RuntimeError(f"no master/leader within {timeout:.0f}s to resolve {role!r}")
@@ -51,6 +57,20 @@ class Injector:
         """The node a pair's second fault hits: one of the others, by the plan's draw."""
         others = [t for t in self.layout.targets() if t != target]
         return others[min(len(others) - 1, int(draw * len(others)))]
+
+    def _controllers(self) -> ControllerLayout:
+        if not isinstance(self.layout, ControllerLayout):
+            raise RuntimeError(f"the {self.layout.name} layout has no controller to fault")
+        return self.layout
+
+    def _raft_links_of(self, controller: str) -> list[FaultProxy]:
+        """The controller node's Raft links, both ways (not the brokers' links to it)."""
+        mine = (f"raft:{controller}->", f"->{controller}")
+        return [
+            p
+            for name, p in self.proxies.items()
+            if name.startswith("raft:") and (name.startswith(mine[0]) or name.endswith(mine[1]))
+        ]
 
     def _links_of(self, target: str) -> list[FaultProxy]:
         """The proxies to cut: every link for "link", else the links to and from ``target``."""
@@ -119,6 +139,15 @@ class Injector:
             self.layout.kill(other)
             rec.notes = {"links": links, "restarted": other}
             rec.detail = f"cut {target} from its peers ({plan.mode}, {len(links)} links), SIGKILL {other}"
+        elif kind == "controller-kill":
+            self._controllers().kill_controller(target)
+            rec.detail = f"SIGKILL controller leader {target}"
+        elif kind == "controller-partition":
+            cut = self._raft_links_of(target)
+            for proxy in cut:
+                proxy.cut(plan.mode)
+            rec.notes = {"links": [p.name for p in cut]}
+            rec.detail = f"cut controller leader {target} from its peers ({plan.mode}, {len(cut)} links)"
         elif kind == "kill-in-recovery":
             self.layout.kill(target)
             rec.detail = f"SIGKILL {target}, again {plan.draws[0]:.2f}s into its restart"
@@ -188,8 +217,10 @@ class Injector:
                 await self.layout.restart(target)
         elif kind == "suspend":
             self.layout.resume(target)
-        elif kind == "partition":
+        elif kind in ("partition", "controller-partition"):
             self._heal_links()
+        elif kind == "controller-kill":
+            await self._controllers().restart_controller(target)
         elif kind == "disk-full":
             self.layout.node(target).disk_full_flag.unlink(missing_ok=True)
         elif kind == "power-loss":
@@ -238,6 +269,15 @@ class Injector:
             if proxy.is_cut:
                 proxy.heal()
                 done.append(f"healed {proxy.name}")
+        if isinstance(self.layout, ControllerLayout):
+            for name, proc in self.layout.controllers.items():
+                if not proc.alive:
+                    try:
+                        await self.layout.restart_controller(name)
+                        done.append(f"restarted controller {name}")
+                    except Exception as exc:
+                        log.error("chaos: controller %s would not start again: %s", name, exc)
+                        done.append(f"controller {name} would not start again: {str(exc)[:500]}")
         for name in self.layout.targets():
             node = self.layout.node(name)
             for flag, what in (

@@ -125,6 +125,7 @@ class Layout(Protocol):
     name: str
     namesrv_addr: str
     root: Path
+    roles_move: bool  # which node is master changes (DLedger, controller mode): read back by node name
 
     def targets(self) -> list[str]:
         """The broker nodes faults may hit."""
@@ -170,6 +171,10 @@ class Layout(Protocol):
         """Until every node runs and the replicas hold the master's commit log (bounded)."""
         ...
 
+    async def ready_for_fault(self, timeout: float) -> str:
+        """Until the group could survive one more fault (bounded); "" when it can, else why not."""
+        ...
+
     def explain(self) -> str: ...
 
     def close(self) -> None: ...
@@ -203,6 +208,7 @@ class ProcessLayout:
     how to start, kill, pause, ask and explain them. Subclasses add their nodes and roles."""
 
     name = "layout"
+    roles_move = False
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
@@ -248,6 +254,11 @@ class ProcessLayout:
     async def _await_up(self, node: Node) -> None:
         """Until a started node serves and is registered (each layout knows what that means)."""
         raise NotImplementedError
+
+    async def ready_for_fault(self, timeout: float) -> str:
+        """A master-slave or DLedger group takes the next fault as it is (its runs include
+        faults that overlap on purpose)."""
+        return ""
 
     def pause(self, name: str) -> None:
         self.nodes[name].process.pause()

@@ -74,7 +74,7 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
         cells = [f"{x:.2f}" if closed else "-" for x in (ws.min_s, ws.median_s, ws.max_s)]
         if ws.not_recovered:
             cells[2] = f"[red]>={ws.open_at_least_s:.1f}[/red]"  # a window that never closed
-        resume = f"{ws.resume_median_s:.2f} / {ws.resume_max_s:.2f}" + (
+        resume = f"{ws.resume_min_s:.2f} / {ws.resume_median_s:.2f} / {ws.resume_max_s:.2f}" + (
             f" ({ws.not_resumed} none)" if ws.not_resumed else ""
         )
         w.add_row(
@@ -87,7 +87,9 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
             resume,
         )
     console.print(w)
-    console.print("resume s: median / max, from a fault's injection to the first SEND_OK of a send begun after it")
+    console.print(
+        "resume s: min / median / max, from a fault's injection to the first SEND_OK of a send begun after it"
+    )
     console.print(f"promise: {verdict.promise}")
     allowed = verdict.lost_allowed
     if allowed:

@@ -22,9 +22,10 @@ from typing import Any
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.checker import Verdict, check
+from ledgermq.chaos.controller import ControllerLayout
 from ledgermq.chaos.counters import RepairCounters
 from ledgermq.chaos.dledger import DLedgerLayout
-from ledgermq.chaos.faults import FaultRecord, applicable, schedule, targets_for
+from ledgermq.chaos.faults import CONTROLLER_KINDS, FaultRecord, applicable, restrict, schedule, targets_for
 from ledgermq.chaos.injector import Injector
 from ledgermq.chaos.layout import Layout, MasterSlaveLayout
 from ledgermq.chaos.promise import allowed_losses, promise_text
@@ -39,7 +40,7 @@ MARKER = ".ledgermq-chaos-run"
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    layout: str  # "sync" | "async" | "dledger"
+    layout: str  # "sync" | "async" | "dledger" | "controller"
     cycles: int
     seed: int
     faults: tuple[str, ...]
@@ -55,9 +56,18 @@ class RunConfig:
     warmup_s: float = 2.0
     flush: str = "async"  # flushDiskType of every broker: "async" (ASYNC_FLUSH) or "sync" (SYNC_FLUSH)
     scrub_interval_s: int = 5  # storeScrubIntervalSeconds when a run flips bits
+    roles: tuple[str, ...] = ()  # only faults against these roles ("master"); () for every role
+    whole_timeout: float = 30.0  # controller layout: how long a fault waits for the slave to be in sync again
+
+    @property
+    def controllers(self) -> int:
+        """Controller nodes of the controller layout: three when the run faults the controller
+        itself (one leader among three), else one inside the name server."""
+        return 3 if any(k in CONTROLLER_KINDS for k in self.faults) else 1
 
     def replay_args(self) -> str:
         flush = " --flush sync" if self.flush == "sync" else ""
+        flush += f" --roles {','.join(self.roles)}" if self.roles else ""
         return (
             f"--layout {self.layout}{flush} --cycles {self.cycles} --seed {self.seed} "
             f"--faults {','.join(self.faults)} --senders {self.senders} --rate {self.rate:g} "
@@ -95,12 +105,14 @@ def prepare_dir(data: Path, name: str) -> Path:
     return d
 
 
-def make_layout(kind: str, root: Path, props: dict[str, object] | None = None) -> Layout:
+def make_layout(kind: str, root: Path, props: dict[str, object] | None = None, controllers: int = 1) -> Layout:
     if kind in ("sync", "async"):
         return MasterSlaveLayout(root, sync=kind == "sync", extra_props=props)
     if kind == "dledger":
         return DLedgerLayout(root, extra_props=props)
-    raise ValueError(f"unknown layout {kind!r} (sync, async, dledger)")
+    if kind == "controller":
+        return ControllerLayout(root, controllers=controllers, extra_props=props)
+    raise ValueError(f"unknown layout {kind!r} (sync, async, dledger, controller)")
 
 
 async def create_topic(layout: Layout, timeout: float = 30.0, topic: str = TOPIC, queues: int = QUEUES) -> None:
@@ -152,16 +164,16 @@ async def settle_and_read(layout: Layout, injector: Injector, stable_timeout: fl
     }
     if not stable.stable:
         notes.append(f"the group did not become stable within {stable_timeout:.0f}s: {stable.detail}")
-    dledger = layout.name == "dledger"
+    by_node = layout.roles_move
     master_source = "master"
-    if dledger:
+    if by_node:
         # Every member by its name; the leader's copy is the one the others are compared with.
         master_source = leader or layout.targets()[0]
         if leader is None:
             notes.append(f"no leader at the end: the members are compared with {master_source}")
     reads: list[ReadBack] = []
     for name in layout.targets():
-        source = name if dledger else ("master" if name == leader else name)
+        source = name if by_node else ("master" if name == leader else name)
         reads.append(await read_broker(source, layout.node(name).addr, TOPIC, QUEUES))
     expected = max((r.count() for r in reads), default=0)
     reads.append(await read_client(layout.namesrv_addr, TOPIC, expected))
@@ -170,11 +182,15 @@ async def settle_and_read(layout: Layout, injector: Injector, stable_timeout: fl
 
 async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
     kinds, skipped = applicable(cfg.layout, cfg.faults)
+    targets = targets_for(cfg.layout)
+    if cfg.roles:
+        targets, kinds, off_role = restrict(targets, kinds, cfg.roles)
+        skipped += off_role
     if not kinds:
         raise ValueError(f"no fault kind applies to the {cfg.layout} layout: {'; '.join(skipped)}")
-    plans = schedule(cfg.seed, cfg.cycles, kinds, cfg.steady_s, cfg.hold_scale, targets_for(cfg.layout))
+    plans = schedule(cfg.seed, cfg.cycles, kinds, cfg.steady_s, cfg.hold_scale, targets)
     root = run_dir(cfg)
-    layout = make_layout(cfg.layout, root, cfg.broker_props())
+    layout = make_layout(cfg.layout, root, cfg.broker_props(), cfg.controllers)
     counters = RepairCounters(layout)
     proxies: dict[str, FaultProxy] = {}
     workload: Workload | None = None
@@ -206,6 +222,8 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         try:
             for plan in plans:
                 await asyncio.sleep(plan.steady_s)
+                if not_ready := await layout.ready_for_fault(cfg.whole_timeout):
+                    notes.append(f"before fault {plan.index + 1}/{len(plans)}: {not_ready}")
                 baseline = 0
                 if plan.kind == "bitflip" and plan.mode == "online":
                     baseline = await found_count(layout, await injector.resolve(plan.role, cfg.recovery_timeout))
@@ -256,6 +274,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
             "seed": cfg.seed,
             "cycles": cfg.cycles,
             "faults": list(kinds),
+            "roles": list(cfg.roles),
             "skipped": skipped,
             "senders": cfg.senders,
             "rate": cfg.rate,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -18,6 +19,7 @@ from ledgermq.bench.broker_bench import (
     bench_produce,
     cpp_client_available,
 )
+from ledgermq.bench.controller_bench import bench_controller_vs_sync
 from ledgermq.bench.replication_bench import bench_dledger_vs_sync, bench_replication, bench_sync_vs_async
 from ledgermq.bench.store_bench import run_store_bench
 
@@ -124,12 +126,13 @@ def _compare_table(title: str, rows: list[CompareRow], as_json: bool) -> None:
 @click.option("--body-size", type=int, default=None, help="bytes per body [default: 1024 compare, 256 cpp/ledgermq]")
 @click.option(
     "--client",
-    type=click.Choice(["compare", "cpp", "ledgermq", "dledger"]),
+    type=click.Choice(["compare", "cpp", "ledgermq", "dledger", "controller"]),
     default="compare",
     show_default=True,
     help="compare: the C++ client and ours against one broker; cpp: the C++ client vs a stub broker; "
     "ledgermq: our asyncio Producer, SYNC_MASTER vs ASYNC_MASTER; dledger: our Producer, a 3-node DLedger "
-    "group vs SYNC_MASTER with one slave",
+    "group vs SYNC_MASTER with one slave; controller: our Producer, controller mode with one slave and "
+    "allAckInSyncStateSet vs SYNC_MASTER with one slave (same run, alternating rounds)",
 )
 @click.option("--batch", default=32, show_default=True, help="messages per send_batch (--client compare)")
 @click.option("--concurrency", default=64, show_default=True, help="concurrent senders (compare, ledgermq)")
@@ -139,9 +142,13 @@ def produce_bench(
 ) -> None:
     """Sends to broker processes: the C++ client and ours side by side (default), the C++ client
     vs a stub broker, or our client SYNC vs ASYNC master."""
-    if client in ("dledger", "ledgermq"):
+    if client in ("dledger", "ledgermq", "controller"):
         body_size = body_size or 256
-        if client == "dledger":
+        load_before = os.getloadavg()
+        if client == "controller":
+            runs = bench_controller_vs_sync(messages, body_size, concurrency)
+            labels = ("controller mode + slave, allAckInSyncStateSet", "SYNC_MASTER + slave")
+        elif client == "dledger":
             runs = bench_dledger_vs_sync(messages, body_size, concurrency)
             labels = ("3-node DLedger group", "SYNC_MASTER + slave")
         else:
@@ -151,8 +158,10 @@ def produce_bench(
         for label, pr in zip(labels, runs, strict=True):
             bad = sum(n for status, n in pr.statuses.items() if status != "SEND_OK")
             rows.append((f"ledgermq client -> {label}" + (f" ({bad} not SEND_OK)" if bad else ""), pr.run))
+        load = f"load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} CPUs"
         _client_table(
-            f"ledgermq bench produce: {messages} sends of {body_size} bytes, ledgermq client, {concurrency} senders",
+            f"ledgermq bench produce: {messages} sends of {body_size} bytes, ledgermq client, {concurrency} senders "
+            f"({load})",
             [(rows[0][0], rows[0][1], rows[1][0], rows[1][1]), (rows[1][0], rows[1][1], "itself", rows[1][1])],
             as_json,
         )

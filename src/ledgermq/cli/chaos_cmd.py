@@ -35,10 +35,12 @@ def chaos() -> None:
 @chaos.command("run")
 @click.option(
     "--layout",
-    type=click.Choice(["sync", "async", "dledger"]),
+    type=click.Choice(["sync", "async", "dledger", "controller"]),
     default="sync",
     show_default=True,
-    help="sync/async: a SYNC_MASTER or ASYNC_MASTER master and one slave; dledger: a 3-broker DLedger (Raft) group",
+    help="sync/async: a SYNC_MASTER or ASYNC_MASTER master and one slave; dledger: a 3-broker DLedger (Raft) group; "
+    "controller: a master and a slave in controller mode (allAckInSyncStateSet), the controller inside the name "
+    "server, or three controller nodes when the faults include controller-kill / controller-partition",
 )
 @click.option("--cycles", type=click.IntRange(0, 100_000), default=10, show_default=True, help="fault cycles")
 @click.option("--seed", type=int, default=None, help="the schedule's seed (default: a random one, printed)")
@@ -76,6 +78,11 @@ def chaos() -> None:
     help="multiplies every fault's hold time",
 )
 @click.option(
+    "--roles",
+    default="",
+    help="only faults against these roles, comma-separated (e.g. master: every kind's master faults alone)",
+)
+@click.option(
     "--recovery-timeout",
     type=float,
     default=30.0,
@@ -83,7 +90,8 @@ def chaos() -> None:
     help="seconds to wait for a SEND_OK after each heal",
 )
 def run_cmd(layout: str, flush: str, cycles: int, seed: int | None, faults: str, data: Path, json_path: Path | None,
-            senders: int, rate: float, steady: str, hold_scale: float, recovery_timeout: float) -> None:  # fmt: skip
+            senders: int, rate: float, steady: str, hold_scale: float, roles: str,
+            recovery_timeout: float) -> None:  # fmt: skip
     """Run a workload against a local group while injecting seeded faults; exit 1 on any
     acknowledged message lost (beyond what the flush mode allows through a power loss), a
     message served with other content, or master/slave divergence (2 when the harness
@@ -99,7 +107,8 @@ def run_cmd(layout: str, flush: str, cycles: int, seed: int | None, faults: str,
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "big")
     cfg = RunConfig(layout, cycles, seed, kinds, data, senders, rate, _pair(steady), hold_scale,
-                    recovery_timeout=recovery_timeout, flush=flush)  # fmt: skip
+                    recovery_timeout=recovery_timeout, flush=flush,
+                    roles=tuple(r.strip() for r in roles.split(",") if r.strip()))  # fmt: skip
     click.echo(f"ledgermq chaos: seed {seed} (replay: ledgermq chaos run {cfg.replay_args()})", err=True)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     # Failed sends are the point of the run; the client's per-attempt warnings would bury the report.

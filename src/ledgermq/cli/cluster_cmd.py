@@ -8,6 +8,11 @@ server), restarts a process that dies (with back-off), and stops everything clea
 Ctrl-C / SIGTERM: brokers first, then the name server. The group is either
 
 * ``--mode master-slave`` (the default): a master and a slave replicating from it; or
+* ``--mode controller`` (what ``make run`` starts): a name server with a controller inside
+  and two brokers in controller mode, broker-a-1 on ``--broker-port`` and broker-a-2 on
+  ``--slave-port``; the controller makes one master and the other its slave, and when the
+  master dies elects the slave (``cli/cluster/controller_mode.py`` says what is chosen). The
+  restarted process rejoins as a slave; the supervisor prints each role change; or
 * ``--mode dledger``: three brokers n0, n1, n2 of one DLedger (Raft) group ``broker-a``;
   they elect a leader, which registers as the group's master. Broker n<k> listens on
   ``--broker-port`` + 10 k (or the k-th of ``--dledger-ports``) and talks Raft on that
@@ -33,6 +38,7 @@ from pathlib import Path
 
 import click
 
+from ledgermq.cli.cluster import controller_mode
 from ledgermq.cli.cluster.banner import BrokerLine, print_banner
 from ledgermq.cli.cluster.console import CONSOLE_HOST, console_args, wait_console
 from ledgermq.cli.cluster.ports import PlannedPort, PortProblem, check_ports
@@ -127,13 +133,17 @@ def cluster() -> None:
 @click.option("--namesrv-port", default=9876, show_default=True)
 @click.option("--broker-port", default=10911, show_default=True, help="the master's listen port (HA +1, metrics +2)")
 @click.option("--slave-port", default=None, type=int, help="the slave's listen port (default broker port + 10)")
-@click.option("--no-slave", is_flag=True, help="run the master alone (master-slave mode)")
+@click.option("--no-slave", is_flag=True, help="run the master alone (master-slave and controller modes)")
 @click.option(
     "--mode",
-    type=click.Choice(["master-slave", "dledger"]),
+    type=click.Choice(["master-slave", "controller", "dledger"]),
     default="master-slave",
     show_default=True,
-    help="master + slave, or a 3-broker DLedger (Raft) group that elects its master",
+    help="master + slave; two brokers a controller (inside the name server) fails over; "
+    "or a 3-broker DLedger (Raft) group that elects its master",
+)
+@click.option(
+    "--controller-port", default=None, type=int, help="controller mode: the controller's Raft port (namesrv port + 1)"
 )
 @click.option("--dledger-ports", default=None, help="dledger mode: the three brokers' listen ports, p0,p1,p2")
 @click.option("--metrics/--no-metrics", default=True, show_default=True, help="metrics on listen port + 2")
@@ -150,15 +160,18 @@ def up(
     no_slave: bool,
     mode: str,
     dledger_ports: str | None,
+    controller_port: int | None,
     metrics: bool,
     console_port: int,
     with_console: bool,
     timeout: float,
     tls: bool,
 ) -> None:
-    """Start a name server and a broker group (master + slave, or a DLedger group) in the
-    foreground, restart what dies; Ctrl-C stops them."""
+    """Start a name server and a broker group (master + slave, a controller-mode pair, or a
+    DLedger group) in the foreground, restart what dies; Ctrl-C stops them."""
     data = data.resolve()
+    if tls and mode == "controller":  # its role watch and SyncStateSet wait speak plain remoting
+        raise click.UsageError("--tls is not supported with --mode controller yet; use --mode master-slave or dledger")
     ns = f"{advertised(host)}:{namesrv_port}"
     conf_dir = data / "conf"
     conf_dir.mkdir(parents=True, exist_ok=True)
@@ -169,8 +182,14 @@ def up(
     plan = [PlannedPort(namesrv_port, "name server port", "--namesrv-port")]
     kv_config = str(data / "namesrv" / "kvConfig.json")
     ns_args: tuple[str, ...] = ("namesrv", "--host", host, "-p", str(namesrv_port), "--kv-config", kv_config)
-    if cluster_tls is not None:
-        (conf_dir / "namesrv.properties").write_text(tls_keys)
+    ns_props = tls_keys
+    raft_port = controller_port or namesrv_port + 1
+    if mode == "controller":
+        plan.append(PlannedPort(raft_port, "controller Raft port", "--controller-port"))
+        raft_addr = f"{advertised(host)}:{raft_port}"
+        ns_props += controller_mode.namesrv_properties(raft_addr, data / "controller")
+    if ns_props:
+        (conf_dir / "namesrv.properties").write_text(ns_props)
         ns_args += ("-c", str(conf_dir / "namesrv.properties"))
     ns_spec = MemberSpec("namesrv", "name server", ns_args, logs / "namesrv.log")
     specs: list[MemberSpec] = []
@@ -201,6 +220,22 @@ def up(
             spec = MemberSpec(f"{GROUP}-{n}", who, ("broker", "-c", str(conf)), logs / f"{GROUP}-{n}.log", f"{adv}:{p}")
             specs.append(spec)
             lines.append(BrokerLine(who, f"{host}:{p}", f"raft port {p + 1}", url, store, sup.pid_file(spec)))
+    elif mode == "controller":
+        members_c = [("1", broker_port, "--broker-port"), ("2", slave_port or broker_port + 10, "--slave-port")]
+        for replica, p, option in members_c[: 1 if no_slave else 2]:
+            who = f"{GROUP} {replica}"
+            plan += [PlannedPort(p, f"{who} listen port", option), PlannedPort(p + 1, f"{who} HA port", option)]
+            url = add_metrics(p, who, option + " / --no-metrics")
+            name = f"{GROUP}-{replica}"
+            store = data / name
+            conf = conf_dir / f"{name}.properties"
+            addr = f"{advertised(host)}:{p}"
+            conf.write_text(
+                controller_mode.broker_properties(GROUP, p, ns, store, host, advertised(host), metrics_of(p))
+            )
+            spec = MemberSpec(name, who, ("broker", "-c", str(conf)), logs / f"{name}.log", addr)
+            specs.append(spec)
+            lines.append(BrokerLine(who, f"{host}:{p}", f"HA port {p + 1}", url, store, sup.pid_file(spec)))
     else:
         members = [("master", broker_port, 0, GROUP, "--broker-port")]
         if not no_slave:
@@ -241,8 +276,9 @@ def up(
             if mode == "dledger":  # the members elect together: start all, then wait for all
                 if not sup.wait_ready([sup.spawn(s) for s in specs], timeout, stopping):
                     return
-            else:
-                for s in specs:  # the master first: the slave learns its HA address from the name server
+            else:  # master-slave: the slave learns its master's HA address from the name server;
+                # controller: the first replica to register becomes master, so broker-a-1 leads at first
+                for s in specs:
                     if not sup.wait_ready([sup.spawn(s)], timeout, stopping):
                         return
             if console_spec is not None:
@@ -250,7 +286,10 @@ def up(
         except StartupFailed as exc:
             raise click.ClickException(str(exc)) from None  # the finally below stops the rest
         extra: list[str] = []
-        if mode == "dledger":
+        on_poll: Callable[[], None] | None = None
+        if mode == "controller":
+            lines, extra, on_poll = _controller_banner(ns, raft_port, specs, lines, timeout)
+        elif mode == "dledger":
             master = _dledger_master(sup, specs)
             lines = [
                 dataclasses.replace(ln, role="leader (master)" if s.addr == master else "follower (slave)")
@@ -266,7 +305,7 @@ def up(
         if cluster_tls is not None:
             extra.append(cluster_tls.admin_hint(ns))
         print_banner(_echo, f"{host}:{namesrv_port}", ns, logs, lines, extra)
-        sup.run(stopping)
+        sup.run(stopping, on_poll)
     finally:
         sup.stop()
         click.echo("cluster stopped", err=True)
@@ -283,6 +322,31 @@ def _catch_stop_signals() -> Callable[[], bool]:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return lambda: stopping
+
+
+def _controller_banner(
+    ns: str, raft_port: int, specs: list[MemberSpec], lines: list[BrokerLine], timeout: float
+) -> tuple[list[BrokerLine], list[str], Callable[[], None]]:
+    """Each broker's role once the slave is in the master's SyncStateSet (bounded), what to
+    try, and the watch that reports later role changes."""
+    addrs = [s.addr for s in specs if s.addr is not None]
+    states = controller_mode.wait_in_sync(ns, addrs, timeout)
+    lines = [
+        dataclasses.replace(ln, role=states[s.addr].role.lower() if s.addr in states else "")
+        for ln, s in zip(lines, specs, strict=True)
+    ]
+    master = next((a for a, st in states.items() if st.role == "MASTER"), None)
+    in_sync = states[master].sync_state_set if master else ""
+    extra = [
+        f"controller       {controller_mode.CONTROLLER_SELF_ID} inside the name server (controllerAddr={ns}, "
+        f"raft port {raft_port}); {GROUP} master {master or 'not elected yet'}, in sync: {in_sync or '-'}",
+        f"  roles:    ledgermq admin getSyncStateSet -a {ns} -b {GROUP}",
+        "  failover: kill -9 the master's pid (pid file above): the other broker takes writes within ~1 s,",
+        "            the killed one is restarted and returns as its slave",
+    ]
+    watch = controller_mode.RoleWatch(ns, {s.addr: s.label for s in specs if s.addr is not None}, _echo)
+    watch.seed(states)
+    return lines, extra, watch
 
 
 def _dledger_master(sup: Supervisor, specs: list[MemberSpec], timeout: float = 30.0) -> str | None:

@@ -1,10 +1,12 @@
 """The epoch list on disk: ``<storePathRootDir>/haEpochs``, JSON, replaced atomically.
 
-``{"epochs": [[1, 0], [2, 10485760]], "slaveAttached": true}``: the (epoch, start offset)
-pairs of ``epochs.EpochLog``, and whether a slave reconciled with this master during its
-last epoch (a master that crashed only waits for a slave before taking writes again if
-one was there to hold what it may have lost). A missing file is an empty list: a store
-written before epochs were kept, or by RocketMQ, is all epoch 0.
+``{"epochs": [[1, 0], [2, 10485760]], "slaveAttached": true, "inSyncSlaves": [2]}``: the
+(epoch, start offset) pairs of ``epochs.EpochLog``, whether a slave reconciled with this
+master during its last epoch (a master that crashed only waits for a slave before taking
+writes again if one was there to hold what it may have lost), and in controller mode the
+other SyncStateSet members this master last proposed or had accepted (a master that crashed
+waits for one of *them*; absent: none). A missing file is an empty list: a store written
+before epochs were kept, or by RocketMQ, is all epoch 0.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ FILE_NAME = "haEpochs"
 class EpochState:
     epochs: EpochLog
     slave_attached: bool = False
+    in_sync_slaves: frozenset[int] = frozenset()
 
 
 class EpochFile:
@@ -40,12 +43,17 @@ class EpochFile:
             doc = orjson.loads(raw)
             if not isinstance(doc, dict) or not isinstance(doc.get("epochs"), list):
                 raise ValueError("not an object with an 'epochs' list")
-            return EpochState(validate_pairs(doc["epochs"]), bool(doc.get("slaveAttached", False)))
+            members = doc.get("inSyncSlaves", [])
+            if not isinstance(members, list) or not all(isinstance(m, int) for m in members):
+                raise ValueError("'inSyncSlaves' is not a list of broker ids")
+            return EpochState(validate_pairs(doc["epochs"]), bool(doc.get("slaveAttached", False)), frozenset(members))
         except (orjson.JSONDecodeError, ValueError) as exc:
             # Guessing here could make a master agree with a slave it diverged from: stop.
             raise ConfigError(f"{self.path}: unreadable replication epochs ({exc}); restore or remove it") from exc
 
     def save(self, state: EpochState) -> None:
-        doc = {"epochs": state.epochs.pairs(), "slaveAttached": state.slave_attached}
+        doc: dict[str, object] = {"epochs": state.epochs.pairs(), "slaveAttached": state.slave_attached}
+        if state.in_sync_slaves:
+            doc["inSyncSlaves"] = sorted(state.in_sync_slaves)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(self.path, orjson.dumps(doc))

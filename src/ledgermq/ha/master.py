@@ -160,6 +160,10 @@ class HAService:
     def took_back_bytes(self) -> int:
         return self.epoch_keeper.took_back_bytes
 
+    async def note_in_sync(self, members: frozenset[int]) -> None:
+        """Controller mode: the slaves of the SyncStateSet, kept for a recovery after a crash."""
+        await self.epoch_keeper.note_in_sync(members)
+
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()

@@ -56,14 +56,14 @@ async def handshake(
             await loop.sock_sendall(sock, encode_answer(decision, epochs.epochs))
             await _take_back(loop, sock, address, epochs, decision)
             epochs.recovery_note = f"took back {epochs.took_back_bytes} bytes from a slave"
-            await epochs.slave_reconciled()  # what the slave had is ours again: begin the epoch
+            await epochs.slave_reconciled(hello.broker_id)  # what the slave had is ours again: begin the epoch
             decision = epochs.decide(hello)
         plan = RepairPlan()
         if isinstance(decision, Agree):
             if book is not None:  # only below the agreed offset: where both logs are the same log
                 recv = lambda n: _recv_exact(loop, sock, n)  # noqa: E731
                 plan = await repair_pass(loop, sock, recv, address, book, epochs.epochs, hello, decision.offset, batch)
-            await epochs.slave_reconciled()
+            await epochs.slave_reconciled(hello.broker_id)
             if decision.offset < hello.max_offset:
                 epochs.truncated_slaves += 1
                 log.error("HA slave %s: %s", address, describe_truncation(hello.max_offset, decision.offset))

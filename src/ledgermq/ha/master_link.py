@@ -47,6 +47,7 @@ class SlaveStatus:
     last_ack_time_ms: int  # wall clock, 0 if never
     transfer_offset: int  # where the next transfer starts, -1 before the first report
     closed_reason: str = ""
+    broker_id: int | None = None  # controller mode: the id the slave's hello gave
 
 
 class SlaveLink:
@@ -364,6 +365,7 @@ class SlaveLink:
             last_ack_time_ms=self.last_ack_time_ms,
             transfer_offset=-1 if nxt is None else nxt,
             closed_reason=self.closed_reason,
+            broker_id=self.broker_id,
         )
 
 

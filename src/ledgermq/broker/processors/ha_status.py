@@ -9,8 +9,11 @@ and ``haClientRuntimeInfo`` (a slave's view: ``masterAddr``, ``maxOffset``,
 
 * per slave: ``connected`` (RocketMQ lists live connections only; we also keep the last few
   that went away, with ``closedReason``), ``lastAckTimestamp`` (wall ms of the slave's
-  latest report, 0 if none) and ``lagTimeMillis`` (age of the oldest message the slave has
-  not acknowledged: 0 when caught up, -1 when unknown);
+  latest report, 0 if none), ``lagTimeMillis`` (age of the oldest message the slave has
+  not acknowledged: 0 when caught up, -1 when unknown) and ``brokerId`` (controller mode: the
+  slave's controller-assigned id, else null); in controller mode ``inSync`` means a connected
+  member of the SyncStateSet the controller accepted (RocketMQ 5's AutoSwitchHAService), not
+  the lag rule of master-slave mode;
 * for a slave: ``connected``, ``reportedOffset``, ``connects`` and ``lastError``;
 * on both: ``damagedRanges`` (commit-log ranges the store refuses until a replica repairs
   them), ``unrepaired`` ("no replica holds [a, b): why"), ``repairsTaken`` /
@@ -61,7 +64,9 @@ def _store_timestamp(broker: Broker, offset: int) -> int:
     return -1
 
 
-def _connection_info(broker: Broker, ha: HAService, s: SlaveStatus, master_max: int, now_ms: int) -> dict[str, Any]:
+def _connection_info(
+    broker: Broker, ha: HAService, s: SlaveStatus, master_max: int, now_ms: int, members: frozenset[int] | None
+) -> dict[str, Any]:
     acked = s.acked_offset
     diff = master_max - max(acked, 0)  # from the current max, also for a slave that went away
     if acked < 0:
@@ -75,14 +80,31 @@ def _connection_info(broker: Broker, ha: HAService, s: SlaveStatus, master_max: 
         "addr": s.address,
         "slaveAckOffset": acked,
         "diff": diff,
-        "inSync": s.connected and acked >= 0 and diff < ha.config.slave_fallbehind_max,
+        "inSync": _in_sync(ha, s, diff, members),
         "transferredByteInSecond": 0,
         "transferFromWhere": s.transfer_offset,
         "connected": s.connected,
         "lastAckTimestamp": s.last_ack_time_ms,
         "lagTimeMillis": lag_ms,
         "closedReason": s.closed_reason,
+        "brokerId": s.broker_id,
     }
+
+
+def _in_sync(ha: HAService, s: SlaveStatus, diff: int, members: frozenset[int] | None) -> bool:
+    """Master-slave mode: connected and within haSlaveFallbehindMax. Controller mode
+    (``members``: the SyncStateSet the controller accepted): a connected member, as
+    RocketMQ 5's AutoSwitchHAService counts it; lag alone does not make a slave in sync
+    there, the controller's acceptance does."""
+    if members is not None:
+        return s.connected and s.broker_id is not None and s.broker_id in members
+    return s.connected and s.acked_offset >= 0 and diff < ha.config.slave_fallbehind_max
+
+
+def _sync_state_set(broker: Broker) -> frozenset[int] | None:
+    ctl = broker.controller
+    tracker = ctl.tracker if ctl is not None else None
+    return tracker.accepted.members if tracker is not None else None
 
 
 def _client_info(client: HAClient | None, local_max: int) -> dict[str, Any]:
@@ -138,7 +160,8 @@ def ha_runtime_info(broker: Broker) -> dict[str, Any]:
     connections: list[dict[str, Any]] = []
     if ha is not None:
         now_ms = broker.clock.wall_ms()
-        connections = [_connection_info(broker, ha, s, local_max, now_ms) for s in ha.status()]
+        members = _sync_state_set(broker)
+        connections = [_connection_info(broker, ha, s, local_max, now_ms, members) for s in ha.status()]
     return {
         "master": is_master,
         "masterCommitLogMaxOffset": local_max if is_master else 0,

@@ -214,9 +214,12 @@ class Supervisor:
         return self.members[0].spec.log.parent if self.members else self.run_dir
 
     # -- supervision -------------------------------------------------------------------
-    def run(self, stopping: Callable[[], bool]) -> None:
-        """Restart what dies, report what comes back, until a signal asks to stop."""
+    def run(self, stopping: Callable[[], bool], on_poll: Callable[[], None] | None = None) -> None:
+        """Restart what dies, report what comes back, until a signal asks to stop.
+        ``on_poll`` runs once per poll (e.g. reporting a controller-mode failover)."""
         while not stopping():
+            if on_poll is not None:
+                on_poll()
             now = time.monotonic()
             for m in self.members:
                 self._tend(m, now)

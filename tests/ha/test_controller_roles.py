@@ -69,6 +69,10 @@ def test_a_paused_master_is_replaced_fenced_and_returns_as_a_slave_then_a_planne
 
         code, out = admin("getBrokerEpoch", "-n", group.namesrv_addr, "-b", GROUP)
         assert code == 0, out
+        # RocketMQ 5 brokers report their controller-mode keys: a console finds the controller there
+        code, conf = admin("getBrokerConfig", "-n", group.namesrv_addr, "-c", CLUSTER)
+        assert code == 0, conf
+        assert conf.count("controllerAddr") == 2 and conf.count("enableControllerMode") == 2, conf
         assert out.count("EpochEntry{epoch=1, startOffset=0") == 2, out
         assert out.count("EpochEntry{epoch=2, startOffset=") == 2, out
 

@@ -17,6 +17,7 @@ from ledgermq.clock import Clock
 from ledgermq.protocol.names import NOT_ALLOWED_SEND_TOPICS as NOT_ALLOWED_SEND_TOPICS
 from ledgermq.protocol.names import TOPIC_MAX_LENGTH, TOPIC_NAME_PATTERN
 from ledgermq.protocol.route import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
+from ledgermq.store.timer.intercept import TIMER_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,9 @@ class TopicConfigManager(LoggedTable):
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
             TopicConfig(TRANS_HALF_TOPIC, 1, 1),
+            # RocketMQ 5 registers the timer wheel's topic (when timerWheelEnable, its default) so
+            # its queue can be read like any other: the console counts pending timers from it.
+            TopicConfig(TIMER_TOPIC, 1, 1),
         ]
         if cfg.auto_create_topic_enable:
             q = cfg.default_topic_queue_nums

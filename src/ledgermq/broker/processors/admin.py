@@ -282,7 +282,10 @@ async def get_broker_runtime_info(broker: Broker, ctx: RequestContext, cmd: Remo
 def config_properties(broker: Broker) -> dict[str, str]:
     """Every broker and store setting under its RocketMQ key."""
     props: dict[str, str] = {}
-    for cfg in (broker.config, broker.store_config):
+    configs: list[Any] = [broker.config, broker.store_config]
+    if broker.controller is not None:  # RocketMQ 5 brokers report controllerAddr and the rest too
+        configs.append(broker.controller.cfg)
+    for cfg in configs:
         for f in dataclasses.fields(cfg):
             key = f.metadata.get("key")
             if key:

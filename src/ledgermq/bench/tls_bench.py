@@ -1,22 +1,37 @@
 """TLS on against TLS off, side by side: 256 sends in flight and a backlog drain.
 
-``python -m ledgermq.bench.tls_bench [--quick]``. Two systems, each a name server, a master
-and a slave as processes (the compare bench's ``LedgermqRunner``): "plain" (TLS disabled,
-the default) and "tls" (permissive ports with mutual TLS, every measured connection and every link over TLS: client,
-registration, replication), with a throw-away CA. Rounds run A B B A so drift on a shared
-machine hits both alike; the figures are medians and the ratio is tls / plain from this run.
+``python -m ledgermq.bench.tls_bench [--quick] [--cycles N]``. Two systems, each a name
+server, a master and a slave as processes (the compare bench's ``LedgermqRunner``): "plain"
+(TLS disabled, the default) and "tls" (permissive ports with mutual TLS, every measured
+connection and every link over TLS: client, registration, replication), with a throw-away
+CA. Rounds run A B B A so drift on a shared machine hits both alike.
+
+Two figures per system and workload, medians over the rounds:
+
+* messages per second, the figure a user sees, but on a machine shared with other work it
+  moves with their load as much as with ours (rounds of one system differ by ±40%);
+* CPU microseconds per message, of the servers (name server, master, slave: /proc) and of
+  the client (this process), which other work barely moves. On a machine where the
+  processes are CPU-bound, as on the 2-core machine this is built on, plain CPU / TLS CPU
+  is the share of plain throughput TLS keeps.
+
+The load average is printed beside each round.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledgermq.bench.broker_bench import _spawn, _wait_port
 from ledgermq.bench.compare.ledgermq_side import LedgermqRunner
-from ledgermq.bench.compare.model import DRAIN_LITE, INFLIGHT, QUICK, CompareSettings
+from ledgermq.bench.compare.model import DRAIN_LITE, INFLIGHT, QUICK, CompareSettings, cpu_delta
+from ledgermq.bench.procstat import cpu_seconds, load_average
 from ledgermq.bench.replication_bench import HAPair
 from ledgermq.client.tls import TlsOptions
 from ledgermq.net.tls.devca import dev_tls_properties, make_dev_pki
@@ -61,10 +76,46 @@ def _tls_runner(work: Path, settings: CompareSettings) -> LedgermqRunner:
     return runner
 
 
-def run(settings: CompareSettings) -> dict[str, dict[str, float]]:
-    """Messages per second, median over rounds, per system and workload."""
+@dataclass
+class Rounds:
+    """One system's rounds of one workload."""
+
+    rates: list[float] = field(default_factory=list)
+    server_us: list[float] = field(default_factory=list)  # server CPU per message
+    client_us: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(self.rates)
+
+    @property
+    def cpu_us(self) -> float:
+        """Servers' and client's CPU per message (the median of each, summed)."""
+        return statistics.median(self.server_us) + statistics.median(self.client_us)
+
+
+def _measure(runner: LedgermqRunner, workload: str, round_no: int, into: Rounds) -> str:
+    runner.prepare(workload, round_no)
+    pids = runner.server_pids()
+    servers_before = {pid: cpu_seconds(pid) for pid in pids}
+    client_before = time.process_time()
+    m = runner.run(workload, round_no)
+    client = time.process_time() - client_before
+    servers = cpu_delta(servers_before, {pid: cpu_seconds(pid) for pid in pids})
+    count = max(m.count, 1)
+    into.rates.append(m.count / m.seconds if m.seconds > 0 else 0.0)
+    into.server_us.append(servers / count * 1e6)
+    into.client_us.append(client / count * 1e6)
+    return (
+        f"{into.rates[-1]:9.0f} msg/s  servers {into.server_us[-1]:6.1f} us/msg  "
+        f"client {into.client_us[-1]:6.1f} us/msg  load {load_average():5.1f}"
+    )
+
+
+def run(settings: CompareSettings) -> dict[str, dict[str, Rounds]]:
+    """Every round's figures, per system and workload."""
     work = Path(tempfile.mkdtemp(prefix="ledgermq-tls-bench-"))
-    rates: dict[str, dict[str, list[float]]] = {"plain": {}, "tls": {}}
+    rounds: dict[str, dict[str, Rounds]] = {"plain": {}, "tls": {}}
     plain = LedgermqRunner("plain", "ASYNC_MASTER", "ASYNC_FLUSH", settings, WORKLOADS, work / "plain")
     tls = _tls_runner(work, settings)
     with plain, tls:
@@ -73,20 +124,22 @@ def run(settings: CompareSettings) -> dict[str, dict[str, float]]:
             for name, runner in (("plain", plain), ("tls", tls), ("tls", tls), ("plain", plain)):
                 for workload in WORKLOADS:
                     round_no += 1
-                    runner.prepare(workload, round_no)
-                    m = runner.run(workload, round_no)
-                    rate = m.count / m.seconds if m.seconds > 0 else 0.0
-                    rates[name].setdefault(workload, []).append(rate)
-                    print(f"{name:5} {workload:12} {rate:10.0f} msg/s", file=sys.stderr, flush=True)
-    return {n: {w: statistics.median(v) for w, v in ws.items()} for n, ws in rates.items()}
+                    line = _measure(runner, workload, round_no, rounds[name].setdefault(workload, Rounds()))
+                    print(f"{name:5} {workload:12} {line}", file=sys.stderr, flush=True)
+    return rounds
 
 
 def main() -> None:
     settings = QUICK if "--quick" in sys.argv else CompareSettings()
+    if "--cycles" in sys.argv:
+        settings = dataclasses.replace(settings, cycles=int(sys.argv[sys.argv.index("--cycles") + 1]))
     result = run(settings)
     for workload in WORKLOADS:
         p, t = result["plain"][workload], result["tls"][workload]
-        print(f"{workload:12} plain {p:9.0f} msg/s   tls {t:9.0f} msg/s   tls/plain {t / p:.2f}x")
+        print(
+            f"{workload:12} msg/s: plain {p.rate:8.0f}  tls {t.rate:8.0f}  tls/plain {t.rate / p.rate:.2f}x   "
+            f"CPU us/msg: plain {p.cpu_us:6.1f}  tls {t.cpu_us:6.1f}  plain/tls {p.cpu_us / t.cpu_us:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import logging
 import re
 from typing import Any
 
-from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.layout import Layout
 
 log = logging.getLogger(__name__)
@@ -51,7 +50,7 @@ class RepairCounters:
             if not node.process.alive or node.process.paused:
                 continue
             try:
-                async with AdminClient(self.layout.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+                async with self.layout.admin() as admin:
                     info = await admin.broker_runtime_info(node.addr)
             except Exception:
                 self.failures += 1

@@ -20,7 +20,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.layout import (
     CLUSTER,
     CQ_SEGMENT,
@@ -37,6 +36,7 @@ from ledgermq.chaos.layout import (
     tcp_open,
 )
 from ledgermq.chaos.process import ChildProcess
+from ledgermq.chaos.tls import ChaosTls
 from ledgermq.protocol.route import TopicRouteData
 from ledgermq.testing.ports import free_port
 
@@ -56,8 +56,10 @@ class DLedgerLayout(ProcessLayout):
     name = "dledger"
     roles_move = True
 
-    def __init__(self, root: Path, *, extra_props: dict[str, object] | None = None) -> None:
-        super().__init__(root)
+    def __init__(
+        self, root: Path, *, extra_props: dict[str, object] | None = None, tls: ChaosTls | None = None
+    ) -> None:
+        super().__init__(root, tls)
         self.raft_ports = {n: free_port() for n in NODES}
         # One proxy per directed link i->j: node i reaches j at (PROXY_HOST, port).
         self._links = [
@@ -107,6 +109,7 @@ class DLedgerLayout(ProcessLayout):
             "dLegerSelfId": name,
             "dLegerHeartBeatIntervalMs": HEARTBEAT_MS,
             "dLegerElectionTimeoutMs": ELECTION_TIMEOUT_MS,
+            **self.server_props(),
             **extra,
         }
         conf = home / "broker.properties"
@@ -120,7 +123,7 @@ class DLedgerLayout(ProcessLayout):
     async def current_master(self) -> str | None:
         """The running node the name server lists as brokerId 0 of the group, else None."""
         try:
-            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+            async with self.admin() as admin:
                 route = await admin.route("TBW102")
         except Exception:
             return None

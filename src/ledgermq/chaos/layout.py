@@ -13,6 +13,9 @@ address RocketMQ registers), so the name server sends the slave to 127.0.0.2:<ha
 where the proxy listens and forwards to 127.0.0.1:<haPort> (Linux routes all of 127/8 to
 loopback). The slave's haMasterAddress names the same proxy address. Segments are small
 (256 KiB commit log) so a full disk bites at the next roll.
+
+With ``tls`` (chaos/tls.py) every process runs in enforcing mode with mutual TLS and every
+client the harness makes (``admin()``, the workload, the read-back) connects over TLS.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import Protocol
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.process import ChildProcess
+from ledgermq.chaos.tls import ChaosTls
+from ledgermq.client.tls import TlsOptions
 from ledgermq.clock import CLOCK_SKEW_ENV
 from ledgermq.failpoints import ENOSPC_IF, FSYNC_LOG_ENV, STALL_IF
 from ledgermq.protocol.route import TopicRouteData
@@ -179,6 +184,13 @@ class Layout(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def client_tls(self) -> TlsOptions | None:
+        """How the harness's clients connect (None: plain)."""
+
+    def admin(self, timeout: float = 2.0, connect_timeout: float = 1.0) -> AdminClient:
+        """An admin client of the layout's name server, over TLS when the layout runs it."""
+
 
 async def tcp_open(host: str, port: int) -> bool:
     try:
@@ -210,17 +222,31 @@ class ProcessLayout:
     name = "layout"
     roles_move = False
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, tls: ChaosTls | None = None) -> None:
         self.root = root.resolve()
         self.root.mkdir(parents=True, exist_ok=True)
+        self.tls = tls
         self.namesrv_port = free_port()
         self.namesrv_addr = f"{HOST}:{self.namesrv_port}"
-        self.namesrv = ChildProcess(
-            "namesrv",
-            ["namesrv", "-p", str(self.namesrv_port), "--host", HOST, "--kv-config", str(self.root / "kvConfig.json")],
-            self.root / "logs" / "namesrv.log",
-        )
+        kv = self.root / "kvConfig.json"
+        args = ["namesrv", "-p", str(self.namesrv_port), "--host", HOST, "--kv-config", str(kv)]
+        if tls is not None:
+            conf = self.root / "namesrv.properties"
+            conf.write_text(_properties(tls.server_props()))
+            args += ["-c", str(conf)]
+        self.namesrv = ChildProcess("namesrv", args, self.root / "logs" / "namesrv.log")
         self.nodes: dict[str, Node] = {}
+
+    @property
+    def client_tls(self) -> TlsOptions | None:
+        return self.tls.client_options() if self.tls is not None else None
+
+    def admin(self, timeout: float = 2.0, connect_timeout: float = 1.0) -> AdminClient:
+        return AdminClient(self.namesrv_addr, timeout=timeout, connect_timeout=connect_timeout, tls=self.client_tls)
+
+    def server_props(self) -> dict[str, object]:
+        """What every broker's config gets for the layout's TLS (nothing without)."""
+        return self.tls.server_props() if self.tls is not None else {}
 
     def targets(self) -> list[str]:
         return list(self.nodes)
@@ -269,7 +295,7 @@ class ProcessLayout:
     async def max_offset(self, name: str) -> int:
         """The node's commitLogMaxOffset, -1 when it does not answer."""
         try:
-            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+            async with self.admin() as admin:
                 info = await admin.broker_runtime_info(self.nodes[name].addr)
             return int(info["commitLogMaxOffset"])
         except Exception:
@@ -304,7 +330,7 @@ class ProcessLayout:
         if not node.process.alive:
             raise RuntimeError(f"{node.name} exited with {node.process.exit_code}:\n{node.process.tail()}")
         try:
-            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+            async with self.admin() as admin:
                 route = await admin.route("TBW102")
         except Exception:
             return False
@@ -324,8 +350,10 @@ class ProcessLayout:
 class MasterSlaveLayout(ProcessLayout):
     """``MasterSlaveLayout(root, sync=True)``; ``await start()``; ... ; ``close()``."""
 
-    def __init__(self, root: Path, *, sync: bool, extra_props: dict[str, object] | None = None) -> None:
-        super().__init__(root)
+    def __init__(
+        self, root: Path, *, sync: bool, extra_props: dict[str, object] | None = None, tls: ChaosTls | None = None
+    ) -> None:
+        super().__init__(root, tls)
         self.name = "sync" if sync else "async"
         master_role = "SYNC_MASTER" if sync else "ASYNC_MASTER"
         self.master = self._node("master", 0, master_role, extra_props or {})
@@ -357,6 +385,7 @@ class MasterSlaveLayout(ProcessLayout):
             "slaveSyncInterval": 1000,
             "flushConsumerOffsetInterval": 1000,
             "syncFlushTimeout": 2000,
+            **self.server_props(),
             **extra,
         }
         if broker_id == 0:
@@ -364,7 +393,7 @@ class MasterSlaveLayout(ProcessLayout):
         else:
             props["haMasterAddress"] = f"{PROXY_HOST}:{self.master.port + 1}"
         conf = home / "broker.properties"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        conf.write_text(_properties(props))
         proc = ChildProcess(name, ["broker", "-c", str(conf)], self.root / "logs" / f"{name}.log", node_env(home))
         node = Node(name, broker_id, role, port, store, home / "disk-full.flag", proc)
         node.clear_flags()
@@ -411,3 +440,7 @@ class MasterSlaveLayout(ProcessLayout):
     def close(self) -> None:
         super().close()
         self._closed = True
+
+
+def _properties(props: dict[str, object]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())

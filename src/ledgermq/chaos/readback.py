@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 from ledgermq.chaos.workload import content_digest, parse_body
 from ledgermq.client import ConsumeFromWhere, LitePullConsumer
+from ledgermq.client.instance.tls import client_tls
+from ledgermq.client.tls import TlsOptions
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
@@ -67,10 +69,17 @@ async def _pull(client: RemotingClient, addr: str, topic: str, queue_id: int, of
 
 
 async def read_broker(
-    source: str, addr: str, topic: str, queues: int, *, max_messages: int = 2_000_000, timeout: float = 120.0
+    source: str,
+    addr: str,
+    topic: str,
+    queues: int,
+    *,
+    max_messages: int = 2_000_000,
+    timeout: float = 120.0,
+    tls: TlsOptions | None = None,
 ) -> ReadBack:
     out = ReadBack(source)
-    client = RemotingClient(connect_timeout=2.0)
+    client = RemotingClient(connect_timeout=2.0, tls=client_tls(tls is not None, tls))
     deadline = time.monotonic() + timeout
     try:
         for qid in range(queues):
@@ -111,7 +120,13 @@ async def read_broker(
 
 
 async def read_client(
-    namesrv: str, topic: str, expected: int, *, timeout: float = 60.0, idle_s: float = 5.0
+    namesrv: str,
+    topic: str,
+    expected: int,
+    *,
+    timeout: float = 60.0,
+    idle_s: float = 5.0,
+    tls: TlsOptions | None = None,
 ) -> ReadBack:
     """Through LitePullConsumer until ``expected`` records came or nothing came for ``idle_s``."""
     out = ReadBack("client")
@@ -121,6 +136,8 @@ async def read_client(
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
         auto_commit=False,
         pull_batch_size=PULL_BATCH,
+        use_tls=tls is not None,
+        tls=tls,
     )
     try:
         await consumer.start()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.faults import FaultRecord
 from ledgermq.chaos.layout import Layout
 
@@ -30,7 +29,7 @@ async def found_count(layout: Layout, name: str) -> int:
     if not node.process.alive or node.process.paused:
         return 0
     try:
-        async with AdminClient(layout.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+        async with layout.admin() as admin:
             info = await admin.broker_runtime_info(node.addr)
             found = _int(info.get("storeCorruptionsFound"))
             if layout.name == "dledger":
@@ -43,7 +42,7 @@ async def found_count(layout: Layout, name: str) -> int:
 async def pending(layout: Layout) -> list[str]:
     """What is still damaged or under repair on the running brokers."""
     out: list[str] = []
-    async with AdminClient(layout.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+    async with layout.admin() as admin:
         for name in layout.targets():
             node = layout.node(name)
             if not node.process.alive or node.process.paused:

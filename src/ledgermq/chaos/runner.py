@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.checker import Verdict, check
 from ledgermq.chaos.controller import ControllerLayout
 from ledgermq.chaos.counters import RepairCounters
@@ -32,6 +31,7 @@ from ledgermq.chaos.promise import allowed_losses, promise_text
 from ledgermq.chaos.proxy import FaultProxy
 from ledgermq.chaos.readback import ReadBack, read_broker, read_client
 from ledgermq.chaos.repaired import DATA_FAULTS, found_count, wait_repaired
+from ledgermq.chaos.tls import ChaosTls, make_chaos_tls
 from ledgermq.chaos.workload import QUEUES, TOPIC, Workload
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ class RunConfig:
     scrub_interval_s: int = 5  # storeScrubIntervalSeconds when a run flips bits
     roles: tuple[str, ...] = ()  # only faults against these roles ("master"); () for every role
     whole_timeout: float = 30.0  # controller layout: how long a fault waits for the slave to be in sync again
+    tls: bool = False  # every process enforcing mutual TLS, the harness's clients over TLS (chaos/tls.py)
 
     @property
     def controllers(self) -> int:
@@ -68,16 +69,18 @@ class RunConfig:
     def replay_args(self) -> str:
         flush = " --flush sync" if self.flush == "sync" else ""
         flush += f" --roles {','.join(self.roles)}" if self.roles else ""
+        tls = " --tls" if self.tls else ""
         return (
-            f"--layout {self.layout}{flush} --cycles {self.cycles} --seed {self.seed} "
+            f"--layout {self.layout}{flush}{tls} --cycles {self.cycles} --seed {self.seed} "
             f"--faults {','.join(self.faults)} --senders {self.senders} --rate {self.rate:g} "
             f"--steady {self.steady_s[0]:g},{self.steady_s[1]:g} --hold-scale {self.hold_scale:g}"
         )
 
     @property
     def name(self) -> str:
-        """The run directory's name: layout, flush mode when not the default, seed."""
-        return f"{self.layout}{'-syncflush' if self.flush == 'sync' else ''}-seed{self.seed}"
+        """The run directory's name: layout, flush mode when not the default, TLS, seed."""
+        flush = "-syncflush" if self.flush == "sync" else ""
+        return f"{self.layout}{flush}{'-tls' if self.tls else ''}-seed{self.seed}"
 
     def broker_props(self) -> dict[str, object]:
         """What every broker of the run gets beyond the layout's own settings."""
@@ -105,12 +108,16 @@ def prepare_dir(data: Path, name: str) -> Path:
     return d
 
 
-def make_layout(kind: str, root: Path, props: dict[str, object] | None = None, controllers: int = 1) -> Layout:
+def make_layout(
+    kind: str, root: Path, props: dict[str, object] | None = None, controllers: int = 1, tls: ChaosTls | None = None
+) -> Layout:
     if kind in ("sync", "async"):
-        return MasterSlaveLayout(root, sync=kind == "sync", extra_props=props)
+        return MasterSlaveLayout(root, sync=kind == "sync", extra_props=props, tls=tls)
     if kind == "dledger":
-        return DLedgerLayout(root, extra_props=props)
+        return DLedgerLayout(root, extra_props=props, tls=tls)
     if kind == "controller":
+        if tls is not None:
+            raise ValueError("--tls is not supported with the controller layout yet")
         return ControllerLayout(root, controllers=controllers, extra_props=props)
     raise ValueError(f"unknown layout {kind!r} (sync, async, dledger, controller)")
 
@@ -124,7 +131,7 @@ async def create_topic(layout: Layout, timeout: float = 30.0, topic: str = TOPIC
             raise RuntimeError(f"no master to create {topic} on")
         addr = layout.node(master).addr
         try:
-            async with AdminClient(layout.namesrv_addr, timeout=3.0) as admin:
+            async with layout.admin(timeout=3.0, connect_timeout=3.0) as admin:
                 await admin.create_topic(addr, topic, read_queue_nums=queues, write_queue_nums=queues)
                 route = await admin.route(topic)
                 if any(q.write_queue_nums == queues for q in route.queue_datas):
@@ -174,9 +181,9 @@ async def settle_and_read(layout: Layout, injector: Injector, stable_timeout: fl
     reads: list[ReadBack] = []
     for name in layout.targets():
         source = name if by_node else ("master" if name == leader else name)
-        reads.append(await read_broker(source, layout.node(name).addr, TOPIC, QUEUES))
+        reads.append(await read_broker(source, layout.node(name).addr, TOPIC, QUEUES, tls=layout.client_tls))
     expected = max((r.count() for r in reads), default=0)
-    reads.append(await read_client(layout.namesrv_addr, TOPIC, expected))
+    reads.append(await read_client(layout.namesrv_addr, TOPIC, expected, tls=layout.client_tls))
     return Settled(healed, stability, reads, master_source, notes)
 
 
@@ -190,7 +197,8 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         raise ValueError(f"no fault kind applies to the {cfg.layout} layout: {'; '.join(skipped)}")
     plans = schedule(cfg.seed, cfg.cycles, kinds, cfg.steady_s, cfg.hold_scale, targets)
     root = run_dir(cfg)
-    layout = make_layout(cfg.layout, root, cfg.broker_props(), cfg.controllers)
+    tls = make_chaos_tls(root / "tls") if cfg.tls else None
+    layout = make_layout(cfg.layout, root, cfg.broker_props(), cfg.controllers, tls)
     counters = RepairCounters(layout)
     proxies: dict[str, FaultProxy] = {}
     workload: Workload | None = None
@@ -214,7 +222,10 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         first = await layout.wait_stable(cfg.stable_timeout)
         if not first.stable:
             notes.append(f"not stable before the first fault: {first.detail}")
-        workload = Workload(layout.namesrv_addr, senders=cfg.senders, rate=cfg.rate, send_timeout=cfg.send_timeout)
+        workload = Workload(
+            layout.namesrv_addr, senders=cfg.senders, rate=cfg.rate, send_timeout=cfg.send_timeout,
+            tls=layout.client_tls,
+        )  # fmt: skip
         await workload.start()
         counters.start()
         await asyncio.sleep(cfg.warmup_s)
@@ -271,6 +282,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         "run": {
             "layout": cfg.layout,
             "flush": cfg.flush,
+            "tls": cfg.tls,
             "seed": cfg.seed,
             "cycles": cfg.cycles,
             "faults": list(kinds),

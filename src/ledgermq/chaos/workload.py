@@ -22,6 +22,7 @@ from typing import Any
 
 from ledgermq.client import Message, Producer
 from ledgermq.client.message import SendStatus
+from ledgermq.client.tls import TlsOptions
 from ledgermq.protocol.msgid import decode_offset_msg_id
 
 TOPIC = "ChaosTopic"
@@ -85,6 +86,7 @@ class Workload:
         size: int = 128,
         send_timeout: float = 3.0,
         group: str = "chaos-producer",
+        tls: TlsOptions | None = None,
     ) -> None:
         self.namesrv = namesrv
         self.topic = topic
@@ -93,6 +95,7 @@ class Workload:
         self.size = size
         self.send_timeout = send_timeout
         self.group = group
+        self.tls = tls  # None: plain
         self.attempts: list[Attempt] = []
         self.last_ok_end = 0.0
         self._next_seq = 0
@@ -103,7 +106,9 @@ class Workload:
         self.abandoned = 0  # attempts the producer abandoned for a new master (see docs/client.md)
 
     async def start(self) -> None:
-        self._producer = Producer(self.group, self.namesrv, send_timeout=self.send_timeout)
+        self._producer = Producer(
+            self.group, self.namesrv, send_timeout=self.send_timeout, use_tls=self.tls is not None, tls=self.tls
+        )
         await self._producer.start()
         self._tasks = [asyncio.create_task(self._sender(i)) for i in range(self.senders)]
 

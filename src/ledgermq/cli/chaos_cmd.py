@@ -89,9 +89,15 @@ def chaos() -> None:
     show_default=True,
     help="seconds to wait for a SEND_OK after each heal",
 )
+@click.option(
+    "--tls",
+    is_flag=True,
+    help="every process in enforcing mode with mutual TLS (a throw-away CA under the run directory); "
+    "the workload and every check connect over TLS",
+)
 def run_cmd(layout: str, flush: str, cycles: int, seed: int | None, faults: str, data: Path, json_path: Path | None,
             senders: int, rate: float, steady: str, hold_scale: float, roles: str,
-            recovery_timeout: float) -> None:  # fmt: skip
+            recovery_timeout: float, tls: bool) -> None:  # fmt: skip
     """Run a workload against a local group while injecting seeded faults; exit 1 on any
     acknowledged message lost (beyond what the flush mode allows through a power loss), a
     message served with other content, or master/slave divergence (2 when the harness
@@ -107,7 +113,7 @@ def run_cmd(layout: str, flush: str, cycles: int, seed: int | None, faults: str,
     if seed is None:
         seed = int.from_bytes(os.urandom(4), "big")
     cfg = RunConfig(layout, cycles, seed, kinds, data, senders, rate, _pair(steady), hold_scale,
-                    recovery_timeout=recovery_timeout, flush=flush,
+                    recovery_timeout=recovery_timeout, flush=flush, tls=tls,
                     roles=tuple(r.strip() for r in roles.split(",") if r.strip()))  # fmt: skip
     click.echo(f"ledgermq chaos: seed {seed} (replay: ledgermq chaos run {cfg.replay_args()})", err=True)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)

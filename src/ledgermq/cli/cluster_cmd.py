@@ -295,16 +295,18 @@ def up(
                 dataclasses.replace(ln, role="leader (master)" if s.addr == master else "follower (slave)")
                 for ln, s in zip(lines, specs, strict=True)
             ]
+            tls_flags = cluster_tls.admin_flags() if cluster_tls is not None else ""
             extra = [
                 f"DLedger group {GROUP} leader: {master}",
-                f"  status:   ledgermq admin dledgerStatus -n {ns}",
-                f"  handover: ledgermq admin transferLeader -n {ns} -g {GROUP} -t n1",
+                f"  status:   ledgermq admin{tls_flags} dledgerStatus -n {ns}",
+                f"  handover: ledgermq admin{tls_flags} transferLeader -n {ns} -g {GROUP} -t n1",
             ]
         if console_spec is not None:
             extra.append(f"console          http://{CONSOLE_HOST}:{console_port}/   log {console_spec.log}")
         if cluster_tls is not None:
             extra.append(cluster_tls.admin_hint(ns))
-        print_banner(_echo, f"{host}:{namesrv_port}", ns, logs, lines, extra)
+        client_tls = cluster_tls.client_options() if cluster_tls is not None else None
+        print_banner(_echo, f"{host}:{namesrv_port}", ns, logs, lines, extra, client_tls)
         sup.run(stopping, on_poll)
     finally:
         sup.stop()

@@ -7,7 +7,11 @@ its own opaque counter and pending table, and closing fails every pending reques
 
 Writes are coalesced: ``send`` queues the encoded frame and the first send of a loop
 turn schedules one flush for the next, so the answers (or requests) produced in one turn
-leave in one write instead of one system call each. Answers given while a read's frames
+leave in one write instead of one system call each. A plain transport gets the frames as
+they are (``writelines``: one ``writev``, no copy); a TLS transport gets them joined into
+one buffer, because it encrypts each buffer it is given into records of its own: 256 small
+answers written apart are 256 TLS records (a cipher call and a header each, and one
+``SSLObject.read`` each at the peer), joined they are a few 16 KiB records. Answers given while a read's frames
 are handled leave together at the end of that read, before the work those requests
 scheduled for later in the turn (the store's dispatch, replication to a slave): the
 sender is answered first, in one write per read. A flush happens before ``close``, so
@@ -97,6 +101,7 @@ class Connection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
+        self._join_writes = False  # a TLS transport: one buffer per flush, so few and full records
         self._reading = False  # in data_received: its end flushes what its frames answered
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadlines: list[_Deadline] = []  # a heap; entries of ended requests (no future) linger until popped
@@ -112,6 +117,7 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.last_active = self._loop.time()
         self.transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        self._join_writes = transport.get_extra_info("ssl_object") is not None
 
     def data_received(self, data: bytes) -> None:
         # the loop of connection_made: Python 3.11's get_running_loop() costs a getpid() call
@@ -195,7 +201,8 @@ class Connection(asyncio.Protocol):
             loop.call_soon(self.flush)
 
     def flush(self) -> None:
-        """Write what ``send`` queued, in one call (asyncio joins it, uvloop writes it with writev)."""
+        """Write what ``send`` queued, in one call (plain: uvloop writes it with writev; TLS:
+        joined first, see the module's docstring)."""
         self._flush_scheduled = False
         out, self._out = self._out, []
         self._out_bytes = 0
@@ -204,6 +211,8 @@ class Connection(asyncio.Protocol):
             return
         if len(out) == 1:
             transport.write(out[0])
+        elif self._join_writes:
+            transport.write(b"".join(out))
         else:
             transport.writelines(out)
         if transport.get_write_buffer_size() > self.max_write_buffer:

@@ -27,12 +27,13 @@ class ClusterTls:
             key_path=str(self.pki.client.key_path),
         )
 
-    def admin_hint(self, namesrv: str) -> str:
+    def admin_flags(self) -> str:
+        """``ledgermq admin``'s options that reach this cluster (with a leading space)."""
         o = self.client_options()
-        return (
-            f"  TLS (enforcing, mutual): ledgermq admin --tls --tls-trust-cert {o.trust_cert_path} "
-            f"--tls-cert {o.cert_path} --tls-key {o.key_path} clusterList -n {namesrv}"
-        )
+        return f" --tls --tls-trust-cert {o.trust_cert_path} --tls-cert {o.cert_path} --tls-key {o.key_path}"
+
+    def admin_hint(self, namesrv: str) -> str:
+        return f"  TLS (enforcing, mutual): ledgermq admin{self.admin_flags()} clusterList -n {namesrv}"
 
 
 def make_cluster_tls(directory: Path, hosts: tuple[str, ...]) -> ClusterTls:

@@ -137,8 +137,8 @@ class TimerStore:
         self.read_ms = self.settings.slot_of(data.read_ms)
         self.done_pos = data.done_pos if data.done_pos < self.log.end else -1
         oldest = now - (self.settings.slots_total - TIMER_BLANK_SLOTS) * p
-        if not self.checkpoint.existed and self.log.end == 0 and (cq is None or cq.max_offset == 0):
-            self.read_ms, self.done_pos = now, -1  # nothing was ever filed: start at the present
+        if not self.checkpoint.existed and self.log.end == 0:
+            self.read_ms, self.done_pos = now, -1  # nothing was ever filed: start at the present (late ones go there)
         elif self.read_ms < oldest:
             self.read_ms, self.done_pos = oldest, -1  # RocketMQ's limit: the wheel spans 7 days
         for unit in seen:

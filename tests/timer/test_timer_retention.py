@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -60,6 +61,15 @@ def clean(store: MessageStore) -> int:
     return store.cleaner.clean_once()
 
 
+def clean_until(store: MessageStore, done: Callable[[], bool], deadline_s: float = 10.0) -> None:
+    """Cleaning rounds until ``done`` (a segment a flush holds for a moment goes next round)."""
+    deadline = time.monotonic() + deadline_s
+    while not done():
+        assert time.monotonic() < deadline, "retention did not get there"
+        clean(store)
+        time.sleep(0.01)
+
+
 def test_a_pending_timer_keeps_its_segment_until_it_is_delivered(make_store: Callable[..., MessageStore]) -> None:
     clock = ManualClock(wall_ms=START_MS)
     store = make_store(clock)
@@ -81,7 +91,8 @@ def test_a_pending_timer_keeps_its_segment_until_it_is_delivered(make_store: Cal
     assert ts.retention_floor() == 0 and clean(store) == 0
     assert drain(ts, store, clock.wall_ms() + 20_000) == [b"later"]
     assert ts.retention_floor() is None
-    assert clean(store) >= 5 and store.commitlog.min_offset >= store.commitlog.queue.files[-1].start_offset - 1
+    last = store.commitlog.queue.files[-1].start_offset
+    clean_until(store, lambda: store.commitlog.min_offset == last)  # everything but the active segment
     ts.close()
 
 
@@ -108,8 +119,9 @@ def test_the_floor_follows_delivery_segment_by_segment_and_survives_a_restart(
     assert got == [b"t0", b"t1", b"t2"]
     floor = ts.retention_floor()
     assert floor is not None and 0 < floor <= offsets[3] - 1
-    removed = clean(store)
-    assert removed > 0 and store.commitlog.min_offset <= floor  # t3's record is still there
+    clean_until(store, lambda: store.commitlog.min_offset > 0)
+    clean(store)
+    assert store.commitlog.min_offset <= floor  # t3's record is still there
     assert drain(ts, store, clock.wall_ms() + 8_000) == [b"t3", b"t4", b"t5"]
     ts.close()
 
@@ -146,5 +158,5 @@ def test_in_dledger_mode_the_entry_of_a_pending_timer_is_kept(make_store: Callab
     guard_pending_timers(store, ts.retention_floor)
     assert clean(store) == 0 and ledger.first_index == 0
     assert drain(ts, store, clock.wall_ms() + 5_000) == [b"t"]
-    assert clean(store) == 3 and ledger.first_index > 0
+    clean_until(store, lambda: ledger.first_index > 0)
     ts.close()

@@ -279,31 +279,37 @@ class TimerStore:
             self.delivered_count += 1
 
     def _peek(self, max_units: int) -> list[DueUnit]:
+        """Up to ``max_units`` units of slot ``read_ms`` to deliver next; units that need no
+        delivery (unreadable, or known delivered by the old master) are passed on the way.
+        [] only once the slot's chain, collected again, holds nothing more."""
         if self._walk_slot != self.read_ms:
             self._walk, self._walk_next, self._walk_top, self._walk_slot = array("q"), 0, self.done_pos, self.read_ms
-        if self._walk_next >= len(self._walk):
-            self._collect()
         out: list[DueUnit] = []
-        for pos in self._walk[self._walk_next : self._walk_next + max_units]:
-            unit = self.log.read(pos)
-            if unit is None:  # only a damaged log: say so, count it, go on with the rest
-                log.error("timer log unit at %d of slot %d is unreadable; skipped", pos, self.read_ms)
-                self.unreadable += 1
-                if not out:
-                    self._walk_next += 1
-                    self.done_pos = pos
+        while not out:
+            if self._walk_next >= len(self._walk):
+                self._collect()
+                if self._walk_next >= len(self._walk):
+                    return out
+            walk, i = self._walk, self._walk_next
+            while i < len(walk) and len(out) < max_units:
+                pos = walk[i]
+                i += 1
+                unit = self.log.read(pos)
+                if unit is not None and unit.queue_offset > self.done_qoff:
+                    roll = bool(unit.magic & MAGIC_ROLL)
+                    out.append(
+                        DueUnit(pos, unit.phy, unit.size, roll, unit.slot_ms, unit.queue_offset, unit.enqueue_ms)
+                    )
                     continue
-                break
-            if unit.queue_offset <= self.done_qoff:  # the old master delivered it (its records said so)
                 if out:
-                    break
-                self._walk_next += 1
-                self.done_pos = pos
-                self.pending = max(0, self.pending - 1)
-                self.known_delivered += 1
-                continue
-            roll = bool(unit.magic & MAGIC_ROLL)
-            out.append(DueUnit(pos, unit.phy, unit.size, roll, unit.slot_ms, unit.queue_offset, unit.enqueue_ms))
+                    break  # passed over on the next call, once these are delivered
+                if unit is None:  # only a damaged log: say so, count it, go on with the rest
+                    log.error("timer log unit at %d of slot %d is unreadable; skipped", pos, self.read_ms)
+                    self.unreadable += 1
+                else:  # the old master delivered it (its records said so)
+                    self.pending = max(0, self.pending - 1)
+                    self.known_delivered += 1
+                self._walk_next, self.done_pos = i, pos
         return out
 
     def _collect(self) -> None:

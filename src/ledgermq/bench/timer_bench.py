@@ -275,10 +275,10 @@ def run_lateness(s: TimerBenchSettings, work: Path, progress: Progress) -> Laten
         body = b"l" * s.body_size
         n = s.lateness_timers
 
-        async def run() -> float:
+        async def run() -> tuple[int, float]:
             # every timer is sent before the first comes due: about twice the time the sends take
             probe_ok, probe_s = await send_all(
-                broker.namesrv, lambda i: Message(PLAIN_TOPIC, body), 2000, s.senders, "p"
+                broker.namesrv, lambda i: Message(PLAIN_TOPIC, body), 2000, s.senders, "bench-probe"
             )
             send_s = n / max(probe_ok / probe_s, 1.0)
             first_due = time.time() + 2 * send_s + 10
@@ -293,12 +293,12 @@ def run_lateness(s: TimerBenchSettings, work: Path, progress: Progress) -> Laten
             if time.time() > first_due:
                 progress(f"warning: the sends took {seconds:.0f}s, past the first timer's time")
             await wait_status(broker, lambda st: int(st.get("timerPending", "1")) == 0, 3 * s.lateness_spread_s + 600)
-            return load_average()
+            return ok, load_average()
 
-        load = asyncio.run(run())
+        sent, load = asyncio.run(run())
         broker.stop()
     progress("reading the delivered timers back from the store")
-    return _lateness_from_store(work / "store", n, load)
+    return _lateness_from_store(work / "store", sent, load)
 
 
 def _lateness_from_store(root: Path, timers: int, load: float) -> LatenessFigures:

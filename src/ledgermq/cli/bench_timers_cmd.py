@@ -26,36 +26,26 @@ def _mib(n: int) -> str:
 
 def render(report: TimerBenchReport, console: Console) -> None:
     s = report.settings
-    t = Table(
-        title=f"ledgermq bench timers (timerPrecisionMs={s.precision_ms}, load 1m median {median_load(report):.1f})"
-    )
+    load = median_load(report)
+    t = Table(title=f"ledgermq bench timers: timerPrecisionMs={s.precision_ms}, 1-min load median {load:.1f}")
     for col in ("phase", "figure", "value", "goal"):
         t.add_column(col, justify="left" if col in ("phase", "figure") else "right")
     if (m := report.memory) is not None:
         t.add_row("memory", "idle broker RSS anon / file (MiB)", f"{_mib(m.idle_anon)} / {_mib(m.idle_file)}", "")
-        t.add_row(
-            "", f"{m.pending:,} pending RSS anon / file (MiB)", f"{_mib(m.pending_anon)} / {_mib(m.pending_file)}", ""
-        )
+        pending = f"{_mib(m.pending_anon)} / {_mib(m.pending_file)}"
+        t.add_row("", f"{m.pending:,} pending: RSS anon / file (MiB)", pending, "")
         t.add_row("", "anonymous growth (MiB)", _mib(m.anon_growth), "<= 50")
         t.add_row("", "total growth, page cache included (MiB)", _mib(m.total_growth), "")
         t.add_row("", "timers sent per second", f"{m.pending / m.send_s:,.0f}", "")
     if (lt := report.lateness) is not None:
-        t.add_row(
-            "lateness",
-            "delivered / sent (duplicates, early)",
-            f"{lt.delivered:,} / {lt.timers:,} ({lt.duplicates}, {lt.early})",
-            "",
-        )
-        t.add_row("", "p50 / p99 / max ms after the time asked", f"{lt.p50_ms:.0f} / {lt.p99_ms:.0f} / {lt.max_ms:.0f}",
-                  f"p99 <= {s.precision_ms + 200}")  # fmt: skip
+        counts = f"{lt.delivered:,} / {lt.timers:,} ({lt.duplicates}, {lt.early})"
+        t.add_row("lateness", "delivered / sent (duplicates, early)", counts, "")
+        figures = f"{lt.p50_ms:.0f} / {lt.p99_ms:.0f} / {lt.max_ms:.0f}"
+        t.add_row("", "ms after the time asked: p50 / p99 / max", figures, f"p99 <= {s.precision_ms + 200}")
     if (b := report.burst) is not None:
-        t.add_row(
-            "burst",
-            "ordinary sends/s before / during / after",
-            f"{b.before_per_s:,.0f} / {b.during_per_s:,.0f} / {b.after_per_s:,.0f}",
-            "",
-        )
-        t.add_row("", f"during / mean(before, after), {b.burst:,} timers due", f"{b.ratio:.2f}", ">= 0.80")
+        rates = f"{b.before_per_s:,.0f} / {b.during_per_s:,.0f} / {b.after_per_s:,.0f}"
+        t.add_row("burst", "ordinary sends/s before / during / after", rates, "")
+        t.add_row("", f"during / mean(before, after), {b.burst:,} due", f"{b.ratio:.2f}", ">= 0.80")
         t.add_row("", "timers delivered during the window", f"{b.delivered_during:,}", "")
     console.print(t)
 

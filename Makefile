@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # chromium (driven by Playwright; never `playwright install`); apt-get installs them when missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install install-run java chromium test run lint bench chaos chaos-rot soak example-spark clean
+.PHONY: install install-run java chromium test run lint bench bench-timers chaos chaos-rot soak example-spark clean
 
 $(RUN_STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -57,6 +57,13 @@ run: $(RUN_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/ledgermq bench store --data ./data/bench
+
+# Timer messages at scale (not part of `make test`, ~20 min): a million pending timers (broker
+# RSS), lateness with 100,000 pending, send throughput while 200,000 come due at once
+# (docs/benchmarks.md, "Timer messages"); JSON in ./data/bench-timers.json.
+bench-timers: $(STAMP)
+	mkdir -p data
+	$(BIN)/ledgermq bench timers --data ./data/bench-timers --json ./data/bench-timers.json
 
 # The long chaos profile: 100 seeded fault cycles against each layout, the two master-slave
 # ones, a 3-broker DLedger group, a controller-mode pair (its master and slave faults and the

@@ -75,6 +75,7 @@ def record(msg: RecvMessage, props: list[str]) -> dict[str, Any]:
         "reconsume_times": msg.reconsume_times,
         "born_timestamp": msg.born_timestamp,
         "store_timestamp": msg.store_timestamp,
+        "received_ms": int(time.time() * 1000),  # when the listener saw it (timer lateness)
     }
 
 

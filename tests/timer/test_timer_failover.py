@@ -81,8 +81,48 @@ def test_a_killed_dledger_leader_leaves_no_timer_undelivered(tmp_path: Path) -> 
     print(f"\nDLedger timer failover: {report}")
     missing = [b for b in acked if b not in got]
     assert not missing, f"{len(missing)} timers never delivered, e.g. {missing[:5]}"
-    # the window: the slot being delivered plus one slave-sync interval (1 s here) of deliveries
-    assert sum(got.values()) - len(got) <= TIMERS // 2
+    # the window (docs/timers.md): the one delivery in flight when the leader died; the rest
+    # the new leader learned from the delivered records it holds (LEDGERMQ_TIMER_FROM)
+    assert sum(got.values()) - len(got) <= 1
+
+
+def test_a_leader_demoted_and_promoted_again_within_seconds_loses_no_timer(tmp_path: Path) -> None:
+    """transferLeader away from the leader and back while timers come due: delivery stops
+    and starts twice on the same broker; every timer is delivered, duplicates stay within
+    the documented window."""
+    group = DLedgerGroup(tmp_path, extra=PRECISION)
+    report: dict[str, object] = {}
+    try:
+        group.start()
+        first = group.master()
+        assert first is not None
+        other = next(n for n in group.ids if n != first)
+        acked = asyncio.run(send_timers(group.namesrv_addr, TOPIC, 2.0, 6.0))
+        assert len(acked) == TIMERS, group.explain()
+        time.sleep(2.5)  # delivery under way
+
+        async def transfer(leader: str, target: str) -> None:
+            async with AdminClient(group.namesrv_addr, timeout=3.0) as admin:
+                await admin.dledger_transfer_leader(group.addr(leader), target, timeout=10.0)
+
+        started = time.monotonic()
+        asyncio.run(transfer(first, other))
+        wait_until("the other member to lead", lambda: group.master() == other, 20, 0.05, group.explain)
+        time.sleep(1.0)  # the other member delivers for a while
+        asyncio.run(transfer(other, first))
+        wait_until("the first leader back", lambda: group.master() == first, 20, 0.05, group.explain)
+        flipped_s = time.monotonic() - started
+        settled = lambda: pending_timers(group.namesrv_addr, group.addr(first)) == 0  # noqa: E731
+        wait_until("every pending timer delivered", settled, 40, 0.25, group.explain)
+        for b in group.brokers.values():
+            assert b.stop() == 0, group.explain()
+        got = delivered(group.store_queues(first))
+        report = {"flipped_s": round(flipped_s, 2), "delivered": len(got), "duplicates": sum(got.values()) - len(got)}
+    finally:
+        group.close()
+    print(f"\nDLedger demote and promote: {report}")
+    assert not [b for b in acked if b not in got]
+    assert sum(got.values()) - len(got) <= 2  # at most the delivery in flight at each handover
 
 
 def test_a_killed_master_delivers_every_timer_after_its_restart(tmp_path: Path) -> None:

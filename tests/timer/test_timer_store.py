@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+from ledgermq.broker.timer.convert import due_message
 from ledgermq.clock import ManualClock
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.message import decode_record
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.timer.checkpoint import CheckpointData
+from ledgermq.store.timer.delivered_from import DELIVERED_FROM, DeliveredFrom, find_in
 from ledgermq.store.timer.intercept import TIMER_TOPIC
 from ledgermq.store.timer.settings import TimerSettings
 from ledgermq.store.timer.timer_store import TimerStore
@@ -137,3 +140,45 @@ def test_a_follower_files_only_what_its_master_filed_and_takes_its_slot(store_fa
     assert follower.enqueue() == 1
     assert drain(follower, store, start + 5000) == [b"m0", b"m1", b"m2", b"m3"]
     follower.close()
+
+
+def test_a_follower_taking_over_skips_what_the_master_s_delivered_records_said(
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
+    """The master's delivered messages carry LEDGERMQ_TIMER_FROM; a follower listening to
+    dispatched records starts where they left off, not at its last checkpoint sync."""
+    clock = ManualClock(wall_ms=1_700_000_000_000)
+    store = store_factory(clock=clock)
+    master = timer_store(store, clock)
+    follower = TimerStore(tmp_path / "follower", store.timer, lambda: store.queues.get(TIMER_TOPIC, 0), clock)
+    follower.open()
+    store.add_dispatch_hook(lambda req: follower.hear(req.properties))
+    for i in range(10):
+        put_timer(store, f"m{i}".encode(), 1500)
+    put_timer(store, b"next", 2500)
+    assert store.wait_dispatched()
+    start = clock.wall_ms()
+    assert master.enqueue() == 11
+    follower.adopt(master.snapshot())  # the last slave sync: before any delivery
+    assert follower.enqueue() == 11
+    due = master.due_units(start + 2000, 6)
+    for unit in due:  # delivered as the timer service does: written to the topic through the store
+        raw = store.commitlog.read(unit.phy, unit.size)
+        assert raw is not None and store.put_message(due_message(raw, unit, start + 2000)).ok
+    master.delivered([u.pos for u in due])
+    forged = {DELIVERED_FROM: DeliveredFrom(start + 9000, 10, 1).encode()}  # not what queue offset 10 holds
+    assert store.put_message(MessageInput(topic="Orders", body=b"x", properties=forged)).ok
+    assert store.wait_dispatched()
+    follower.set_delivering(True)  # the master died: the follower takes over
+    assert drain(follower, store, start + 3000) == [b"m6", b"m7", b"m8", b"m9", b"next"]
+    assert follower.known_delivered == 6 and follower.pending == 0
+    master.close()
+    follower.close()
+
+
+def test_delivered_from_is_found_in_a_properties_text_and_refuses_garbage() -> None:
+    text = P.encode_properties({P.KEYS: "k", DELIVERED_FROM: "1000,7,4242", P.TIMER_OUT_MS: "1"})
+    assert find_in(text) == DeliveredFrom(1000, 7, 4242)
+    assert find_in(P.encode_properties({P.KEYS: "k"})) is None
+    assert find_in(P.encode_properties({DELIVERED_FROM: "1,2"})) is None
+    assert find_in(P.encode_properties({"X" + DELIVERED_FROM: "1,2,3"})) is None

@@ -294,3 +294,7 @@ bench.add_command(compare_plot)
 from ledgermq.cli.bench_memory_cmd import memory_bench  # noqa: E402 - the memory bench lives in its own module
 
 bench.add_command(memory_bench)
+
+from ledgermq.cli.bench_timers_cmd import timers_bench  # noqa: E402 - the timer bench lives in its own module
+
+bench.add_command(timers_bench)

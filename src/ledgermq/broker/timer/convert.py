@@ -3,8 +3,10 @@
 
 Delivered: to REAL_TOPIC / REAL_QID, those two removed, every other property kept (keys,
 tags, UNIQ_KEY, so the consumer sees the producer's msgId; TIMER_OUT_MS stays, which
-stops the message being taken for a timer again), TIMER_ENQUEUE_MS (when it was filed)
-and TIMER_DEQUEUE_MS (now) added. Rolled (it was parked at the end of the roll window):
+stops the message being taken for a timer again), TIMER_ENQUEUE_MS (when it was filed),
+TIMER_DEQUEUE_MS (now) and LEDGERMQ_TIMER_FROM (the slot, queue offset and commit-log offset
+it was delivered from, which tells every replica how far delivery got:
+store/timer/delivered_from.py) added. Rolled (it was parked at the end of the roll window):
 back to rmq_sys_wheel_timer queue 0 with TIMER_ROLL_TIMES one higher, to be filed again.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.message import decode_record
 from ledgermq.store.message_input import MessageInput
+from ledgermq.store.timer.delivered_from import DELIVERED_FROM, DeliveredFrom
 from ledgermq.store.timer.intercept import TIMER_TOPIC
 from ledgermq.store.timer.timer_store import DueUnit
 
@@ -28,6 +31,7 @@ def due_message(record: bytes, unit: DueUnit, now_ms: int) -> MessageInput:
     props = dict(rec.properties)
     props[P.TIMER_ENQUEUE_MS] = str(unit.enqueue_ms)
     props[P.TIMER_DEQUEUE_MS] = str(now_ms)
+    props[DELIVERED_FROM] = DeliveredFrom(unit.slot_ms, unit.queue_offset, unit.phy).encode()
     if unit.roll:
         props[P.TIMER_ROLL_TIMES] = str(int(props.get(P.TIMER_ROLL_TIMES, "0") or 0) + 1)
         topic, queue_id = TIMER_TOPIC, 0

@@ -13,8 +13,13 @@ through ``put``, the broker's writer (the store natively, the Raft group in DLed
 mode), in chunks paced so that sends keep the loop (broker/timer/pacing.py). A unit
 counts as delivered only once ``put`` answered PUT_OK; a refusal or an unknown outcome
 leaves it, to be tried again (half a precision step later): at least once, never lost.
-A record the commit log no longer holds (retention removed it, or a truncation replaced
-it) cannot be delivered: that is logged and counted as ``skipped``.
+Every delivered message says which timer it was (store/timer/delivered_from.py); every
+broker listens to its dispatched records, so a follower knows, record by record, how far
+its master's delivery got, and one taking over waits until it has dispatched everything it
+holds, then skips what the old master delivered. Retention keeps the commit-log records of
+pending timers (store/timer/retention.py). A record the commit log no longer holds anyway
+(a truncation replaced it, a disk past the forcible ratio in DLedger mode) cannot be
+delivered: that is logged and counted as ``skipped``.
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ from ledgermq.broker.timer.pacing import Pace, PaceSettings
 from ledgermq.clock import Clock
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol import properties as P
+from ledgermq.store.dispatch import DispatchRequest
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import PutResult
 from ledgermq.store.timer.checkpoint import CheckpointData
 from ledgermq.store.timer.intercept import TIMER_TOPIC
+from ledgermq.store.timer.retention import guard_pending_timers
 from ledgermq.store.timer.settings import TimerSettings
 from ledgermq.store.timer.timer_store import DueUnit, TimerStore
 from ledgermq.util.latency import LatencyHistogram
@@ -47,6 +54,7 @@ log = logging.getLogger(__name__)
 Put = Callable[[MessageInput], Awaitable[PutResult]]
 LATENESS_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 FILE_BATCH = 2048
+CATCH_UP_S = 5.0  # a new master waits at most this long to dispatch what it holds before delivering
 DUE_BATCH = 256
 CLEAN_INTERVAL_S = 30.0
 RATE_WINDOW_S = 10.0
@@ -90,8 +98,15 @@ class TimerService:
 
     # == lifecycle ===================================================================
     async def open(self) -> None:
+        """Open the wheel and log (after the store started), listen to dispatched records for
+        the master's delivery progress, guard pending timers' records from retention."""
         await asyncio.to_thread(self.timers.open)
         self._opened = True
+        self.store.add_dispatch_hook(self._heard)
+        guard_pending_timers(self.store, self.timers.retention_floor)
+
+    def _heard(self, req: DispatchRequest) -> None:
+        self.timers.hear(req.properties)
 
     def start_filing(self) -> None:
         self._filing.start()
@@ -150,6 +165,7 @@ class TimerService:
 
     # == delivery ====================================================================
     async def _deliver(self) -> None:
+        await asyncio.to_thread(self._catch_up)
         await asyncio.to_thread(self.timers.set_delivering, True)
         p = self.settings.precision_ms
         while True:
@@ -168,6 +184,19 @@ class TimerService:
                 self.loop_failures += 1
                 log.exception("timer delivery round failed (failure %d); going on", self.loop_failures)
                 await asyncio.sleep(1.0)
+
+    def _catch_up(self) -> None:
+        """(worker thread) Before delivering, dispatch everything this broker holds, the old
+        master's last deliveries included (DLedger: committed by this new leader's first
+        entry), so the progress they carry is known. Bounded: without a quorum nothing
+        commits, and then nothing can be delivered anyway."""
+        dledger = self.store.dledger
+        target = dledger.end_pos if dledger is not None else self.store.commitlog.max_offset
+        if not self.store.wait_dispatched(target, CATCH_UP_S):
+            log.warning(
+                "timer delivery starts before this broker dispatched all it holds (to %d) within %.0fs: "
+                "what the old master delivered last may be delivered again", target, CATCH_UP_S,
+            )  # fmt: skip
 
     def _due_batch(self, now_ms: int, done: list[int]) -> list[tuple[DueUnit, MessageInput | None]]:
         """(worker thread) Report what was delivered, take the next due units, read them."""
@@ -258,6 +287,7 @@ class TimerService:
             "timerPending": str(progress.pending + offset_behind),
             "timerDelivered": str(self.delivered),
             "timerSkipped": str(self.skipped + self.timers.unreadable),
+            "timerKnownDelivered": str(self.timers.known_delivered),
             "timerLatenessP50Ms": str(self.lateness_percentile_ms(0.5)),
             "timerLatenessP99Ms": str(self.lateness_percentile_ms(0.99)),
         }

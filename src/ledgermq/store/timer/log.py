@@ -140,9 +140,10 @@ class TimerLog:
     def flush(self) -> int:
         return self.files.flush()
 
-    def delete_sealed_while(self, deletable: Callable[[MappedFile], bool]) -> int:
+    def delete_sealed_while(self, deletable: Callable[[MappedFile], bool]) -> list[int]:
+        """Delete leading sealed segments while ``deletable``; their start offsets."""
         removed = self.files.delete_first_while(deletable, max_files=10, force_after_s=0.0)
-        return len(removed)
+        return [mf.start_offset for mf in removed]
 
     def close(self) -> None:
         self.files.close()

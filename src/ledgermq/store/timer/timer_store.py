@@ -48,9 +48,12 @@ from ledgermq.store.consumequeue import UNIT as CQ_UNIT
 from ledgermq.store.consumequeue import ConsumeQueue
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.timer.checkpoint import CheckpointData, TimerCheckpointFile
+from ledgermq.store.timer.delivered_from import DeliveredFrom, find_in
 from ledgermq.store.timer.log import MAGIC_DEFAULT, MAGIC_ROLL, UNIT, UNIT_SIZE, TimerLog, Unit
+from ledgermq.store.timer.segments import SegmentBook
 from ledgermq.store.timer.settings import TIMER_BLANK_SLOTS, TimerSettings
 from ledgermq.store.timer.wheel import TimerWheel
+from ledgermq.util.ratelog import limited
 
 log = logging.getLogger(__name__)
 
@@ -102,18 +105,21 @@ class TimerStore:
         self.delivering = False
         self.read_ms = 0
         self.done_pos = -1  # the last unit of slot read_ms delivered (-1: none yet)
+        self.done_qoff = -1  # units of slot read_ms up to this queue offset were delivered by the old master
         self.queue_offset = 0  # rmq_sys_wheel_timer units filed: [0, queue_offset)
         self.master_queue_offset = 0  # a follower files no further than this
         self.pending = 0
         self.filed = 0
         self.delivered_count = 0
         self.unreadable = 0  # units of a damaged timer log that could not be read (lost)
+        self.known_delivered = 0  # units not delivered again: the old master's deliveries said it had
+        self._heard: DeliveredFrom | None = None  # the latest delivery heard from the master's records
         self._lock = threading.Lock()
         self._walk = array("q")  # positions of slot read_ms after done_pos, in filing order
         self._walk_next = 0  # index in _walk of the first not delivered
         self._walk_top = -1  # the highest position collected for the slot
         self._walk_slot = -1
-        self._file_max_slot: dict[int, int] = {}  # sealed timer-log segment -> its latest slot
+        self.segments = SegmentBook(settings.log_file_size)
 
     # == lifecycle ===================================================================
     def open(self) -> None:
@@ -122,14 +128,17 @@ class TimerStore:
         data = self.checkpoint.load()
         self.log.load()
         seen = self.log.recover(data.log_flush_pos)
+        last_segment = self.log.files.last()
+        if last_segment is not None:
+            self.segments.learn(last_segment, last_segment.wrote)
         self.wheel = TimerWheel(self.root / "timerwheel", self.settings.slots_total, p)
         now = self.settings.slot_of(self.clock.wall_ms())
         cq = self.queue()
         self.read_ms = self.settings.slot_of(data.read_ms)
         self.done_pos = data.done_pos if data.done_pos < self.log.end else -1
         oldest = now - (self.settings.slots_total - TIMER_BLANK_SLOTS) * p
-        if not self.checkpoint.existed and self.log.end == 0 and (cq is None or cq.max_offset == 0):
-            self.read_ms, self.done_pos = now, -1  # nothing was ever filed: start at the present
+        if not self.checkpoint.existed and self.log.end == 0:
+            self.read_ms, self.done_pos = now, -1  # nothing was ever filed: start at the present (late ones go there)
         elif self.read_ms < oldest:
             self.read_ms, self.done_pos = oldest, -1  # RocketMQ's limit: the wheel spans 7 days
         for unit in seen:
@@ -195,6 +204,8 @@ class TimerStore:
             cq = self.queue()
             if cq is None or self.wheel is None:
                 return 0
+            if not self.delivering:
+                self._apply_heard()
             limit = cq.max_offset if self.delivering else min(cq.max_offset, self.master_queue_offset)
             if self.queue_offset < cq.min_offset:
                 log.warning("timer queue offset %d is below the queue's start %d", self.queue_offset, cq.min_offset)
@@ -229,6 +240,7 @@ class TimerStore:
         )
         pos = self.log.append(unit)
         wheel.put(target, slot.first_pos if slot else pos, pos, (slot.num if slot else 0) + 1)
+        self.segments.note(pos, phy, target)
         self.pending += 1
         self.filed += 1
 
@@ -267,23 +279,37 @@ class TimerStore:
             self.delivered_count += 1
 
     def _peek(self, max_units: int) -> list[DueUnit]:
+        """Up to ``max_units`` units of slot ``read_ms`` to deliver next; units that need no
+        delivery (unreadable, or known delivered by the old master) are passed on the way.
+        [] only once the slot's chain, collected again, holds nothing more."""
         if self._walk_slot != self.read_ms:
             self._walk, self._walk_next, self._walk_top, self._walk_slot = array("q"), 0, self.done_pos, self.read_ms
-        if self._walk_next >= len(self._walk):
-            self._collect()
         out: list[DueUnit] = []
-        for pos in self._walk[self._walk_next : self._walk_next + max_units]:
-            unit = self.log.read(pos)
-            if unit is None:  # only a damaged log: say so, count it, go on with the rest
-                log.error("timer log unit at %d of slot %d is unreadable; skipped", pos, self.read_ms)
-                self.unreadable += 1
-                if not out:
-                    self._walk_next += 1
-                    self.done_pos = pos
+        while not out:
+            if self._walk_next >= len(self._walk):
+                self._collect()
+                if self._walk_next >= len(self._walk):
+                    return out
+            walk, i = self._walk, self._walk_next
+            while i < len(walk) and len(out) < max_units:
+                pos = walk[i]
+                i += 1
+                unit = self.log.read(pos)
+                if unit is not None and unit.queue_offset > self.done_qoff:
+                    roll = bool(unit.magic & MAGIC_ROLL)
+                    out.append(
+                        DueUnit(pos, unit.phy, unit.size, roll, unit.slot_ms, unit.queue_offset, unit.enqueue_ms)
+                    )
                     continue
-                break
-            roll = bool(unit.magic & MAGIC_ROLL)
-            out.append(DueUnit(pos, unit.phy, unit.size, roll, unit.slot_ms, unit.queue_offset, unit.enqueue_ms))
+                if out:
+                    break  # passed over on the next call, once these are delivered
+                if unit is None:  # only a damaged log: say so, count it, go on with the rest
+                    log.error("timer log unit at %d of slot %d is unreadable; skipped", pos, self.read_ms)
+                    self.unreadable += 1
+                else:  # the old master delivered it (its records said so)
+                    self.pending = max(0, self.pending - 1)
+                    self.known_delivered += 1
+                self._walk_next, self.done_pos = i, pos
         return out
 
     def _collect(self) -> None:
@@ -307,31 +333,67 @@ class TimerStore:
 
     def _advance(self) -> None:
         self.read_ms += self.settings.precision_ms
-        self.done_pos = -1
+        self.done_pos = self.done_qoff = -1
         self._walk, self._walk_next, self._walk_top, self._walk_slot = array("q"), 0, -1, -1
 
     # == roles =======================================================================
     def set_delivering(self, delivering: bool) -> None:
-        """Becoming the master files no further past what the old master had filed than
-        this broker did (RocketMQ's checkBrokerRole); stepping down keeps everything."""
+        """Becoming the master starts from the latest progress heard from the old master's
+        deliveries; stepping down keeps everything."""
         with self._lock:
             if delivering and not self.delivering:
+                self._apply_heard()
                 self._walk_slot = -1  # recollect from done_pos
             self.delivering = delivering
 
     def adopt(self, data: CheckpointData) -> None:
         """A follower takes its master's progress (GET_TIMER_CHECK_POINT): its next slot
-        and how far it filed. Ignored while delivering."""
+        and how far it filed. Ignored while delivering. The slot only moves forward: a slot
+        left behind was delivered (by this broker as a master, or by its master, as its
+        checkpoint or its delivered records said), so going back would only repeat it."""
         with self._lock:
             if self.delivering or self.wheel is None:
                 return
-            read_ms = self.settings.slot_of(data.read_ms)
-            if read_ms > self.read_ms:
-                self._forget_slots(self.read_ms, read_ms)
-            self.read_ms, self.done_pos, self._walk_slot = read_ms, -1, -1
+            self._move_to(self.settings.slot_of(data.read_ms), -1)
+            self._apply_heard()
             self.master_queue_offset = data.master_queue_offset
             if self.queue_offset > data.master_queue_offset:  # a demoted master: file again as its master did
                 self.queue_offset = data.master_queue_offset
+
+    def hear(self, properties_text: str) -> None:
+        """(reput thread, every dispatched record) A record the master's timer delivery
+        wrote says how far it got (store/timer/delivered_from.py): keep the latest, applied
+        when filing or taking over. Lock-free: the master's own records are dispatched on
+        its event loop. Believed only if this broker's queue holds that timer record."""
+        if self.delivering:
+            return
+        got = find_in(properties_text)
+        if got is None or (self._heard is not None and got <= self._heard):
+            return
+        cq = self.queue()
+        raw = cq.read_units(got.queue_offset, 1) if cq is not None else b""
+        if not raw or CQ_UNIT.unpack(raw)[0] != got.phy:
+            limited.log(
+                log, logging.WARNING, ("timer heard", "mismatch"),
+                "a record claims timer delivery from %s, which this broker's timer queue does not hold; ignored",
+                got.encode(),
+            )  # fmt: skip
+            return
+        self._heard = got
+
+    def _apply_heard(self) -> None:
+        heard = self._heard
+        if heard is not None:
+            self._move_to(self.settings.slot_of(heard.slot_ms), heard.queue_offset)
+
+    def _move_to(self, read_ms: int, done_qoff: int) -> None:
+        """Follow the master to slot ``read_ms``, in which it delivered the units up to
+        queue offset ``done_qoff`` (-1: none known)."""
+        if read_ms > self.read_ms:
+            self._forget_slots(self.read_ms, read_ms)
+            self.read_ms, self.done_pos, self.done_qoff, self._walk_slot = read_ms, -1, done_qoff, -1
+        elif read_ms == self.read_ms and done_qoff > self.done_qoff:
+            self.done_qoff = done_qoff
 
     def _forget_slots(self, start: int, end: int) -> None:
         p = self.settings.precision_ms
@@ -378,14 +440,40 @@ class TimerStore:
     def clean(self) -> int:
         """Delete sealed timer-log segments whose units' slots have all been left behind."""
         with self._lock:
-            return self.log.delete_sealed_while(self._all_passed)
+            removed = self.log.delete_sealed_while(self._all_passed)
+        for start in removed:
+            self.segments.forget(start)
+        return len(removed)
 
     def _all_passed(self, mf: MappedFile) -> bool:
-        latest = self._file_max_slot.get(mf.start_offset)
-        if latest is None:
-            latest = max((u.slot_ms for u in self.log.units(mf)), default=0)
-            self._file_max_slot[mf.start_offset] = latest
-        return latest < self.read_ms
+        summary = self.segments.summary(mf)
+        return summary is None or summary[1] < self.read_ms
+
+    def retention_floor(self) -> int | None:
+        """(any thread) The lowest commit-log offset holding the record of a timer not yet
+        delivered: retention keeps every commit-log segment from there on. Per timer-log
+        segment (store/timer/segments.py): a segment holding a unit of a slot not passed
+        yet counts with the lowest record offset of all its units. Timers stored but not
+        filed yet count from the first of them. None: nothing pending."""
+        with self._lock:
+            if self.wheel is None:
+                return None
+            read_ms = self.read_ms
+            files = list(self.log.files.files)
+            current = {mf.start_offset: self.segments.current(mf.start_offset) for mf in files}
+            floor = self._unfiled_floor()
+        for mf in files:  # sealed segments summarised outside the lock (a scan, once)
+            summary = current[mf.start_offset] or self.segments.summary(mf)
+            if summary is not None and summary[1] >= read_ms:
+                floor = summary[0] if floor is None else min(floor, summary[0])
+        return floor
+
+    def _unfiled_floor(self) -> int | None:
+        cq = self.queue()
+        if cq is None or self.queue_offset >= cq.max_offset:
+            return None
+        raw = cq.read_units(max(self.queue_offset, cq.min_offset), 1)
+        return int(CQ_UNIT.unpack(raw)[0]) if raw else None
 
     def progress(self) -> TimerProgress:
         cq = self.queue()

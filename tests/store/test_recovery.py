@@ -80,7 +80,7 @@ def test_clean_restart_keeps_everything_and_continues_offsets(tmp_path: Path) ->
     max_examples=25,
     deadline=None,
     derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(n=st.integers(1, 400), cut_fraction=st.floats(0.0, 1.0), garbage=st.booleans())
 @example(n=253, cut_fraction=0.609375, garbage=False)  # the cut falls inside a segment's BLANK tail

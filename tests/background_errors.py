@@ -107,7 +107,7 @@ def collecting(errors: BackgroundErrors) -> Iterator[BackgroundErrors]:
         errors.record(f"thread {name!r}", args.exc_value)
 
     def make_loop_handler(cls: Any) -> Any:
-        original = getattr(cls, "default_exception_handler")
+        original = cls.default_exception_handler
 
         def loop_handler(loop: Any, context: dict[str, Any]) -> None:
             exception = context.get("exception")
@@ -120,7 +120,7 @@ def collecting(errors: BackgroundErrors) -> Iterator[BackgroundErrors]:
 
     threading.excepthook = thread_hook
     for cls in classes:
-        setattr(cls, "default_exception_handler", make_loop_handler(cls))
+        cls.default_exception_handler = make_loop_handler(cls)
     try:
         yield errors
         gc.collect()  # tasks and futures report unretrieved exceptions when they are freed
@@ -128,6 +128,6 @@ def collecting(errors: BackgroundErrors) -> Iterator[BackgroundErrors]:
         threading.excepthook = previous_hook
         for cls, original in originals.items():
             if original is None:
-                delattr(cls, "default_exception_handler")
+                del cls.default_exception_handler
             else:
-                setattr(cls, "default_exception_handler", original)
+                cls.default_exception_handler = original

@@ -66,6 +66,7 @@ def seeded_raft_jitter() -> Iterator[None]:
     yield
     raft_driver.seed_election_jitter(None)
 
+
 # Small sizes so tests exercise segment rollover with a handful of messages.
 SMALL = dict(
     mapped_file_size_commitlog=64 * 1024,

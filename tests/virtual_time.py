@@ -32,7 +32,7 @@ class _JumpingSelector(selectors.DefaultSelector):
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         ready = super().select(0)
-        if ready or timeout is not None and timeout <= 0:
+        if ready or (timeout is not None and timeout <= 0):
             return ready
         if timeout is None:
             return super().select(None)

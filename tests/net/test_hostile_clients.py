@@ -235,10 +235,10 @@ def test_system_busy_once_max_inflight_per_connection_are_parked() -> None:
             assert busy.remark is not None and "[OVERLOAD]" in busy.remark
             # Unknown codes are still answered at once (they cost nothing).
             assert (await flooder.invoke(addr(server), RemotingCommand.request(9999), 2)).code == 3
-            # Another client is not affected by the flooder's limit.
-            t0 = asyncio.get_running_loop().time()
-            assert (await other.invoke(addr(server), RemotingCommand.request(ECHO), 2)).code == 0
-            assert asyncio.get_running_loop().time() - t0 < 1.0
+            # Another client is not affected by the flooder's limit: served while the four
+            # are still parked.
+            assert (await other.invoke(addr(server), RemotingCommand.request(ECHO), 5)).code == 0
+            assert server.inflight == 4 and not any(t.done() for t in parked)
             gate.set()
             done = await asyncio.wait_for(asyncio.gather(*parked), 5)
             assert [r.code for r in done] == [0, 0, 0, 0]
@@ -459,22 +459,27 @@ def test_a_connection_the_server_gives_up_on_is_really_released(reason: str, loo
 # -- idle connections ------------------------------------------------------------------
 def test_idle_connections_are_closed_and_active_ones_kept() -> None:
     async def main() -> None:
-        server = make_server(idle_timeout=0.3)
+        # The busy client talks every 50 ms; the timeout is ten times that, so only a stall of
+        # the whole test process by 0.45 s could make the busy connection look idle.
+        idle_timeout = 0.5
+        server = make_server(idle_timeout=idle_timeout)
         async with serving(server), remoting_client() as idle, remoting_client() as busy:
             loop = asyncio.get_running_loop()
-            assert (await idle.invoke(addr(server), RemotingCommand.request(ECHO), 3)).code == 0
-            idle_conn = await idle.connection(addr(server))
             assert (await busy.invoke(addr(server), RemotingCommand.request(ECHO), 3)).code == 0
             busy_conn = await busy.connection(addr(server))
-            t0 = loop.time()
+            before_last_request = loop.time()  # the server hears the idle client after this
+            assert (await idle.invoke(addr(server), RemotingCommand.request(ECHO), 3)).code == 0
+            idle_conn = await idle.connection(addr(server))
+            deadline = loop.time() + 30
             while not idle_conn.closed.is_set():
-                assert loop.time() - t0 < 3.0, "idle connection not closed within 3 s"
+                assert loop.time() < deadline, "the idle connection was never closed"
                 assert (await busy.invoke(addr(server), RemotingCommand.request(ECHO), 3)).code == 0
                 await asyncio.sleep(0.05)
-            assert loop.time() - t0 >= 0.3
-            # Keep the busy one going for well past the timeout.
+            # not before its timeout had passed since the server last heard from it
+            assert loop.time() - before_last_request >= idle_timeout
+            # Keep the busy one going for two more timeouts.
             t1 = loop.time()
-            while loop.time() - t1 < 0.8:
+            while loop.time() - t1 < 2 * idle_timeout:
                 assert (await busy.invoke(addr(server), RemotingCommand.request(ECHO), 3)).code == 0
                 await asyncio.sleep(0.05)
             assert busy_conn.is_open and not busy_conn.closed.is_set()
@@ -511,14 +516,14 @@ def test_a_parked_request_keeps_its_connection_past_the_idle_timeout() -> None:
     asyncio.run(main())
 
 
-def test_a_thousand_idle_connections_do_not_slow_down_a_normal_request() -> None:
+def test_a_thousand_idle_connections_are_kept_while_a_normal_client_is_served() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         server = make_server()
         transports: list[asyncio.BaseTransport] = []
         async with serving(server):
             try:
-                async with asyncio.timeout(8):
+                async with asyncio.timeout(60):  # a bound for a hang, not a speed test
                     for _batch in range(10):  # batches stay under the listen backlog
                         made = await asyncio.gather(
                             *(loop.create_connection(asyncio.Protocol, HOST, server.port) for _ in range(100))
@@ -527,11 +532,12 @@ def test_a_thousand_idle_connections_do_not_slow_down_a_normal_request() -> None
                     await wait_until(lambda: len(server.connections) >= 1000, what="1000 server connections")
                     async with remoting_client() as client:
                         for i in range(5):
-                            t0 = loop.time()
                             request = RemotingCommand.request(ECHO, {"n": i})
-                            response = await client.invoke(addr(server), request, 2)
+                            response = await client.invoke(addr(server), request, 5)
                             assert response.code == 0 and response.ext_fields["n"] == str(i)
-                            assert loop.time() - t0 < 0.5
+                    # served beside them, and none of the thousand was dropped to make room
+                    assert len(server.connections) >= 1000
+                    assert not any(t.is_closing() for t in transports)
             finally:
                 for t in transports:
                     t.close()

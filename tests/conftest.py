@@ -5,6 +5,7 @@ seeded, and an exception a background thread or asyncio task raised fails its te
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,6 +39,14 @@ settings.load_profile(os.environ.get("LEDGERMQ_HYPOTHESIS_PROFILE", "determinist
 RAFT_JITTER_SEED = 20240523
 """Seeds the election jitter of every Raft driver a test starts (each node's stream is
 derived from this and its id), so the order in which nodes time out repeats run to run."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What exists once the tests are collected (modules, Hypothesis strategies) lives for the
+    whole run: freeze it, so the collection each test's teardown runs (to hear about tasks
+    whose exception nobody retrieved) only walks what the tests made."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -544,6 +544,10 @@ class BrokerMetrics:
                 writer.write(body)
             with contextlib.suppress(ConnectionError):
                 await writer.drain()
+        except asyncio.CancelledError:
+            # stop() cuts off a connection it is serving. Python 3.11's stream server logs a
+            # handler that ends cancelled as an error ("Exception in callback"), so end normally.
+            return
         finally:
             if task is not None:
                 self._handlers.discard(task)

@@ -9,6 +9,7 @@ import struct
 import time
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ledgermq import failpoints
@@ -223,5 +224,26 @@ def test_metrics_are_off_by_default(tmp_path: Path) -> None:
             assert "python_gc_objects_collected_total" not in text
         finally:
             await broker.stop()
+
+    asyncio.run(run())
+
+
+def test_stopping_with_a_silent_scrape_connection_open_ends_its_handler_quietly(tmp_path: Path) -> None:
+    """A scraper that connected but sent nothing yet is cut off when the broker stops, and
+    the stop ends quietly: no handler left running, no "Exception in callback" (the
+    background-error fixture fails this test otherwise), the port closed."""
+
+    async def run() -> None:
+        port = free_port()
+        broker = _broker(tmp_path / "m", "", 0, BrokerRole.ASYNC_MASTER, port)
+        await broker.start()
+        try:
+            _reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
+        finally:
+            await asyncio.wait_for(broker.stop(), 10)
+        assert not broker.metrics.serving
+        with pytest.raises(OSError):
+            await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
+        writer.close()
 
     asyncio.run(run())

@@ -84,9 +84,8 @@ def test_an_arrival_nobody_waits_for_costs_the_loop_nothing_and_a_late_waiter_re
         t.start()
         t.join()
         assert not hold._drain_scheduled and not hold._arrivals
-        start = asyncio.get_running_loop().time()
-        assert await hold.wait("T", 0, 0, 5.0, current_max=lambda: max_offset)
-        assert asyncio.get_running_loop().time() - start < 1.0
+        # True: woken, not timed out (nothing else will report an arrival, so the re-read did it)
+        assert await asyncio.wait_for(hold.wait("T", 0, 0, 60.0, current_max=lambda: max_offset), 30)
         assert hold.held == 0
         # Nothing new: the re-read says so and the waiter parks until its timeout.
         assert not await hold.wait("T", 0, 1, 0.05, current_max=lambda: max_offset)

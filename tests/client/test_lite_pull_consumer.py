@@ -249,17 +249,15 @@ def test_pause_resume_and_poll_timeout(tmp_path: Path) -> None:
             assert by_queue(await poll_until(c, 10)) == {1: list(range(10))}
             # nothing buffered: poll waits its timeout, then returns []
             started = time.monotonic()
-            assert await c.poll(0.5) == []
-            assert 0.45 <= time.monotonic() - started < 1.5
+            assert await asyncio.wait_for(c.poll(0.5), 30) == []
+            assert time.monotonic() - started >= 0.5 - 0.01  # not before its timeout
             assert await c.poll(0) == []
             # a message stored while poll waits comes at once (long polling), not at the timeout
-            waiting = asyncio.create_task(c.poll(10))
+            waiting = asyncio.create_task(c.poll(120))
             await asyncio.sleep(0.1)
-            started = time.monotonic()
             await fill(cluster.ns_addr, [q2], 1)
-            got = await waiting
+            got = await asyncio.wait_for(waiting, 60)  # half its timeout: the arrival ended it
             assert [(r.queue_id, r.queue_offset) for r in got] == [(2, 0)]
-            assert time.monotonic() - started < 3
             with pytest.raises(ValueError):
                 await c.poll(-1)
             # a paused queue keeps what was buffered for it; poll still returns that

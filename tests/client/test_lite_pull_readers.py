@@ -1,11 +1,13 @@
-"""The lite pull consumer's per-queue reader loop, driven by a scripted ``pull_once``."""
+"""The lite pull consumer's per-queue reader loop, driven by a scripted ``pull_once``, on a
+virtual-time loop (tests/virtual_time.py): the gaps measured are the ones the reader chose."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from types import SimpleNamespace
+
+import pytest
 
 from ledgermq.client.consumer.process_queue import ProcessQueue
 from ledgermq.client.lite_pull.assigned_queues import QueueState
@@ -14,6 +16,7 @@ from ledgermq.client.lite_pull.settings import LitePullSettings
 from ledgermq.client.lite_pull.state import LitePullState
 from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.protocol.admin_body import MessageQueue
+from tests.virtual_time import now, run_virtual
 
 MQ = MessageQueue("T", "broker-a", 0)
 
@@ -40,7 +43,7 @@ def _gap_between_pulls(state: QueueState, first_pull: Callable[[QueueState], flo
         calls: list[float] = []
 
         async def pull_once(st: QueueState) -> float | None:
-            calls.append(time.monotonic())
+            calls.append(now())
             return first_pull(st) if len(calls) == 1 else None
 
         readers.pull_once = pull_once  # type: ignore[method-assign]
@@ -51,7 +54,7 @@ def _gap_between_pulls(state: QueueState, first_pull: Callable[[QueueState], flo
         readers.cancel()
         return calls[1] - calls[0]
 
-    return asyncio.run(main())
+    return run_virtual(main())
 
 
 def test_a_resume_during_a_pull_ends_the_pause_wait_at_once() -> None:
@@ -61,8 +64,9 @@ def test_a_resume_during_a_pull_ends_the_pause_wait_at_once() -> None:
         return PULL_DELAY_WHEN_PAUSE
 
     waited = _gap_between_pulls(QueueState(MQ, ProcessQueue(), paused=True), saw_pause_then_resumed)
-    assert waited < PULL_DELAY_WHEN_PAUSE / 2, f"the reader sat out the pause delay ({waited:.3f}s) after a resume"
+    # the next pull at once (no virtual time passed), not after the pause delay
+    assert waited == 0.0, f"the reader sat out the pause delay ({waited:.3f}s) after a resume"
 
 
 def test_without_a_resume_the_reader_waits_out_its_delay() -> None:
-    assert _gap_between_pulls(QueueState(MQ, ProcessQueue()), lambda _st: 0.2) >= 0.19
+    assert _gap_between_pulls(QueueState(MQ, ProcessQueue()), lambda _st: 0.2) == pytest.approx(0.2)

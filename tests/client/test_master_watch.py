@@ -1,11 +1,13 @@
 """Following a moving master (client/master_watch.py, failover.py, send_retry.py) with the
 network stubbed: a fake route cache whose master can be moved, and attempts that hang,
-refuse or answer as a test says. Timers are real but short (tens of milliseconds)."""
+refuse or answer as a test says. Everything runs on a virtual-time loop (tests/virtual_time.py):
+the watch's clock is the loop's, waits take no real time, and every time a test reads is
+what the code under test decided, never how busy the machine was."""
 
 from __future__ import annotations
 
 import asyncio
-import time
+import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,10 +22,10 @@ from ledgermq.client.producer.fault import FaultStrategy
 from ledgermq.client.producer.master_watch import MasterWatch
 from ledgermq.client.producer.outgoing import Outgoing, prepare_message
 from ledgermq.client.producer.send_retry import send_to_queue_with_retries, send_with_retries
-from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.util.unique_ids import UniqueIdGenerator
+from tests.virtual_time import LoopClock, now, run_virtual
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -39,6 +41,7 @@ class FakeRoutes:
         self.move_at = move_at
         self.moves = moves or {}
         self.lookups = 0
+        self.lookup_times: list[float] = []  # when each lookup began (virtual seconds)
         self.concurrent = 0
         self.max_concurrent = 0
         self.queues = [MessageQueue(TOPIC, b, q) for b in sorted(masters) for q in range(2)]
@@ -50,6 +53,7 @@ class FakeRoutes:
         return not self.masters
 
     async def update(self, topic: str, *, use_default: bool = False) -> bool:
+        self.lookup_times.append(now())
         self.concurrent += 1
         self.max_concurrent = max(self.max_concurrent, self.concurrent)
         try:
@@ -66,18 +70,18 @@ class FakeRoutes:
 
 
 def watch_of(routes: FakeRoutes, settings: FailoverSettings = FAST) -> MasterWatch:
-    return MasterWatch(routes, settings, SYSTEM_CLOCK, settings.route_poll_interval)
+    return MasterWatch(routes, settings, CLOCK, settings.route_poll_interval)
+
+
+CLOCK = LoopClock()
 
 
 def run(coro: Awaitable[Any]) -> Any:
-    async def main() -> Any:
-        return await coro
-
-    return asyncio.run(main())
+    return run_virtual(coro)
 
 
 def outgoing() -> Outgoing:
-    return prepare_message(Message(TOPIC, b"x"), UniqueIdGenerator("127.0.0.1"), SYSTEM_CLOCK, 1 << 22, 1 << 20, 5)
+    return prepare_message(Message(TOPIC, b"x"), UniqueIdGenerator("127.0.0.1"), CLOCK, 1 << 22, 1 << 20, 5)
 
 
 def ok(mq: MessageQueue) -> SendResult:
@@ -112,7 +116,7 @@ class Network:
     async def attempt(self, out: Outgoing, mq: MessageQueue, timeout: float, oneway: bool) -> SendResult | None:
         addr = self.routes.master_addr(mq.broker_name)
         assert addr is not None
-        self.calls.append((addr, mq, time.monotonic()))
+        self.calls.append((addr, mq, now()))
         return await self.watch.watch(self._timed(addr, mq, timeout), mq.topic, mq.broker_name, addr)
 
     async def _timed(self, addr: str, mq: MessageQueue, timeout: float) -> SendResult:
@@ -141,14 +145,16 @@ def test_a_stalled_attempt_is_abandoned_once_the_route_names_a_new_master() -> N
         routes = FakeRoutes({"g": "a"}, move_at=3, moves={"g": "b"})
         watch = watch_of(routes)
         hung = asyncio.get_running_loop().create_future()
-        started = time.monotonic()
+        started = now()
         with pytest.raises(MasterMovedError) as info:
             await watch.watch(hung, TOPIC, "g", "a")
-        waited = time.monotonic() - started
+        waited = now() - started
         assert info.value.addr == "a" and info.value.new_addr == "b" and info.value.retriable
         assert routes.lookups == 3 and watch.abandoned == 1
-        # stalled 50 ms, then three lookups 20 ms apart
-        assert 0.05 + 2 * 0.02 <= waited < 1.0
+        # no lookup before the 50 ms stall, then one every 20 ms; abandoned when the third
+        # (5 ms long) named the new master
+        assert routes.lookup_times == pytest.approx([0.05, 0.07, 0.09])
+        assert waited == pytest.approx(0.09 + 0.005)
         await asyncio.sleep(0)
         assert hung.cancelled()
 
@@ -208,12 +214,14 @@ def test_many_stalled_sends_share_one_rate_bounded_lookup_at_a_time() -> None:
         async def stalled() -> None:
             await asyncio.sleep(0.5)
 
-        started = time.monotonic()
         await asyncio.gather(*(watch.watch(stalled(), TOPIC, "g", "a") for _ in range(50)))
-        elapsed = time.monotonic() - started
         assert routes.max_concurrent == 1
-        # lookups only after the 50 ms stall, at most one per 20 ms
-        assert 1 <= routes.lookups <= (elapsed - 0.05) / 0.02 + 2
+        # lookups only after the 50 ms stall, at most one per 20 ms, and they go on while
+        # the sends stay stalled (until they end at 500 ms)
+        times = routes.lookup_times
+        assert times[0] == pytest.approx(0.05)
+        assert all(later - earlier >= 0.02 - 1e-9 for earlier, later in itertools.pairwise(times)), times
+        assert len(times) >= 10 and times[-1] < 0.5
 
     run(body())
 
@@ -237,12 +245,16 @@ def test_wait_for_new_master_ends_early_on_a_move_else_after_its_delay() -> None
     async def body() -> None:
         routes = FakeRoutes({"g": "a"}, move_at=3, moves={"g": "b"})
         watch = watch_of(routes)
-        started = time.monotonic()
+        started = now()
         await watch.wait_for_new_master(TOPIC, "g", "a", 5.0)
-        assert time.monotonic() - started < 1.0 and routes.master_addr("g") == "b"
-        started = time.monotonic()
+        # back as soon as the third lookup (at 40 ms, 5 ms long) named "b", not after 5 s
+        assert routes.master_addr("g") == "b" and routes.lookups == 3
+        assert now() - started == pytest.approx(0.045)
+        started = now()
         await watch.wait_for_new_master(TOPIC, "g", "b", 0.1)
-        assert 0.1 <= time.monotonic() - started < 1.0
+        # no move: the whole delay, looking up every 20 ms meanwhile
+        assert now() - started == pytest.approx(0.1, abs=0.006)
+        assert routes.lookups > 3
 
     run(body())
 
@@ -259,10 +271,10 @@ def _send(
             info,
             net.attempt,
             FaultStrategy(False),
-            SYSTEM_CLOCK,
+            CLOCK,
             times_total,
             timeout,
-            time.monotonic(),
+            now(),
             False,
             False,
             watch,
@@ -291,10 +303,11 @@ def test_without_failover_a_stalled_send_waits_its_whole_timeout() -> None:
         routes = FakeRoutes({"g": "a"}, move_at=1, moves={"g": "b"})
         watch = watch_of(routes, FailoverSettings(enabled=False))
         net = Network(routes, watch, {"a": "hang", "b": "ok"})
-        started = time.monotonic()
+        started = now()
         with pytest.raises(SendFailedError):
             await _send(net, watch, times_total=1, timeout=0.3)()
-        assert time.monotonic() - started >= 0.3
+        # the whole 0.3 s timeout (and a 5 ms route lookup after it), no earlier
+        assert now() - started == pytest.approx(0.3, abs=0.006)
         assert [c[0] for c in net.calls] == ["a"]
 
     run(body())
@@ -319,12 +332,15 @@ def test_retries_after_not_master_answers_back_off_until_the_route_moves() -> No
 def test_without_failover_not_master_answers_spend_the_retries_at_once() -> None:
     async def body() -> None:
         routes = FakeRoutes({"g": "a"}, move_at=50, moves={"g": "b"})
-        watch = MasterWatch(routes, FailoverSettings(enabled=False), SYSTEM_CLOCK, 0.3)
+        watch = MasterWatch(routes, FailoverSettings(enabled=False), CLOCK, 0.3)
         net = Network(routes, watch, {"a": "refuse", "b": "ok"})
-        started = time.monotonic()
+        started = now()
         with pytest.raises(SendFailedError) as info:
             await _send(net, watch, times_total=3)()
-        assert info.value.attempts == 3 and time.monotonic() - started < 0.2
+        # three attempts with no back-off between them (one 5 ms route lookup in all)
+        assert info.value.attempts == 3 and now() - started < 0.01
+        gaps = [later[2] - earlier[2] for earlier, later in zip(net.calls, net.calls[1:], strict=False)]
+        assert all(g < 0.01 for g in gaps), gaps
 
     run(body())
 
@@ -334,11 +350,12 @@ def test_a_retry_that_can_go_to_another_group_goes_at_once() -> None:
         routes = FakeRoutes({"g1": "a", "g2": "c"})
         watch = watch_of(routes, FailoverSettings(backoff_initial=1.0, backoff_max=1.0))
         net = Network(routes, watch, {"a": "reset", "c": "ok"})
-        started = time.monotonic()
+        started = now()
         for _ in range(4):
             result = await _send(net, watch, times_total=3)()
             assert result is not None and result.queue.broker_name == "g2"
-        assert time.monotonic() - started < 0.5
+        # none of the four sends waited out the 1 s back-off (one 5 ms lookup in all)
+        assert now() - started < 0.01
 
     run(body())
 
@@ -348,12 +365,16 @@ def test_an_unreachable_master_is_backed_off_and_the_send_fails_within_its_timeo
         routes = FakeRoutes({"g": "a"})
         watch = watch_of(routes)
         net = Network(routes, watch, {"a": "reset"})
-        started = time.monotonic()
+        started = now()
         with pytest.raises(SendFailedError) as info:
             await _send(net, watch, times_total=3, timeout=2.0)()
-        elapsed = time.monotonic() - started
+        elapsed = now() - started
         assert info.value.attempts == 3
-        assert 0.04 + 0.08 <= elapsed < 2.0  # two back-offs, 40 and 80 ms
+        # two back-offs, 40 and then 80 ms (each after a 5 ms lookup), and given up with the
+        # third failure, long before the 2 s timeout
+        first, second, third = (c[2] for c in net.calls)
+        assert second - first >= 0.04 and third - second >= 0.08
+        assert elapsed == pytest.approx(third - first) and elapsed < 0.2
 
     run(body())
 
@@ -365,7 +386,7 @@ def test_a_queue_chosen_by_the_caller_keeps_its_queue_across_a_move() -> None:
         net = Network(routes, watch, {"a": "hang", "b": "ok"})
         queue = MessageQueue(TOPIC, "g", 1)
         result = await send_to_queue_with_retries(
-            outgoing(), queue, net.attempt, FaultStrategy(False), SYSTEM_CLOCK, 0, time.monotonic(), 2.0, watch
+            outgoing(), queue, net.attempt, FaultStrategy(False), CLOCK, 0, now(), 2.0, watch
         )
         assert result.queue == queue and [(c[0], c[1]) for c in net.calls] == [("a", queue), ("b", queue)]
 
@@ -376,13 +397,14 @@ def test_wait_for_writable_returns_once_the_route_names_a_master() -> None:
     async def body() -> None:
         routes = FakeRoutes({}, move_at=3, moves={"g": "b"})
         watch = watch_of(routes)
-        started = time.monotonic()
+        started = now()
         await watch.wait_for_writable(TOPIC, 5.0)
-        assert routes.lookups == 3 and time.monotonic() - started < 1.0
+        # back as soon as the third lookup (at 40 ms, 5 ms long) named a master
+        assert routes.lookups == 3 and now() - started == pytest.approx(0.045)
         routes.masters.clear()
         routes.move_at = None
-        started = time.monotonic()
+        started = now()
         await watch.wait_for_writable(TOPIC, 0.1)  # none comes: back after the delay
-        assert 0.1 <= time.monotonic() - started < 1.0
+        assert now() - started == pytest.approx(0.1, abs=0.006)
 
     run(body())

@@ -3,12 +3,15 @@ route lookups stubbed: the old master ``A`` never answers (a stopped process), t
 names ``B`` from the third lookup on. Every kind of send — sync, batch, async, orderly,
 queue-selected — must be abandoned on ``A`` and answered by ``B`` on the queue it was
 meant for, well within its timeout; with ``FailoverSettings(enabled=False)`` it waits its
-timeout out on ``A``. Real processes: tests/ha/test_dledger_process.py."""
+timeout out on ``A``. Real processes: tests/ha/test_dledger_process.py.
+
+The producer runs on a virtual-time loop with the loop's clock (tests/virtual_time.py), so
+"within its timeout" and "waits its timeout out" are checked on the times the producer
+itself decided, however busy the machine is."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,6 +25,7 @@ from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.route import BrokerData, TopicRouteData
+from tests.virtual_time import LoopClock, now, run_virtual
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -69,7 +73,7 @@ class Stub:
 @asynccontextmanager
 async def stubbed(between_masters: bool = False, **kw: Any) -> AsyncIterator[tuple[Producer, Stub]]:
     kw.setdefault("failover", FAST)
-    p = Producer("pg-move", "127.0.0.1:1", client_ip="127.0.0.1", send_timeout=2.0, **kw)
+    p = Producer("pg-move", "127.0.0.1:1", client_ip="127.0.0.1", send_timeout=2.0, clock=LoopClock(), **kw)
     p._state = "running"  # started without a name server: the stub is the network
     try:
         yield p, Stub(p, between_masters=between_masters)
@@ -79,7 +83,7 @@ async def stubbed(between_masters: bool = False, **kw: Any) -> AsyncIterator[tup
 
 
 def run(body: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(body())
+    run_virtual(body())
 
 
 def pick_third(queues: Any, msg: Any, arg: Any) -> MessageQueue:
@@ -102,15 +106,17 @@ SENDS: dict[str, Callable[[Producer], Awaitable[Any]]] = {
 def test_every_kind_of_send_leaves_a_stalled_master_for_the_new_one(kind: str) -> None:
     async def body() -> None:
         async with stubbed() as (p, stub):
-            started = time.monotonic()
+            started = now()
             result = await SENDS[kind](p)
-            took = time.monotonic() - started
+            took = now() - started
             assert result.status is SendStatus.SEND_OK
             assert [addr for addr, _ in stub.sent] == ["A", "B"]
             assert stub.sent[0][1] == stub.sent[1][1] == result.queue.queue_id  # the same queue
             if "orderly" in kind or "to_queue" in kind:
                 assert result.queue == QUEUES[2]
-            assert took < 1.0  # not the 2 s send timeout
+            # stalled 50 ms on A, then lookups every 20 ms (2 ms each) until the third named B,
+            # which answered at once: nowhere near the 2 s send timeout
+            assert stub.lookups == 3 and took == pytest.approx(0.05 + 2 * 0.02 + 0.002)
 
     run(body)
 
@@ -118,10 +124,11 @@ def test_every_kind_of_send_leaves_a_stalled_master_for_the_new_one(kind: str) -
 def test_disabled_failover_waits_the_timeout_on_the_stalled_master() -> None:
     async def body() -> None:
         async with stubbed(failover=FailoverSettings(enabled=False), retry_times=0) as (p, stub):
-            started = time.monotonic()
+            started = now()
             with pytest.raises(Exception) as info:
                 await p.send(Message(TOPIC, b"x"))
-            assert time.monotonic() - started >= 2.0
+            # the whole 2 s send timeout on A (and one 2 ms lookup after it), no earlier
+            assert now() - started == pytest.approx(2.0, abs=0.005)
             assert "A" in str(info.value.__cause__) and stub.sent == [("A", stub.sent[0][1])]
 
     run(body)
@@ -131,10 +138,11 @@ def test_disabled_failover_waits_the_timeout_on_the_stalled_master() -> None:
 def test_a_send_that_finds_no_master_in_the_route_waits_for_one(kind: str) -> None:
     async def body() -> None:
         async with stubbed(between_masters=True) as (p, stub):
-            started = time.monotonic()
+            started = now()
             result = await SENDS[kind](p)
             assert result.status is SendStatus.SEND_OK and [a for a, _ in stub.sent] == ["B"]
-            assert stub.lookups == 3 and time.monotonic() - started < 1.0
+            # lookups every 20 ms (2 ms each) until the third named B, then sent at once
+            assert stub.lookups == 3 and now() - started == pytest.approx(2 * 0.02 + 0.002)
 
     run(body)
 
@@ -154,10 +162,10 @@ def test_an_attempt_on_a_group_without_master_waits_for_one_and_is_no_failure() 
     async def body() -> None:
         async with stubbed(retry_times=0) as (p, stub):
             p.routes.broker_addrs = {GROUP: {2: "C"}}  # the route still has queues, but no master
-            started = time.monotonic()
+            started = now()
             result = await p.send(Message(TOPIC, b"x"))  # one attempt allowed: none failed
             assert result.status is SendStatus.SEND_OK and [a for a, _ in stub.sent] == ["B"]
-            assert time.monotonic() - started < 1.0
+            assert stub.lookups == 3 and now() - started == pytest.approx(2 * 0.02 + 0.002)
 
     run(body)
 

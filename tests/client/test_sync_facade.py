@@ -155,10 +155,9 @@ def test_blocking_call_on_the_loop_thread_is_refused_and_waits_can_time_out(clus
                 cancelled.set()
                 raise
 
-        started = time.monotonic()
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError):  # slow() would return after 30 s without the timeout
             lt.run(slow(), timeout=0.1)
-        assert time.monotonic() - started < 2 and cancelled.wait(2)
+        assert cancelled.wait(20)
 
 
 def test_sync_admin(cluster: Cluster) -> None:

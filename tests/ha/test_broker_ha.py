@@ -118,8 +118,8 @@ def test_sync_master_waits_for_the_slave_or_says_why_not(tmp_path: Path) -> None
             started = time.monotonic()
             late = await _send(client, master, 2)
             assert late.code in (ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
-            if late.code == ResponseCode.FLUSH_SLAVE_TIMEOUT:
-                assert 0.7 <= time.monotonic() - started < 5
+            if late.code == ResponseCode.FLUSH_SLAVE_TIMEOUT:  # at the master's timeout, not before
+                assert time.monotonic() - started >= 0.7
 
     asyncio.run(run())
 

@@ -9,9 +9,12 @@ once new writes carried it past it, and streamed bytes from the middle of a reco
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
-import time
+import sys
 from pathlib import Path
+
+import pytest
 
 from ledgermq.config import BrokerRole
 from ledgermq.ha.codec import encode_report
@@ -251,23 +254,50 @@ def test_clean_restart_and_a_master_that_never_had_a_slave_take_writes_at_once(t
     asyncio.run(main())
 
 
-def test_slave_finds_a_returning_master_within_about_a_second_and_at_once_when_kicked(tmp_path: Path) -> None:
+class BackoffWaits:
+    """The back-off waits an ``HAClient``'s reconnect loop chose: every ``asyncio.timeout``
+    entered by ``ledgermq.ha.slave``'s ``_run`` (its only one; connects and handshakes time
+    out elsewhere). What the client decided, independent of how busy the machine is."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.delays: list[float] = []
+        real = asyncio.timeout
+
+        def recording(delay: float | None) -> asyncio.Timeout:
+            caller = sys._getframe(1)
+            if caller.f_code.co_name == "_run" and caller.f_globals.get("__name__") == "ledgermq.ha.slave":
+                assert delay is not None
+                self.delays.append(delay)
+            return real(delay)
+
+        monkeypatch.setattr(asyncio, "timeout", recording)
+
+
+def test_slave_finds_a_returning_master_within_about_a_second_and_at_once_when_kicked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits = BackoffWaits(monkeypatch)
+
     async def main() -> None:
         pair = Pair(tmp_path)
         try:
             service = await start_master(pair)
             pair.slave = open_store(tmp_path / "slave", BrokerRole.SLAVE)
-            client = HAClient(pair.s, lambda: f"127.0.0.1:{pair.port}", FAST)  # default back-off: capped at 1 s
+            # default back-off: from 0.1 s, doubling, capped at 1 s, each with +-20 % jitter
+            client = HAClient(pair.s, lambda: f"127.0.0.1:{pair.port}", FAST, rng=random.Random(5))
             pair.client = client
             client.start()
             await until(lambda: client.connected, what="first connection")
             await service.stop()
             await until(lambda: not client.connected, what="the disconnect")
-            await asyncio.sleep(4)  # long enough for an uncapped back-off to reach several seconds
+            # an outage long enough for an uncapped back-off to reach several seconds:
+            # seven waits (0.1 0.2 0.4 0.8 1.6 3.2 6.4 s uncapped)
+            await until(lambda: len(waits.delays) >= 7, timeout=30, what="seven back-off waits")
+            outage = waits.delays
+            assert outage[:4] == pytest.approx([0.1, 0.2, 0.4, 0.8], rel=0.21), outage
+            assert all(0.8 <= d <= 1.2 for d in outage[4:]), outage  # capped at 1 s (+-20 %)
             service = await start_master(pair)
-            started = time.monotonic()
-            await until(lambda: client.connected, timeout=5, what="the reconnect")
-            assert time.monotonic() - started < 2.0  # the cap is 1 s plus 20 % jitter
+            await until(lambda: client.connected, what="the reconnect")
 
             await client.stop()  # a slow back-off, cut short by the name server's word
             client = HAClient(pair.s, lambda: f"127.0.0.1:{pair.port}", FAST, reconnect_min=30, reconnect_max=30)
@@ -276,10 +306,10 @@ def test_slave_finds_a_returning_master_within_about_a_second_and_at_once_when_k
             client.start()
             await until(lambda: client.status().last_error != "", what="a failed connect")
             service = await start_master(pair)
-            started = time.monotonic()
+            await until(lambda: waits.delays[-1] >= 24, what="the 30 s back-off wait")
             client.kick()
-            await until(lambda: client.connected, timeout=5, what="the kicked reconnect")
-            assert time.monotonic() - started < 2.0
+            # connected while its 30 s (-20 %) wait would still be running: the kick ended it
+            await until(lambda: client.connected, timeout=20, what="the kicked reconnect")
         finally:
             await pair.close()
 

@@ -44,12 +44,26 @@ class ScriptedMaster:
         self.connections: list[list[int]] = []  # reports, per connection
         self.hellos: list[int] = []  # the log end each connection's hello named
         self.server: asyncio.Server | None = None
+        self.handlers: set[asyncio.Task[None]] = set()
 
     async def start(self) -> int:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return int(self.server.sockets[0].getsockname()[1])
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.handlers.add(task)
+        try:
+            await self._play(reader, writer)
+        except asyncio.CancelledError:
+            # close() ends connections still open. Python 3.11's stream server reports a
+            # handler that ends cancelled as an error ("Exception in callback"): end normally.
+            pass
+        finally:
+            self.handlers.discard(task)
+
+    async def _play(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         reports: list[int] = []
         self.connections.append(reports)
         # ledgermq's handshake first: agree wherever the slave's log ends.
@@ -79,8 +93,13 @@ class ScriptedMaster:
             writer.close()
 
     async def close(self) -> None:
+        """Stop listening and end every connection's script (3.11's ``wait_closed`` does not)."""
         if self.server is not None:
             self.server.close()
+            handlers = list(self.handlers)
+            for task in handlers:
+                task.cancel()
+            await asyncio.gather(*handlers)
             await self.server.wait_closed()
 
 

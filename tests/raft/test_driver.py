@@ -4,6 +4,7 @@ fail-stop on a storage error, proposals pending at stop. Real sockets and stores
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -19,6 +20,8 @@ from ledgermq.raftio.driver import (
     ProposalOutcomeUnknownError,
     RaftDriver,
     RaftDriverConfig,
+    election_jitter_rng,
+    seed_election_jitter,
 )
 from ledgermq.raftio.ledger_storage import LedgerStorage
 from ledgermq.raftio.transport import RaftTransport, parse_peers
@@ -37,6 +40,24 @@ def test_config_is_checked_up_front() -> None:
         RaftDriverConfig("n0", "n0-127.0.0.1:1;n1")
     with pytest.raises(ConfigError, match="tick_interval_ms"):
         RaftDriverConfig("n0", "n0-127.0.0.1:1", tick_interval_ms=0)
+
+
+def test_election_jitter_repeats_under_a_seed_and_differs_between_peers() -> None:
+    """Tests seed the jitter (tests/conftest.py) so elections repeat run to run; peers still
+    draw different timeouts, a configured seed wins, and without either it is the OS's."""
+
+    def draws(rng: random.Random) -> list[int]:
+        return [rng.randrange(1000) for _ in range(8)]
+
+    try:
+        seed_election_jitter(7)
+        assert draws(election_jitter_rng(None, "n0")) == draws(election_jitter_rng(None, "n0"))
+        assert draws(election_jitter_rng(None, "n0")) != draws(election_jitter_rng(None, "n1"))
+        assert draws(election_jitter_rng(3, "n0")) == draws(election_jitter_rng(3, "n1"))  # the config's seed
+        seed_election_jitter(None)
+        assert draws(election_jitter_rng(None, "n0")) != draws(election_jitter_rng(None, "n0"))  # 1000**8 to 1
+    finally:
+        seed_election_jitter(None)
 
 
 def small(root: Path) -> DLedgerStoreConfig:

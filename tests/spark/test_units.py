@@ -234,8 +234,8 @@ def test_row_buffer_skips_bad_property_segments_and_filters_tags() -> None:
 def test_row_buffer_decodes_a_large_pull_quickly() -> None:
     raw = b"".join(record(i, b"x" * 100, {"TAGS": "T", "KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"}) for i in range(4096))
     buf = RowBuffer("T", "q", 0)
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time of this thread: other processes' load does not count
     for _ in range(5):
         buf.add(raw, 0, 1 << 40)
         assert buf.take().num_rows == 4096
-    assert time.perf_counter() - started < 5.0  # ~0.1 s here; a generous bound for a loaded CI machine
+    assert time.thread_time() - started < 5.0  # ~0.1 s here: a per-record Python loop would not be

@@ -15,7 +15,7 @@ import pytest
 
 from ledgermq.config import BrokerRole
 from ledgermq.store.consumequeue import ConsumeQueue
-from ledgermq.store.message_input import MessageInput
+from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.results import GetStatus, PutStatus
 
 from .rw_helpers import StoreFactory, put
@@ -223,7 +223,7 @@ def test_truncate_under_a_reader_does_not_sigbus(tmp_path: Path) -> None:
         f"""
         import os
         from ledgermq.store.message_store import MessageStore
-        from ledgermq.store.message_input import MessageInput
+        from ledgermq.store.message_input import BatchInput, MessageInput
         from ledgermq.config import BrokerRole
         from tests.conftest import small_config
 
@@ -446,28 +446,36 @@ def test_a_put_in_flight_during_shutdown_gets_a_status_not_an_exception(store_fa
 # -- 9. topics / queue ids the on-disk layout cannot hold --------------------------------
 
 
-@pytest.mark.parametrize(("topic", "queue_id"), [("a/b", 0), ("T", -1)], ids=["slash-in-topic", "negative-queue"])
-def test_a_queue_the_store_accepts_survives_a_restart(
-    store_factory: StoreFactory, tmp_path: Path, topic: str, queue_id: int
+@pytest.mark.parametrize(
+    ("topic", "queue_id", "named"),
+    [("a/b", 0, "topic"), ("..", 0, "topic"), (".", 0, "topic"), ("", 0, "topic"), ("T", -1, "queue id")],
+    ids=["slash-in-topic", "dot-dot-topic", "dot-topic", "empty-topic", "negative-queue"],
+)
+def test_a_queue_the_on_disk_layout_cannot_hold_is_refused_and_leaves_nothing_behind(
+    store_factory: StoreFactory, tmp_path: Path, topic: str, queue_id: int, named: str
 ) -> None:
-    """put_message checks only the topic's length. A topic with '/' is stored under
-    consumequeue/a/b/0 and a negative queue id under consumequeue/T/-1; ConsumeQueueTable.load
-    skips both (it wants consumequeue/<topic>/<digits>), so after a clean restart the queue
-    is gone (max offset 0), its acknowledged messages are unreachable, and the next put gets
-    queue offset 0 again and overwrites unit 0 of the old file. ('..' or '.' escape the
-    directory entirely.) RocketMQ's broker rejects such topics (TopicValidator,
-    ^[%|a-zA-Z0-9_-]+$) and queue ids; the store should refuse them too."""
+    """Topics become directory names under consumequeue/<topic>/<queue id>. A topic with '/'
+    would be stored under consumequeue/a/b/0 and a negative queue id under consumequeue/T/-1;
+    ConsumeQueueTable.load skips both (it wants consumequeue/<topic>/<digits>), so after a
+    clean restart such a queue would be gone and its acknowledged messages unreachable ('..'
+    or '.' escape the directory entirely). The store refuses them as RocketMQ's broker does
+    (TopicValidator, ^[%|a-zA-Z0-9_-]+$; queue ids >= 0), single and batched, and writes
+    nothing; the store goes on taking good messages and keeps them across a restart."""
     root = tmp_path / "store"
     store = store_factory(root=root)
-    res = store.put_message(MessageInput(topic=topic, body=b"m0", queue_id=queue_id))
-    if res.status is PutStatus.MESSAGE_ILLEGAL:
-        return  # refused up front: fine
-    assert res.ok
-    put(store, topic, b"m1", queue_id)
+    single = store.put_message(MessageInput(topic=topic, body=b"m0", queue_id=queue_id))
+    batch = store.put_messages(BatchInput(topic=topic, entries=[(0, b"b0", {}), (0, b"b1", {})], queue_id=queue_id))
+    for refused in (single, batch):
+        assert refused.status is PutStatus.MESSAGE_ILLEGAL, refused
+        assert named in refused.remark, refused.remark
+    assert store.max_phy_offset == 0
+    assert sorted(p.name for p in (root / "consumequeue").glob("*")) == []
+
     put(store, "Other", b"later")
     assert store.wait_dispatched(timeout=5)
-    assert store.max_offset_in_queue(topic, queue_id) == 2
+    assert store.max_offset_in_queue("Other", 0) == 1
     store.shutdown()
 
     reopened = store_factory(root=root)
-    assert reopened.max_offset_in_queue(topic, queue_id) == 2, "queue lost across a clean restart"
+    assert reopened.max_offset_in_queue("Other", 0) == 1
+    assert sorted(p.name for p in (root / "consumequeue").glob("*")) == ["Other"]

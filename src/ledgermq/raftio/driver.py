@@ -54,6 +54,8 @@ __all__ = [
     "RaftDriver",
     "RaftDriverConfig",
     "RaftStatus",
+    "election_jitter_rng",
+    "seed_election_jitter",
 ]
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,28 @@ class ProposalOutcomeUnknownError(LedgerError):
 
 class LeadershipLostError(ProposalOutcomeUnknownError):
     """This node stopped leading (or its term moved on) before the proposal committed."""
+
+
+_jitter_base_seed: int | None = None
+
+
+def seed_election_jitter(base: int | None) -> None:
+    """Make drivers started later in this process draw election jitter from a generator
+    seeded by ``base`` and the node's id (tests set this so a run repeats); ``None`` goes
+    back to drawing seeds from the OS. A ``RaftDriverConfig.seed`` still wins."""
+    global _jitter_base_seed
+    _jitter_base_seed = base
+
+
+def election_jitter_rng(seed: int | None, self_id: str) -> random.Random:
+    """The generator a node's election timeouts come from: ``seed`` when configured, else
+    one derived from the process-wide base seed and ``self_id`` (so peers still differ),
+    else the OS's randomness, so peers never share a schedule."""
+    if seed is not None:
+        return random.Random(seed)
+    if _jitter_base_seed is not None:
+        return random.Random(f"{_jitter_base_seed}:{self_id}")
+    return random.Random()
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,8 +237,7 @@ class RaftDriver:
 
     def _make_node(self, applied: int) -> RaftNode:
         hs = self.storage.load_hard_state()
-        seed = self.config.seed
-        rng = random.Random(seed) if seed is not None else random.Random()
+        rng = election_jitter_rng(self.config.seed, self.config.self_id)
         peers = list(self.config.peer_addresses)
         # The core reads durable entries from the store; only the unwritten tail is in memory.
         repair = self.storage.repair()

@@ -125,6 +125,19 @@ def _wait_route(namesrv: str, topic: str, proc: subprocess.Popen[bytes], timeout
         time.sleep(0.1)
 
 
+def _create_topic(broker_addr: str, topic: str) -> None:
+    from ledgermq.admin.client import AdminClient
+
+    async def create() -> None:
+        admin = AdminClient([])
+        try:
+            await admin.create_topic(broker_addr, topic)
+        finally:
+            await admin.close()
+
+    asyncio.run(create())
+
+
 def spawn_namesrv(work: Path, port: int) -> subprocess.Popen[bytes]:
     """A name-server process with its log and KV file under ``work``, listening when this returns."""
     work.mkdir(parents=True, exist_ok=True)
@@ -182,6 +195,11 @@ class Cluster:
         self.procs.append(broker)
         _wait_port(self.broker_port, broker)
         _wait_route(self.namesrv, "TBW102", broker)
+        if not self.stub:  # (the stub registers TOPIC itself) a client's first route lookup must
+            # find TOPIC: the C++ client's fallback to TBW102 fails when its lookup times out
+            # on a loaded machine ("No route info of this topic")
+            _create_topic(f"127.0.0.1:{self.broker_port}", TOPIC)
+            _wait_route(self.namesrv, TOPIC, broker)
         return self
 
     def __exit__(self, *exc: object) -> None:

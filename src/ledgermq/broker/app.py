@@ -73,6 +73,37 @@ PROCESSOR_MODULES = [
 ]  # fmt: skip
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class StartingRole:
+    """What a broker starts as, which is not always what its file says: in controller mode
+    a slave that copies nothing until the controller names a role (``master_role`` is what
+    it becomes when named master), in DLedger mode a follower under its follower id until
+    the Raft leader's broker becomes the master."""
+
+    config: BrokerConfig
+    store_config: StoreConfig
+    controller: ControllerModeConfig | None  # set only when controller mode is enabled
+    master_role: BrokerRole | None  # controller mode: SYNC_ or ASYNC_MASTER, once master
+
+    @classmethod
+    def of(
+        cls, config: BrokerConfig, store_config: StoreConfig, controller_mode: ControllerModeConfig | None
+    ) -> StartingRole:
+        ctl = controller_mode if controller_mode is not None and controller_mode.enable else None
+        master_role = BrokerRole.SYNC_MASTER if ctl is not None and ctl.all_ack_in_sync_state_set else None
+        if ctl is not None:  # no role until the controller gives one: a slave that copies nothing yet
+            master_role = master_role or (
+                BrokerRole.SYNC_MASTER
+                if store_config.broker_role is BrokerRole.SYNC_MASTER
+                else BrokerRole.ASYNC_MASTER
+            )
+            store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
+        if store_config.enable_dleger_commit_log:  # starts as a slave; the Raft leader becomes the master
+            check_settings(store_config)
+            config = dataclasses.replace(config, broker_id=follower_broker_id(store_config.dleger_self_id))
+        return cls(config, store_config, ctl, master_role)
+
+
 class BrokerApp:
     def __init__(
         self,
@@ -83,39 +114,15 @@ class BrokerApp:
         controller_mode: ControllerModeConfig | None = None,
     ) -> None:
         self.base_config = config
+        start = StartingRole.of(config, store_config, controller_mode)
+        config, store_config, ctl = start.config, start.store_config, start.controller
         dledger_mode = store_config.enable_dleger_commit_log
-        ctl = controller_mode if controller_mode is not None and controller_mode.enable else None
-        master_role = BrokerRole.SYNC_MASTER if ctl is not None and ctl.all_ack_in_sync_state_set else None
-        if ctl is not None:  # no role until the controller gives one: a slave that copies nothing yet
-            master_role = master_role or (
-                BrokerRole.SYNC_MASTER
-                if store_config.broker_role is BrokerRole.SYNC_MASTER
-                else BrokerRole.ASYNC_MASTER
-            )
-            store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
-        if dledger_mode:  # a DLedger broker starts as a slave; the Raft leader becomes the master
-            check_settings(store_config)
-            config = dataclasses.replace(config, broker_id=follower_broker_id(store_config.dleger_self_id))
         self.config = config
         self.ha_config = ha_config or HAConfig()
         self.store_config = store_config
         self.clock = clock
-        root = Path(store_config.root_dir)
         store = MessageStore(store_config, clock=clock, store_host=(config.broker_ip1, config.listen_port))
-        self.broker = Broker(
-            config=config,
-            store_config=store_config,
-            store=store,
-            topics=TopicConfigManager(root / "config" / "topics.json", config, clock),
-            offsets=ConsumerOffsetManager(root / "config" / "consumerOffset.json"),
-            subscriptions=SubscriptionGroupManager(
-                root / "config" / "subscriptionGroup.json", clock, config.auto_create_subscription_group
-            ),
-            consumers=ConsumerManager(),
-            producers=ProducerManager(),
-            pull_hold=PullHoldService(),
-            clock=clock,
-        )
+        self.broker = self._build_broker(store)
         self.server = RemotingServer(
             config.listen_host,
             config.listen_port,
@@ -124,16 +131,7 @@ class BrokerApp:
             max_inflight_per_connection=config.max_inflight_per_connection,
             max_inflight_total=config.max_inflight_total,
         )
-        if config.is_master or dledger_mode or ctl:  # DLedger and controller modes: while master
-            self.broker.schedule = ScheduleService(
-                store, root / "config" / "delayOffset.json", clock, put=self.broker.put
-            )
-        # timer messages: filed on every broker, delivered by the master (started and stopped
-        # wherever the delay-level service is)
-        self.broker.timer = TimerService(store, self.broker.put, clock, on_written=self._notify_ha)
-        # the transaction check-back: a master's (DLedger mode: while it leads), as RocketMQ's
-        # startProcessorByHa / shutdownProcessorByHa
-        self.txn_check = TransactionCheckService(self.broker)
+        self._wire_delivery(may_lead=config.is_master or dledger_mode or ctl is not None)
         own = config.acl_credentials  # signs this broker's requests to other brokers (ACL)
         self.client = RemotingClient(sign=signer(Credentials(*own)) if own else None)
         self.acl: AclGate | None = None  # aclEnable: loaded at start
@@ -151,56 +149,113 @@ class BrokerApp:
         self.controller: ControllerModeService | None = None
         self.controller_roles: ControllerRoles | None = None
         if ctl is not None:
-            assert master_role is not None
-            self._wire_controller_mode(ctl, master_role)
+            assert start.master_role is not None
+            self._wire_controller_mode(ctl, start.master_role)
         elif dledger_mode:
-            self.broker.dledger = BrokerDLedger(store, store_config, config.listen_host, self._on_dledger_role)
-            self.slave_sync = SlaveSynchronizer(
-                self.broker,
-                self.client,
-                lambda: self.master_addr,
-                config.slave_sync_interval_ms / 1000,
-                namesrvs=config.namesrv_addrs,
-            )
+            self._wire_dledger_mode()
         elif config.is_master:
-            self.broker.ha = HAService(
-                store,
-                config.listen_host,
-                config.ha_port,
-                self.ha_config,
-                clock=clock,
-                sync_master=store_config.broker_role is BrokerRole.SYNC_MASTER,
-            )
-            self.offset_reconciler = MasterOffsetReconciler(
-                self.broker, self.client, config.namesrv_addrs, config.slave_sync_interval_ms / 1000
-            )
+            self._wire_master()
         else:
-            self.ha_client = HAClient(
-                store, lambda: self.master_ha_addr or self.ha_config.master_address or None, self.ha_config, clock=clock
-            )
-            self.broker.extras[ha_status.HA_CLIENT_KEY] = self.ha_client
-            self.slave_sync = SlaveSynchronizer(
-                self.broker,
-                self.client,
-                lambda: self.master_addr,
-                config.slave_sync_interval_ms / 1000,
-                namesrvs=config.namesrv_addrs,
-            )
+            self._wire_slave()
         self.metrics = BrokerMetrics(self.broker)  # served only when metricsPort > 0
         self._periodic: list[Periodic] = []
         self._role_tasks: set[asyncio.Task[None]] = set()
         self._role_lock = asyncio.Lock()
         self._stopping = False
+        self._register_processors_and_hooks()
+
+    def _build_broker(self, store: MessageStore) -> Broker:
+        """The context every processor is bound to: the store and the metadata managers."""
+        config, clock = self.config, self.clock
+        root = Path(self.store_config.root_dir)
+        return Broker(
+            config=config,
+            store_config=self.store_config,
+            store=store,
+            topics=TopicConfigManager(root / "config" / "topics.json", config, clock),
+            offsets=ConsumerOffsetManager(root / "config" / "consumerOffset.json"),
+            subscriptions=SubscriptionGroupManager(
+                root / "config" / "subscriptionGroup.json", clock, config.auto_create_subscription_group
+            ),
+            consumers=ConsumerManager(),
+            producers=ProducerManager(),
+            pull_hold=PullHoldService(),
+            clock=clock,
+        )
+
+    def _wire_delivery(self, may_lead: bool) -> None:
+        """The services that deliver later what was stored now: delay levels (a broker that
+        is or may become master: DLedger and controller modes run it while master), timer
+        messages (filed on every broker, delivered by the master, started and stopped
+        wherever the delay-level service is), and the transaction check-back (a master's,
+        or while it leads, as RocketMQ's startProcessorByHa / shutdownProcessorByHa)."""
+        b, store, clock = self.broker, self.broker.store, self.clock
+        if may_lead:
+            b.schedule = ScheduleService(
+                store, Path(self.store_config.root_dir) / "config" / "delayOffset.json", clock, put=b.put
+            )
+        b.timer = TimerService(store, b.put, clock, on_written=self._notify_ha)
+        self.txn_check = TransactionCheckService(b)
+
+    def _slave_synchronizer(self) -> SlaveSynchronizer:
+        """Copies metadata (topics, offsets, delay offsets, groups) from the current master."""
+        cfg = self.config
+        return SlaveSynchronizer(
+            self.broker,
+            self.client,
+            lambda: self.master_addr,
+            cfg.slave_sync_interval_ms / 1000,
+            namesrvs=cfg.namesrv_addrs,
+        )
+
+    def _wire_dledger_mode(self) -> None:
+        """A Raft member; it syncs metadata from whichever broker the leader's is."""
+        cfg = self.config
+        self.broker.dledger = BrokerDLedger(
+            self.broker.store, self.store_config, cfg.listen_host, self._on_dledger_role
+        )
+        self.slave_sync = self._slave_synchronizer()
+
+    def _wire_master(self) -> None:
+        """A fixed master: serves its slaves' HA connections, and reconciles offsets they hold."""
+        cfg = self.config
+        self.broker.ha = HAService(
+            self.broker.store,
+            cfg.listen_host,
+            cfg.ha_port,
+            self.ha_config,
+            clock=self.clock,
+            sync_master=self.store_config.broker_role is BrokerRole.SYNC_MASTER,
+        )
+        self.offset_reconciler = MasterOffsetReconciler(
+            self.broker, self.client, cfg.namesrv_addrs, cfg.slave_sync_interval_ms / 1000
+        )
+
+    def _wire_slave(self) -> None:
+        """A fixed slave: copies the commit log from the master (from the name servers, or
+        haMasterAddress) and its metadata."""
+        self.ha_client = HAClient(
+            self.broker.store,
+            lambda: self.master_ha_addr or self.ha_config.master_address or None,
+            self.ha_config,
+            clock=self.clock,
+        )
+        self.broker.extras[ha_status.HA_CLIENT_KEY] = self.ha_client
+        self.slave_sync = self._slave_synchronizer()
+
+    def _register_processors_and_hooks(self) -> None:
+        """Every processor module's request codes, and the callbacks between the parts."""
+        b = self.broker
         for module in PROCESSOR_MODULES:
             for code, fn in module.PROCESSORS.items():
-                self.server.register(code, bind(fn, self.broker))
+                self.server.register(code, bind(fn, b))
         self.server.on_disconnect.append(self._on_disconnect)
-        self.broker.consumers.on_group_changed.append(self._notify_group_changed)
-        self.broker.consumers.on_group_changed.append(self._drop_filters_of_gone_group)
-        if config.enable_property_filter:
-            self.broker.filter_cache = DispatchMatchCache(clock)
-            store.add_dispatch_hook(self.broker.filter_cache.on_dispatch)
-        self.broker.topics.on_change.append(self.registrar.topic_changed)
+        b.consumers.on_group_changed.append(self._notify_group_changed)
+        b.consumers.on_group_changed.append(self._drop_filters_of_gone_group)
+        if self.config.enable_property_filter:
+            b.filter_cache = DispatchMatchCache(self.clock)
+            b.store.add_dispatch_hook(b.filter_cache.on_dispatch)
+        b.topics.on_change.append(self.registrar.topic_changed)
 
     def _wire_controller_mode(self, ctl: ControllerModeConfig, master_role: BrokerRole) -> None:
         """Controller mode: every role's parts are built now and started by the role the

@@ -14,7 +14,30 @@ from ledgermq.chaos.checker import Verdict
 
 
 def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = None) -> None:
+    """The whole report, in the order a reader asks: what ran, what each source holds,
+    whether replicas diverged, how long each fault kept sends out, then what went wrong
+    and the verdict with the command that replays the run."""
     console = console or Console(width=None if sys.stdout.isatty() else 120)
+    _print_header(console, summary, verdict)
+    console.print(_sources_table(verdict))
+    if verdict.divergence:
+        console.print(_divergence_table(verdict))
+    console.print(_windows_table(verdict))
+    console.print(
+        "resume s: min / median / max, from a fault's injection to the first SEND_OK of a send begun after it"
+    )
+    _print_notes(console, summary, verdict)
+    _print_problems(console, verdict)
+    status = "[red]FAIL[/red]" if verdict.failed else "[green]PASS[/green]"
+    console.print(
+        f"{status}: lost={verdict.lost} corrupt_served={verdict.corrupt_served} diverged={verdict.diverged} "
+        f"lost_allowed={len(verdict.lost_allowed)} unrepaired={len(verdict.unrepaired)} "
+        f"(replay: ledgermq chaos run {summary['run']['replay']})"
+    )
+
+
+def _print_header(console: Console, summary: dict[str, Any], verdict: Verdict) -> None:
+    """The run's parameters and the sends it made."""
     run = summary["run"]
     console.print(
         f"[bold]ledgermq chaos[/bold] layout={run['layout']} flush={run.get('flush', 'async')} "
@@ -26,49 +49,51 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
     abandoned = summary.get("client", {}).get("abandoned_attempts", 0)
     console.print(f"attempts abandoned for a new master (each may be a duplicate): {abandoned}")
 
-    t = Table(title="what each source holds")
-    cols = (
-        "source",
-        "records",
-        "lost (acked)",
-        "corrupt",
-        "duplicates",
-        "misplaced",
-        "order",
-        "unacked stored",
-        "errors",
+
+def _table(title: str, cols: tuple[str, ...]) -> Table:
+    """A table whose first column (a name) is left-aligned and the rest (numbers) right."""
+    t = Table(title=title)
+    for i, col in enumerate(cols):
+        t.add_column(col, justify="left" if i == 0 else "right")
+    return t
+
+
+def _sources_table(verdict: Verdict) -> Table:
+    t = _table(
+        "what each source holds",
+        (
+            "source",
+            "records",
+            "lost (acked)",
+            "corrupt",
+            "duplicates",
+            "misplaced",
+            "order",
+            "unacked stored",
+            "errors",
+        ),
     )
-    for col in cols:
-        t.add_column(col, justify="right" if col != "source" else "left")
     for s in verdict.sources:
         t.add_row(
             s.source, str(s.records), _lost(s.lost, verdict.allowed), _bad(s.corrupt_served), str(len(s.duplicates)),
             _bad(len(s.misplaced)), _bad(len(s.order_violations)), str(s.unacked_stored), str(len(s.errors)),
         )  # fmt: skip
-    console.print(t)
+    return t
 
-    if verdict.divergence:
-        d = Table(title="master / replica divergence")
-        for col in ("replica", "differing offsets", "replica ahead", "master ahead"):
-            d.add_column(col, justify="right" if col != "replica" else "left")
-        for x in verdict.divergence:
-            d.add_row(x.replica, _bad(len(x.differing)), _bad(x.replica_ahead), str(x.master_ahead))
-        console.print(d)
 
-    w = Table(title="unavailability windows per fault (first failed send -> next SEND_OK; >= : never closed)")
-    cols = (
-        "fault",
-        "count",
-        "unavailable",
-        "not recovered",
-        "min s",
-        "median s",
-        "max s",
-        "slowest send s",
-        "resume s",
+def _divergence_table(verdict: Verdict) -> Table:
+    d = _table("master / replica divergence", ("replica", "differing offsets", "replica ahead", "master ahead"))
+    for x in verdict.divergence:
+        d.add_row(x.replica, _bad(len(x.differing)), _bad(x.replica_ahead), str(x.master_ahead))
+    return d
+
+
+def _windows_table(verdict: Verdict) -> Table:
+    """Per fault kind: how long sends failed, and how soon a new send got through."""
+    w = _table(
+        "unavailability windows per fault (first failed send -> next SEND_OK; >= : never closed)",
+        ("fault", "count", "unavailable", "not recovered", "min s", "median s", "max s", "slowest send s", "resume s"),
     )
-    for col in cols:
-        w.add_column(col, justify="right" if col != "fault" else "left")
     for ws in verdict.summaries:
         closed = ws.faults > ws.not_recovered
         cells = [f"{x:.2f}" if closed else "-" for x in (ws.min_s, ws.median_s, ws.max_s)]
@@ -86,10 +111,11 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
             f"{ws.slowest_send_s:.2f}",
             resume,
         )
-    console.print(w)
-    console.print(
-        "resume s: min / median / max, from a fault's injection to the first SEND_OK of a send begun after it"
-    )
+    return w
+
+
+def _print_notes(console: Console, summary: dict[str, Any], verdict: Verdict) -> None:
+    """The promise checked, losses the flush mode allows, repair counters, checker notes."""
     console.print(f"promise: {verdict.promise}")
     allowed = verdict.lost_allowed
     if allowed:
@@ -102,6 +128,10 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
         console.print("brokers' repair counters: " + ", ".join(f"{k}={v}" for k, v in sorted(repairs.items())))
     for note in verdict.notes:
         console.print(f"note: {note}")
+
+
+def _print_problems(console: Console, verdict: Verdict) -> None:
+    """The first few of each failure, in red, so a FAIL says what to look at."""
     for s in verdict.sources:
         if real := [seq for seq in s.lost if seq not in verdict.allowed]:
             console.print(f"[red]{s.source}: acknowledged but missing: {real[:10]}[/red]")
@@ -112,11 +142,6 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
     for x in verdict.divergence:
         if x.differing:
             console.print(f"[red]divergence: {x.differing[:5]}[/red]")
-    status = "[red]FAIL[/red]" if verdict.failed else "[green]PASS[/green]"
-    console.print(
-        f"{status}: lost={verdict.lost} corrupt_served={verdict.corrupt_served} diverged={verdict.diverged} "
-        f"lost_allowed={len(allowed)} unrepaired={len(verdict.unrepaired)} (replay: ledgermq chaos run {run['replay']})"
-    )
 
 
 def _lost(lost: list[int], allowed: dict[int, str]) -> str:

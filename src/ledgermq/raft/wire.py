@@ -172,6 +172,115 @@ def encode_batches(messages: Iterable[Message], max_bytes: int = DEFAULT_MAX_BAT
 # -- decoding ---------------------------------------------------------------------------
 
 
+class _Reader:
+    """A cursor over one batch's bytes: each method reads one part of the grammar at
+    ``at`` and moves past it, refusing (RemoteProtocolError) whatever is malformed, so
+    the checks for each part sit next to the part they guard."""
+
+    __slots__ = ("at", "total", "view")
+
+    def __init__(self, view: memoryview) -> None:
+        self.view = view
+        self.total = len(view)
+        self.at = 0
+
+    def header(self) -> int:
+        """The batch header; returns the message count (already known to fit)."""
+        view, total = self.view, self.total
+        if total < _BATCH.size:
+            raise RemoteProtocolError(f"a batch needs {_BATCH.size} header bytes, got {total}")
+        magic, version, reserved, count = _BATCH.unpack_from(view, 0)
+        if magic != MAGIC:
+            raise RemoteProtocolError(f"bad batch magic {magic:#06x}")
+        if version != VERSION or reserved != 0:
+            raise RemoteProtocolError(f"unsupported batch version {version}/{reserved}")
+        if count > (total - _BATCH.size) // _MSG.size:
+            raise RemoteProtocolError(f"{count} messages cannot fit in {total} bytes")
+        self.at = _BATCH.size
+        return cast(int, count)
+
+    def message(self) -> Message:
+        """One message: fixed head, ids, the optional repair_until, its entries."""
+        at = self.at
+        if self.total - at < _MSG.size:
+            raise RemoteProtocolError(f"message at byte {at} is cut short")
+        code, flags, src_len, dst_len, term, log_term, index, commit, hint, n_entries = _MSG.unpack_from(self.view, at)
+        mtype = _TYPES.get(code)
+        if mtype is None:
+            raise RemoteProtocolError(f"unknown message type {code} at byte {at}")
+        if flags & ~_KNOWN_FLAGS:
+            raise RemoteProtocolError(f"unknown flags {flags:#04x} at byte {at}")
+        self.at = at + _MSG.size
+        src, dst = self._ids(src_len, dst_len)
+        repair_until = self._repair_until() if flags & _REPAIRING else 0
+        entries = self._entries(mtype, n_entries, index, log_term) if n_entries else ()
+        return Message(
+            mtype,
+            src,
+            dst,
+            term,
+            log_term=log_term,
+            index=index,
+            entries=entries,
+            commit=commit,
+            reject=bool(flags & _REJECT),
+            reject_hint=hint,
+            transfer=bool(flags & _TRANSFER),
+            repair_until=repair_until,
+        )
+
+    def _ids(self, src_len: int, dst_len: int) -> tuple[str, str]:
+        at = self.at
+        if self.total - at < src_len + dst_len:
+            raise RemoteProtocolError(f"ids of the message at byte {at} are cut short")
+        src = _id(self.view, at, src_len, "source")
+        dst = _id(self.view, at + src_len, dst_len, "destination")
+        self.at = at + src_len + dst_len
+        return src, dst
+
+    def _repair_until(self) -> int:
+        """Present only with the repairing flag, and then never 0 (0 means "not repairing")."""
+        at = self.at
+        if self.total - at < _U64.size:
+            raise RemoteProtocolError(f"repair_until at byte {at} is cut short")
+        (repair_until,) = _U64.unpack_from(self.view, at)
+        if repair_until == 0:
+            raise RemoteProtocolError(f"repairing flag with repair_until 0 at byte {at}")
+        self.at = at + _U64.size
+        return cast(int, repair_until)
+
+    def _entries(self, mtype: MsgType, n_entries: int, index: int, log_term: int) -> tuple[Entry, ...]:
+        """An Append's entries, which must follow (index, log_term) consecutively in
+        non-decreasing terms: the core trusts that shape, so the wire enforces it."""
+        view, total, at = self.view, self.total, self.at
+        if mtype is not MsgType.APPEND:
+            raise RemoteProtocolError(f"a {mtype.value} message carries {n_entries} entries")
+        if n_entries > (total - at) // _ENTRY.size:
+            raise RemoteProtocolError(f"{n_entries} entries cannot fit in {total - at} bytes")
+        items: list[Entry] = []
+        expect, floor = index + 1, log_term
+        for _ in range(n_entries):
+            if total - at < _ENTRY.size:
+                raise RemoteProtocolError(f"entry at byte {at} is cut short")
+            e_index, e_term, kind_code, n = _ENTRY.unpack_from(view, at)
+            kind = _KINDS.get(kind_code)
+            if kind is None:
+                raise RemoteProtocolError(f"unknown entry kind {kind_code} at byte {at}")
+            if e_index != expect or e_term < floor:
+                raise RemoteProtocolError(
+                    f"entry ({e_index}, term {e_term}) at byte {at} does not follow ({expect - 1}, term {floor})"
+                )
+            at += _ENTRY.size
+            if total - at < n:
+                raise RemoteProtocolError(f"entry {e_index} data ({n} bytes) is cut short")
+            # A memoryview slice, no copy: see the module docstring.
+            items.append(Entry(e_index, e_term, cast(bytes, view[at : at + n]), kind))
+            at += n
+            expect, floor = e_index + 1, e_term
+        self.at = at
+        return tuple(items)
+
+
 def _id(view: memoryview, at: int, n: int, what: str) -> str:
     if n == 0:
         raise RemoteProtocolError(f"empty {what} id at byte {at}")
@@ -187,83 +296,9 @@ def decode_batch(buf: bytes | bytearray | memoryview, max_bytes: int = DEFAULT_M
     total = len(view)
     if total > max_bytes:
         raise RemoteProtocolError(f"a {total}-byte batch is over the {max_bytes} cap")
-    if total < _BATCH.size:
-        raise RemoteProtocolError(f"a batch needs {_BATCH.size} header bytes, got {total}")
-    magic, version, reserved, count = _BATCH.unpack_from(view, 0)
-    if magic != MAGIC:
-        raise RemoteProtocolError(f"bad batch magic {magic:#06x}")
-    if version != VERSION or reserved != 0:
-        raise RemoteProtocolError(f"unsupported batch version {version}/{reserved}")
-    if count > (total - _BATCH.size) // _MSG.size:
-        raise RemoteProtocolError(f"{count} messages cannot fit in {total} bytes")
-    at = _BATCH.size
-    out: list[Message] = []
-    for _ in range(count):
-        if total - at < _MSG.size:
-            raise RemoteProtocolError(f"message at byte {at} is cut short")
-        code, flags, src_len, dst_len, term, log_term, index, commit, hint, n_entries = _MSG.unpack_from(view, at)
-        mtype = _TYPES.get(code)
-        if mtype is None:
-            raise RemoteProtocolError(f"unknown message type {code} at byte {at}")
-        if flags & ~_KNOWN_FLAGS:
-            raise RemoteProtocolError(f"unknown flags {flags:#04x} at byte {at}")
-        at += _MSG.size
-        if total - at < src_len + dst_len:
-            raise RemoteProtocolError(f"ids of the message at byte {at} are cut short")
-        src = _id(view, at, src_len, "source")
-        dst = _id(view, at + src_len, dst_len, "destination")
-        at += src_len + dst_len
-        repair_until = 0
-        if flags & _REPAIRING:
-            if total - at < _U64.size:
-                raise RemoteProtocolError(f"repair_until at byte {at} is cut short")
-            (repair_until,) = _U64.unpack_from(view, at)
-            if repair_until == 0:
-                raise RemoteProtocolError(f"repairing flag with repair_until 0 at byte {at}")
-            at += _U64.size
-        entries: tuple[Entry, ...] = ()
-        if n_entries:
-            if mtype is not MsgType.APPEND:
-                raise RemoteProtocolError(f"a {mtype.value} message carries {n_entries} entries")
-            if n_entries > (total - at) // _ENTRY.size:
-                raise RemoteProtocolError(f"{n_entries} entries cannot fit in {total - at} bytes")
-            items: list[Entry] = []
-            expect, floor = index + 1, log_term
-            for _ in range(n_entries):
-                if total - at < _ENTRY.size:
-                    raise RemoteProtocolError(f"entry at byte {at} is cut short")
-                e_index, e_term, kind_code, n = _ENTRY.unpack_from(view, at)
-                kind = _KINDS.get(kind_code)
-                if kind is None:
-                    raise RemoteProtocolError(f"unknown entry kind {kind_code} at byte {at}")
-                if e_index != expect or e_term < floor:
-                    raise RemoteProtocolError(
-                        f"entry ({e_index}, term {e_term}) at byte {at} does not follow ({expect - 1}, term {floor})"
-                    )
-                at += _ENTRY.size
-                if total - at < n:
-                    raise RemoteProtocolError(f"entry {e_index} data ({n} bytes) is cut short")
-                # A memoryview slice, no copy: see the module docstring.
-                items.append(Entry(e_index, e_term, cast(bytes, view[at : at + n]), kind))
-                at += n
-                expect, floor = e_index + 1, e_term
-            entries = tuple(items)
-        out.append(
-            Message(
-                mtype,
-                src,
-                dst,
-                term,
-                log_term=log_term,
-                index=index,
-                entries=entries,
-                commit=commit,
-                reject=bool(flags & _REJECT),
-                reject_hint=hint,
-                transfer=bool(flags & _TRANSFER),
-                repair_until=repair_until,
-            )
-        )
-    if at != total:
-        raise RemoteProtocolError(f"{total - at} trailing bytes after {count} messages")
+    reader = _Reader(view)
+    count = reader.header()
+    out = [reader.message() for _ in range(count)]
+    if reader.at != total:
+        raise RemoteProtocolError(f"{total - reader.at} trailing bytes after {count} messages")
     return out

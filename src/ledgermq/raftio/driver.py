@@ -24,8 +24,9 @@ and proposal) and the persist worker. None may die silently: an exception in a c
 or a step is logged and the loop goes on; a storage failure (or a Ready that could not be
 carried out) is logged and stops the node (fail-stop: going on after a lost write could
 break the promises Raft made), which ``status().failed`` reports, ``on_role_change``
-hears as FOLLOWER with no leader, and every pending proposal learns. A driver is started
-and stopped once; a restart builds a new one on the same store.
+hears as FOLLOWER with no leader, and every pending proposal learns (proposals.py keeps
+them and decides each one's answer). A driver is started and stopped once; a restart
+builds a new one on the same store.
 """
 
 from __future__ import annotations
@@ -38,11 +39,17 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from ledgermq.errors import ConfigError, LedgerError
+from ledgermq.errors import ConfigError
 from ledgermq.raft import RaftConfig, RaftNode
-from ledgermq.raft.errors import ProposalDroppedError
 from ledgermq.raft.types import Entry, Message, Ready, Role
 from ledgermq.raftio.ledger_storage import LedgerStorage
+from ledgermq.raftio.proposals import (
+    DriverNotRunningError,
+    LeadershipLostError,
+    PendingProposals,
+    ProposalOutcomeUnknownError,
+    ProposalOverwrittenError,
+)
 from ledgermq.raftio.transport import RaftTransport, parse_peers
 from ledgermq.store.dledger import CorruptEntryError
 
@@ -62,31 +69,6 @@ log = logging.getLogger(__name__)
 
 CommitCallback = Callable[[Sequence[Entry]], Awaitable[None] | None]
 RoleCallback = Callable[[Role, int, str | None], None]
-
-
-class DriverNotRunningError(ProposalDroppedError):
-    """The driver is not started, is stopping, or failed; nothing was appended."""
-
-
-class ProposalOverwrittenError(ProposalDroppedError):
-    """Another entry committed at the proposal's index: it is definitely not in the log."""
-
-
-class ProposalOutcomeUnknownError(LedgerError):
-    """The proposal was appended, but this node can no longer tell whether it will commit.
-
-    A new leader may still commit it, so a blind retry can duplicate the data; a caller
-    that must know reads the log (or deduplicates by content) once a leader is known.
-    """
-
-    def __init__(self, message: str, index: int, term: int) -> None:
-        super().__init__(message)
-        self.index = index
-        self.term = term
-
-
-class LeadershipLostError(ProposalOutcomeUnknownError):
-    """This node stopped leading (or its term moved on) before the proposal committed."""
 
 
 _jitter_base_seed: int | None = None
@@ -182,12 +164,6 @@ class RaftStatus:
     """While the log is repaired after damage: the index it must reach again; 0 otherwise."""
 
 
-@dataclass(slots=True)
-class _Pending:
-    term: int
-    future: asyncio.Future[int]
-
-
 class RaftDriver:
     """Runs one Raft node. ``start()``, then ``propose``/``status``/...; ``stop()`` at the end.
 
@@ -222,7 +198,7 @@ class RaftDriver:
         self._wake = asyncio.Event()
         self._persist_wake = asyncio.Event()
         self._persist_queue: list[tuple[tuple[Entry, ...], bool]] = []  # (entries, own proposals)
-        self._pending: dict[int, _Pending] = {}
+        self._proposals = PendingProposals()
         self._commit_hint = self.node.commit
         self._checkpoint_due = False
         self._inline_writes = storage.write_inline
@@ -299,9 +275,7 @@ class RaftDriver:
                 await asyncio.to_thread(self.storage.save_commit, self._commit_hint)
             except Exception:
                 log.exception("raft %s: final commit checkpoint failed", self.config.self_id)
-        self._fail_pending(
-            lambda p, i: LeadershipLostError(f"the driver stopped before index {i} committed", i, p.term)
-        )
+        self._proposals.fail(lambda i, t: LeadershipLostError(f"the driver stopped before index {i} committed", i, t))
         await self.transport.stop()
         log.info("raft %s: stopped", self.config.self_id)
 
@@ -324,8 +298,7 @@ class RaftDriver:
         if not data:
             raise ValueError("an empty proposal would read back as a NOOP; propose at least one byte")
         index = self.node.propose(data)
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._pending[index] = _Pending(self.node.term, fut)
+        fut = self._proposals.add(index, self.node.term)
         self._wake.set()
         return fut
 
@@ -377,7 +350,7 @@ class RaftDriver:
 
     @property
     def pending_proposals(self) -> int:
-        return len(self._pending)
+        return len(self._proposals)
 
     # -- loops -----------------------------------------------------------------------
     def _on_messages(self, messages: list[Message]) -> None:
@@ -508,20 +481,7 @@ class RaftDriver:
                     entries[0].index,
                     entries[-1].index,
                 )
-        if not self._pending:
-            return
-        for e in entries:
-            p = self._pending.pop(e.index, None)
-            if p is None or p.future.done():
-                continue
-            if e.term == p.term:
-                p.future.set_result(e.index)
-            else:
-                p.future.set_exception(
-                    ProposalOverwrittenError(
-                        f"index {e.index} committed with term {e.term}, not the proposal's {p.term}"
-                    )
-                )
+        self._proposals.settle(entries)
 
     @property
     def repairing(self) -> bool:
@@ -558,22 +518,7 @@ class RaftDriver:
         self._reported = now
         role, term, leader = now
         log.info("raft %s: %s in term %d (leader %s)", self.config.self_id, role.value, term, leader)
-        if self._pending and role is not Role.LEADER:
-            self._fail_pending(
-                lambda p, i: LeadershipLostError(
-                    f"{self.config.self_id} stopped leading (now {role.value} in term {term}, leader {leader}) "
-                    f"before index {i} of term {p.term} committed; it may still commit",
-                    i,
-                    p.term,
-                )
-            )
-        elif self._pending:
-            self._fail_pending(
-                lambda p, i: LeadershipLostError(
-                    f"term moved from {p.term} to {term} before index {i} committed", i, p.term
-                ),
-                only=lambda p: p.term != term,
-            )
+        self._proposals.leadership_changed(self.config.self_id, role, term, leader)
         if self.on_role_change is not None:
             try:
                 self.on_role_change(role, term, leader)
@@ -584,19 +529,6 @@ class RaftDriver:
         event, self._changed = self._changed, asyncio.Event()
         event.set()
 
-    def _fail_pending(
-        self,
-        error: Callable[[_Pending, int], BaseException],
-        only: Callable[[_Pending], bool] | None = None,
-    ) -> None:
-        for index in sorted(self._pending):
-            p = self._pending[index]
-            if only is not None and not only(p):
-                continue
-            del self._pending[index]
-            if not p.future.done():
-                p.future.set_exception(error(p, index))
-
     def _fail(self, exc: BaseException, doing: str) -> None:
         """Fail-stop (a storage error, or a Ready that could not be carried out): log it, stop
         taking part, tell everyone waiting. A new driver on the store, once the store is
@@ -605,9 +537,9 @@ class RaftDriver:
             return
         self.failed = exc
         log.error("raft %s: failed while %s; the node stops: %r", self.config.self_id, doing, exc, exc_info=exc)
-        self._fail_pending(
-            lambda p, i: ProposalOutcomeUnknownError(
-                f"the node failed while {doing} ({exc}) before index {i} committed", i, p.term
+        self._proposals.fail(
+            lambda i, t: ProposalOutcomeUnknownError(
+                f"the node failed while {doing} ({exc}) before index {i} committed", i, t
             )
         )
         if self._reported[0] is not Role.FOLLOWER or self._reported[2] is not None:

@@ -243,96 +243,8 @@ class ReputService(ServiceThread):
                 self._progress.notify_all()
 
     def _dispatch_segment(self, mf: MappedFile, arrivals: dict[tuple[str, int], int], hold: HoldOff | None) -> int:
-        """Dispatch the records of ``mf`` from ``reput_from`` on, in rounds of at most
-        ``ROUND_RECORDS``: a round's consume-queue units are written per queue with one
-        write (``ConsumeQueue.put_units``), then its records are indexed and announced in
-        order. A record this process appended comes with its facts (store/appended.py);
-        any other is parsed from the bytes."""
-        count = 0
-        start = mf.start_offset
-        limit = mf.wrote
-        mm = mf.mm
-        pos = self.reput_from - start
-        appended = self.commitlog.appended
-        staged: list[DispatchRequest] = []
-        units: dict[ConsumeQueue, list[Unit]] = {}
-        stage_failure: tuple[DispatchRequest, Exception] | None = None
-        damage = self.damage
-        skipped_to = -1  # where the last damaged range ended (its end may not frame a record)
-        while pos < limit:
-            if damage is not None and damage.any:
-                hit = damage.overlapping(start + pos, start + pos + 1)
-                if hit is not None:  # its records' units: kept, or placeholders (store/queue_gaps.py)
-                    log.warning("reput: stepping over damaged commit-log bytes [%d, %d)", hit[0], hit[1])
-                    pos = min(hit[1], self.commitlog.max_offset) - start
-                    skipped_to = start + pos
-                    continue
-            v: DispatchRequest | Verdict | None = appended.take(start + pos, limit - pos) if len(appended) else None
-            if v is None:
-                v = check_record(
-                    mm,
-                    pos,
-                    limit,
-                    start + pos,
-                    check_crc=False,
-                    delay_levels_ms=self.delay_levels_ms,
-                    capacity=mf.size,
-                    check_text=False,  # complete records from a master may carry NULs; only recovery cares
-                )
-            if isinstance(v, DispatchRequest):
-                if not v.sysflag & _NO_QUEUE_ENTRY:
-                    try:
-                        cq = self.queues.find_or_create(v.topic, v.queue_id)
-                    except Exception as exc:
-                        stage_failure = (v, exc)
-                        break
-                    cq_units = units.get(cq)
-                    if cq_units is None:
-                        cq_units = units[cq] = []
-                    cq_units.append(
-                        (v.commit_log_offset, v.size, v.tags_code, v.queue_offset, v.store_timestamp, len(staged))
-                    )
-                staged.append(v)
-                pos += v.size
-                if len(staged) >= ROUND_RECORDS:
-                    done = self._finish_round(staged, units, arrivals, None)
-                    count += done
-                    if done < len(staged):
-                        pos = staged[done].commit_log_offset - start
-                        staged = []
-                        break
-                    staged, units = [], {}
-                if (
-                    hold is not None
-                    and (count + len(staged)) % _HOLD_CHECK_EVERY == 0
-                    and hold()
-                    and self.clock.monotonic() >= self._run_until
-                ):
-                    self._held = True
-                    break
-            elif isinstance(v, Verdict) and v.reason == BLANK:
-                pos = mf.size
-                break
-            elif isinstance(v, Verdict) and v.reason in (END_OF_DATA, INCOMPLETE):
-                break  # the rest has not arrived yet (a slave mid-transfer)
-            else:
-                assert isinstance(v, Verdict)
-                nxt = next_sound_record(mm, pos + 1, mf.size, start) if skipped_to == start + pos else None
-                if damage is not None and nxt is not None:  # a damaged range that ended mid-record
-                    damage.report(start + pos, start + nxt, f"reput: {v.reason}")
-                    pos = nxt
-                    continue
-                if self.stuck_reason is None:
-                    log.error("reput stopped at %d: %s", start + pos, v.reason)
-                self.stuck_reason = v.reason
-                break
-        if staged or stage_failure is not None:
-            done = self._finish_round(staged, units, arrivals, stage_failure)
-            count += done
-            if done < len(staged):
-                pos = staged[done].commit_log_offset - start
-        self.reput_from = start + pos
-        return count
+        """Dispatch the records of ``mf`` from ``reput_from`` on (see ``_SegmentPass``)."""
+        return _SegmentPass(self, mf, arrivals, hold).run()
 
     def _finish_round(
         self,
@@ -427,3 +339,174 @@ class ReputService(ServiceThread):
                 return self._progress.wait_for(lambda: self.reput_from >= offset, timeout)
             finally:
                 self._waiting -= 1
+
+
+class _SegmentPass:
+    """One pass over one mapped file from ``reput_from`` on, in rounds of at most
+    ``ROUND_RECORDS``: a round's consume-queue units are written per queue with one write
+    (``ConsumeQueue.put_units``), then its records are indexed and announced in order. A
+    record this process appended comes with its facts (store/appended.py); any other is
+    parsed from the bytes.
+
+    A class so that each thing the loop can meet (a damaged range, a sound record, a
+    full round, a replica holding off, a blank, a record still arriving, a bad record)
+    is a named decision over one shared position and round."""
+
+    __slots__ = (
+        "arrivals",
+        "count",
+        "hold",
+        "mf",
+        "pos",
+        "service",
+        "skipped_to",
+        "stage_failure",
+        "staged",
+        "start",
+        "units",
+    )
+
+    def __init__(
+        self, service: ReputService, mf: MappedFile, arrivals: dict[tuple[str, int], int], hold: HoldOff | None
+    ) -> None:
+        self.service = service
+        self.mf = mf
+        self.arrivals = arrivals
+        self.hold = hold
+        self.start = mf.start_offset
+        self.pos = service.reput_from - mf.start_offset  # relative to the file
+        self.count = 0  # records dispatched (rounds finished)
+        self.staged: list[DispatchRequest] = []
+        self.units: dict[ConsumeQueue, list[Unit]] = {}
+        # The record after ``staged`` whose queue could not be made: the round ends with it.
+        self.stage_failure: tuple[DispatchRequest, Exception] | None = None
+        self.skipped_to = -1  # where the last damaged range ended (its end may not frame a record)
+
+    def run(self) -> int:
+        """Dispatch what is there; move ``reput_from`` past it; return how many records."""
+        mf, start = self.mf, self.start
+        limit = mf.wrote
+        damage = self.service.damage
+        appended = self.service.commitlog.appended
+        while self.pos < limit:
+            if damage is not None and damage.any and self._step_over_damage(damage):
+                continue
+            v: DispatchRequest | Verdict | None = (
+                appended.take(start + self.pos, limit - self.pos) if len(appended) else None
+            )
+            if v is None:
+                v = self._parse(limit)
+            if isinstance(v, DispatchRequest):
+                if not self._stage(v) or self._round_cut_short() or self._held_off():
+                    break
+            elif v.reason == BLANK:
+                self.pos = mf.size
+                break
+            elif v.reason in (END_OF_DATA, INCOMPLETE):
+                break  # the rest has not arrived yet (a slave mid-transfer)
+            elif not self._resync_after_damage(v, damage):
+                self._stop_stuck(v)
+                break
+        self._finish_last_round()
+        self.service.reput_from = start + self.pos
+        return self.count
+
+    def _step_over_damage(self, damage: DamageRegistry) -> bool:
+        """Skip a registered damaged range at the position; its records' units are kept,
+        or placeholders (store/queue_gaps.py). True if it skipped."""
+        start = self.start
+        hit = damage.overlapping(start + self.pos, start + self.pos + 1)
+        if hit is None:
+            return False
+        log.warning("reput: stepping over damaged commit-log bytes [%d, %d)", hit[0], hit[1])
+        self.pos = min(hit[1], self.service.commitlog.max_offset) - start
+        self.skipped_to = start + self.pos
+        return True
+
+    def _parse(self, limit: int) -> DispatchRequest | Verdict:
+        mf = self.mf
+        return check_record(
+            mf.mm,
+            self.pos,
+            limit,
+            self.start + self.pos,
+            check_crc=False,
+            delay_levels_ms=self.service.delay_levels_ms,
+            capacity=mf.size,
+            check_text=False,  # complete records from a master may carry NULs; only recovery cares
+        )
+
+    def _stage(self, v: DispatchRequest) -> bool:
+        """Add a sound record (and its unit) to the round; False if its consume queue
+        cannot be made (the round ends before it, and the failure is recorded then)."""
+        if not v.sysflag & _NO_QUEUE_ENTRY:
+            try:
+                cq = self.service.queues.find_or_create(v.topic, v.queue_id)
+            except Exception as exc:
+                self.stage_failure = (v, exc)
+                return False
+            cq_units = self.units.get(cq)
+            if cq_units is None:
+                cq_units = self.units[cq] = []
+            cq_units.append(
+                (v.commit_log_offset, v.size, v.tags_code, v.queue_offset, v.store_timestamp, len(self.staged))
+            )
+        self.staged.append(v)
+        self.pos += v.size
+        return True
+
+    def _round_cut_short(self) -> bool:
+        """Finish the round once it is full; True if a record in it could not be
+        dispatched: the pass stops there and the next one tries it again."""
+        staged = self.staged
+        if len(staged) < ROUND_RECORDS:
+            return False
+        done = self.service._finish_round(staged, self.units, self.arrivals, None)
+        self.count += done
+        if done < len(staged):
+            self.pos = staged[done].commit_log_offset - self.start
+            self.staged = []
+            return True
+        self.staged, self.units = [], {}
+        return False
+
+    def _held_off(self) -> bool:
+        """A replica asks dispatch to pause (checked every ``_HOLD_CHECK_EVERY`` records,
+        and not before its ``MIN_RUN_S`` of running is over)."""
+        hold, service = self.hold, self.service
+        if (
+            hold is not None
+            and (self.count + len(self.staged)) % _HOLD_CHECK_EVERY == 0
+            and hold()
+            and service.clock.monotonic() >= service._run_until
+        ):
+            service._held = True
+            return True
+        return False
+
+    def _resync_after_damage(self, v: Verdict, damage: DamageRegistry | None) -> bool:
+        """A bad record right where a damaged range ended is the tail of a record the range
+        cut: register it as damage too and go on at the next sound record. True if so."""
+        start = self.start
+        if self.skipped_to != start + self.pos:
+            return False
+        nxt = next_sound_record(self.mf.mm, self.pos + 1, self.mf.size, start)
+        if damage is None or nxt is None:
+            return False
+        damage.report(start + self.pos, start + nxt, f"reput: {v.reason}")
+        self.pos = nxt
+        return True
+
+    def _stop_stuck(self, v: Verdict) -> None:
+        """A bad record nothing explains: dispatch stops there (logged once) until fixed."""
+        service = self.service
+        if service.stuck_reason is None:
+            log.error("reput stopped at %d: %s", self.start + self.pos, v.reason)
+        service.stuck_reason = v.reason
+
+    def _finish_last_round(self) -> None:
+        if self.staged or self.stage_failure is not None:
+            done = self.service._finish_round(self.staged, self.units, self.arrivals, self.stage_failure)
+            self.count += done
+            if done < len(self.staged):
+                self.pos = self.staged[done].commit_log_offset - self.start

@@ -88,50 +88,68 @@ class ControllerModeService:
         self.on_broker_id: Callable[[int], None] | None = None
         # Whether this broker's writes wait for slaves as a master (SYNC_MASTER); the wiring's.
         self.waits_for_replicas: Callable[[], bool] = lambda: cfg.all_ack_in_sync_state_set
-        is_master = lambda: self.role is Role.MASTER  # noqa: E731
-        self.heartbeats = Heartbeats(
-            cfg,
-            broker_cfg,
-            self.client,
-            self.controllers,
-            clock,
-            self.lease,
-            self._spawn,
-            broker_id=lambda: self.broker_id,
-            log_end=log_end,
-            last_epoch=last_epoch,
-            is_master=is_master,
-            on_lapsed=self._lapsed,
-        )
-        self.sync_state = SyncStateSetKeeper(
-            cfg,
-            broker_cfg.broker_name,
-            ha,
-            self.controllers,
-            clock,
-            self._spawn,
-            log_end=log_end,
-            is_master=is_master,
-            master_epoch=lambda: self.view.master_epoch,
-            resync=self.sync_metadata,
-        )
-        self.gate = WriteGate(
-            cfg,
-            broker_cfg.broker_name,
-            self.lease,
-            clock,
-            role=lambda: self.role,
-            view=lambda: self.view,
-            broker_id=lambda: self.broker_id,
-            tracker=lambda: self.sync_state.tracker,
-            waits_for_replicas=lambda: self.waits_for_replicas(),
-        )
+        self.heartbeats = self._make_heartbeats(last_epoch)
+        self.sync_state = self._make_sync_state()
+        self.gate = self._make_gate()
         self._heartbeats = Periodic("controller-heartbeat", self.heartbeats.round, cfg.heartbeat_interval_ms / 1000)
         self._metadata = Periodic(
             "controller-metadata", self.sync_metadata, cfg.sync_broker_metadata_period_ms / 1000, on_error=self._quiet
         )
         self._sss_check = Periodic(
             "sync-state-set-check", self.sync_state.check, cfg.check_sync_state_set_period_ms / 1000
+        )
+
+    # The collaborators below read the service's state through callables, not copies: the
+    # role, view and broker id change as the controller decides, and each must see the
+    # current value when it acts.
+
+    def _is_master(self) -> bool:
+        return self.role is Role.MASTER
+
+    def _make_heartbeats(self, last_epoch: Callable[[], int]) -> Heartbeats:
+        """Heartbeats to every controller node; a lapse of the master's lease calls ``_lapsed``."""
+        return Heartbeats(
+            self.cfg,
+            self.broker_cfg,
+            self.client,
+            self.controllers,
+            self.clock,
+            self.lease,
+            self._spawn,
+            broker_id=lambda: self.broker_id,
+            log_end=self.log_end,
+            last_epoch=last_epoch,
+            is_master=self._is_master,
+            on_lapsed=self._lapsed,
+        )
+
+    def _make_sync_state(self) -> SyncStateSetKeeper:
+        """The master's SyncStateSet and its proposals, stamped with the current master epoch."""
+        return SyncStateSetKeeper(
+            self.cfg,
+            self.broker_cfg.broker_name,
+            self.ha,
+            self.controllers,
+            self.clock,
+            self._spawn,
+            log_end=self.log_end,
+            is_master=self._is_master,
+            master_epoch=lambda: self.view.master_epoch,
+            resync=self.sync_metadata,
+        )
+
+    def _make_gate(self) -> WriteGate:
+        """The check every write passes: role, lease, epoch, and (SYNC_MASTER) the in-sync slaves."""
+        return WriteGate(
+            self.cfg,
+            self.broker_cfg.broker_name,
+            self.lease,
+            self.clock,
+            role=lambda: self.role,
+            view=lambda: self.view,
+            broker_id=lambda: self.broker_id,
+            tracker=lambda: self.sync_state.tracker,
+            waits_for_replicas=lambda: self.waits_for_replicas(),
         )
 
     @property

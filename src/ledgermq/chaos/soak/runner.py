@@ -23,16 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from ledgermq.chaos.checker import check
-from ledgermq.chaos.faults import FaultRecord, applicable, schedule, targets_for
+from ledgermq.chaos.faults import FaultPlan, FaultRecord, applicable, schedule, targets_for
 from ledgermq.chaos.injector import Injector
 from ledgermq.chaos.promise import allowed_losses, promise_text
 from ledgermq.chaos.proxy import FaultProxy
-from ledgermq.chaos.runner import create_topic, make_layout, prepare_dir, settle_and_read
+from ledgermq.chaos.runner import Settled, create_topic, make_layout, prepare_dir, settle_and_read
 from ledgermq.chaos.soak.flow import Flow
 from ledgermq.chaos.soak.flows import FLOWS
 from ledgermq.chaos.soak.sampler import ProcSampler
 from ledgermq.chaos.soak.stats import GrowthRule, growth, latency_summary, latency_windows, window_for
-from ledgermq.chaos.workload import Workload
+from ledgermq.chaos.workload import Attempt, Workload
 
 log = logging.getLogger(__name__)
 
@@ -99,141 +99,204 @@ async def _drain(flows: list[Flow], timeout: float) -> float:
 
 
 async def soak(cfg: SoakConfig) -> dict[str, Any]:
-    kinds, skipped = applicable(cfg.layout, cfg.faults)
-    duration = cfg.minutes * 60
-    cycles = max(1, int(duration // cfg.fault_every_s)) if kinds else 0
-    slot = cfg.fault_every_s
-    plans = schedule(cfg.seed, cycles, kinds, (0.3 * slot, 0.7 * slot), 1.0, targets_for(cfg.layout)) if kinds else []
-    root = prepare_dir(cfg.data, cfg.name)
-    layout = make_layout(cfg.layout, root, cfg.broker_props())
-    proxies: dict[str, FaultProxy] = {}
-    workload: Workload | None = None
-    flows: list[Flow] = []
-    records: list[FaultRecord] = []
-    notes = [f"skipped: {why}" for why in skipped]
-    t0 = time.monotonic()
-    sampler = ProcSampler(layout, t0, cfg.sample_every_s)
-    drained_s = 0.0
+    """Run the soak ``cfg`` describes and return its summary (the JSON the CLI writes)."""
+    run = _SoakRun(cfg)
     try:
+        await run.start_load()
+        await run.inject_faults()
+        ending = await run.stop_load_and_settle()
+    finally:
+        await run.close()
+    return run.summary(ending)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    """How the load ended: when it stopped, the group read back, how long the flows drained."""
+
+    run_end: float
+    settled: Settled
+    drained_s: float
+
+
+class _SoakRun:
+    """One soak's processes, load and findings, in the phases ``soak`` runs them: start the
+    load, inject the scheduled faults, stop and settle, close (always), then summarise.
+    A class so each phase is a method over the state the next one needs."""
+
+    def __init__(self, cfg: SoakConfig) -> None:
+        self.cfg = cfg
+        self.kinds, skipped = applicable(cfg.layout, cfg.faults)
+        self.duration = cfg.minutes * 60
+        cycles = max(1, int(self.duration // cfg.fault_every_s)) if self.kinds else 0
+        slot = cfg.fault_every_s
+        self.plans = (
+            schedule(cfg.seed, cycles, self.kinds, (0.3 * slot, 0.7 * slot), 1.0, targets_for(cfg.layout))
+            if self.kinds
+            else []
+        )
+        self.root = prepare_dir(cfg.data, cfg.name)
+        self.layout = make_layout(cfg.layout, self.root, cfg.broker_props())
+        self.proxies: dict[str, FaultProxy] = {}
+        self.workload: Workload | None = None
+        self.injector: Injector | None = None
+        self.flows: list[Flow] = []
+        self.records: list[FaultRecord] = []
+        self.notes = [f"skipped: {why}" for why in skipped]
+        self.t0 = time.monotonic()  # reset when the load starts
+        self.sampler = ProcSampler(self.layout, self.t0, cfg.sample_every_s)
+
+    async def start_load(self) -> None:
+        """Proxies, processes and topics; once the group is stable, the sampler, the chaos
+        workload and the flows (the run's clock starts there)."""
+        cfg, layout = self.cfg, self.layout
         for link in layout.links():
             proxy = FaultProxy(link.listen, link.target, link.name)
             await proxy.start()
-            proxies[link.name] = proxy
+            self.proxies[link.name] = proxy
         await layout.start()
         await create_topic(layout)
         for flow_type in FLOWS:
             await create_topic(layout, topic=flow_type.topic, queues=flow_type.queues)
         first = await layout.wait_stable(cfg.stable_timeout)
         if not first.stable:
-            notes.append(f"not stable before the load: {first.detail}")
-        t0 = time.monotonic()
-        sampler.t0 = t0
-        sampler.start()
-        workload = Workload(layout.namesrv_addr, rate=cfg.rate, send_timeout=cfg.send_timeout)
-        await workload.start()
+            self.notes.append(f"not stable before the load: {first.detail}")
+        self.t0 = time.monotonic()
+        self.sampler.t0 = self.t0
+        self.sampler.start()
+        self.workload = Workload(layout.namesrv_addr, rate=cfg.rate, send_timeout=cfg.send_timeout)
+        await self.workload.start()
         for flow_type in FLOWS:
             flow = flow_type(layout.namesrv_addr, cfg.seed, cfg.flow_rate, cfg.send_timeout)
-            flows.append(flow)
+            self.flows.append(flow)
             await flow.start()
-        injector = Injector(layout, proxies, cfg.seed)
-        end = t0 + duration
+        self.injector = Injector(layout, self.proxies, cfg.seed)
+
+    async def inject_faults(self) -> None:
+        """Each planned fault in its slot, then wait out the run. A failing cycle is noted
+        (the run then ends early and is still checked), never raised."""
+        end = self.t0 + self.duration
         try:
-            for plan in plans:
-                at = t0 + plan.index * slot + plan.steady_s
+            for plan in self.plans:
+                at = self.t0 + plan.index * self.cfg.fault_every_s + plan.steady_s
                 if at + plan.hold_s + 5 > end:
-                    notes.append(f"fault {plan.index + 1} ({plan.label}) left out: the run ends before it would heal")
+                    self.notes.append(
+                        f"fault {plan.index + 1} ({plan.label}) left out: the run ends before it would heal"
+                    )
                     break
                 await _sleep_until(at)
-                rec = await injector.begin(plan, cfg.recovery_timeout)
-                records.append(rec)
-                log.warning("soak fault %d/%d: %s, hold %.2fs", plan.index + 1, len(plans), rec.detail, plan.hold_s)
-                await asyncio.sleep(plan.hold_s)
-                await injector.end(rec)
-                rec.recovered_at = await workload.wait_ok_after(rec.healed_at, cfg.recovery_timeout)
-                which = f"fault {rec.index + 1} ({rec.detail})"
-                if rec.error:
-                    notes.append(f"{which}: {rec.error}")
-                if not rec.recovered_at:
-                    notes.append(f"{which}: no SEND_OK within {cfg.recovery_timeout:.0f}s")
+                await self._one_fault(plan)
             await _sleep_until(end)
         except Exception as exc:
             log.exception("soak cycle failed")
-            notes.append(f"the fault cycles stopped early: {type(exc).__name__}: {exc}")
-        await workload.stop()
-        for flow in flows:
+            self.notes.append(f"the fault cycles stopped early: {type(exc).__name__}: {exc}")
+
+    async def _one_fault(self, plan: FaultPlan) -> None:
+        """Inject, hold, heal, and wait (bounded) for a SEND_OK after the heal."""
+        assert self.injector is not None and self.workload is not None
+        timeout = self.cfg.recovery_timeout
+        rec = await self.injector.begin(plan, timeout)
+        self.records.append(rec)
+        log.warning("soak fault %d/%d: %s, hold %.2fs", plan.index + 1, len(self.plans), rec.detail, plan.hold_s)
+        await asyncio.sleep(plan.hold_s)
+        await self.injector.end(rec)
+        rec.recovered_at = await self.workload.wait_ok_after(rec.healed_at, timeout)
+        which = f"fault {rec.index + 1} ({rec.detail})"
+        if rec.error:
+            self.notes.append(f"{which}: {rec.error}")
+        if not rec.recovered_at:
+            self.notes.append(f"{which}: no SEND_OK within {timeout:.0f}s")
+
+    async def stop_load_and_settle(self) -> _Ending:
+        """Stop sending, heal and read the group back, let the flows' consumers drain."""
+        assert self.injector is not None and self.workload is not None
+        await self.workload.stop()
+        for flow in self.flows:
             await flow.stop_sending()
         run_end = time.monotonic()
-        settled = await settle_and_read(layout, injector, cfg.stable_timeout)
-        notes.extend(settled.notes)
-        drained_s = await _drain(flows, cfg.drain_timeout_s)
-        await sampler.stop()
-    finally:
-        await sampler.stop()
-        for flow in flows:
+        settled = await settle_and_read(self.layout, self.injector, self.cfg.stable_timeout)
+        self.notes.extend(settled.notes)
+        drained_s = await _drain(self.flows, self.cfg.drain_timeout_s)
+        await self.sampler.stop()
+        return _Ending(run_end, settled, drained_s)
+
+    async def close(self) -> None:
+        """Stop everything started, whatever phase failed; every process is killed by pid."""
+        await self.sampler.stop()
+        for flow in self.flows:
             with contextlib.suppress(Exception):
                 await flow.stop()
-        if workload is not None:
-            await workload.stop()
-        for proxy in proxies.values():
+        if self.workload is not None:
+            await self.workload.stop()
+        for proxy in self.proxies.values():
             await proxy.close()
-        layout.close()
-    attempts = workload.attempts if workload is not None else []
-    allowed = allowed_losses(attempts, records, cfg.layout, "async")
-    verdict = check(attempts, records, settled.reads, run_end, settled.master_source, allowed,
-                    promise_text(cfg.layout, "async"))  # fmt: skip
-    verdict.notes.extend(notes)
-    ran_s = run_end - t0
-    sends = [(a.end - t0, a.end - a.start, a.acked) for a in attempts]
-    per_flow = {"chaos": latency_summary(a.end - a.start for a in attempts if a.acked)}
-    for flow in flows:
-        sends += [(end - t0, lat, ok) for end, lat, ok in flow.sends]
-        per_flow[flow.name] = latency_summary(lat for _, lat, ok in flow.sends if ok)
-    window = window_for(ran_s)
-    resources = growth(sampler.samples, ran_s, cfg.growth)
-    flow_results = [f.result() for f in flows]
-    grew = sorted(node for node, row in resources.items() if row["grew"])
-    failed_flows = [r["flow"] for r in flow_results if r["failed"]]
-    summary: dict[str, Any] = {
-        "run": {
+        self.layout.close()
+
+    def summary(self, ending: _Ending) -> dict[str, Any]:
+        """The verdict (chaos checker, flows, resource growth) and everything measured."""
+        cfg, t0, settled = self.cfg, self.t0, ending.settled
+        attempts = self.workload.attempts if self.workload is not None else []
+        allowed = allowed_losses(attempts, self.records, cfg.layout, "async")
+        verdict = check(attempts, self.records, settled.reads, ending.run_end, settled.master_source, allowed,
+                        promise_text(cfg.layout, "async"))  # fmt: skip
+        verdict.notes.extend(self.notes)
+        ran_s = ending.run_end - t0
+        resources = growth(self.sampler.samples, ran_s, cfg.growth)
+        flow_results = [f.result() for f in self.flows]
+        grew = sorted(node for node, row in resources.items() if row["grew"])
+        failed_flows = [r["flow"] for r in flow_results if r["failed"]]
+        return {
+            "run": self._run_section(ran_s),
+            "verdict": {
+                "failed": verdict.failed or bool(failed_flows) or bool(grew),
+                "lost": verdict.lost,
+                "corrupt_served": verdict.corrupt_served,
+                "diverged": verdict.diverged,
+                "flows_failed": failed_flows,
+                "grew": grew,
+            },
+            "latency": self._latency_section(attempts, ran_s),
+            "flows": flow_results,
+            "drained_s": round(ending.drained_s, 1),
+            "resources": {
+                "rule": cfg.growth.describe(),
+                "sample_every_s": cfg.sample_every_s,
+                "nodes": resources,
+                "samples": [asdict(s) for s in self.sampler.samples],
+            },
+            "chaos": verdict.to_json(),
+            "stability": settled.stability,
+            "healed_at_end": settled.healed,
+            "faults": [_relative(r.to_json(), t0) for r in self.records],
+        }
+
+    def _run_section(self, ran_s: float) -> dict[str, Any]:
+        cfg = self.cfg
+        return {
             "kind": "soak",
             "layout": cfg.layout,
             "seed": cfg.seed,
             "minutes": cfg.minutes,
             "ran_s": round(ran_s, 1),
-            "faults": list(kinds),
+            "faults": list(self.kinds),
             "fault_every_s": cfg.fault_every_s,
             "rate": cfg.rate,
             "flow_rate": cfg.flow_rate,
-            "data": str(root),
+            "data": str(self.root),
             "replay": cfg.replay_args(),
-        },
-        "verdict": {
-            "failed": verdict.failed or bool(failed_flows) or bool(grew),
-            "lost": verdict.lost,
-            "corrupt_served": verdict.corrupt_served,
-            "diverged": verdict.diverged,
-            "flows_failed": failed_flows,
-            "grew": grew,
-        },
-        "latency": {
-            "window_s": window,
-            "windows": latency_windows(sends, window, ran_s),
-            "per_flow": per_flow,
-        },
-        "flows": flow_results,
-        "drained_s": round(drained_s, 1),
-        "resources": {
-            "rule": cfg.growth.describe(),
-            "sample_every_s": cfg.sample_every_s,
-            "nodes": resources,
-            "samples": [asdict(s) for s in sampler.samples],
-        },
-        "chaos": verdict.to_json(),
-        "stability": settled.stability,
-        "healed_at_end": settled.healed,
-        "faults": [_relative(r.to_json(), t0) for r in records],
-    }
-    return summary
+        }
+
+    def _latency_section(self, attempts: list[Attempt], ran_s: float) -> dict[str, Any]:
+        """Percentiles of every send (chaos workload and flows) per time window, and of
+        each flow's acknowledged sends over the whole run."""
+        t0 = self.t0
+        sends = [(a.end - t0, a.end - a.start, a.acked) for a in attempts]
+        per_flow = {"chaos": latency_summary(a.end - a.start for a in attempts if a.acked)}
+        for flow in self.flows:
+            sends += [(end - t0, lat, ok) for end, lat, ok in flow.sends]
+            per_flow[flow.name] = latency_summary(lat for _, lat, ok in flow.sends if ok)
+        window = window_for(ran_s)
+        return {"window_s": window, "windows": latency_windows(sends, window, ran_s), "per_flow": per_flow}
 
 
 def _relative(doc: dict[str, Any], t0: float) -> dict[str, Any]:

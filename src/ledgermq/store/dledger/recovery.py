@@ -75,6 +75,7 @@ from ledgermq.store.dledger.metadata import (
     save_checkpoint,
     save_repair,
 )
+from ledgermq.store.dledger.sealed_walk import EarlyFiles, FileWalk, check_early_files
 from ledgermq.store.dledger.segments import index_file_for, read_index_unit, sync_file
 from ledgermq.store.mapped_file import MappedFile, segment_name
 from ledgermq.store.mapped_file_queue import MappedFileQueue
@@ -132,58 +133,155 @@ def recover(
     digests: SegmentDigests | None = None,
     damage: DamageRegistry | None = None,
 ) -> RecoveryResult:
-    committed = checkpoint.committed_index if checkpoint is not None else -1
-    # 1. No holes in either file list (with repair_damage, a data hole is damage to repair and
-    # an index hole is rebuilt: the index derives from the data).
-    hole = _hole(data)
-    if hole is not None and not config.repair_damage:
-        _check_contiguous(data, "data")
-    if _hole(index) is not None:
-        if not config.repair_damage:
-            _check_contiguous(index, "index")
-        bad = _hole(index)
-        assert bad is not None
-        log.error("dledger recovery: index file %s is missing; rebuilding the index from there", bad.path.name)
-        index.truncate_after(index.files[index.files.index(bad) - 1].end_offset)
-    all_files = data.files
-    files = all_files if hole is None else all_files[: all_files.index(hole)]
-    lost_head = _lost_head(all_files, log_start)
-    if lost_head is not None:
-        if not config.repair_damage:
-            raise DLedgerRecoveryError(f"{lost_head}; refusing to start")
-        files = []  # nothing before the missing file is left, and Raft refills a log only at its end
+    """Run the passes of the module docstring; see ``_Recovery``."""
+    return _Recovery(config, data, index, checkpoint, digests, damage).run(log_start)
 
-    # 2. Where the tail starts; earlier files are walked now unless a digest vouches for them.
-    start = _tail_start(files, index, config, committed) if files else 0
-    scan_start = files[start].start_offset if files else config.first_data_offset
-    walked, trusted, early = _check_early_files(files[:start], digests, damage, config.check_body_crc)
 
-    # 3. Validate (read-only).
-    if early is not None:
-        scan = early
-        scan_start = min(scan_start, next(mf.start_offset for mf in files if mf.end_offset > scan.valid_end))
-    elif files:
-        scan = _scan(files, start, index, config.check_body_crc, damage)
-    else:
-        scan = _Scan(valid_end=scan_start)
-    if hole is not None and early is None:
-        scan.stop_reason = f"data file {hole.path.name} follows a missing one (a hole in {data.directory})"
-    if lost_head is not None:
-        scan.stop_reason = lost_head
-    if files and scan.valid_end <= files[0].start_offset and scan.valid_end != config.first_data_offset:
-        # Nothing before the damage is left: the log starts again at index 0, where it began.
-        scan = _Scan(valid_end=config.first_data_offset, stop_reason=scan.stop_reason, recorded=scan.recorded)
-        scan_start = min(scan_start, config.first_data_offset)
+@dataclass(frozen=True, slots=True)
+class _Usable:
+    """Step 1's answer: the data files validation may use, and why the others cannot be."""
 
-    # 3b. Rot in the middle, a hole, a lost first file, damage a read or the scrub recorded,
-    # or a committed entry cut: damage, not a torn tail.
-    after = _last_valid_after(all_files, index, scan.last_index + 1, scan.valid_end, config.check_body_crc)
-    previous = load_repair(config.default_path) if config.repair_damage else None
-    damaged = (
-        after is not None or hole is not None or lost_head is not None or scan.recorded or committed > scan.last_index
-    )
-    marker = previous
-    if damaged and config.repair_damage:
+    all_files: list[MappedFile]
+    files: list[MappedFile]  # up to a hole, or none when the log's first file is lost
+    hole: MappedFile | None  # the first data file that does not follow the one before it
+    lost_head: str | None  # why the first data file is not where the log begins
+
+
+class _Recovery:
+    """One recovery of one store, as a method per pass: what is read-only (steps 1-3)
+    stays apart from what decides (3b, 4) and from what changes files (5-7), so no file is
+    touched before the refusal in step 4 had its say."""
+
+    def __init__(
+        self,
+        config: DLedgerStoreConfig,
+        data: MappedFileQueue,
+        index: MappedFileQueue,
+        checkpoint: LedgerCheckpoint | None,
+        digests: SegmentDigests | None,
+        damage: DamageRegistry | None,
+    ) -> None:
+        self.config = config
+        self.data = data
+        self.index = index
+        self.checkpoint = checkpoint
+        self.digests = digests
+        self.damage = damage
+        # Lowered below a damaged range when the member repairs (step 3b).
+        self.committed = checkpoint.committed_index if checkpoint is not None else -1
+
+    def run(self, log_start: LogStart | None) -> RecoveryResult:
+        usable = self._usable_files(log_start)
+        scan, scan_start, early = self._validate(usable)
+        damaged, marker = self._judge_damage(scan, usable)
+        self._refuse_if_committed_lost(scan, damaged)
+        dirty, dropped = self._cut(scan, usable.all_files)
+        self._make_durable(scan, scan_start)
+        return RecoveryResult(
+            first_index=scan.first_index,
+            last_index=scan.last_index,
+            last_term=scan.last_term,
+            scan_start=scan_start,
+            valid_end=scan.valid_end,
+            entries_scanned=scan.scanned,
+            index_rebuilt_from=scan.rebuild_index,
+            dirty_tail=dirty,
+            data_files_dropped=dropped,
+            stop_reason=scan.stop_reason,
+            committed_index=self.committed,
+            damage=marker,
+            damage_found=damaged and self.config.repair_damage,
+            files_walked=early.walked,
+            files_left_to_scrub=early.left_to_scrub,
+        )
+
+    def _usable_files(self, log_start: LogStart | None) -> _Usable:
+        """1. No holes in either file list (with repair_damage, a data hole is damage to
+        repair and an index hole is rebuilt: the index derives from the data), and the
+        first data file where retention left the log."""
+        data, index, repair = self.data, self.index, self.config.repair_damage
+        hole = _hole(data)
+        if hole is not None and not repair:
+            _check_contiguous(data, "data")
+        if _hole(index) is not None:
+            if not repair:
+                _check_contiguous(index, "index")
+            bad = _hole(index)
+            assert bad is not None
+            log.error("dledger recovery: index file %s is missing; rebuilding the index from there", bad.path.name)
+            index.truncate_after(index.files[index.files.index(bad) - 1].end_offset)
+        all_files = data.files
+        files = all_files if hole is None else all_files[: all_files.index(hole)]
+        lost_head = _lost_head(all_files, log_start)
+        if lost_head is not None:
+            if not repair:
+                raise DLedgerRecoveryError(f"{lost_head}; refusing to start")
+            files = []  # nothing before the missing file is left, and Raft refills a log only at its end
+        return _Usable(all_files, files, hole, lost_head)
+
+    def _validate(self, usable: _Usable) -> tuple[_Scan, int, EarlyFiles]:
+        """2-3. Where the tail starts; earlier files are walked now unless a digest vouches
+        for them; then the tail is scanned (read-only). Returns the scan, the data position
+        validation started at, and what the early files showed."""
+        config, files = self.config, usable.files
+        start = _tail_start(files, self.index, config, self.committed) if files else 0
+        scan_start = files[start].start_offset if files else config.first_data_offset
+        early = check_early_files(files[:start], self.digests, self.damage, config.check_body_crc)
+        if early.stop is not None:
+            scan = _stop_scan(files, early.stop)
+            scan_start = min(scan_start, next(mf.start_offset for mf in files if mf.end_offset > scan.valid_end))
+        elif files:
+            scan = _scan(files, start, self.index, config.check_body_crc, self.damage)
+        else:
+            scan = _Scan(valid_end=scan_start)
+        if usable.hole is not None and early.stop is None:
+            scan.stop_reason = (
+                f"data file {usable.hole.path.name} follows a missing one (a hole in {self.data.directory})"
+            )
+        if usable.lost_head is not None:
+            scan.stop_reason = usable.lost_head
+        if files and scan.valid_end <= files[0].start_offset and scan.valid_end != config.first_data_offset:
+            # Nothing before the damage is left: the log starts again at index 0, where it began.
+            scan = _Scan(valid_end=config.first_data_offset, stop_reason=scan.stop_reason, recorded=scan.recorded)
+            scan_start = min(scan_start, config.first_data_offset)
+        return scan, scan_start, early
+
+    def _judge_damage(self, scan: _Scan, usable: _Usable) -> tuple[bool, RepairMarker | None]:
+        """3b. Rot in the middle, a hole, a lost first file, damage a read or the scrub
+        recorded, or a committed entry cut: damage, not a torn tail. A repairing member
+        records what it must regain (before anything is cut); a bare store only says
+        what valid entries it cuts. Returns (damaged, the repair marker in force)."""
+        config = self.config
+        after = _last_valid_after(
+            usable.all_files, self.index, scan.last_index + 1, scan.valid_end, config.check_body_crc
+        )
+        previous = load_repair(config.default_path) if config.repair_damage else None
+        damaged = (
+            after is not None
+            or usable.hole is not None
+            or usable.lost_head is not None
+            or scan.recorded
+            or self.committed > scan.last_index
+        )
+        if damaged and config.repair_damage:
+            return True, self._mark_for_repair(scan, after, previous)
+        if after is not None:
+            log.error(
+                "dledger recovery: valid entries (up to index %d) follow damage at index %d (data position %d: %s); "
+                "they are cut with it",
+                after[0],
+                scan.last_index + 1,
+                scan.valid_end,
+                scan.stop_reason,
+            )
+        return damaged, previous
+
+    def _mark_for_repair(
+        self, scan: _Scan, after: tuple[int, int] | None, previous: RepairMarker | None
+    ) -> RepairMarker:
+        """Save the repair marker: the highest index the log may have held (and so
+        acknowledged), with its term when known; lower the committed index below the cut."""
+        config, checkpoint, committed = self.config, self.checkpoint, self.committed
         end = checkpoint.end_index if checkpoint is not None else -1
         held = scan.last_index + 1 if scan.recorded else scan.last_index  # the damaged entry was held
         until = max(committed, end, after[0] if after is not None else -1, held)
@@ -206,88 +304,84 @@ def recover(
         )
         save_repair(config.default_path, marker)  # before anything is cut
         if committed > scan.last_index:
-            committed = scan.last_index
-            save_checkpoint(config.default_path, LedgerCheckpoint(scan.last_index, committed))
-    elif after is not None:
-        log.error(
-            "dledger recovery: valid entries (up to index %d) follow damage at index %d (data position %d: %s); "
-            "they are cut with it",
-            after[0],
-            scan.last_index + 1,
-            scan.valid_end,
-            scan.stop_reason,
-        )
+            self.committed = scan.last_index
+            save_checkpoint(config.default_path, LedgerCheckpoint(scan.last_index, self.committed))
+        return marker
 
-    # 4. Refuse before changing anything if a committed entry would be dropped.
-    if committed > scan.last_index:
-        raise CommittedEntryLostError(
-            f"{config.default_path / CHECKPOINT_FILE} says committedIndex={committed}, but the entries in "
-            f"{config.data_dir} end at index {scan.last_index} (data position {scan.valid_end}: "
-            f"{scan.stop_reason}). A committed entry is missing or damaged; refusing to start rather than "
-            f"truncate it away. Restore the data files, or move {config.default_path} aside and let this "
-            f"node catch up from its peers."
-        )
-    if checkpoint is not None and checkpoint.end_index > scan.last_index and not damaged:
-        log.warning(
-            "dledger recovery: checkpoint endIndex=%d but entries end at %d (uncommitted tail lost: %s)",
-            checkpoint.end_index,
-            scan.last_index,
-            scan.stop_reason,
-        )
-    files = all_files
+    def _refuse_if_committed_lost(self, scan: _Scan, damaged: bool) -> None:
+        """4. Refuse before changing anything if a committed entry would be dropped."""
+        config, checkpoint = self.config, self.checkpoint
+        if self.committed > scan.last_index:
+            raise CommittedEntryLostError(
+                f"{config.default_path / CHECKPOINT_FILE} says committedIndex={self.committed}, but the entries in "
+                f"{config.data_dir} end at index {scan.last_index} (data position {scan.valid_end}: "
+                f"{scan.stop_reason}). A committed entry is missing or damaged; refusing to start rather than "
+                f"truncate it away. Restore the data files, or move {config.default_path} aside and let this "
+                f"node catch up from its peers."
+            )
+        if checkpoint is not None and checkpoint.end_index > scan.last_index and not damaged:
+            log.warning(
+                "dledger recovery: checkpoint endIndex=%d but entries end at %d (uncommitted tail lost: %s)",
+                checkpoint.end_index,
+                scan.last_index,
+                scan.stop_reason,
+            )
 
-    # 5. Cut the data after the last valid entry.
-    dirty = _dirty_after(data, scan.valid_end)
-    dropped = sum(
-        1
-        for i, mf in enumerate(files)
-        if mf.start_offset > scan.valid_end or (i > 0 and mf.start_offset == scan.valid_end)
-    )
-    if files:
-        data.truncate_after(scan.valid_end)
-    if scan.stop_reason != "end of data" or dirty:
-        log.warning(
-            "dledger recovery: data cut at %d after index %d: %s", scan.valid_end, scan.last_index, scan.stop_reason
+    def _cut(self, scan: _Scan, files: list[MappedFile]) -> tuple[bool, int]:
+        """5-6. Cut the data after the last valid entry; make the index units agree with
+        the data, and end with it. Returns (non-zero bytes followed the end, files dropped)."""
+        data, index = self.data, self.index
+        dirty = _dirty_after(data, scan.valid_end)
+        dropped = sum(
+            1
+            for i, mf in enumerate(files)
+            if mf.start_offset > scan.valid_end or (i > 0 and mf.start_offset == scan.valid_end)
         )
+        if files:
+            data.truncate_after(scan.valid_end)
+        if scan.stop_reason != "end of data" or dirty:
+            log.warning(
+                "dledger recovery: data cut at %d after index %d: %s", scan.valid_end, scan.last_index, scan.stop_reason
+            )
+        if scan.rebuild_index is not None:
+            _rebuild_index(data, index, scan.rebuild_index, scan.rebuild_pos, scan.last_index)
+        index.truncate_after((scan.last_index + 1) * INDEX_UNIT_SIZE)
+        return dirty, dropped
 
-    # 6. Index units agree with the data, and end with it.
-    if scan.rebuild_index is not None:
-        _rebuild_index(data, index, scan.rebuild_index, scan.rebuild_pos, scan.last_index)
-    index.truncate_after((scan.last_index + 1) * INDEX_UNIT_SIZE)
-
-    # 7. What recovery kept or rewrote is durable.
-    index_from = min(scan.rebuild_index if scan.rebuild_index is not None else scan.last_index, scan.last_index)
-    touched = [mf for mf in data.files if mf.end_offset > scan_start]
-    touched += [mf for mf in index.files if mf.end_offset > index_from * INDEX_UNIT_SIZE]
-    for mf in touched:
-        sync_file(mf)
-        mf.flushed = mf.wrote
-    if digests is not None:
-        digests.forget_from(scan.valid_end)  # cut: those files' bytes change when refilled
+    def _make_durable(self, scan: _Scan, scan_start: int) -> None:
+        """7. fdatasync what recovery kept or rewrote; forget digests and recorded damage
+        of bytes that were cut (refilled, they change) or are no longer in the log."""
+        data, index = self.data, self.index
+        index_from = min(scan.rebuild_index if scan.rebuild_index is not None else scan.last_index, scan.last_index)
+        touched = [mf for mf in data.files if mf.end_offset > scan_start]
+        touched += [mf for mf in index.files if mf.end_offset > index_from * INDEX_UNIT_SIZE]
+        for mf in touched:
+            sync_file(mf)
+            mf.flushed = mf.wrote
         first = data.first()
-        if first is not None:
-            digests.forget_before(first.start_offset)
-    if damage is not None:
-        damage.drop_from(scan.valid_end)
-        first = data.first()
-        if first is not None:
-            damage.drop_before(first.start_offset)
-    return RecoveryResult(
-        first_index=scan.first_index,
-        last_index=scan.last_index,
-        last_term=scan.last_term,
-        scan_start=scan_start,
-        valid_end=scan.valid_end,
-        entries_scanned=scan.scanned,
-        index_rebuilt_from=scan.rebuild_index,
-        dirty_tail=dirty,
-        data_files_dropped=dropped,
-        stop_reason=scan.stop_reason,
-        committed_index=committed,
-        damage=marker,
-        damage_found=damaged and config.repair_damage,
-        files_walked=walked,
-        files_left_to_scrub=trusted,
+        if self.digests is not None:
+            self.digests.forget_from(scan.valid_end)
+            if first is not None:
+                self.digests.forget_before(first.start_offset)
+        if self.damage is not None:
+            self.damage.drop_from(scan.valid_end)
+            if first is not None:
+                self.damage.drop_before(first.start_offset)
+
+
+def _stop_scan(files: list[MappedFile], stop: FileWalk) -> _Scan:
+    """The scan result when an early file's walk met damage: the log ends at the last
+    sound entry before it."""
+    assert stop.bad_pos is not None
+    head = check_entry(files[0].mm, 0, files[0].size, files[0].start_offset, check_crc=False)
+    return _Scan(
+        first_index=head.index if isinstance(head, EntryInfo) else 0,
+        last_index=stop.last.index if stop.last is not None else -1,
+        last_term=stop.last.term if stop.last is not None else -1,
+        valid_end=stop.bad_pos,
+        scanned=stop.entries,
+        stop_reason=stop.reason,
+        recorded=stop.recorded,
     )
 
 
@@ -313,97 +407,6 @@ def _tail_start(files: list[MappedFile], index: MappedFileQueue, config: DLedger
         return _scan_start(files, index, 0, config.check_body_crc)  # unknown: everything is the tail
     holder = next((i for i, mf in enumerate(files) if mf.start_offset <= unit[1] < mf.end_offset), 0)
     return min(tail, _scan_start(files, index, len(files) - holder, config.check_body_crc))
-
-
-@dataclass(slots=True)
-class FileWalk:
-    """One data file walked entry by entry."""
-
-    last: EntryInfo | None  # the last sound entry
-    bad_pos: int | None  # where the first unsound entry starts (None: the file is sound)
-    reason: str = ""
-    recorded: bool = False
-    entries: int = 0
-
-
-def walk_sealed_file(
-    mf: MappedFile, check_crc: bool, damage: DamageRegistry | None, expected: int | None, floor: int
-) -> FileWalk:
-    """Every entry of a sealed file (one a later file follows): sound, continuous, in
-    non-decreasing terms, clear of recorded damage, and closed by a blank."""
-    at, last, count = 0, None, 0
-    while True:
-        pos = mf.start_offset + at
-        v = check_entry(mf.mm, at, mf.size, pos, check_crc=check_crc)
-        end = v.end if isinstance(v, EntryInfo) else mf.end_offset
-        hit = damage.overlapping(pos, end) if damage is not None else None
-        if hit is not None:
-            return FileWalk(last, pos, f"data [{hit[0]}, {hit[1]}) was found damaged ({hit[2]})", True, count)
-        if isinstance(v, EntryInfo):
-            if expected is not None and v.index != expected:
-                return FileWalk(last, pos, f"index {v.index} at {pos} follows index {expected - 1}", entries=count)
-            if v.term < floor:
-                return FileWalk(
-                    last, pos, f"term {v.term} of index {v.index} is below the previous term {floor}", entries=count
-                )
-            last, expected, floor, count = v, v.index + 1, v.term, count + 1
-            at += v.size
-            continue
-        if v.kind is VerdictKind.BLANK:
-            return FileWalk(last, None, entries=count)
-        reason = (
-            v.reason
-            if v.kind is VerdictKind.CORRUPT
-            else f"sealed data file {mf.path.name} ends at {pos} with no blank"
-        )
-        return FileWalk(last, pos, reason, entries=count)
-
-
-def _check_early_files(
-    files: list[MappedFile], digests: SegmentDigests | None, damage: DamageRegistry | None, check_crc: bool
-) -> tuple[int, int, _Scan | None]:
-    """(files walked, files left to the scrub, the scan stopped at the first damage found).
-
-    A file with a digest and no recorded damage is left to the scrub; the others are walked.
-    Continuity is checked across consecutive walked files; the scrub's digest covers the rest.
-    """
-    if digests is None:
-        return 0, len(files), None
-    walked = trusted = 0
-    prev: FileWalk | None = None
-    for i, mf in enumerate(files):
-        recorded = damage is not None and damage.overlapping(mf.start_offset, mf.end_offset) is not None
-        if not recorded and digests.get(mf.start_offset) is not None:
-            trusted += 1
-            prev = None
-            continue
-        walked += 1
-        expected = prev.last.index + 1 if prev is not None and prev.last is not None else None
-        floor = prev.last.term if prev is not None and prev.last is not None else -1
-        w = walk_sealed_file(mf, check_crc, damage, expected, floor)
-        if w.bad_pos is None:
-            prev = w
-            continue
-        while w.last is None and i > 0:  # the file's first entry is bad: the previous file holds the last sound one
-            before = prev if prev is not None else walk_sealed_file(files[i - 1], check_crc, damage, None, -1)
-            if before.bad_pos is not None:
-                w, i = before, i - 1
-                prev = None
-                continue
-            w = FileWalk(before.last, w.bad_pos, w.reason, w.recorded, w.entries)
-        assert w.bad_pos is not None
-        head = check_entry(files[0].mm, 0, files[0].size, files[0].start_offset, check_crc=False)
-        stop = _Scan(
-            first_index=head.index if isinstance(head, EntryInfo) else 0,
-            last_index=w.last.index if w.last is not None else -1,
-            last_term=w.last.term if w.last is not None else -1,
-            valid_end=w.bad_pos,
-            scanned=w.entries,
-            stop_reason=w.reason,
-            recorded=w.recorded,
-        )
-        return walked, trusted, stop
-    return walked, trusted, None
 
 
 def _hole(queue: MappedFileQueue) -> MappedFile | None:

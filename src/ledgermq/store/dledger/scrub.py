@@ -38,7 +38,7 @@ from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.entry import EntryInfo, check_entry
 from ledgermq.store.dledger.ledger_store import DLedgerStore
-from ledgermq.store.dledger.recovery import walk_sealed_file
+from ledgermq.store.dledger.sealed_walk import walk_sealed_file
 from ledgermq.store.mapped_file import MappedFile, SegmentGoneError
 from ledgermq.store.scrub import STEP_S, ScrubSettings
 from ledgermq.util.service import ServiceThread

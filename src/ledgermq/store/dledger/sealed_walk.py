@@ -113,5 +113,6 @@ def _last_sound_before(
             prev = None
             continue
         w = FileWalk(before.last, w.bad_pos, w.reason, w.recorded, w.entries)
+        i, prev = i - 1, None  # a sound file that holds no entry: the last sound one is further back
     assert w.bad_pos is not None
     return w

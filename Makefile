@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # chromium (driven by Playwright; never `playwright install`); apt-get installs them when missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install install-run java chromium test run lint bench bench-timers chaos chaos-rot soak example-spark clean
+.PHONY: install install-run java chromium test test-long run lint bench bench-timers chaos chaos-rot soak example-spark clean
 
 $(RUN_STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -33,11 +33,21 @@ java:
 chromium:
 	@[ -x /usr/bin/chromium ] || ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium)
 
+# Two pytest workers: most tests wait on real processes and sockets, not on the CPU, so two
+# run side by side in about half the time on two cores (tests use free ports and their own
+# directories; the suite is written to pass under load, docs/testing.md). A file's tests stay
+# on one worker (--dist loadfile) so module fixtures start once.
+PYTEST_WORKERS ?= 2
 test: $(STAMP) java chromium
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not long" --durations=20
+
+# The whole-profile fault runs kept out of `make test` for time (the one-minute soak, the
+# SYNC_FLUSH data-fault profile, the TLS chaos profile).
+test-long: $(STAMP) java
+	$(BIN)/python -m pytest -q -m long
 
 example-spark: $(STAMP) java
 	$(BIN)/python examples/spark_pipeline.py

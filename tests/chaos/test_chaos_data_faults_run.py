@@ -18,7 +18,7 @@ SEED = 8
 KINDS = "power-loss,slow-disk,clock-jump,kill+disk-full,partition+restart,kill-in-recovery"
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_sync_flush_group_keeps_every_ack_through_power_loss_and_the_pairs(tmp_path: Path) -> None:
     summary, report = run_short_profile(tmp_path, "sync", KINDS, SEED, 220, ("--flush", "sync"))

@@ -16,7 +16,7 @@ SEED = 27
 KINDS = "partition"
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(150)
 def test_short_profile_with_tls_loses_nothing(tmp_path: Path) -> None:
     summary, report = run_short_profile(tmp_path, "sync", KINDS, SEED, 130, ("--tls",))

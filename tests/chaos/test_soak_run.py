@@ -17,7 +17,7 @@ import pytest
 FLOWS = {"ordered", "delayed", "transactional", "filtered"}
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_a_one_minute_soak_reports_every_field_and_passes(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"

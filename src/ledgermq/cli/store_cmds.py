@@ -198,6 +198,7 @@ def reseed(source: Path, target: Path, source_id: str, target_id: str) -> None:
         aside = reseed_store(source, source_id, target, target_id)
     except (LedgerError, OSError) as exc:
         raise click.ClickException(str(exc)) from exc
-    console.print(f"{target} is now a copy of {source} (as {target_id})")
+    # Paths are printed whole (soft_wrap): a path broken across lines cannot be copied.
+    console.print(f"{target} is now a copy of {source} (as {target_id})", soft_wrap=True)
     if aside is not None:
-        console.print(f"the previous {target} is in {aside}")
+        console.print(f"the previous {target} is in {aside}", soft_wrap=True)

@@ -39,6 +39,9 @@ def test_leader_elected_and_proposals_commit_everywhere_in_order(tmp_path: Path)
             logs = {m.node_id: stored_log(m.store) for m in c.running()}
             assert len({tuple(v) for v in logs.values()}) == 1
             assert logs[leader.node_id][0][2] == b""  # the election NOOP is an empty body
+            # The leader learns a follower's match from its acknowledgement, which may still be
+            # on its way when the follower's own log already shows everything.
+            await c.wait(lambda: all(v >= indices[-1] for v in leader.driver.status().match.values()), 5.0, "acks seen")
             st = leader.driver.status()
             assert st.match and all(v >= indices[-1] for v in st.match.values())
             assert all(m.applied[0].kind is EntryKind.NOOP for m in c.running())

@@ -217,22 +217,7 @@ class ControllerLayout(ProcessLayout):
             addr, _ = await self.controller_view()
         except Exception:
             return None
-        for node in self.nodes.values():
-            if node.addr == addr and node.process.alive and not node.process.paused:
-                return node.name
-        return None
-
-    async def wait_master(self, timeout: float) -> str | None:
-        deadline = time.monotonic() + timeout
-        found: str | None = None
-
-        async def check() -> bool:
-            nonlocal found
-            found = await self.current_master()
-            return found is not None or time.monotonic() > deadline
-
-        await _poll(check, timeout, 0.05)
-        return found
+        return self.running_node_at(addr)
 
     async def controller_leader(self, timeout: float = 10.0) -> str | None:
         """The running controller node that answers as Raft leader (bounded wait)."""

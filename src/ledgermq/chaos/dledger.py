@@ -17,7 +17,6 @@ reach it.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from ledgermq.chaos.layout import (
@@ -131,24 +130,11 @@ class DLedgerLayout(ProcessLayout):
             if data.broker_name != GROUP:
                 continue
             addr = data.broker_addrs.get(0)
-            for node in self.nodes.values():
-                if node.addr == addr and node.process.alive and not node.process.paused:
-                    self._last_master = node.name
-                    return node.name
+            name = self.running_node_at(addr)
+            if name is not None:
+                self._last_master = name
+                return name
         return None
-
-    async def wait_master(self, timeout: float) -> str | None:
-        """Until a running node is registered as the master (bounded)."""
-        deadline = time.monotonic() + timeout
-        found: str | None = None
-
-        async def check() -> bool:
-            nonlocal found
-            found = await self.current_master()
-            return found is not None or time.monotonic() > deadline
-
-        await _poll(check, timeout, 0.05)
-        return found
 
     def links(self) -> list[Link]:
         return list(self._links)

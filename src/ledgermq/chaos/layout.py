@@ -346,6 +346,29 @@ class ProcessLayout:
             raise RuntimeError(f"{proc.name} exited with {proc.exit_code}:\n{proc.tail()}")
         return await tcp_open(HOST, port)
 
+    def running_node_at(self, addr: str | None) -> str | None:
+        """The node serving at ``addr`` if it runs (alive and not stopped)."""
+        for node in self.nodes.values():
+            if node.addr == addr and node.process.alive and not node.process.paused:
+                return node.name
+        return None
+
+    async def current_master(self) -> str | None:
+        raise NotImplementedError
+
+    async def wait_master(self, timeout: float) -> str | None:
+        """Until a running node is the master (bounded): layouts whose master moves."""
+        deadline = time.monotonic() + timeout
+        found: str | None = None
+
+        async def check() -> bool:
+            nonlocal found
+            found = await self.current_master()
+            return found is not None or time.monotonic() > deadline
+
+        await _poll(check, timeout, 0.05)
+        return found
+
 
 class MasterSlaveLayout(ProcessLayout):
     """``MasterSlaveLayout(root, sync=True)``; ``await start()``; ... ; ``close()``."""

@@ -130,6 +130,22 @@ class RemotingClient:
             self._connections.pop(addr, None)
             raise
 
+    def start_invoke(
+        self,
+        addr: str,
+        cmd: RemotingCommand,
+        timeout: float,
+        on_done: Callable[[asyncio.Future[RemotingCommand]], None],
+    ) -> asyncio.Future[RemotingCommand] | None:
+        """``invoke`` without a coroutine, on the pooled connection if it is open now (None
+        when there is none: connect with ``invoke``). See ``Connection.start_request``."""
+        conn = self._connections.get(addr)
+        if conn is None or not conn.is_open:
+            return None
+        if self.sign is not None:
+            self.sign(cmd)
+        return conn.start_request(cmd, timeout, on_done)
+
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         if self.sign is not None:
             self.sign(cmd)

@@ -255,6 +255,40 @@ class Connection(asyncio.Protocol):
                 self._waiting -= 1
                 self._drop_ended()
 
+    def start_request(
+        self, cmd: RemotingCommand, timeout: float, on_done: Callable[[asyncio.Future[RemotingCommand]], None]
+    ) -> asyncio.Future[RemotingCommand]:
+        """``request`` without a coroutine: send now and return the answer's future, whose
+        one done callback forgets the request and then calls ``on_done`` with it.
+
+        For callers that handle the answer in a callback (the producer's send path) and
+        would otherwise need a task per request. Same deadline, errors and late-answer
+        handling as ``request``; cancelling the future withdraws the request (its late
+        answer is dropped). ``ConnectionClosedError`` is raised here when the connection
+        is closed."""
+        seq = next(self._opaque)
+        opaque = cmd.opaque = seq & 0x7FFFFFFF
+        loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        self.send(cmd)
+        self.pending[opaque] = fut
+        deadline = loop.time() + timeout
+        entry: _Deadline = [deadline, seq, opaque, fut, timeout]
+        heapq.heappush(self._deadlines, entry)
+        self._waiting += 1
+        if self._timer is None or deadline < self._timer_at:
+            self._arm(loop, deadline)
+
+        def ended(done: asyncio.Future[RemotingCommand]) -> None:
+            self.pending.pop(opaque, None)
+            entry[_FUT] = None
+            self._waiting -= 1
+            self._drop_ended()
+            on_done(done)
+
+        fut.add_done_callback(ended)
+        return fut
+
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._timer is not None:
             self._timer.cancel()

@@ -145,7 +145,6 @@ class Retries:
         mq = select_queue(self.info, None, self.fault)
         if mq is not None:
             self.last_broker = mq.broker_name
-            self.brokers.append(mq.broker_name)
         return mq
 
     async def next_queue(self) -> MessageQueue | None:
@@ -176,6 +175,11 @@ class Retries:
         self.backoffs += 1
         self.info = await _refreshed(self.info, self.watch, self.out.topic)
         return True
+
+    def resume_at(self, mq: MessageQueue) -> None:
+        """The first queue was picked but no attempt made on it (no master address or open
+        connection yet): ``run`` makes it there."""
+        self.moved = mq
 
     def abandoned(self, mq: MessageQueue, exc: MasterMovedError) -> None:
         """An attempt given up for a new master: made again at once on the same queue."""

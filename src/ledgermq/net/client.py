@@ -19,7 +19,7 @@ import ssl
 from collections.abc import Callable
 
 from ledgermq.errors import LedgerError
-from ledgermq.net.connection import Connection, ConnectionClosedError
+from ledgermq.net.connection import Connection, ConnectionClosedError, PendingCall
 from ledgermq.net.tls import profile
 from ledgermq.net.tls.counters import COUNTERS, OUTBOUND, PLAIN, TLS
 from ledgermq.net.tls.failures import classify
@@ -135,8 +135,8 @@ class RemotingClient:
         addr: str,
         cmd: RemotingCommand,
         timeout: float,
-        on_done: Callable[[asyncio.Future[RemotingCommand]], None],
-    ) -> asyncio.Future[RemotingCommand] | None:
+        on_done: Callable[[PendingCall], None],
+    ) -> PendingCall | None:
         """``invoke`` without a coroutine, on the pooled connection if it is open now (None
         when there is none: connect with ``invoke``). See ``Connection.start_request``."""
         conn = self._connections.get(addr)

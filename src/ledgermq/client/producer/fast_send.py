@@ -35,9 +35,8 @@ from ledgermq.client.producer.send_codec import read_send_response, send_request
 from ledgermq.client.producer.send_retry import Attempt, Retries
 from ledgermq.clock import Clock
 from ledgermq.net.client import RemotingClient
-from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
+from ledgermq.net.connection import ConnectionClosedError, PendingCall, RequestTimeoutError
 from ledgermq.protocol.admin_body import MessageQueue
-from ledgermq.protocol.command import RemotingCommand
 
 log = logging.getLogger("ledgermq.client.producer.producer")
 
@@ -65,7 +64,11 @@ class SendPath:
 class SendFuture(asyncio.Future[SendResult]):
     """A send's future; cancelling it stops the send (no callback runs then)."""
 
-    op: SendOp | None = None
+    __slots__ = ("op",)
+
+    def __init__(self, *, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop=loop)
+        self.op: SendOp | None = None
 
     def cancel(self, msg: Any = None) -> bool:
         op = self.op
@@ -107,7 +110,7 @@ class SendOp:
         self.retries: Retries | None = None
         self.mq: MessageQueue | None = None
         self.begin = 0.0
-        self.request: asyncio.Future[RemotingCommand] | None = None
+        self.request: PendingCall | None = None
         self.attempt: Any = None  # the master watch's entry for the attempt in flight
         self.task: asyncio.Task[SendResult | None] | None = None
         self.ended = False
@@ -149,7 +152,7 @@ class SendOp:
         self.mq, self.request, self.addr = mq, request, addr
         self.attempt = path.watch.register(request.cancel, out.topic, mq.broker_name, addr)
 
-    def _answered(self, request: asyncio.Future[RemotingCommand]) -> None:
+    def _answered(self, request: PendingCall) -> None:
         """The first attempt's answer (or its end): the send's result, or the hand-over."""
         self.request = None
         watched = self.attempt

@@ -26,11 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgermq.client.errors import MQClientError, MQConnectError
+from ledgermq.client.instance.publish_info import TopicPublishInfo
 from ledgermq.client.instance.routes import RouteCache
-from ledgermq.client.message import SendResult
+from ledgermq.client.message import SendResult, SendStatus
 from ledgermq.client.producer.fault import FaultStrategy
 from ledgermq.client.producer.master_watch import MasterWatch
 from ledgermq.client.producer.outgoing import Outgoing
+from ledgermq.client.producer.selector import select_queue
 from ledgermq.client.producer.send_codec import read_send_response, send_request
 from ledgermq.client.producer.send_retry import Attempt, Retries
 from ledgermq.clock import Clock
@@ -85,8 +87,25 @@ class SendOp:
     future is completed, and completes it through the function it is given."""
 
     __slots__ = (
-        "addr", "attempt", "begin", "ended", "fut", "handler", "held", "mq", "on_end", "out", "path", "report",
-        "request", "retries", "retry_not_ok", "started", "task", "timeout", "times_total",
+        "addr",
+        "attempt",
+        "begin",
+        "ended",
+        "fut",
+        "handler",
+        "held",
+        "info",
+        "mq",
+        "on_end",
+        "out",
+        "path",
+        "report",
+        "request",
+        "retry_not_ok",
+        "started",
+        "task",
+        "timeout",
+        "times_total",
     )  # fmt: skip
 
     def __init__(
@@ -107,7 +126,7 @@ class SendOp:
         self.handler: Any = None  # the async sends' callbacks (``report`` reads them)
         self.held = -1  # body bytes held in the async sends' budget, -1: none
         self.addr = ""
-        self.retries: Retries | None = None
+        self.info: TopicPublishInfo | None = None
         self.mq: MessageQueue | None = None
         self.begin = 0.0
         self.request: PendingCall | None = None
@@ -119,19 +138,16 @@ class SendOp:
     # -- the first attempt, without a coroutine ----------------------------------------------
     def start(self) -> None:
         """Send the first attempt now if the route and the connection allow, else go the
-        coroutine path at once."""
+        coroutine path at once. The retry state (``Retries``) is made only if needed."""
         path = self.path
         info = path.routes.usable_publish_info(self.out.topic)
         if info is None:
             self._hand_over(self._full())
             return
-        retries = self.retries = Retries(
-            self.out, info, path.attempt, path.fault, path.clock, self.times_total, self.timeout, self.started,
-            self.retry_not_ok, False, path.watch,
-        )  # fmt: skip
-        mq = retries.first_queue()
+        mq = select_queue(info, None, path.fault)
+        self.info = info
         if mq is None:
-            self._hand_over(retries.run())
+            self._hand_over(self._retries(None, False).run())
             return
         addr = path.routes.master_addr(mq.broker_name)
         self.begin = begin = path.clock.monotonic()
@@ -144,27 +160,44 @@ class SendOp:
             )
             request = path.remoting.start_invoke(addr, cmd, remaining, self._answered)
         if request is None:  # no master known or no open connection: the coroutine path connects
+            retries = self._retries(mq, False)
             retries.resume_at(mq)
             self._hand_over(retries.run())
             return
         assert addr is not None
-        retries.brokers.append(mq.broker_name)
         self.mq, self.request, self.addr = mq, request, addr
         self.attempt = path.watch.register(request.cancel, out.topic, mq.broker_name, addr)
+
+    def _retries(self, mq: MessageQueue | None, attempted: bool) -> Retries:
+        """The retry state of this send, as ``Retries`` would have it after the first queue
+        was picked (``mq``) and, if ``attempted``, an attempt made on it."""
+        path = self.path
+        assert self.info is not None
+        retries = Retries(
+            self.out, self.info, path.attempt, path.fault, path.clock, self.times_total, self.timeout, self.started,
+            self.retry_not_ok, False, path.watch,
+        )  # fmt: skip
+        if mq is not None:
+            retries.last_broker = mq.broker_name
+            if attempted:
+                retries.brokers.append(mq.broker_name)
+        return retries
 
     def _answered(self, request: PendingCall) -> None:
         """The first attempt's answer (or its end): the send's result, or the hand-over."""
         self.request = None
+        path = self.path
         watched = self.attempt
         if watched is not None:
-            self.path.watch.unregister(watched)
+            path.watch.unregister(watched)
         if self.ended:
             return
-        mq, retries = self.mq, self.retries
-        assert mq is not None and retries is not None
+        mq = self.mq
+        assert mq is not None
         if request.cancelled():
             if watched is not None and watched.moved_to is not None:
-                retries.abandoned(mq, self.path.watch.moved_error(watched))
+                retries = self._retries(mq, True)
+                retries.abandoned(mq, path.watch.moved_error(watched))
                 self._hand_over(retries.run())
             return
         exc = request.exception()
@@ -173,15 +206,19 @@ class SendOp:
                 raise _attempt_error(exc, self.addr)
             result = read_send_response(request.result(), self.out, mq, self.addr)
         except MQClientError as failure:
-            self._hand_over(self._after_failure(retries, mq, failure, self.begin))
+            self._hand_over(self._after_failure(self._retries(mq, True), mq, failure, self.begin))
             return
         except Exception as error:  # not a send failure the retry policy knows: the send's error
             self.finish(None, error)
             return
-        if retries.answered(mq, result, self.begin):
+        if path.fault.enabled:  # else the latency is not recorded: not measured either
+            path.fault.update_fault_item(mq.broker_name, int((path.clock.monotonic() - self.begin) * 1000), False)
+        if result.status is SendStatus.SEND_OK or not self.retry_not_ok:
             self.finish(result, None)
-        else:
-            self._hand_over(retries.run())
+            return
+        retries = self._retries(mq, True)  # stored, but not SEND_OK: retried on another group
+        retries.made, retries.result = 1, result
+        self._hand_over(retries.run())
 
     @staticmethod
     async def _after_failure(

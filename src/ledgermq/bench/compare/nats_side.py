@@ -128,6 +128,7 @@ class JetStreamRunner:
 
         nats = import_nats()
         try:
+            self.work.mkdir(parents=True, exist_ok=True)
             cluster_ports = [free_port() for _ in self.ports] if self.replicas > 1 else []
             for i in range(self.replicas):
                 with open(self.work / f"nats-server-{i}.log", "ab") as log:

@@ -313,13 +313,14 @@ class AsyncSends:
         loop = asyncio.get_running_loop()
         started = self.clock.monotonic()
         fut = SendFuture(loop=loop)
+        fut.op = None
         try:
             self.check_running()
             out = prepare()
         except MQClientError as exc:
             self._fail_early(fut, handler, exc)
             return fut
-        op = make_op(out, fut, started, timeout)
+        op = fut.op = make_op(out, fut, started, timeout)
         op.on_end = self._ended
         op.report = self._report
         op.handler = handler

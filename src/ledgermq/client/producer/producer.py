@@ -406,16 +406,22 @@ class Producer:
             False, self.master_watch,
         )  # fmt: skip
 
-    def _sync_op(self, out: Outgoing, timeout: float | None) -> SendFuture:
-        """Start a sync send's op (see ``fast_send``) and return the future its caller awaits."""
+    async def _sync_send(self, out: Outgoing, timeout: float | None) -> SendResult:
+        """A sync send as an op (see ``fast_send``) on a plain future; the caller's cancel
+        stops it."""
         loop = self._loop if self._loop is not None else asyncio.get_running_loop()
-        fut = SendFuture(loop=loop)
+        fut: asyncio.Future[SendResult] = loop.create_future()
         settings = self.settings
-        SendOp(
+        op = SendOp(
             self._path, out, fut, settings.send_timeout if timeout is None else timeout, self.clock.monotonic(),
             1 + settings.retry_times, settings.retry_another_broker_when_not_store_ok,
-        ).start()  # fmt: skip
-        return fut
+        )  # fmt: skip
+        op.start()
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            op.abort()
+            raise
 
     def _async_op(self, out: Outgoing, fut: SendFuture, started: float, timeout: float) -> SendOp:
         """An async send's op: ``retry_times_when_send_async_failed`` retries, a non-SEND_OK
@@ -428,7 +434,7 @@ class Producer:
     async def send(self, msg: Message, *, timeout: float | None = None) -> SendResult:
         """Send and await the broker's answer, retrying on another broker group."""
         self._check_running()
-        return await self._sync_op(self._prepare(msg), timeout)
+        return await self._sync_send(self._prepare(msg), timeout)
 
     async def send_oneway(self, msg: Message) -> None:
         """One attempt, no answer awaited (the broker does not reply)."""
@@ -439,7 +445,7 @@ class Producer:
         """SEND_BATCH_MESSAGE (320): ``msg_id`` and ``offset_msg_id`` are comma-joined, and
         ``queue_offset`` is the first message's."""
         self._check_running()
-        return await self._sync_op(self._prepare_batch(msgs), timeout)
+        return await self._sync_send(self._prepare_batch(msgs), timeout)
 
     async def send_to_queue(self, msg: Message, queue: MessageQueue, *, timeout: float | None = None) -> SendResult:
         """One attempt on ``queue`` (``send(msg, mq)``); errors are raised as they come."""

@@ -12,9 +12,9 @@ from aiohttp import web
 
 from ledgermq.admin import operations as ops
 from ledgermq.admin.model import AdminError, ConsumerConnection, ConsumeStats, OffsetWrapper
-from ledgermq.console.app import Console, console_of
 from ledgermq.console.pages.forms import FormError, input_time, local_time_ms, posted, text
 from ledgermq.console.render import failure_text, render
+from ledgermq.console.state import Console, console_of
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.admin_body import MessageQueue
 

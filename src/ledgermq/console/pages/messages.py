@@ -13,10 +13,10 @@ from aiohttp import web
 from ledgermq.admin import message_ops
 from ledgermq.admin import operations as ops
 from ledgermq.admin.model import DLQ_PREFIX, AdminError
-from ledgermq.console.app import Console, console_of
 from ledgermq.console.body_preview import preview
 from ledgermq.console.pages.forms import FormError, input_time, local_time_ms, posted, text
 from ledgermq.console.render import failure_text, render
+from ledgermq.console.state import Console, console_of
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.message import MessageRecord
 

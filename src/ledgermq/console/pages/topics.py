@@ -16,10 +16,10 @@ from ledgermq.admin import operations as ops
 from ledgermq.admin import timer_ops
 from ledgermq.admin.model import AdminError, AdminResponseError, select_broker_addr
 from ledgermq.client.message import Message
-from ledgermq.console.app import Console, console_of
 from ledgermq.console.cluster_view import TimerFacts
 from ledgermq.console.pages.forms import FormError, integer, local_time_ms, posted, properties, text
 from ledgermq.console.render import failure_text, render
+from ledgermq.console.state import Console, console_of
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.route import PERM_READ, PERM_WRITE

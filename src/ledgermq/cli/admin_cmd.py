@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 from typing import Any
 
 import click
@@ -44,6 +43,7 @@ from ledgermq.cli.admin_render import (
 )
 from ledgermq.client.errors import MQClientError
 from ledgermq.client.tls import TlsOptions
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.protocol.route import PERM_READ, PERM_WRITE, TopicConfig
 
@@ -273,7 +273,7 @@ def cluster_list(namesrv: str, more_stats: bool, interval: int | None) -> None:
         if more_stats:
             print_text(cluster_more_table(info, runtime))
         else:
-            print_text(cluster_base_table(info, runtime, int(time.time() * 1000)))
+            print_text(cluster_base_table(info, runtime, SYSTEM_CLOCK.wall_ms()))
 
     run_repeating(namesrv, once, interval)
 
@@ -326,7 +326,7 @@ def ha_status(namesrv: str, broker_addr: str | None, cluster_name: str | None, i
                 raise AdminError(f"cluster {cluster_name.strip()!r} has no master broker")
         for addr in addrs:
             info = await client.ha_status(addr)
-            head, table = ha_status_text(addr, info, int(time.time() * 1000))
+            head, table = ha_status_text(addr, info, SYSTEM_CLOCK.wall_ms())
             click.echo(head)
             if table is not None:
                 print_text(table)
@@ -410,7 +410,7 @@ def transfer_leader(namesrv: str, group: str, target: str, timeout: float) -> No
     group, target = group.strip(), target.strip()
 
     async def run(client: AdminClient) -> str:
-        deadline = time.monotonic() + timeout
+        deadline = SYSTEM_CLOCK.monotonic() + timeout
         data = (await client.cluster_info()).broker_addr_table.get(group)
         if data is None:
             raise AdminError(f"broker group {group!r} is not known to the name server")
@@ -428,13 +428,13 @@ def transfer_leader(namesrv: str, group: str, target: str, timeout: float) -> No
             raise AdminError(f"{group} has no leader right now; try again once one is elected")
         leader_addr, leader = max(leaders, key=lambda x: x[1].term)
         if leader.self_id != target:
-            remaining = max(0.5, deadline - time.monotonic())
+            remaining = max(0.5, deadline - SYSTEM_CLOCK.monotonic())
             await client.dledger_transfer_leader(leader_addr, target, timeout=min(remaining, 10.0))
         while True:  # the new leader registers as master (brokerId 0) with the name server
             current = (await client.cluster_info()).broker_addr_table.get(group)
             if current is not None and current.master_addr() == target_addr:
                 return f"{group}: {leader.self_id} -> {target}; master is now {target_addr}"
-            if time.monotonic() > deadline:
+            if SYSTEM_CLOCK.monotonic() > deadline:
                 now = current.master_addr() if current is not None else None
                 raise AdminError(
                     f"{target} leads {group} but the name server still lists {now or 'no'} master after {timeout:.0f}s"

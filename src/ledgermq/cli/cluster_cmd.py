@@ -44,6 +44,7 @@ from ledgermq.cli.cluster.console import CONSOLE_HOST, console_args, wait_consol
 from ledgermq.cli.cluster.ports import PlannedPort, PortProblem, check_ports
 from ledgermq.cli.cluster.supervisor import MemberSpec, StartupFailed, Supervisor
 from ledgermq.cli.cluster.tls import make_cluster_tls
+from ledgermq.clock import SYSTEM_CLOCK
 
 DLEDGER_IDS = ("n0", "n1", "n2")
 GROUP = "broker-a"
@@ -353,8 +354,8 @@ def _controller_banner(
 
 def _dledger_master(sup: Supervisor, specs: list[MemberSpec], timeout: float = 30.0) -> str | None:
     """The member the name server lists as master (brokerId 0) once one leads."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = SYSTEM_CLOCK.monotonic() + timeout
+    while SYSTEM_CLOCK.monotonic() < deadline:
         addr = sup.master_addr(GROUP)
         if addr in {s.addr for s in specs}:
             return addr

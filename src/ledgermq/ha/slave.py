@@ -290,37 +290,11 @@ class HAClient:
         bodies with one ``append_raw`` and then reports once, as RocketMQ's HAClient
         does after each read buffer. A partial frame is moved to the buffer's start.
         """
-        addr = self.master_address() or self.config.master_address
-        if not addr:
-            raise _Drop("no master HA address known yet")
-        self.current_address = addr
-        sock = await self._connect(addr)
         loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(_HANDSHAKE_TIMEOUT_S):
-                self._verify_at = await self._handshake(loop, sock)
-        except TimeoutError:
-            sock.close()
-            raise _Drop(f"no handshake with {addr} within {_HANDSHAKE_TIMEOUT_S:.0f}s") from None
-        except BaseException:
-            sock.close()
-            raise
-        self.connects += 1
-        self.connected = True
-        self.last_error = ""  # healthy again: do not keep showing the last failure
-        cfg = self.config
+        addr, sock = await self._agreed_connection(loop)
         clock = self.clock
         store = self.store
-        session = SlaveSession(
-            heartbeat_interval=cfg.heartbeat_interval_s,
-            housekeeping_interval=cfg.housekeeping_interval_s,
-            segment_size=store.config.mapped_file_size_commitlog,
-            now=clock.monotonic(),
-        )
-        self.session = session
-        # A slave that (re)connects usually has a backlog to fetch: hold dispatch off from the
-        # start rather than after the first megabyte (which it would otherwise slow down).
-        self._bulk_until = clock.monotonic() + _BULK_HOLD_S
+        session = self.session = self._new_session()
         buf = bytearray(_BUFFER_SIZE)
         view = memoryview(buf)
         have = 0  # bytes in buf (a partial frame at most, between reads)
@@ -376,6 +350,40 @@ class HAClient:
             self._bulk_until = 0.0
             sock.close()
             self.connected = False
+
+    async def _agreed_connection(self, loop: asyncio.AbstractEventLoop) -> tuple[str, socket.socket]:
+        """A socket to the master, past the handshake (where our logs agree); _Drop if none."""
+        addr = self.master_address() or self.config.master_address
+        if not addr:
+            raise _Drop("no master HA address known yet")
+        self.current_address = addr
+        sock = await self._connect(addr)
+        try:
+            async with asyncio.timeout(_HANDSHAKE_TIMEOUT_S):
+                self._verify_at = await self._handshake(loop, sock)
+        except TimeoutError:
+            sock.close()
+            raise _Drop(f"no handshake with {addr} within {_HANDSHAKE_TIMEOUT_S:.0f}s") from None
+        except BaseException:
+            sock.close()
+            raise
+        self.connects += 1
+        self.connected = True
+        self.last_error = ""  # healthy again: do not keep showing the last failure
+        return addr, sock
+
+    def _new_session(self) -> SlaveSession:
+        """The stream's decisions for a fresh connection, with dispatch held off from the start:
+        a slave that (re)connects usually has a backlog to fetch, which dispatching after the
+        first megabyte would slow down."""
+        now = self.clock.monotonic()
+        self._bulk_until = now + _BULK_HOLD_S
+        return SlaveSession(
+            heartbeat_interval=self.config.heartbeat_interval_s,
+            housekeeping_interval=self.config.housekeeping_interval_s,
+            segment_size=self.store.config.mapped_file_size_commitlog,
+            now=now,
+        )
 
     async def _handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> int:
         """Agree with the master where our logs match; returns that offset (our end now)."""

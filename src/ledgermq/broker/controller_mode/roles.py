@@ -46,12 +46,13 @@ __all__ = ["ControllerRoles", "RoleHost", "ha_address_of"]
 
 
 class RoleHost(Protocol):
-    """The broker parts a role change reads (properties) or replaces (plain attributes)."""
+    """The broker parts a role change reads (properties) or replaces (plain attributes and
+    ``make_current``, the one way its settings change)."""
 
-    config: BrokerConfig
-    store_config: StoreConfig
     master_addr: str | None
     master_ha_addr: str | None
+
+    def make_current(self, config: BrokerConfig | None = None, store_config: StoreConfig | None = None) -> None: ...
 
     @property
     def broker(self) -> Broker: ...

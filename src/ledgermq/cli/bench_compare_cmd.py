@@ -19,6 +19,7 @@ from ledgermq.clock import SYSTEM_CLOCK
 
 DEFAULTS = CompareSettings()
 QUICK_OVERRIDES = ("messages", "backlog", "cap_s")
+SPELLED_WHEN_CHANGED = ("patterns", "layouts")
 NOTES = (
     "JetStream batches: N async publishes, then every ack awaited (it has no batch publish).",
     "Drains: timed from the first message in hand to the last; JetStream: a durable pull consumer, fetch 256,"
@@ -51,6 +52,8 @@ def command_line(ctx: click.Context) -> str:
             continue
         if ctx.params.get("quick") and param.name in QUICK_OVERRIDES:
             continue  # --quick replaced them: spelling them out would mislead
+        if param.name in SPELLED_WHEN_CHANGED and value == param.default:
+            continue  # the default choice: the line stays as it was before these options
         parts += [param.opts[0]] if value is True else [param.opts[0], str(value)]
     return " ".join(parts)
 

@@ -21,6 +21,7 @@ code); the client checks the tag text again, since two tags may share a code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ledgermq.errors import ProtocolError
 from ledgermq.util.javahash import tag_hash
@@ -66,8 +67,11 @@ class TagExpression:
 ALL = TagExpression(SUB_ALL, (), frozenset())
 
 
+@lru_cache(maxsize=1024)
 def parse_tag_expression(expression: str | None) -> TagExpression:
-    """RocketMQ's reading of a tag expression; TagExpressionError for one it refuses."""
+    """RocketMQ's reading of a tag expression; TagExpressionError for one it refuses.
+
+    Cached: every pull answer is checked against its expression, and there are few."""
     if not expression or expression == SUB_ALL:
         return ALL
     parts = expression.split(_SEPARATOR)

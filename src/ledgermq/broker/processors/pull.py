@@ -17,15 +17,18 @@ from ledgermq.filter import FilterSyntaxError, SqlExpression
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers_pull import PullMessageRequestHeader, PullMessageResponseHeader
+from ledgermq.protocol.headers_pull import (
+    FLAG_COMMIT_OFFSET,
+    FLAG_SUBSCRIPTION,
+    FLAG_SUSPEND,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+)
 from ledgermq.protocol.route import PERM_READ, TopicConfig
 from ledgermq.protocol.tag_expression import TagExpressionError
 from ledgermq.store.message_filter import MessageFilter, PropertyFilter, TagFilter
 from ledgermq.store.results import GetResult, GetStatus
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 MASTER_ID = 0
 
 _STATUS = {

@@ -52,11 +52,12 @@ class PullHoldService:
         offset: int,
         timeout: float,
         *,
-        read: Callable[[int], GetResult],
+        read: Callable[[int], tuple[int, GetResult]],
         current_max: Callable[[], int],
     ) -> tuple[int, GetResult]:
         """Hold a pull that found nothing at ``offset`` until its answer is ready; returns
-        the offset last read and what ``read`` found there.
+        the offset last read and what ``read`` found there (``read`` says which offset it
+        read: it may go back to the pull's own when its subscription changed).
 
         A wake-up whose read matched nothing moves the offset past the messages scanned and
         waits again for the time left; at the timeout the queue is read once more (it may
@@ -67,7 +68,7 @@ class PullHoldService:
             arrived = await self.wait(
                 topic, queue_id, offset, max(0.0, deadline - loop.time()), current_max=current_max
             )
-            result = read(offset)
+            offset, result = read(offset)
             moved = result.next_begin_offset > offset  # else waiting on would spin
             if not arrived or result.status is not GetStatus.NO_MATCHED_MESSAGE or not moved:
                 return offset, result

@@ -115,6 +115,29 @@ class _Plan:
     max_msgs: int
     message_filter: MessageFilter | None
     group_cfg: SubscriptionGroupConfig
+    subscription: SubscriptionData
+
+
+class _Reader:
+    """The one read of a pull, first and on every wake-up of its hold. A pull that relies on
+    its group's heartbeat (no SUBSCRIPTION flag) reads with the subscription the group holds
+    now, as RocketMQ re-runs the whole request on a wake-up: when a heartbeat replaced it
+    while the pull was held, the pull is planned again and read from its own offset (what
+    the old filter skipped may match the new one)."""
+
+    def __init__(self, broker: Broker, cmd: RemotingCommand, hdr: PullMessageRequestHeader, plan: _Plan) -> None:
+        self.broker, self.cmd, self.hdr, self.plan = broker, cmd, hdr, plan
+
+    def __call__(self, offset: int) -> tuple[int, GetResult]:
+        plan, hdr = self.plan, self.hdr
+        by_heartbeat = not hdr.sys_flag & FLAG_SUBSCRIPTION
+        if by_heartbeat and self.broker.consumers.subscription(plan.group, plan.topic) is not plan.subscription:
+            fresh = _plan(self.broker, self.cmd, hdr)
+            if isinstance(fresh, _Plan):  # else (the group left meanwhile) the old plan answers
+                self.plan = plan = fresh
+                offset = hdr.queue_offset
+        result = self.broker.store.get_message(plan.topic, plan.queue_id, offset, plan.max_msgs, plan.message_filter)
+        return offset, result
 
 
 async def pull_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
@@ -131,11 +154,8 @@ async def pull_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
     if isinstance(plan, RemotingCommand):
         return plan
 
-    def read(offset: int) -> GetResult:
-        return broker.store.get_message(plan.topic, plan.queue_id, offset, plan.max_msgs, plan.message_filter)
-
-    offset = hdr.queue_offset
-    result = read(offset)
+    read = _Reader(broker, cmd, hdr, plan)
+    offset, result = read(hdr.queue_offset)
     if hdr.sys_flag & FLAG_COMMIT_OFFSET and broker.config.is_master and hdr.commit_offset >= 0:
         # Committed on the first pass, held or not, as RocketMQ does: a caught-up consumer's
         # pulls are nearly all held, and its progress must still be recorded.
@@ -155,7 +175,7 @@ async def pull_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
             )
         finally:
             ctx.unpark()
-    return _answer(broker, cmd, plan, result, offset)
+    return _answer(broker, cmd, read.plan, result, offset)
 
 
 def _plan(broker: Broker, cmd: RemotingCommand, hdr: PullMessageRequestHeader) -> _Plan | RemotingCommand:
@@ -197,7 +217,7 @@ def _plan(broker: Broker, cmd: RemotingCommand, hdr: PullMessageRequestHeader) -
         message_filter = PropertyFilter(compiled.matches, compiled.names, verdict)
     else:
         message_filter = None if sub.matches_all else TagFilter.by_codes(sub.codes)
-    return _Plan(group, topic, queue_id, hdr.max_msg_nums, message_filter, group_cfg)
+    return _Plan(group, topic, queue_id, hdr.max_msg_nums, message_filter, group_cfg, sub)
 
 
 def _answer(broker: Broker, cmd: RemotingCommand, plan: _Plan, result: GetResult, offset: int) -> RemotingCommand:

@@ -13,7 +13,9 @@ here, without awaits, clocks or logging, so each can be checked case by case:
   re-reads where to start (``StartOffsetNeeded``); a queue whose topic was unsubscribed
   waits for the rebalance to drop it;
 * after a pull: an error waits (``PULL_DELAY_WHEN_BROKER_FLOW_CONTROL`` after the broker's
-  FLOW_CONTROL, ``pull_delay_when_exception`` otherwise); FOUND moves the offset and hands
+  FLOW_CONTROL, ``pull_delay_when_exception`` otherwise); an answer filtered by a
+  subscription that changed meanwhile is dropped and the offset pulled again (RocketMQ
+  would move on past messages the new subscription wants); FOUND moves the offset and hands
   the messages over; NO_NEW_MSG / NO_MATCHED_MSG move the offset and, with nothing cached,
   commit it; OFFSET_ILLEGAL drops the queue and has its offset fixed later.
 
@@ -137,7 +139,8 @@ def start_offset(found: int | None, limits: Limits) -> Wait | int:
 @dataclass(frozen=True, slots=True)
 class PullOutcome:
     """What one pull brought: an error's response code (``error``; 0 for one that is no
-    broker's answer), or a status with the next offset and the first message's offset."""
+    broker's answer), or a status with the next offset and the first message's offset.
+    ``stale``: the topic's subscription changed while the pull was out."""
 
     dropped: bool
     error: int | None = None
@@ -146,6 +149,7 @@ class PullOutcome:
     message_count: int = 0
     first_queue_offset: int | None = None
     cached_count: int = 0
+    stale: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +175,10 @@ def after_pull(outcome: PullOutcome, asked_offset: int, limits: Limits) -> After
         return AfterPull(limits.pull_delay_when_exception)
     if outcome.dropped:
         return AfterPull(None)
+    if outcome.stale:
+        # Filtered by the old subscription: what it skipped may match the new one, and what
+        # it found may not. Pull the same offset again at once, with the new one.
+        return AfterPull(0.0)
     nxt = outcome.next_begin_offset
     if outcome.status is PullStatus.FOUND:
         first = outcome.first_queue_offset

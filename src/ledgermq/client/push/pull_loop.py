@@ -264,6 +264,8 @@ class PullLoops:
             message_count=len(msgs),
             first_queue_offset=msgs[0].queue_offset if msgs else None,
             cached_count=pq.msg_count,
+            # filtered by a subscription replaced while the pull was out (held, say)
+            stale=state.subscriptions.get(mq.topic) is not sub,
         )
         return outcome, msgs
 

@@ -16,6 +16,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from ledgermq.clock import Clock
 from ledgermq.store.results import GetResult, GetStatus
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class PullHoldService:
         *,
         read: Callable[[int], tuple[int, GetResult]],
         current_max: Callable[[], int],
+        clock: Clock,
     ) -> tuple[int, GetResult]:
         """Hold a pull that found nothing at ``offset`` until its answer is ready; returns
         the offset last read and what ``read`` found there (``read`` says which offset it
@@ -62,17 +64,16 @@ class PullHoldService:
         A wake-up whose read matched nothing moves the offset past the messages scanned and
         waits again for the time left; at the timeout the queue is read once more (it may
         have grown without a wake-up reaching this pull), and that is the answer."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = clock.monotonic() + timeout
         while True:
             arrived = await self.wait(
-                topic, queue_id, offset, max(0.0, deadline - loop.time()), current_max=current_max
+                topic, queue_id, offset, max(0.0, deadline - clock.monotonic()), current_max=current_max
             )
             offset, result = read(offset)
             moved = result.next_begin_offset > offset  # else waiting on would spin
             if not arrived or result.status is not GetStatus.NO_MATCHED_MESSAGE or not moved:
                 return offset, result
-            if loop.time() >= deadline:
+            if clock.monotonic() >= deadline:
                 return offset, result
             offset = result.next_begin_offset
 

@@ -15,6 +15,7 @@ from ledgermq.bench.compare.model import QUICK, CompareSettings
 from ledgermq.bench.compare.plot import default_title, render_svg
 from ledgermq.bench.compare.report import document, render
 from ledgermq.bench.compare.schedule import Round
+from ledgermq.clock import SYSTEM_CLOCK
 
 DEFAULTS = CompareSettings()
 QUICK_OVERRIDES = ("messages", "backlog", "cap_s")
@@ -89,7 +90,7 @@ def compare_bench(
         click.echo(f"round {r.index + 1}: {r.system}, load {r.load_1m:.2f}, {r.seconds:.1f} s", err=True)
 
     results = run_compare(settings, on_round=progress, nats_binary=binary)
-    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    date = datetime.fromtimestamp(SYSTEM_CLOCK.wall_ms() / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
     doc = document(results, settings, command_line(click.get_current_context()), date=date)
     if json_path is not None:
         json_path.write_text(json.dumps(doc, indent=2))

@@ -172,6 +172,7 @@ async def pull_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
                 max(0, timeout_ms) / 1000,
                 read=read,
                 current_max=lambda: broker.store.max_offset_in_queue(plan.topic, plan.queue_id),
+                clock=broker.clock,
             )
         finally:
             ctx.unpark()

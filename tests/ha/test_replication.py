@@ -27,9 +27,10 @@ from tests.ha.helpers import (
 class Pair:
     """A master store + HAService and a slave store + HAClient, stopped in ``close``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, scrub: bool = True) -> None:
         self.root = root
-        self.master: MessageStore | None = open_store(root / "master", BrokerRole.ASYNC_MASTER)
+        self.scrub = scrub
+        self.master: MessageStore | None = open_store(root / "master", BrokerRole.ASYNC_MASTER, scrub)
         self.slave: MessageStore | None = None
         self.service: HAService | None = None
         self.client: HAClient | None = None
@@ -44,7 +45,7 @@ class Pair:
 
     def start_client(self) -> HAClient:
         if self.slave is None:
-            self.slave = open_store(self.root / "slave", BrokerRole.SLAVE)
+            self.slave = open_store(self.root / "slave", BrokerRole.SLAVE, self.scrub)
         self.client = HAClient(
             self.slave, lambda: f"127.0.0.1:{self.port}", FAST, reconnect_min=0.05, reconnect_max=0.3
         )

@@ -188,6 +188,7 @@ class HAService:
             )
             for a, b in damaged:
                 self.repairs.note_unrepaired(a, b, "no slave has connected since this master started", logged=True)
+                self.repairs.awaiting_holder.add((a, b))
         log.info("HA service listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
@@ -311,7 +312,21 @@ class HAService:
             )
             link.stop(f"commit log [{start}, {end}) is damaged on the master: re-handshaking to repair it")
         if not holders:
-            self.repairs.note_unrepaired(start, end, "no connected slave holds it (yet)")
+            self.repairs.await_holder(start, end, "no connected slave holds it (yet)")
+
+    def _repair_through(self, link: SlaveLink) -> None:
+        """A slave now holds a damaged range that had no holder when it was found: its
+        re-handshake takes the range back (the handshake's repair pass)."""
+        if link.closed_reason:
+            return
+        held = self.repairs.held_by(link.holds)
+        if held:
+            log.warning(
+                "HA: slave %s now holds damaged commit log %s: re-handshaking to repair it",
+                link.address,
+                describe(held),
+            )
+            link.stop(f"commit log {describe(held)} is damaged on the master: re-handshaking to repair it")
 
     def damage_hit(self, err: CorruptRangeError, address: str) -> None:
         """A transfer to ``address`` ran into a damaged range (event-loop thread)."""
@@ -328,6 +343,8 @@ class HAService:
                 listener(link, offset)
             except Exception:
                 log.exception("HA: an acknowledgement listener failed")
+        if self.repairs.awaiting_holder:
+            self._repair_through(link)
         if self.required_ids is not None:
             if offset > self.max_acked_offset:
                 self.max_acked_offset = offset

@@ -117,7 +117,9 @@ def test_a_wait_past_its_deadline_is_answered_by_the_turn_timer() -> None:
         calls: list[str] = []
         turn = _turn(calls, _Replication(calls))
         done = threading.Event()
-        turn.add(Wait(100, Need.REPLICATED, 0.05, lambda w: (calls.append(f"missed={w.missed.name}"), done.set())))
+        turn.add(
+            Wait(100, Need.REPLICATED, 0.05, lambda w: (calls.append(f"missed={Need.name(w.missed)}"), done.set()))
+        )
         await asyncio.wait_for(asyncio.to_thread(done.wait, 5), 10)
         assert calls == ["missed=REPLICATED"]
         assert len(turn.waits) == 0

@@ -13,7 +13,7 @@ import random
 from ledgermq.broker.write_turn import Need, Wait, Waits
 
 
-def _wait(end: int, needs: Need, timeout: float = 5.0) -> Wait:
+def _wait(end: int, needs: int, timeout: float = 5.0) -> Wait:
     return Wait(end, needs, timeout)
 
 
@@ -51,9 +51,9 @@ def test_a_failed_fsync_fails_every_durable_wait_now_and_later() -> None:
     t = Waits()
     t.add(_wait(100, Need.DURABLE | Need.REPLICATED), now=0.0)
     [failed] = t.durable_failed("flush failed: EIO")
-    assert failed.missed is Need.DURABLE and failed.reason == "flush failed: EIO"
+    assert failed.missed == Need.DURABLE and failed.reason == "flush failed: EIO"
     [later] = t.add(_wait(200, Need.DURABLE), now=1.0)
-    assert later.missed is Need.DURABLE and "EIO" in later.reason
+    assert later.missed == Need.DURABLE and "EIO" in later.reason
     assert t.durable(1000, now=1.0) == []  # sticky: a later report does not make anything durable
 
 
@@ -64,7 +64,7 @@ def test_a_replicated_wait_needs_the_floor_and_slaves_that_hold_its_bytes() -> N
     assert t.replicated(150, holds=lambda end: False, now=0.1) == []  # floor passed it, no slave holds it
     assert _ends(t.replicated(250, holds=lambda end: True, now=0.2)) == [200]  # 100 was left to time out
     [expired] = t.expire(now=5.0)
-    assert expired.end == 100 and expired.missed is Need.REPLICATED
+    assert expired.end == 100 and expired.missed == Need.REPLICATED
 
 
 def test_the_fsync_comes_first_and_the_slave_stage_gets_its_own_timeout() -> None:
@@ -86,10 +86,10 @@ def test_a_stage_that_times_out_names_its_need() -> None:
     assert t.next_deadline() == 1.0
     assert t.expire(now=0.99) == []
     [flush] = t.expire(now=1.0)
-    assert flush.missed is Need.DURABLE
+    assert flush.missed == Need.DURABLE
     assert t.next_deadline() == 2.0
     [slave] = t.expire(now=2.0)
-    assert slave.missed is Need.REPLICATED
+    assert slave.missed == Need.REPLICATED
     assert t.next_deadline() is None and len(t) == 0
 
 
@@ -102,7 +102,7 @@ def test_a_committed_wait_is_settled_by_its_proposal_only() -> None:
     assert t.durable(10**9, now=1.0) == [] and t.replicated(10**9, lambda e: True, now=1.0) == []
     assert t.settle(ok, committed=True, reason="", now=2.0) == [ok] and ok.met
     [failed] = t.settle(lost, committed=False, reason="leadership lost", now=2.0)
-    assert failed.missed is Need.COMMITTED and failed.reason == "leadership lost"
+    assert failed.missed == Need.COMMITTED and failed.reason == "leadership lost"
     assert t.settle(ok, committed=True, reason="", now=3.0) == []  # once only
     assert len(t) == 0
 
@@ -141,7 +141,7 @@ def test_seeded_random_facts_never_release_a_wait_before_its_facts() -> None:
             floor = rng.randint(floor, end)
             if rng.random() < 0.05:
                 held_from = floor  # a fresh slave: holds nothing below where it started
-            got = t.replicated(floor, lambda e: held_from < e <= floor, now)
+            got = t.replicated(floor, lambda e, lo=held_from, hi=floor: lo < e <= hi, now)
         else:
             got = t.expire(now)
         for w in got:
@@ -149,7 +149,7 @@ def test_seeded_random_facts_never_release_a_wait_before_its_facts() -> None:
                 assert not w.asked & Need.DURABLE or w.end <= durable
                 assert not w.asked & Need.REPLICATED or held_from < w.end <= floor
             else:
-                assert w.deadline == math.inf and w.missed is not Need.NONE
+                assert w.deadline == math.inf and w.missed != Need.NONE
         released += got
     released += t.expire(now + 10)
     assert len(t) == 0

@@ -60,12 +60,12 @@ def answer(
         ha = broker.ha
         if ha is not None and ha.slave_ok(result.append.next_offset):
             needs |= Need.REPLICATED
-        elif needs is Need.NONE:
+        elif needs == Need.NONE:
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
             return stored_answer(broker, cmd, result, queue_id)
         else:  # told once the fsync is over (the answer never comes before it)
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
-    if needs is Need.NONE:
+    if needs == Need.NONE:
         return stored_answer(broker, cmd, result, queue_id)
     end = result.durable_at if result.durable_at is not None else result.append.next_offset  # type: ignore[union-attr]
     return _SendWait(broker, cmd, result, queue_id, needs, end, None).start()
@@ -116,7 +116,7 @@ class _SendWait:
         cmd: RemotingCommand,
         result: PutResult,
         queue_id: int,
-        needs: Need,
+        needs: int,
         end: int,
         proposal: Proposal | None,
     ) -> None:
@@ -140,11 +140,11 @@ class _SendWait:
         result = self.result
         if self.proposal is not None:
             result = self.proposal.outcome()  # committed, or why not (the Raft driver says)
-        elif wait.missed is Need.DURABLE:
+        elif wait.missed == Need.DURABLE:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
             if wait.reason:
                 result.remark = f"{wait.reason}; the broker refuses writes until it is restarted"
-        elif wait.missed is Need.REPLICATED:
+        elif wait.missed == Need.REPLICATED:
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
         if wait.asked & Need.REPLICATED and wait.missed in (Need.NONE, Need.REPLICATED):
             # the slave's share of the send (timeouts included), from the start of that stage

@@ -203,15 +203,18 @@ class WriteTurn:
             log.exception("write turn: answering a released send failed")
 
     def _arm_timer(self) -> None:
-        """One loop timer, at the table's earliest deadline (moved only when that changes)."""
+        """One loop timer, at or before the table's earliest deadline. It is moved only when
+        a deadline earlier than the armed one appears: the oldest deadline moves on with
+        nearly every step, and re-arming each time cost a timer per step; a timer that
+        fires early only runs a step that finds nothing due and arms the next one."""
         at = self.waits.next_deadline()
-        if at == self._timer_at:
+        if at is None or (self._timer_at is not None and self._timer_at <= at):
             return
         if self._timer is not None:
             self._timer.cancel()
-            self._timer = self._timer_at = None
         loop = self._loop
-        if at is None or loop is None:
+        if loop is None:
+            self._timer = self._timer_at = None
             return
         self._timer_at = at
         self._timer = loop.call_later(max(0.0, at - self.clock.monotonic()), self._on_timer)

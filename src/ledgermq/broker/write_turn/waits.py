@@ -27,7 +27,6 @@ its fsync and then up to the timeout for its slave. A wait released early keeps 
 
 from __future__ import annotations
 
-import enum
 import heapq
 import itertools
 import math
@@ -35,14 +34,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 
-class Need(enum.IntFlag):
+class Need:
+    """What a wait needs, as bits of a plain int (an ``enum.IntFlag`` costs microseconds
+    per ``&``, and the table tests bits several times per send)."""
+
     NONE = 0
     DURABLE = 1
     REPLICATED = 2
     COMMITTED = 4
 
-
-_STAGES = (Need.DURABLE, Need.REPLICATED, Need.COMMITTED)
+    @staticmethod
+    def name(needs: int) -> str:
+        """``DURABLE|REPLICATED`` style, for messages and tests."""
+        names = [n for n in ("DURABLE", "REPLICATED", "COMMITTED") if needs & getattr(Need, n)]
+        return "|".join(names) or "NONE"
 
 
 @dataclass(slots=True, eq=False)
@@ -52,19 +57,19 @@ class Wait:
     turn once the table releases the wait (not by the table)."""
 
     end: int
-    needs: Need
+    needs: int
     timeout_s: float
     on_released: Callable[[Wait], None] | None = None
-    missed: Need = Need.NONE  # the need that timed out or failed; NONE when every one was met
+    missed: int = Need.NONE  # the need that timed out or failed; NONE when every one was met
     reason: str = ""
     stage_started: float = 0.0  # when the current stage began (replication latency)
     deadline: float = math.inf
-    asked: Need = Need.NONE  # ``needs`` as registered
+    asked: int = Need.NONE  # ``needs`` as registered
     _seq: int = 0
 
     @property
     def met(self) -> bool:
-        return self.missed is Need.NONE and self.needs is Need.NONE
+        return self.missed == Need.NONE and self.needs == Need.NONE
 
 
 Holds = Callable[[int], bool]
@@ -78,7 +83,7 @@ class Waits:
     def __init__(self) -> None:
         self.durable_offset = 0
         self.durable_failure = ""  # sticky: after a failed fsync nothing is durable any more
-        self._by_end: dict[Need, list[tuple[int, int, Wait]]] = {Need.DURABLE: [], Need.REPLICATED: []}
+        self._by_end: dict[int, list[tuple[int, int, Wait]]] = {Need.DURABLE: [], Need.REPLICATED: []}
         self._deadlines: list[tuple[float, int, Wait]] = []
         self._proposals: dict[int, Wait] = {}  # COMMITTED waits by sequence number (settled one by one)
         self._seq = itertools.count()
@@ -88,7 +93,7 @@ class Waits:
         """Waits not yet released."""
         return self._live
 
-    def waiting_for(self, need: Need) -> bool:
+    def waiting_for(self, need: int) -> bool:
         """Whether any entry sits in ``need``'s heap (may be stale; a cheap pre-check)."""
         heap = self._by_end.get(need)
         return bool(heap)
@@ -111,7 +116,7 @@ class Waits:
         heap = self._by_end[Need.DURABLE]
         while heap and heap[0][0] <= offset:
             wait = heapq.heappop(heap)[2]
-            if self._current(wait) is Need.DURABLE:
+            if self._current(wait) == Need.DURABLE:
                 wait.needs &= ~Need.DURABLE
                 self._enter_stage(wait, now, released)
         return released
@@ -123,7 +128,7 @@ class Waits:
         released: list[Wait] = []
         heap, self._by_end[Need.DURABLE] = self._by_end[Need.DURABLE], []
         for _end, _seq, wait in heap:
-            if self._current(wait) is Need.DURABLE:
+            if self._current(wait) == Need.DURABLE:
                 self._miss(wait, Need.DURABLE, self.durable_failure, released)
         return released
 
@@ -134,7 +139,7 @@ class Waits:
         heap = self._by_end[Need.REPLICATED]
         while heap and heap[0][0] <= floor:
             wait = heapq.heappop(heap)[2]
-            if self._current(wait) is Need.REPLICATED and holds(wait.end):
+            if self._current(wait) == Need.REPLICATED and holds(wait.end):
                 wait.needs &= ~Need.REPLICATED
                 self._enter_stage(wait, now, released)
         return released
@@ -142,7 +147,7 @@ class Waits:
     def settle(self, wait: Wait, committed: bool, reason: str, now: float) -> list[Wait]:
         """A COMMITTED wait's proposal ended: committed, or not (``reason``)."""
         released: list[Wait] = []
-        if self._current(wait) is not Need.COMMITTED:
+        if self._current(wait) != Need.COMMITTED:
             return released  # already released (timed out, or the table was cleared)
         self._proposals.pop(wait._seq, None)
         if committed:
@@ -158,7 +163,7 @@ class Waits:
         heap = self._deadlines
         while heap and heap[0][0] <= now:
             deadline, _seq, wait = heapq.heappop(heap)
-            if wait.deadline == deadline and self._current(wait) is not Need.NONE:
+            if wait.deadline == deadline and self._current(wait) != Need.NONE:
                 self._miss(wait, self._current(wait), "", released)
         return released
 
@@ -167,7 +172,7 @@ class Waits:
         heap = self._deadlines
         while heap:
             deadline, _seq, wait = heap[0]
-            if wait.deadline == deadline and self._current(wait) is not Need.NONE:
+            if wait.deadline == deadline and self._current(wait) != Need.NONE:
                 return deadline
             heapq.heappop(heap)
         return None
@@ -180,7 +185,7 @@ class Waits:
         self._proposals = {}
         for wait in candidates:
             need = self._current(wait)
-            if need is not Need.NONE:
+            if need != Need.NONE:
                 self._miss(wait, need, reason, released)
         self._deadlines = []
         for heap in self._by_end.values():
@@ -189,18 +194,16 @@ class Waits:
 
     # -- stages ----------------------------------------------------------------------
     @staticmethod
-    def _current(wait: Wait) -> Need:
-        if wait.missed is not Need.NONE:
+    def _current(wait: Wait) -> int:
+        if wait.missed:
             return Need.NONE
-        for need in _STAGES:
-            if wait.needs & need:
-                return need
-        return Need.NONE
+        needs = wait.needs
+        return needs & -needs  # the lowest bit: stages are met in bit order
 
     def _enter_stage(self, wait: Wait, now: float, released: list[Wait]) -> None:
         """Put ``wait`` where its next need is waited for, or release it."""
         need = self._current(wait)
-        if need is Need.DURABLE:
+        if need == Need.DURABLE:
             if self.durable_failure:
                 self._miss(wait, Need.DURABLE, self.durable_failure, released)
                 return
@@ -208,7 +211,7 @@ class Waits:
                 wait.needs &= ~Need.DURABLE
                 self._enter_stage(wait, now, released)
                 return
-        if need is Need.NONE:
+        if need == Need.NONE:
             self._live -= 1
             released.append(wait)
             return
@@ -222,8 +225,8 @@ class Waits:
         else:
             self._proposals[wait._seq] = wait
 
-    def _miss(self, wait: Wait, need: Need, reason: str, released: list[Wait]) -> None:
-        if need is Need.COMMITTED:
+    def _miss(self, wait: Wait, need: int, reason: str, released: list[Wait]) -> None:
+        if need == Need.COMMITTED:
             self._proposals.pop(wait._seq, None)
         wait.missed = need
         wait.reason = reason

@@ -57,8 +57,7 @@ def _resolve_topic(
 
 def _admit(broker: Broker, cmd: RemotingCommand, hdr: SendMessageRequestHeader) -> RemotingCommand | None:
     """The refusals that need no topic: a read-only broker, an illegal or system topic name."""
-    gate = broker.write_gate
-    if gate is not None and not broker.writable and (refused := gate(False)) is not None:
+    if not broker.writable and (refused := broker.refuse_write(False)) is not None:
         # controller mode: a slave says why (SERVICE_NOT_AVAILABLE: clients look for the master)
         return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {refused.remark}")
     if not broker.writable:
@@ -131,8 +130,7 @@ async def _send_to_new_topic(
     tc = _resolve_topic(broker, cmd, hdr, hdr.topic)
     if isinstance(tc, RemotingCommand):
         return tc
-    if broker.register_now is not None:
-        await broker.register_now()  # routable before the producer hears back (one increment per burst)
+    await broker.register_now()  # routable before the producer hears back (one increment per burst)
     answered = _store(broker, ctx, cmd, hdr, tc)
     if isinstance(answered, RemotingCommand):
         return answered

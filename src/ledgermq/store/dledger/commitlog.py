@@ -355,6 +355,16 @@ class DLedgerCommitLog(CommitLog):
             raise exc
         return raw[BODY_OFFSET:]
 
+    def properties_at(self, offset: int, size: int) -> str | None:
+        """The properties text of the stored message at ``offset`` (an SQL92 filter's read
+        when no verdict was cached at dispatch); None if it is not readable. The native
+        method reads the old commit log's segments, which hold nothing above the divided
+        offset: every message would have passed the filter."""
+        if offset < self.divided_offset or self._ledger is None:
+            return super().properties_at(offset, size)
+        record = self.read(offset, size)  # its entry's body CRC checked: never a rotten record's
+        return None if record is None else M.record_properties_text(record)
+
     def unreadable_reason(self, offset: int, size: int) -> str | None:
         """Why a record a consume-queue unit points at cannot be read now (the reader asks
         again at the same offset), or None when retention deleted it (the reader moves on).

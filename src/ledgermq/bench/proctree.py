@@ -1,0 +1,64 @@
+"""CPU seconds of a process tree by role, read from /proc (Linux only).
+
+The Spark bench runs its work in processes it does not start itself: Spark's JVM is a child
+of the bench, the Python workers children of the JVM (forked by ``pyspark.daemon``). To say
+where a read spends its CPU, the bench snapshots every descendant before and after a case
+and charges the difference to a role named by the process's command (``java``, ``python``).
+A process's own time plus the time of its children that exited and were waited for
+(``cutime``/``cstime``) is counted, so workers that come and go between two snapshots are
+still charged to their parent's role.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat(pid: int) -> tuple[int, str, float, float] | None:
+    """(ppid, command, own seconds, seconds of reaped children) of ``pid``; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    command = stat[stat.index("(") + 1 : stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2 :].split()
+    try:
+        own = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        children = (int(fields[13]) + int(fields[14])) / _CLOCK_TICKS
+        return int(fields[1]), command, own, children
+    except (ValueError, IndexError):
+        return None
+
+
+def tree_cpu(root: int, role: Callable[[int, str], str]) -> dict[str, float]:
+    """CPU seconds of ``root`` and every descendant, summed by ``role(pid, command)``."""
+    stats: dict[int, tuple[int, str, float, float]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            s = _stat(int(entry))
+            if s is not None:
+                stats[int(entry)] = s
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, *_rest) in stats.items():
+        kids.setdefault(ppid, []).append(pid)
+    out: dict[str, float] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        s = stats.get(pid)
+        if s is None:
+            continue
+        _ppid, command, own, children = s
+        name = role(pid, command)
+        out[name] = out.get(name, 0.0) + own + (children if pid != root else 0.0)
+        todo.extend(kids.get(pid, []))
+    return out
+
+
+def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds by role between two ``tree_cpu`` snapshots."""
+    return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in sorted(set(before) | set(after))}

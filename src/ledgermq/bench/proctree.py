@@ -34,8 +34,12 @@ def _stat(pid: int) -> tuple[int, str, float, float] | None:
         return None
 
 
-def tree_cpu(root: int, role: Callable[[int, str], str]) -> dict[str, float]:
-    """CPU seconds of ``root`` and every descendant, summed by ``role(pid, command)``."""
+Snapshot = dict[int, tuple[str, float]]
+
+
+def tree_cpu(root: int, role: Callable[[int, str], str]) -> Snapshot:
+    """pid -> (role, CPU seconds) of ``root`` and every descendant; a process's seconds include
+    its reaped children's (not for ``root``, whose children are in the tree themselves)."""
     stats: dict[int, tuple[int, str, float, float]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -45,7 +49,7 @@ def tree_cpu(root: int, role: Callable[[int, str], str]) -> dict[str, float]:
     kids: dict[int, list[int]] = {}
     for pid, (ppid, *_rest) in stats.items():
         kids.setdefault(ppid, []).append(pid)
-    out: dict[str, float] = {}
+    out: Snapshot = {}
     todo = [root]
     while todo:
         pid = todo.pop()
@@ -53,12 +57,17 @@ def tree_cpu(root: int, role: Callable[[int, str], str]) -> dict[str, float]:
         if s is None:
             continue
         _ppid, command, own, children = s
-        name = role(pid, command)
-        out[name] = out.get(name, 0.0) + own + (children if pid != root else 0.0)
+        out[pid] = (role(pid, command), own + (children if pid != root else 0.0))
         todo.extend(kids.get(pid, []))
     return out
 
 
-def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """CPU seconds by role between two ``tree_cpu`` snapshots."""
-    return {k: after.get(k, 0.0) - before.get(k, 0.0) for k in sorted(set(before) | set(after))}
+def spent(before: Snapshot, after: Snapshot) -> dict[str, float]:
+    """CPU seconds by role between two snapshots: what every process alive at the end used
+    since the first snapshot (all of it for one started since). A process that ended in
+    between is charged through the parent that reaped it (its whole life, so a little too
+    much if it was already running at the first snapshot); one reaped outside the tree is lost."""
+    out: dict[str, float] = {}
+    for pid, (name, seconds) in after.items():
+        out[name] = out.get(name, 0.0) + seconds - (before[pid][1] if pid in before else 0.0)
+    return dict(sorted(out.items()))

@@ -42,7 +42,7 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Spark Connect client session on a connect server of its own (killed by pid at the end)."""
     missing = _missing_deps()
     if missing:
-        pytest.skip(f"Spark Connect client dependencies missing ({', '.join(missing)}): pip install 'ledgermq[spark-connect]'")
+        pytest.skip(f"Spark Connect client dependencies missing ({', '.join(missing)}): the 'spark-connect' extra")
     if shutil.which("java") is None:  # pragma: no cover - make test installs one
         pytest.skip("no Java runtime (make test installs openjdk-17-jre-headless)")
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
@@ -92,9 +92,7 @@ def test_batch_read_and_write_through_spark_connect(remote: Any, cluster: Cluste
     back = remote.read.format("ledgermq").option("namesrvAddr", cluster.namesrv_addr).option("subscribe", target).load()
     rows = back.select("key", "value", "properties").collect()
     assert sorted(bytes(r.value) for r in rows) == sorted(b for _q, _o, b in sent)
-    assert sorted((r.key, r.properties["seq"]) for r in rows) == sorted(
-        (f"k{q}-{o}", str(o)) for q, o, _b in sent
-    )
+    assert sorted((r.key, r.properties["seq"]) for r in rows) == sorted((f"k{q}-{o}", str(o)) for q, o, _b in sent)
 
 
 def test_streaming_query_through_spark_connect(remote: Any, cluster: Cluster, tmp_path: Path) -> None:

@@ -362,6 +362,44 @@ except ImportError:  # pragma: no cover - pyspark is the 'spark' extra
     MemoryBatches = None  # type: ignore[assignment,misc]
 
 
+def _measure_reads(
+    spark: Any, servers: _Servers, messages: int, body_size: int, queues: int, pull_size: int, repeats: int
+) -> tuple[Rate, Rate, Rate, Rate]:
+    """The read cases (raw pulls, pull + decode, the Spark read, Spark from memory) in ABBA
+    rounds, each timed and its CPU charged by process."""
+    ns = servers.namesrv
+    roles = _Roles(servers)
+    raw = Rate(f"raw pulls of {pull_size}, no decode", messages)
+    decode = Rate(f"pulls of {pull_size} + Arrow decode, 1 process", messages)
+    read = Rate("spark read -> noop", messages)
+    arrow_yield = Rate("spark, Arrow batches from memory -> noop", messages)
+    source = spark.read.format("ledgermq").option("namesrvAddr", ns).option("subscribe", TOPIC)
+    source = source.option("pullBatchSize", str(pull_size))
+    memory = spark.read.format("ledgermq_bench_memory").option("rows", str(messages)).option("parts", str(queues))
+    memory = memory.option("size", str(body_size))
+
+    def pulls(rate: Rate, decoded: bool) -> None:
+        rate.rows, seconds = pull_all(ns, TOPIC, pull_size, decode=decoded)
+        rate.seconds.append(seconds)
+
+    # the cases interleaved, each round in the opposite order of the one before (ABBA), so
+    # that a change of the host's load falls on every case alike
+    cases: list[tuple[Rate, Any]] = [
+        (raw, lambda: pulls(raw, False)),
+        (decode, lambda: pulls(decode, True)),
+        (read, lambda: read.seconds.append(_timed(_noop_write(source)))),
+        (arrow_yield, lambda: arrow_yield.seconds.append(_timed(_noop_write(memory)))),
+    ]
+    # one untimed read of each Spark case first: the Python workers' start (imports) and the
+    # JVM's warm-up belong to no steady-state figure
+    _noop_write(source)()
+    _noop_write(memory)()
+    for round_ in range(repeats):
+        for rate, run in cases if round_ % 2 == 0 else reversed(cases):
+            _timed(run, roles, rate)
+    return raw, decode, read, arrow_yield
+
+
 def bench_spark(
     messages: int,
     body_size: int,
@@ -397,43 +435,9 @@ def bench_spark(
                 producer = Rate("producer, send_batch of 128, 4 in flight", messages // 4)
                 producer.seconds.append(produce_batches(ns, TOPIC + "Producer", messages // 4, body_size, 128))
 
-                roles = _Roles(servers)
-                raw = Rate(f"raw pulls of {pull_size}, no decode", messages)
-                decode = Rate(f"pulls of {pull_size} + Arrow decode, 1 process", messages)
-                read = Rate("spark read -> noop", messages)
-                arrow_yield = Rate("spark, Arrow batches from memory -> noop", messages)
-                source = (
-                    spark.read.format("ledgermq")
-                    .option("namesrvAddr", ns)
-                    .option("subscribe", TOPIC)
-                    .option("pullBatchSize", str(pull_size))
+                raw, decode, read, arrow_yield = _measure_reads(
+                    spark, servers, messages, body_size, queues, pull_size, repeats
                 )
-                memory = (
-                    spark.read.format("ledgermq_bench_memory")
-                    .option("rows", str(messages))
-                    .option("parts", str(queues))
-                    .option("size", str(body_size))
-                )
-
-                def pulls(rate: Rate, decoded: bool) -> None:
-                    rate.rows, seconds = pull_all(ns, TOPIC, pull_size, decode=decoded)
-                    rate.seconds.append(seconds)
-
-                # the cases interleaved, each round in the opposite order of the one before
-                # (ABBA), so that a change of the host's load falls on every case alike
-                cases: list[tuple[Rate, Any]] = [
-                    (raw, lambda: pulls(raw, False)),
-                    (decode, lambda: pulls(decode, True)),
-                    (read, lambda: read.seconds.append(_timed(_noop_write(source)))),
-                    (arrow_yield, lambda: arrow_yield.seconds.append(_timed(_noop_write(memory)))),
-                ]
-                # one untimed read of each Spark case first: the Python workers' start (imports) and
-                # the JVM's warm-up belong to no steady-state figure
-                _noop_write(source)()
-                _noop_write(memory)()
-                for round_ in range(repeats):
-                    for rate, run in cases if round_ % 2 == 0 else reversed(cases):
-                        _timed(run, roles, rate)
             finally:
                 if ours:
                     spark.stop()

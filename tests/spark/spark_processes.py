@@ -93,13 +93,11 @@ class SparkProcess:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group is left (the leader counts until ``poll`` reaps it)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # pragma: no cover - same user, cannot happen
-        return True
-    # a zombie leader still counts as a member until it is reaped
     return True
 
 

@@ -230,8 +230,7 @@ def up(
             conf = conf_dir / f"{name}.properties"
             addr = f"{advertised(host)}:{p}"
             conf.write_text(
-                controller_mode.broker_properties(GROUP, p, ns, store, host, advertised(host), metrics_of(p))
-                + tls_keys
+                controller_mode.broker_properties(GROUP, p, ns, store, host, advertised(host), metrics_of(p)) + tls_keys
             )
             spec = MemberSpec(name, who, ("broker", "-c", str(conf)), logs / f"{name}.log", addr)
             specs.append(spec)

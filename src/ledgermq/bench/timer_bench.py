@@ -3,13 +3,15 @@
 Three phases, each on fresh name servers and brokers (processes, data under a work dir):
 
 * **memory**, like for like: (1) an idle broker; (2) an idle broker holding ``pending``
-  ordinary messages of the same body size; (3) a broker holding ``pending`` timers, filed
+  ordinary messages of the same stored size (bodies padded by the ~90 bytes of properties
+  a timer's record carries more, so both commit logs are as large); (3) a broker holding
+  ``pending`` timers, filed
   into the wheel (all due an hour or more later). Each is read from /proc/<pid>/status
   (VmRSS, RssAnon, RssFile) once the store settled: written, dispatched and filed, and the
   resident set steady for a few seconds. RssAnon (the heap: what the process owns) must not
   grow with pending timers; RSS is judged against (2), because any million messages leave
   pages of the mapped commit log resident (file RSS, page cache the kernel evicts under
-  pressure), timers or not. (1) and (3) are the same broker; (2) is another one.
+  pressure), timers or not. (1) and (3) are the same broker, (2) is another one, run after.
 * **lateness**: ``lateness_timers`` timers due over ``lateness_spread_s`` seconds; once all
   are delivered the broker stops and the store is read directly: each delivered message's
   store timestamp (when it became visible) minus the time its producer asked for
@@ -77,14 +79,14 @@ class TimerBenchSettings:
 
 @dataclass(frozen=True, slots=True)
 class MemoryFigures:
-    """The three like-for-like states; ``*_log_bytes`` are the commit logs' sizes (a timer's
-    record carries a few more properties than an ordinary message's)."""
+    """The three like-for-like states; ``*_log_bytes`` are the commit logs' sizes."""
 
     pending: int
     send_s: float
     idle: ProcMemory  # (1)
     ordinary: ProcMemory  # (2)
     timers: ProcMemory  # (3)
+    ordinary_body: int  # (2)'s body size: padded so its records are as large as (3)'s
     ordinary_log_bytes: int
     timers_log_bytes: int
     load: float
@@ -124,8 +126,15 @@ class BurstRound:
     with_burst: bool
     per_s: float
     broker_cpu_s: float  # the broker's user + system CPU seconds during the window
+    window_s: float
     delivered_during: int  # timers delivered during the window
     load: float
+
+    @property
+    def broker_busy(self) -> float:
+        """The broker's CPU seconds per second of the window: near 1.0 (one core) the broker
+        limits the rate; far below, the senders (or the machine) do."""
+        return self.broker_cpu_s / self.window_s if self.window_s else math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,25 +330,18 @@ def _shown(m: ProcMemory) -> str:
 
 
 def run_memory(s: TimerBenchSettings, work: Path, progress: Progress) -> MemoryFigures:
+    """(1) and (3) on one broker, then (2) on another, its bodies padded so its commit log is
+    as large as (3)'s: a timer's record carries about 90 bytes of properties more (its real
+    topic and queue, its time), and the file pages compared are mostly the commit log's."""
     body = b"t" * s.body_size
-    with TimerBroker(work / "ordinary", s.precision_ms) as plain:
-
-        async def ordinary() -> tuple[ProcMemory, int]:
-            await send_all(plain.namesrv, lambda i: Message(PLAIN_TOPIC, body), 100, 4, "bench-warm")
-            progress(f"(2) idle broker {_shown(await _settled_memory(plain.pid))}; sending {s.pending:,} ordinary")
-            ok, seconds = await send_all(plain.namesrv, lambda i: Message(PLAIN_TOPIC, body), s.pending, s.senders, "o")
-            st = await _stored(plain)
-            held = await _settled_memory(plain.pid)
-            progress(f"(2) {ok:,} ordinary messages sent in {seconds:.0f}s, held: {_shown(held)}")
-            return held, int(st["commitLogMaxOffset"])
-
-        held_ordinary, ordinary_bytes = asyncio.run(ordinary())
+    warm = 100
     with TimerBroker(work / "timers", s.precision_ms) as broker:
 
-        async def run() -> MemoryFigures:
-            await send_all(broker.namesrv, lambda i: Message(PLAIN_TOPIC, body), 100, 4, "bench-warm")
+        async def timers() -> tuple[ProcMemory, ProcMemory, int, float, int, int]:
+            await send_all(broker.namesrv, lambda i: Message(PLAIN_TOPIC, body), warm, 4, "bench-warm")
+            warm_bytes = int((await _stored(broker))["commitLogMaxOffset"])
             idle = await _settled_memory(broker.pid)
-            progress(f"(1) idle broker {_shown(idle)}; sending {s.pending:,} timers")
+            progress(f"(1) idle broker: {_shown(idle)}; sending {s.pending:,} timers")
             ok, seconds = await send_all(
                 broker.namesrv,
                 lambda i: Message(TIMER_TOPIC, body, delay=3600 + i % 3600),  # an hour or two ahead, 3,600 slots
@@ -352,11 +354,27 @@ def run_memory(s: TimerBenchSettings, work: Path, progress: Progress) -> MemoryF
             st = await _stored(broker)
             held = await _settled_memory(broker.pid)
             progress(f"(3) {ok:,} timers pending: {_shown(held)}")
-            return MemoryFigures(
-                ok, seconds, idle, held_ordinary, held, ordinary_bytes, int(st["commitLogMaxOffset"]), load_average()
-            )
+            return idle, held, ok, seconds, warm_bytes, int(st["commitLogMaxOffset"])
 
-        return asyncio.run(run())
+        idle, held_timers, ok, seconds, warm_bytes, timer_bytes = asyncio.run(timers())
+    timer_record = (timer_bytes - warm_bytes) / max(ok, 1)
+    ordinary_record = warm_bytes / warm
+    padded = b"t" * (s.body_size + max(0, round(timer_record - ordinary_record)))
+    with TimerBroker(work / "ordinary", s.precision_ms) as plain:
+
+        async def ordinary() -> tuple[ProcMemory, int]:
+            await send_all(plain.namesrv, lambda i: Message(PLAIN_TOPIC, body), warm, 4, "bench-warm")
+            progress(f"(2) sending {ok:,} ordinary messages of {len(padded)} bytes (records of {timer_record:.0f})")
+            await send_all(plain.namesrv, lambda i: Message(PLAIN_TOPIC, padded), ok, s.senders, "bench-ordinary")
+            st = await _stored(plain)
+            held = await _settled_memory(plain.pid)
+            progress(f"(2) {ok:,} ordinary messages held: {_shown(held)}")
+            return held, int(st["commitLogMaxOffset"])
+
+        held_ordinary, ordinary_bytes = asyncio.run(ordinary())
+    return MemoryFigures(
+        ok, seconds, idle, held_ordinary, held_timers, len(padded), ordinary_bytes, timer_bytes, load_average()
+    )
 
 
 def run_lateness(s: TimerBenchSettings, work: Path, progress: Progress) -> LatenessFigures:
@@ -446,11 +464,11 @@ async def _burst_due(broker: TimerBroker, s: TimerBenchSettings, body: bytes, ra
 
 async def _window(broker: TimerBroker, s: TimerBenchSettings, body: bytes, index: int, with_burst: bool) -> BurstRound:
     delivered0 = int((await broker.status()).get("timerDelivered", "0"))
-    cpu0 = cpu_seconds(broker.pid)
+    cpu0, t0 = cpu_seconds(broker.pid), time.monotonic()
     per_s = await send_for(broker.namesrv, s.window_s, s.senders, body, f"bench-round-{index}")
-    cpu = cpu_seconds(broker.pid) - cpu0
+    cpu, elapsed = cpu_seconds(broker.pid) - cpu0, time.monotonic() - t0
     delivered = int((await broker.status()).get("timerDelivered", "0")) - delivered0
-    return BurstRound(index, with_burst, per_s, cpu, delivered, load_average())
+    return BurstRound(index, with_burst, per_s, cpu, elapsed, delivered, load_average())
 
 
 def run_burst(s: TimerBenchSettings, work: Path, progress: Progress) -> BurstFigures:
@@ -467,7 +485,7 @@ def run_burst(s: TimerBenchSettings, work: Path, progress: Progress) -> BurstFig
                 r = await _window(broker, s, body, len(rounds) + 1, with_burst)
                 rounds.append(r)
                 what = f"B, {r.delivered_during:,} timers delivered meanwhile" if with_burst else "A"
-                progress(f"round {r.index} ({what}): {r.per_s:,.0f} sends/s, broker CPU {r.broker_cpu_s:.1f}s, "
+                progress(f"round {r.index} ({what}): {r.per_s:,.0f} sends/s, broker busy {r.broker_busy:.0%}, "
                          f"load {r.load:.1f}")  # fmt: skip
                 if with_burst:  # the next round starts with nothing left to deliver
                     await wait_status(broker, lambda st: int(st.get("timerPending", "1")) == 0, 1800)

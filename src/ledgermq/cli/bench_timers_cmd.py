@@ -39,6 +39,7 @@ def render(report: TimerBenchReport, console: Console) -> None:
         t.add_row("memory", "RSS / anon / file in MiB:", "", "")
         t.add_row("", "(1) idle broker", _trio(m.idle), "")
         t.add_row("", f"(2) idle broker holding {m.pending:,} ordinary messages", _trio(m.ordinary), "")
+        t.add_row("", f"    (bodies of {m.ordinary_body} bytes: records as large as (3)'s)", "", "")
         t.add_row("", f"(3) broker with {m.pending:,} pending timers", _trio(m.timers), "")
         t.add_row("", "(3) - (1) anonymous (MiB)", _mib(m.anon_growth), "<= 50")
         t.add_row("", "(3) - (2) RSS (MiB)", _mib(m.rss_over_ordinary), "<= 50")
@@ -52,7 +53,7 @@ def render(report: TimerBenchReport, console: Console) -> None:
     if (b := report.burst) is not None:
         for r in b.rounds:
             what = f"B (burst, {r.delivered_during:,} delivered)" if r.with_burst else "A (no timers)"
-            figures = f"{r.per_s:,.0f}/s, CPU {r.broker_cpu_s:.1f} s, load {r.load:.1f}"
+            figures = f"{r.per_s:,.0f}/s, broker busy {r.broker_busy:.0%}, load {r.load:.1f}"
             t.add_row("burst" if r.index == 1 else "", f"round {r.index}: {what}", figures, "")
         ratios = ", ".join(f"{x:.2f}" for x in b.ratios)
         t.add_row("", f"B / A per pair ({b.burst:,} due): median [{ratios}]", f"{b.ratio:.2f}", ">= 0.80")

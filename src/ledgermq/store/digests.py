@@ -22,8 +22,8 @@ import threading
 import zlib
 from pathlib import Path
 
+from ledgermq.atomic_file import write_atomic
 from ledgermq.store.mapped_file import segment_name
-from ledgermq.util.atomic_file import write_atomic
 
 log = logging.getLogger(__name__)
 

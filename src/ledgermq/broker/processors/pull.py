@@ -7,8 +7,6 @@ one from their heartbeat (Java) are as RocketMQ 4.9.7 has them; see docs/formats
 
 from __future__ import annotations
 
-import asyncio
-
 from ledgermq.broker.consumer_filters import compile_subscription
 from ledgermq.broker.context import Broker
 from ledgermq.broker.heartbeat_data import SubscriptionData
@@ -116,20 +114,20 @@ async def _hold(
     PullRequestHoldService checks the filter against each arrival: arrivals that do not
     match move the offset on and the pull keeps waiting (and when it times out, its answer
     carries the moved offset)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    clock = broker.clock
+    deadline = clock.monotonic() + timeout
     while True:
         arrived = await broker.pull_hold.wait(
             topic,
             queue_id,
             offset,
-            max(0.0, deadline - loop.time()),
+            max(0.0, deadline - clock.monotonic()),
             current_max=lambda: broker.store.max_offset_in_queue(topic, queue_id),
         )
         if not arrived or by_properties is None:
             return offset
         result = broker.store.get_message(topic, queue_id, offset, max_msgs, by_properties)
-        if result.status is not GetStatus.NO_MATCHED_MESSAGE or loop.time() >= deadline:
+        if result.status is not GetStatus.NO_MATCHED_MESSAGE or clock.monotonic() >= deadline:
             return offset
         offset = result.next_begin_offset
 

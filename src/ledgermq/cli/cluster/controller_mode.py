@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.client.tls import TlsOptions
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.errors import LedgerError
 
 CONTROLLER_GROUP = "ledgermq-controller"
@@ -113,13 +114,13 @@ def wait_in_sync(
 ) -> dict[str, ReplicaState]:
     """Until one replica is master with every replica in its SyncStateSet (bounded: the
     last states seen either way). Until then a master's loss would have no one to elect."""
-    deadline = time.monotonic() + timeout
+    deadline = SYSTEM_CLOCK.monotonic() + timeout
     while True:
         states = replica_states(namesrv, addrs, tls)
         masters = [s for s in states.values() if s.role == "MASTER"]
         if len(masters) == 1 and len([m for m in masters[0].sync_state_set.split(",") if m]) == len(addrs):
             return states
-        if time.monotonic() >= deadline:
+        if SYSTEM_CLOCK.monotonic() >= deadline:
             return states
         time.sleep(poll_s)
 
@@ -135,7 +136,7 @@ class RoleWatch:
         labels: dict[str, str],
         echo: Callable[[str], None],
         every_s: float = 0.5,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_CLOCK.monotonic,
         tls: TlsOptions | None = None,
     ) -> None:
         self.namesrv = namesrv

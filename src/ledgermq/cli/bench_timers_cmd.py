@@ -53,6 +53,7 @@ def render(report: TimerBenchReport, console: Console) -> None:
     if (b := report.burst) is not None:
         for r in b.rounds:
             what = f"B (burst, {r.delivered_during:,} delivered)" if r.with_burst else "A (no timers)"
+            what += " [came due before the window]" if r.came_due_early else ""
             figures = f"{r.per_s:,.0f}/s, broker busy {r.broker_busy:.0%}, load {r.load:.1f}"
             t.add_row("burst" if r.index == 1 else "", f"round {r.index}: {what}", figures, "")
         ratios = ", ".join(f"{x:.2f}" for x in b.ratios)

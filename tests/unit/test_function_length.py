@@ -11,9 +11,6 @@ from pathlib import Path
 from tests.unit.test_layering import SRC
 
 MAX_LINES = 80
-# TEMPORARY: other branches are splitting these as part of their rework (the client's pull
-# and send paths); the entries go with those changes, and a stale entry fails below.
-TEMPORARY_ALLOWED = {"pull_once"}
 
 
 def long_functions(source: str, limit: int = MAX_LINES) -> list[tuple[str, int]]:
@@ -39,15 +36,10 @@ def long_functions(source: str, limit: int = MAX_LINES) -> list[tuple[str, int]]
 
 def test_no_function_is_longer_than_80_lines() -> None:
     found: dict[str, list[tuple[str, int]]] = {}
-    allowed_seen: set[str] = set()
     for path in sorted(SRC.rglob("*.py")):
         for name, length in long_functions(path.read_text()):
-            if name.split(".")[-1] in TEMPORARY_ALLOWED:
-                allowed_seen.add(name.split(".")[-1])
-                continue
             found.setdefault(str(path.relative_to(SRC)), []).append((name, length))
     assert not found, f"functions over {MAX_LINES} lines (split them into named pieces): {found}"
-    assert allowed_seen == TEMPORARY_ALLOWED, f"no longer long, remove: {sorted(TEMPORARY_ALLOWED - allowed_seen)}"
 
 
 def _function(name: str, lines: int, indent: str = "", prefix: str = "def") -> str:

@@ -20,10 +20,8 @@ from pathlib import Path
 from tests.unit.import_graph import circles, import_graph
 from tests.unit.test_layering import SRC
 
-# TEMPORARY: ha/master.py <-> ha/master_link.py is being resolved by the write-path rework of
-# the broker's send path (another branch). Remove the entry with that change; a stale entry
-# fails below so it cannot linger.
-TEMPORARY_ALLOWED: set[frozenset[str]] = {frozenset({"ledgermq.ha.master", "ledgermq.ha.master_link"})}
+# Circles tolerated for now (none); a stale entry fails below so it cannot linger.
+TEMPORARY_ALLOWED: set[frozenset[str]] = set()
 
 
 def _describe(circle: frozenset[str], graph: dict[str, set[str]]) -> str:

@@ -130,6 +130,9 @@ class HAClient:
         self.last_error = ""
         self.current_address = ""
         self.session: SlaveSession | None = None
+        # Told after each append (loop thread): the broker's write turn dispatches what the
+        # turn appended at its end, after the report. None: the store's reput thread does.
+        self.on_appended: Callable[[], None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._bulk_until = 0.0  # clock.monotonic() until which we count as receiving a backlog
         self._burst_start = 0.0
@@ -497,6 +500,8 @@ class HAClient:
                 store.append_raw(first, bodies)  # pwritev into the page cache: not worth a thread hop
             else:
                 await asyncio.to_thread(store.append_raw, first, bodies)  # may create a segment file
+            if self.on_appended is not None:
+                self.on_appended()
         if reject:
             raise _Drop(reject)
 

@@ -145,6 +145,10 @@ class SegmentDigests:
             if start + self.segment_size <= offset:
                 self._remove(start)
 
+    def forget(self, start: int) -> None:
+        """Remove the digest of the segment at ``start`` (found taken over damaged bytes)."""
+        self._remove(start)
+
     def _remove(self, start: int) -> None:
         with self._lock:
             self._cache.pop(start, None)

@@ -45,7 +45,7 @@ test: $(STAMP) java chromium
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not long" --durations=20
 
 # The whole-profile fault runs kept out of `make test` for time (the one-minute soak, the
-# SYNC_FLUSH data-fault profile, the TLS chaos profile).
+# SYNC_FLUSH data-fault profile, the TLS chaos profiles of the SYNC_MASTER and controller layouts).
 test-long: $(STAMP) java
 	$(BIN)/python -m pytest -q -m long
 

@@ -89,6 +89,10 @@ class CommitLog:
     def flushed_offset(self) -> int:
         return self.queue.flushed_offset()
 
+    def segment_files(self) -> list[MappedFile]:
+        """The segment files, oldest first (tools and metrics list and size them)."""
+        return list(self.queue.files)
+
     # -- appends ---------------------------------------------------------------------
     def append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> AppendResult:
         """Append one message or one batch; all records land contiguously."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ledgermq.store.mapped_file import MappedFile
+
 
 class LogReads(Protocol):
     """The read side of a commit log: lock-free, from any thread, below ``max_offset``."""
@@ -32,5 +34,7 @@ class LogReads(Protocol):
     def properties_at(self, offset: int, size: int) -> str | None: ...
 
     def store_timestamp_at(self, offset: int, size: int) -> int: ...
+
+    def segment_files(self) -> list[MappedFile]: ...
 
     def close(self) -> None: ...

@@ -46,6 +46,7 @@ from ledgermq.store.dispatch import DispatchRequest, Placement, check_record, re
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.entry import BODY_OFFSET, entry_body_problem
 from ledgermq.store.dledger.ledger_store import DLedgerStore
+from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.results import AppendResult
 
 log = logging.getLogger(__name__)
@@ -194,6 +195,11 @@ class DLedgerCommitLog:
         if self._ledger is None:
             return self.old_log.flushed_offset
         return self._ledger.data.flushed_offset() if not self._ledger.data.empty else self._committed_end
+
+    def segment_files(self) -> list[MappedFile]:
+        """The old native log's segments, then the DLedger data files, oldest first."""
+        data = list(self._ledger.data.files) if self._ledger is not None else []
+        return self.old_log.segment_files() + data
 
     @property
     def committed_index(self) -> int:

@@ -14,6 +14,7 @@ from ledgermq.protocol.msgid import offset_msg_id
 from ledgermq.store.dledger import BODY_OFFSET
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.config import dledger_store_config
+from ledgermq.store.message_filter import PropertyFilter
 from ledgermq.store.message_store import DLedgerMessageStore, MessageStore, NativeMessageStore, open_message_store
 from ledgermq.store.results import GetStatus
 from tests.conftest import small_config
@@ -222,3 +223,23 @@ def test_config_keys() -> None:
 def test_dledger_mode_needs_a_self_id(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         open_message_store(small_config(tmp_path / "s", enable_dleger_commit_log=True))
+
+
+def test_a_property_filter_selects_by_properties_in_dledger_mode(tmp_path: Path) -> None:
+    """SQL92 pulls read a record's properties through the commit log: DLedger mode's answers
+    from the entry (its CRC checked), so messages that do not match are skipped, as natively."""
+    store = open_store(tmp_path / "s")
+    try:
+        d = Driver(store)
+        for n in range(6):
+            d.propose([b"m%d" % n], props={"n": str(n), "even": "yes" if n % 2 == 0 else "no"})
+        d.commit()
+        evens = PropertyFilter(lambda props: props.get("even") == "yes")
+        got = store.get_message(TOPIC, 0, 0, 32, evens)
+        assert got.status is GetStatus.FOUND and got.next_begin_offset == 6
+        assert [M.decode_record(raw).body for raw in got.messages] == [b"m0", b"m2", b"m4"]
+        rec = M.decode_record(got.messages[0])
+        assert store.commitlog.properties_at(rec.physical_offset, rec.store_size) is not None
+        assert store.commitlog.properties_at(store.max_phy_offset + 1000, 100) is None  # past the commit
+    finally:
+        store.shutdown()

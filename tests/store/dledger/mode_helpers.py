@@ -1,7 +1,7 @@
 """Helpers for the DLedger-mode message store tests: a stand-in for the Raft driver.
 
-``Driver`` plays a single node's Raft driver against ``MessageStore``'s DLedger interface:
-encode, ``prepare_append`` (leader), ``append_entries``, ``commit_to``; ``follow`` writes
+``Driver`` plays a single node's Raft driver against ``DLedgerMessageStore``:
+encode, ``prepare_append`` (leader), ``append_entries``, ``commit_to_index``; ``follow`` writes
 another node's entry bytes as a follower would.
 """
 

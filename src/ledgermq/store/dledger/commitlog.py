@@ -228,7 +228,7 @@ class DLedgerCommitLog:
     # -- the two-step write ----------------------------------------------------------
     def prepare_append(self, messages: Sequence[EncodedMessage], topic: str, queue_id: int) -> list[bytearray]:
         """Assign queue offsets and the store time (leader, under the put lock); return one
-        entry body per message. PHYSICALOFFSET is filled later by ``write_entries``.
+        entry body per message. PHYSICALOFFSET is filled later by ``append_entries``.
 
         The offsets are taken whether or not the entries are ever written: a driver whose
         proposal fails calls ``rebuild_queue_offsets`` (with the reput's help, see

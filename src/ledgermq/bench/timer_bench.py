@@ -50,7 +50,7 @@ from ledgermq.client.message import SendStatus
 from ledgermq.config import StoreConfig
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.message import decode_record
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 from ledgermq.testing.ports import free_port
 
 TIMER_TOPIC = "BenchTimers"
@@ -410,7 +410,7 @@ def run_lateness(s: TimerBenchSettings, work: Path, progress: Progress) -> Laten
 
 
 def _lateness_from_store(root: Path, timers: int, load: float) -> LatenessFigures:
-    store = MessageStore(StoreConfig(root_dir=str(root), mapped_file_size_commitlog=268435456))
+    store = NativeMessageStore(StoreConfig(root_dir=str(root), mapped_file_size_commitlog=268435456))
     store.start()
     late: list[float] = []
     seen: set[str] = set()

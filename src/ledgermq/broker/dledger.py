@@ -29,7 +29,7 @@ logged at ERROR and shown (``state`` "failed" in dledgerStatus, the driver's ``f
 reason, ``ledgermq_dledger_driver_failures_total``); the driver already told the broker it
 is a follower with no leader, so it registers as a slave and refuses sends. Then the
 failed driver is stopped, the DLedger files are re-recovered in place
-(``MessageStore.reopen_dledger``: a torn tail is cut, committed entries are kept and
+(``DLedgerMessageStore.reopen_ledger``: a torn tail is cut, committed entries are kept and
 checkpointed again) and a new driver is built on the same store, retrying with back-off
 (``RestartPolicy``) while that fails, e.g. while the disk is still full. The new driver
 catches up from the leader like any follower, and may be elected again.
@@ -57,9 +57,9 @@ from ledgermq.raftio.store_log import StoreLog
 from ledgermq.raftio.transport import RaftTransport, parse_peers
 from ledgermq.store.commitlog import EncodedMessage
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
+from ledgermq.store.dledger.mode_store import DLedgerMessageStore
 from ledgermq.store.dledger.scrub import LedgerScrubService
 from ledgermq.store.message_input import BatchInput, MessageInput
-from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def check_settings(cfg: StoreConfig) -> None:
 class BrokerDLedger:
     def __init__(
         self,
-        store: MessageStore,
+        store: DLedgerMessageStore,
         cfg: StoreConfig,
         listen_host: str,
         on_role: RoleListener,
@@ -172,11 +172,10 @@ class BrokerDLedger:
         finally:
             await client.close()
         self._loop = asyncio.get_running_loop()
-        if self.store.dledger is not None:
-            self.store.dledger.on_corrupt = self.on_corrupt_read
-            if self.scrub is None:
-                self.scrub = LedgerScrubService(self.store.dledger, self.store.scrub_settings, self.store.clock)
-                self.scrub.start()
+        self.store.commitlog.on_corrupt = self.on_corrupt_read
+        if self.scrub is None:
+            self.scrub = LedgerScrubService(self.store.commitlog, self.store.scrub_settings, self.store.clock)
+            self.scrub.start()
         driver = self._new_driver()
         await driver.start()
         self.state = "running"
@@ -216,8 +215,7 @@ class BrokerDLedger:
 
     def _new_driver(self) -> RaftDriver:
         self.log = StoreLog(self.store)
-        dl = self.store.dledger
-        applied = max(dl.committed_index + 1, 0) if dl is not None else 0
+        applied = max(self.store.commitlog.committed_index + 1, 0)
         self.driver = RaftDriver(
             self.driver_config,
             self.log,
@@ -277,7 +275,7 @@ class BrokerDLedger:
             delay = min(delay * 2, policy.max_delay_s)
             attempt += 1
             try:
-                self._reopen = asyncio.ensure_future(asyncio.to_thread(self.store.reopen_dledger))
+                self._reopen = asyncio.ensure_future(asyncio.to_thread(self.store.reopen_ledger))
                 await asyncio.shield(self._reopen)
                 self._count_damage()
                 if self.driver is not None:
@@ -309,8 +307,7 @@ class BrokerDLedger:
             return delay
 
     def _count_damage(self) -> None:
-        dl = self.store.dledger
-        rec = dl.ledger.recovery if dl is not None else None
+        rec = self.store.commitlog.ledger.recovery
         if rec is not None and rec.damage_found:
             self.repairs_started += 1
 
@@ -409,7 +406,7 @@ class Proposal:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: DLedgerMessageStore,
         bodies: list[bytearray],
         futures: list[asyncio.Future[int]],
         topic: str,
@@ -466,9 +463,8 @@ class Proposal:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(failure))
         if failure is not None:
             return PutResult(PutStatus.UNKNOWN_ERROR, remark=f"{type(failure).__name__}: {failure}")
-        dl = self.store.dledger
-        assert dl is not None
-        positions = [dl.ledger.entry_span(f.result() - 1)[0] for f in self.futures]
+        ledger = self.store.commitlog.ledger
+        positions = [ledger.entry_span(f.result() - 1)[0] for f in self.futures]
         return PutResult(
             PutStatus.PUT_OK, DLedgerCommitLog.append_result(self.bodies, positions, self.topic, self.queue_id)
         )

@@ -137,6 +137,7 @@ class BrokerDLedger:
             tick_interval_ms=tick,
             heartbeat_ticks=heartbeat_ticks,
             election_timeout_ticks=max(3 * heartbeat_ticks, cfg.dleger_election_timeout_ms // tick),
+            eager_commit_notice=False,
         )
         self.restart_policy = restart or RestartPolicy()
         self.log: StoreLog | None = None
@@ -239,7 +240,7 @@ class BrokerDLedger:
                 driver = self.driver
                 assert driver is not None
                 started = loop.time()
-                st = await self._failure_of(driver)
+                reason = await driver.wait_failed()
                 self.state = "failed"
                 self.driver_failures += 1
                 if loop.time() - started >= policy.healthy_after_s:
@@ -248,7 +249,7 @@ class BrokerDLedger:
                     "DLedger %s: the Raft driver failed (%s); this broker serves as a slave without Raft "
                     "until it is restarted: stopping it, re-recovering the DLedger store, new driver in %.1f s",
                     self.self_id,
-                    st.failed,
+                    reason,
                     delay,
                 )
                 with contextlib.suppress(Exception):
@@ -260,12 +261,6 @@ class BrokerDLedger:
                 log.exception("DLedger %s: the driver supervisor failed; it goes on", self.self_id)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, policy.max_delay_s)
-
-    @staticmethod
-    async def _failure_of(driver: RaftDriver) -> RaftStatus:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                return await driver.wait_for(lambda s: s.failed is not None, timeout=60.0)
 
     async def _restart(self, delay: float) -> float:
         """Re-recover the store and start a new driver, retrying with back-off until one

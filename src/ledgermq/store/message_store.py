@@ -248,7 +248,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
         reput.defer = self._defer
         reput.dispatch_hooks = self._dispatch_hooks
         self.reput = reput
-        self.dledger.on_commit = reput.wakeup
+        self.dledger.on_commit = reput.after_append
         reput.dispatch_available()
         self._rebuild_queue_offsets(self.dledger)
         self.queue_flusher = ConsumeQueueFlushService(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -220,3 +222,38 @@ def test_config_keys() -> None:
 def test_dledger_mode_needs_a_self_id(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         MessageStore(small_config(tmp_path / "s", enable_dleger_commit_log=True))
+
+
+def test_a_commit_on_the_drivers_thread_is_dispatched_there_once_per_turn(tmp_path: Path) -> None:
+    """The Raft driver commits on its event loop. Waking the reput thread for each commit
+    cost every node a thread hand-off (and its interpreter-lock switches) per Raft round;
+    with ``defer_dispatch`` the commits of one loop turn are dispatched by one callback on
+    the loop instead, as a native master's puts are."""
+    store = open_store(tmp_path / "s")
+    try:
+        reput = store.reput
+        assert reput is not None
+        reput.interval_s = 3600.0  # park the thread: from now on only a wake-up runs it
+        reput.wakeup()
+        deadline = time.monotonic() + 5
+        while reput._wake.is_set():
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        with reput.lock:  # a pass under way ends first
+            pass
+        dispatched_on: list[int] = []
+        store.add_dispatch_hook(lambda _req: dispatched_on.append(threading.get_ident()))
+        scheduled: list[Callable[[], None]] = []
+        store.defer_dispatch(scheduled.append)
+        d = Driver(store)
+        d.propose([b"a"])
+        store.commit_to(d.last_index)
+        d.propose([b"b"])
+        store.commit_to(d.last_index)
+        assert len(scheduled) == 1  # one pass for the turn, however many commits it made
+        assert bodies_in_queue(store) == []
+        scheduled.pop()()
+        assert bodies_in_queue(store) == [b"a", b"b"]
+        assert dispatched_on == [threading.get_ident()] * 2
+    finally:
+        store.shutdown()

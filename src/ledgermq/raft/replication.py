@@ -16,6 +16,8 @@ def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True, *, pro
     so a follower catching up from far behind never makes the leader load its log.
     """
     pr = st.prs[to]
+    if not send_if_empty and not probe_compacted and pr.next == st.log.last_index + 1:
+        return False  # nothing new for it: the common case of every Ready and every ack, kept cheap
     if pr.is_paused():
         return False
     prev_index = pr.next - 1

@@ -24,7 +24,6 @@ from ledgermq.broker.dledger import BrokerDLedger, check_settings, follower_brok
 from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.metrics_http import BrokerMetrics
-from ledgermq.broker.offset_waiters import OffsetWaiters
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.processors import (
     admin,
@@ -50,6 +49,7 @@ from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.timer.service import TimerService
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.broker.transactions.check_service import TransactionCheckService
+from ledgermq.broker.write_turn import WriteTurn
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import BrokerRole, StoreConfig
 from ledgermq.errors import StoreLockedError
@@ -117,12 +117,10 @@ class BrokerApp:
         start = StartingRole.of(config, store_config, controller_mode)
         config, store_config, ctl = start.config, start.store_config, start.controller
         dledger_mode = store_config.enable_dleger_commit_log
-        self.config = config
         self.ha_config = ha_config or HAConfig()
-        self.store_config = store_config
         self.clock = clock
         store = MessageStore(store_config, clock=clock, store_host=(config.broker_ip1, config.listen_port))
-        self.broker = self._build_broker(store)
+        self.broker = self._build_broker(config, store_config, store)
         self.server = RemotingServer(
             config.listen_host,
             config.listen_port,
@@ -138,11 +136,8 @@ class BrokerApp:
         self.registrar = Registrar(
             config, self.broker.topics, self.client, on_answer=self._on_registration, hold_back=self._registration_hold
         )
-        self.broker.register_now = self.registrar.sync
-        self.broker.apply_config = self._apply_config
         self.master_ha_addr: str | None = None  # learned from name servers (slaves)
         self.master_addr: str | None = None
-        self.ha_client: HAClient | None = None
         self.slave_sync: SlaveSynchronizer | None = None
         self.offset_reconciler: MasterOffsetReconciler | None = None
         self.ha_service: HAService | None = None  # controller mode: started while master
@@ -157,6 +152,7 @@ class BrokerApp:
             self._wire_master()
         else:
             self._wire_slave()
+        self._connect_write_turn()
         self.metrics = BrokerMetrics(self.broker)  # served only when metricsPort > 0
         self._periodic: list[Periodic] = []
         self._role_tasks: set[asyncio.Task[None]] = set()
@@ -164,13 +160,76 @@ class BrokerApp:
         self._stopping = False
         self._register_processors_and_hooks()
 
-    def _build_broker(self, store: MessageStore) -> Broker:
+    def _connect_write_turn(self) -> None:
+        """The write turn (broker/write_turn) pumps the HA links and releases the sends their
+        acks cover; a slave's raw appends are dispatched by it too."""
+        b = self.broker
+        turn = b.turn = WriteTurn(b.store, self.clock, lambda: b.ha, b.pull_hold.arrived)
+        for ha in (b.ha, self.ha_service):
+            if ha is not None:
+                ha.follow_store = False
+                ha.on_replicated = turn.changed
+        if self.ha_client is not None:
+            self.ha_client.on_appended = turn.appended
+
+    # -- the settings, held once (by the broker context) ---------------------------------
+    @property
+    def config(self) -> BrokerConfig:
+        return self.broker.config
+
+    @property
+    def store_config(self) -> StoreConfig:
+        return self.broker.store_config
+
+    @property
+    def ha_client(self) -> HAClient | None:
+        """A slave's (or a controller-mode replica's) replication client; held by the broker
+        context, which HA status answers from."""
+        return self.broker.ha_client
+
+    @ha_client.setter
+    def ha_client(self, client: HAClient | None) -> None:
+        self.broker.ha_client = client
+
+    def make_current(self, config: BrokerConfig | None = None, store_config: StoreConfig | None = None) -> None:
+        """The one way a running broker's settings change (a live config change, a DLedger or
+        controller role change): every reader gets the new object in the same step, so none
+        sees a mix of old and new, and the name servers hear of it at once."""
+        b = self.broker
+        if store_config is not None:
+            b.store_config = store_config
+            b.store.config = store_config  # the store reads its role from here (puts, offset correction)
+        if config is not None:
+            b.config = config
+            self.registrar.config = config
+            self.registrar.kick()
+
+    # -- BrokerHost: what the broker context asks of the application ---------------------
+    async def register_now(self) -> None:
+        await self.registrar.sync()
+
+    def apply_config(self, new: BrokerConfig) -> None:
+        """UPDATE_BROKER_CONFIG: the changed settings become current for the processors, the
+        registrar and the periodic tasks (and survive a DLedger role change, which rebuilds
+        the config from ``base_config``); the name servers get the whole table at once so a
+        new brokerPermission reaches the routes now, not at the next period."""
+        changed = {
+            f.name: getattr(new, f.name)
+            for f in dataclasses.fields(new)
+            if f.name != "broker_id" and getattr(new, f.name) != getattr(self.config, f.name)
+        }
+        self.base_config = dataclasses.replace(self.base_config, **changed)
+        if "broker_permission" in changed:
+            self.broker.topics.bump_version()
+        self.make_current(dataclasses.replace(self.config, **changed))
+
+    def _build_broker(self, config: BrokerConfig, store_config: StoreConfig, store: MessageStore) -> Broker:
         """The context every processor is bound to: the store and the metadata managers."""
-        config, clock = self.config, self.clock
-        root = Path(self.store_config.root_dir)
+        clock = self.clock
+        root = Path(store_config.root_dir)
         return Broker(
             config=config,
-            store_config=self.store_config,
+            store_config=store_config,
             store=store,
             topics=TopicConfigManager(root / "config" / "topics.json", config, clock),
             offsets=ConsumerOffsetManager(root / "config" / "consumerOffset.json"),
@@ -181,6 +240,7 @@ class BrokerApp:
             producers=ProducerManager(),
             pull_hold=PullHoldService(),
             clock=clock,
+            host=self,
         )
 
     def _wire_delivery(self, may_lead: bool) -> None:
@@ -240,7 +300,6 @@ class BrokerApp:
             self.ha_config,
             clock=self.clock,
         )
-        self.broker.extras[ha_status.HA_CLIENT_KEY] = self.ha_client
         self.slave_sync = self._slave_synchronizer()
 
     def _register_processors_and_hooks(self) -> None:
@@ -271,7 +330,6 @@ class BrokerApp:
         )
         slave_ha = dataclasses.replace(self.ha_config, master_address="")  # the controller names the master
         self.ha_client = HAClient(store, lambda: self.master_ha_addr, slave_ha, clock=self.clock)
-        b.extras[ha_status.HA_CLIENT_KEY] = self.ha_client
         interval = cfg.slave_sync_interval_ms / 1000
         self.slave_sync = SlaveSynchronizer(b, self.client, lambda: self.master_addr, interval)
         self.offset_reconciler = MasterOffsetReconciler(b, self.client, cfg.namesrv_addrs, interval)
@@ -288,7 +346,6 @@ class BrokerApp:
         )
         service.waits_for_replicas = lambda: self.broker.store_config.broker_role is BrokerRole.SYNC_MASTER
         b.controller = service
-        b.write_gate = service.refuse_write
 
     def _last_epoch(self) -> int:
         """The HA epoch of our last byte (a heartbeat's ``epoch``: elections prefer the highest)."""
@@ -336,12 +393,14 @@ class BrokerApp:
         b = self.broker
         cfg = self.config
         b.pull_hold.bind(asyncio.get_running_loop())
-        b.store.add_arrival_listener(b.pull_hold.arrived_threadsafe)
-        loop = asyncio.get_running_loop()
-        b.store.defer_dispatch(loop.call_soon)
-        flush_waiters = OffsetWaiters(loop, self.store_config.sync_flush_timeout_ms / 1000)
-        if b.store.report_flushes(flush_waiters.report_from_thread):
-            b.flush_waiters = flush_waiters
+        b.store.add_arrival_listener(
+            b.turn.inbox.post_arrival if b.turn is not None else b.pull_hold.arrived_threadsafe
+        )
+        turn = b.turn
+        assert turn is not None
+        turn.bind(asyncio.get_running_loop())
+        b.store.set_appender_dispatches(True)  # the turn's step dispatches what the loop appended
+        b.store.report_flushes(turn.inbox.post_durable)
         b.topics.load()
         b.topics.persist()
         b.offsets.load()
@@ -421,6 +480,8 @@ class BrokerApp:
         if self.ha_client is not None:
             await self.ha_client.stop()
         await self.server.stop()
+        if self.broker.turn is not None:
+            self.broker.turn.stop()  # answers to closed connections: nobody hears them
         await self.txn_check.stop()  # before Raft stops: its writes go through it
         if self.broker.schedule is not None:  # before Raft stops: its writes go through it
             await self.broker.schedule.stop()
@@ -442,32 +503,11 @@ class BrokerApp:
         store = self.broker.store
         self.broker.stats.tick(lambda: sum(cq.max_offset for cq in store.queues.all()))
 
-    def _apply_config(self, new: BrokerConfig) -> None:
-        """UPDATE_BROKER_CONFIG: the changed settings become current for the processors, the
-        registrar and the periodic tasks (and survive a DLedger role change, which rebuilds
-        the config from ``base_config``); the name servers get the whole table at once so a
-        new brokerPermission reaches the routes now, not at the next period."""
-        changed = {
-            f.name: getattr(new, f.name)
-            for f in dataclasses.fields(new)
-            if f.name != "broker_id" and getattr(new, f.name) != getattr(self.config, f.name)
-        }
-        self.base_config = dataclasses.replace(self.base_config, **changed)
-        self.config = dataclasses.replace(self.config, **changed)
-        self.broker.config = self.config
-        self.registrar.config = self.config
-        if "broker_permission" in changed:
-            self.broker.topics.bump_version()
-        self.registrar.kick()
-
     def _on_dledger_role(self, master: bool) -> None:
         """The Raft role changed: register under the new brokerId at once; then the services
         that depend on the role follow it (``_follow_dledger_role``)."""
         broker_id = 0 if master else follower_broker_id(self.store_config.dleger_self_id)
-        self.config = dataclasses.replace(self.base_config, broker_id=broker_id)
-        self.broker.config = self.config
-        self.registrar.config = self.config
-        self.registrar.kick()
+        self.make_current(dataclasses.replace(self.base_config, broker_id=broker_id))
         task = asyncio.ensure_future(self._follow_dledger_role())
         self._role_tasks.add(task)
         task.add_done_callback(self._role_tasks.discard)
@@ -499,8 +539,9 @@ class BrokerApp:
                     sync.start()
 
     def _notify_ha(self) -> None:
-        if self.broker.ha is not None:
-            self.broker.ha.notify_append()
+        """The timer service wrote: the end of this turn dispatches and replicates it."""
+        if self.broker.turn is not None:
+            self.broker.turn.appended()
 
     def _registration_hold(self, config: BrokerConfig) -> str | None:
         """A DLedger leader claims brokerId 0 only while its leadership is current: one

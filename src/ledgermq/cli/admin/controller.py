@@ -13,7 +13,7 @@ import click
 
 from ledgermq.admin import controller_ops
 from ledgermq.admin.client import AdminClient
-from ledgermq.cli.admin_cmd import _run_repeating, admin, namesrv_option
+from ledgermq.cli.admin.plumbing import namesrv_option, run_repeating
 from ledgermq.controller.client import ControllerClient
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.codes import ResponseCode
@@ -36,7 +36,7 @@ def _run_controller(addrs: str, fn: Callable[[ControllerClient], Awaitable[T]]) 
         raise click.ClickException(str(exc)) from None
 
 
-@admin.command("getControllerMetaData")
+@click.command("getControllerMetaData")
 @controller_option
 def get_controller_metadata(controller_addr: str) -> None:
     """Get controller cluster's metadata."""
@@ -50,7 +50,7 @@ def get_controller_metadata(controller_addr: str) -> None:
     click.echo("")
 
 
-@admin.command("getSyncStateSet")
+@click.command("getSyncStateSet")
 @controller_option
 @namesrv_option
 @click.option("-b", "--brokerName", "broker_name", help="which broker to fetch")
@@ -97,10 +97,10 @@ def get_sync_state_set(
         assert cluster_name is not None
         await show((await admin_client.cluster_info()).broker_names(cluster_name.strip()))
 
-    _run_repeating(namesrv, once, interval)
+    run_repeating(namesrv, once, interval)
 
 
-@admin.command("getBrokerEpoch")
+@click.command("getBrokerEpoch")
 @namesrv_option
 @click.option("-b", "--brokerName", "broker_name", help="which broker group to fetch")
 @click.option("-c", "--clusterName", "cluster_name", help="which cluster")
@@ -126,10 +126,10 @@ def get_broker_epoch(namesrv: str, broker_name: str | None, cluster_name: str | 
                 click.echo(f"\n#Epoch: {entry}", nl=False)
             click.echo("")
 
-    _run_repeating(namesrv, once, interval)
+    run_repeating(namesrv, once, interval)
 
 
-@admin.command("electMaster")
+@click.command("electMaster")
 @controller_option
 @click.option("-b", "--brokerId", "broker_id", type=int, required=True, help="the id of the broker to become master")
 @click.option("-bn", "--brokerName", "broker_name", required=True, help="the broker name of the replicas")
@@ -155,7 +155,7 @@ def elect_master(controller_addr: str, broker_id: int, broker_name: str, cluster
             click.echo(f"\t#Broker\t{member_id}\t{addr}")
 
 
-@admin.command("cleanBrokerMetadata")
+@click.command("cleanBrokerMetadata")
 @controller_option
 @click.option("-b", "--brokerControllerIdsToClean", "broker_ids", help="broker ids to clean, e.g. 1;2;3")
 @click.option("-bn", "--brokerName", "broker_name", required=True, help="the broker name of the replicas")
@@ -179,3 +179,12 @@ def clean_broker_metadata(
         ),
     )
     click.echo(f"clear broker {broker_name} metadata from controller success! ")
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    get_controller_metadata,
+    get_sync_state_set,
+    get_broker_epoch,
+    elect_master,
+    clean_broker_metadata,
+)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledgermq.admin.client import AdminClient
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.errors import LedgerError
 
 CONTROLLER_GROUP = "ledgermq-controller"
@@ -109,13 +110,13 @@ def replica_states(namesrv: str, addrs: list[str]) -> dict[str, ReplicaState]:
 def wait_in_sync(namesrv: str, addrs: list[str], timeout: float, poll_s: float = 0.2) -> dict[str, ReplicaState]:
     """Until one replica is master with every replica in its SyncStateSet (bounded: the
     last states seen either way). Until then a master's loss would have no one to elect."""
-    deadline = time.monotonic() + timeout
+    deadline = SYSTEM_CLOCK.monotonic() + timeout
     while True:
         states = replica_states(namesrv, addrs)
         masters = [s for s in states.values() if s.role == "MASTER"]
         if len(masters) == 1 and len([m for m in masters[0].sync_state_set.split(",") if m]) == len(addrs):
             return states
-        if time.monotonic() >= deadline:
+        if SYSTEM_CLOCK.monotonic() >= deadline:
             return states
         time.sleep(poll_s)
 
@@ -131,7 +132,7 @@ class RoleWatch:
         labels: dict[str, str],
         echo: Callable[[str], None],
         every_s: float = 0.5,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM_CLOCK.monotonic,
     ) -> None:
         self.namesrv = namesrv
         self.labels = labels  # addr -> "broker-a 1"

@@ -274,6 +274,7 @@ class BrokerApp:
         self.broker.dledger = BrokerDLedger(
             self.broker.store, self.store_config, cfg.listen_host, self._on_dledger_role
         )
+        self.broker.dledger.after_commit = self._notify_ha  # the turn's step dispatches commits
         self.slave_sync = self._slave_synchronizer()
 
     def _wire_master(self) -> None:
@@ -539,7 +540,8 @@ class BrokerApp:
                     sync.start()
 
     def _notify_ha(self) -> None:
-        """The timer service wrote: the end of this turn dispatches and replicates it."""
+        """The store was written outside a send (the timer service, a DLedger commit): the
+        end of this turn dispatches (and replicates) it."""
         if self.broker.turn is not None:
             self.broker.turn.appended()
 

@@ -224,11 +224,11 @@ def test_dledger_mode_needs_a_self_id(tmp_path: Path) -> None:
         MessageStore(small_config(tmp_path / "s", enable_dleger_commit_log=True))
 
 
-def test_a_commit_on_the_drivers_thread_is_dispatched_there_once_per_turn(tmp_path: Path) -> None:
-    """The Raft driver commits on its event loop. Waking the reput thread for each commit
-    cost every node a thread hand-off (and its interpreter-lock switches) per Raft round;
-    with ``defer_dispatch`` the commits of one loop turn are dispatched by one callback on
-    the loop instead, as a native master's puts are."""
+def test_a_commit_does_not_wake_the_reput_thread_when_the_appender_dispatches(tmp_path: Path) -> None:
+    """The Raft driver commits on the broker's event loop, whose write turn dispatches what
+    the turn wrote (``set_appender_dispatches``, then ``dispatch_appended`` once per turn).
+    Waking the reput thread for each commit instead cost every member a thread hand-off
+    (and its interpreter-lock switches) per Raft round."""
     store = open_store(tmp_path / "s")
     try:
         reput = store.reput
@@ -243,16 +243,15 @@ def test_a_commit_on_the_drivers_thread_is_dispatched_there_once_per_turn(tmp_pa
             pass
         dispatched_on: list[int] = []
         store.add_dispatch_hook(lambda _req: dispatched_on.append(threading.get_ident()))
-        scheduled: list[Callable[[], None]] = []
-        store.defer_dispatch(scheduled.append)
+        store.set_appender_dispatches(True)
         d = Driver(store)
         d.propose([b"a"])
         store.commit_to(d.last_index)
         d.propose([b"b"])
         store.commit_to(d.last_index)
-        assert len(scheduled) == 1  # one pass for the turn, however many commits it made
+        assert not reput._wake.is_set()
         assert bodies_in_queue(store) == []
-        scheduled.pop()()
+        assert store.dispatch_appended() == {(TOPIC, 0): 2}  # the turn's one pass
         assert bodies_in_queue(store) == [b"a", b"b"]
         assert dispatched_on == [threading.get_ident()] * 2
     finally:

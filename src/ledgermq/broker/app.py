@@ -276,6 +276,7 @@ class BrokerApp:
         store = self.broker.store
         assert isinstance(store, DLedgerMessageStore)  # open_message_store: enableDLegerCommitLog
         self.broker.dledger = BrokerDLedger(store, self.store_config, cfg.listen_host, self._on_dledger_role)
+        self.broker.dledger.after_commit = self._notify_ha  # the turn's step dispatches commits
         self.slave_sync = self._slave_synchronizer()
 
     def _wire_master(self) -> None:
@@ -542,7 +543,8 @@ class BrokerApp:
                     sync.start()
 
     def _notify_ha(self) -> None:
-        """The timer service wrote: the end of this turn dispatches and replicates it."""
+        """The store was written outside a send (the timer service, a DLedger commit): the
+        end of this turn dispatches (and replicates) it."""
         if self.broker.turn is not None:
             self.broker.turn.appended()
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Sequence
 
@@ -50,7 +51,7 @@ from ledgermq.net.client import RemotingClient
 from ledgermq.net.server import RemotingServer, RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.raft import NotLeaderError, ProposalDroppedError, Role
+from ledgermq.raft import Entry, NotLeaderError, ProposalDroppedError, Role
 from ledgermq.raftio.driver import ProposalOutcomeUnknownError, RaftDriver, RaftDriverConfig, RaftStatus
 from ledgermq.raftio.member_watch import MemberWatch
 from ledgermq.raftio.store_log import StoreLog
@@ -137,6 +138,7 @@ class BrokerDLedger:
             tick_interval_ms=tick,
             heartbeat_ticks=heartbeat_ticks,
             election_timeout_ticks=max(3 * heartbeat_ticks, cfg.dleger_election_timeout_ms // tick),
+            eager_commit_notice=False,
         )
         self.restart_policy = restart or RestartPolicy()
         self.log: StoreLog | None = None
@@ -154,6 +156,10 @@ class BrokerDLedger:
         # Retention: what connected followers still need, and who is stuck (raftio/member_watch.py).
         self.watch = MemberWatch(self.self_id)
         self._watch_task: asyncio.Task[None] | None = None
+        self.after_commit: Callable[[], None] | None = None
+        """Told on the loop after each commit reached the store: the broker's write turn then
+        dispatches the committed messages in its end-of-turn step. (Waking the reput thread
+        for every commit instead cost each member a thread hand-off per Raft round.)"""
         self.scrub: LedgerScrubService | None = None
         """Digests sealed data files and re-reads them (store/dledger/scrub.py); damage it finds
         fail-stops the driver like a corrupt read (``on_corrupt_read``)."""
@@ -220,11 +226,18 @@ class BrokerDLedger:
             self.driver_config,
             self.log,
             self.transport,
-            on_commit=self.log.commit,
+            on_commit=functools.partial(self._committed, self.log),
             on_role_change=self._role_changed,
             applied=applied,
         )
         return self.driver
+
+    def _committed(self, log: StoreLog, entries: Sequence[Entry]) -> None:
+        """The driver's ``on_commit``: the entries become readable, then ``after_commit``."""
+        log.commit(entries)
+        hook = self.after_commit
+        if hook is not None:
+            hook()
 
     # -- fail-stop and restart ----------------------------------------------------------
     async def _supervise(self) -> None:
@@ -237,7 +250,7 @@ class BrokerDLedger:
                 driver = self.driver
                 assert driver is not None
                 started = loop.time()
-                st = await self._failure_of(driver)
+                reason = await driver.wait_failed()
                 self.state = "failed"
                 self.driver_failures += 1
                 if loop.time() - started >= policy.healthy_after_s:
@@ -246,7 +259,7 @@ class BrokerDLedger:
                     "DLedger %s: the Raft driver failed (%s); this broker serves as a slave without Raft "
                     "until it is restarted: stopping it, re-recovering the DLedger store, new driver in %.1f s",
                     self.self_id,
-                    st.failed,
+                    reason,
                     delay,
                 )
                 with contextlib.suppress(Exception):
@@ -258,12 +271,6 @@ class BrokerDLedger:
                 log.exception("DLedger %s: the driver supervisor failed; it goes on", self.self_id)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, policy.max_delay_s)
-
-    @staticmethod
-    async def _failure_of(driver: RaftDriver) -> RaftStatus:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                return await driver.wait_for(lambda s: s.failed is not None, timeout=60.0)
 
     async def _restart(self, delay: float) -> float:
         """Re-recover the store and start a new driver, retrying with back-off until one

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -241,5 +243,39 @@ def test_a_property_filter_selects_by_properties_in_dledger_mode(tmp_path: Path)
         rec = M.decode_record(got.messages[0])
         assert store.commitlog.properties_at(rec.physical_offset, rec.store_size) is not None
         assert store.commitlog.properties_at(store.max_phy_offset + 1000, 100) is None  # past the commit
+    finally:
+        store.shutdown()
+
+
+def test_a_commit_does_not_wake_the_reput_thread_when_the_appender_dispatches(tmp_path: Path) -> None:
+    """The Raft driver commits on the broker's event loop, whose write turn dispatches what
+    the turn wrote (``set_appender_dispatches``, then ``dispatch_appended`` once per turn).
+    Waking the reput thread for each commit instead cost every member a thread hand-off
+    (and its interpreter-lock switches) per Raft round."""
+    store = open_store(tmp_path / "s")
+    try:
+        reput = store.reput
+        assert reput is not None
+        reput.interval_s = 3600.0  # park the thread: from now on only a wake-up runs it
+        reput.wakeup()
+        deadline = time.monotonic() + 5
+        while reput._wake.is_set():
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        with reput.lock:  # a pass under way ends first
+            pass
+        dispatched_on: list[int] = []
+        store.add_dispatch_hook(lambda _req: dispatched_on.append(threading.get_ident()))
+        store.set_appender_dispatches(True)
+        d = Driver(store)
+        d.propose([b"a"])
+        store.commit_to_index(d.last_index)
+        d.propose([b"b"])
+        store.commit_to_index(d.last_index)
+        assert not reput._wake.is_set()
+        assert bodies_in_queue(store) == []
+        assert store.dispatch_appended() == {(TOPIC, 0): 2}  # the turn's one pass
+        assert bodies_in_queue(store) == [b"a", b"b"]
+        assert dispatched_on == [threading.get_ident()] * 2
     finally:
         store.shutdown()

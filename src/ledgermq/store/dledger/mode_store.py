@@ -81,7 +81,7 @@ class DLedgerMessageStore(StoreFacade):
             self.commitlog, core.queues, core.index, reput_from, core.delay_levels_ms, core.clock
         )
         core.wire_reput(reput)
-        self.commitlog.on_commit = reput.wakeup
+        self.commitlog.on_commit = reput.after_append
         reput.dispatch_available()
         self.writes.recount_queue_offsets()
         core.start_queue_flusher(reput)

@@ -52,12 +52,12 @@ def pair(tmp_path: Path) -> Iterator[tuple[MessageStore, MessageStore]]:
 def _follow(follower: MessageStore, leader: MessageStore, first: int) -> None:
     """Write ``leader``'s entries from index ``first`` on into ``follower`` as a Raft
     follower does (the leader's bytes), commit them and wait until they are dispatched."""
-    assert follower.dledger is not None and leader.dledger is not None
-    source = leader.dledger.ledger
+    assert follower.commitlog is not None and leader.commitlog is not None
+    source = leader.commitlog.ledger
     entries = [(i, e.term, e.body) for i in range(first, source.last_index + 1) for e in [source.get(i)]]
     for at in range(0, len(entries), 32):
-        follower.write_entries(entries[at : at + 32])
-    follower.commit_to(source.last_index)
+        follower.append_entries(entries[at : at + 32])
+    follower.commit_to_index(source.last_index)
     assert follower.wait_dispatched(timeout=10)
 
 
@@ -75,8 +75,8 @@ def _units(store: MessageStore, queue_id: int) -> bytes:
 def _damage_the_middle(victim: MessageStore) -> int:
     """Record damage in a sealed data file in the middle of the victim's log (what its scrub
     does on finding a flipped byte); returns the data position."""
-    assert victim.dledger is not None
-    ledger = victim.dledger.ledger
+    assert victim.commitlog is not None
+    ledger = victim.commitlog.ledger
     files = ledger.data.files
     at = files[len(files) // 2].start_offset + 1000
     ledger.damage.report(at, at + 64, "a flipped byte (test)")
@@ -98,12 +98,12 @@ def test_a_cut_in_the_middle_then_the_same_entries_again_leave_queues_and_index_
     pair: tuple[MessageStore, MessageStore],
 ) -> None:
     victim, twin = pair
-    assert victim.dledger is not None
+    assert victim.commitlog is not None
     before = {q: _units(twin, q) for q in range(QUEUES)}
     damaged_at = _damage_the_middle(victim)
-    victim.reopen_dledger()  # what the broker does once the scrub fail-stopped the driver
-    ledger = victim.dledger.ledger
-    cut = victim.dledger.max_offset
+    victim.reopen_ledger()  # what the broker does once the scrub fail-stopped the driver
+    ledger = victim.commitlog.ledger
+    cut = victim.commitlog.max_offset
     assert ledger.recovery is not None and ledger.recovery.damage_found
     assert cut <= damaged_at and 0 < ledger.last_index < MESSAGES // 2 + 40
     for q in range(QUEUES):  # units before the cut kept as they were, those past it dropped
@@ -150,8 +150,8 @@ def test_pulls_while_the_log_is_re_recovered_are_refused_for_now_never_moved_pas
     "removed" (MESSAGE_WAS_REMOVING), which moves a consumer past up to a batch of units
     whose messages are all still committed in the group."""
     victim, twin = pair
-    assert victim.dledger is not None
-    dl = victim.dledger
+    assert victim.commitlog is not None
+    dl = victim.commitlog
     damaged_at = _damage_the_middle(victim)
     from_start = {q: 0 for q in range(QUEUES)}
     past_cut = {q: _first_unit_at_or_past(twin, q, damaged_at) + 2 for q in range(QUEUES)}
@@ -173,7 +173,7 @@ def test_pulls_while_the_log_is_re_recovered_are_refused_for_now_never_moved_pas
         return ledger
 
     monkeypatch.setattr(dl, "reopen_ledger", reopen_then_probe)
-    victim.reopen_dledger()
+    victim.reopen_ledger()
 
     _assert_refused_for_now(while_closed, from_start)
     _assert_refused_for_now(after_cut, past_cut)
@@ -189,8 +189,8 @@ def test_a_record_retention_deleted_is_still_moved_past(pair: tuple[MessageStore
     """Only bytes that are coming back are refused for now: a unit left pointing below the
     log's first data file (retention deleted it) still answers MESSAGE_WAS_REMOVING."""
     victim, _twin = pair
-    assert victim.dledger is not None
-    dl = victim.dledger
+    assert victim.commitlog is not None
+    dl = victim.commitlog
     low = dl.ledger.data.files[3].start_offset
     assert dl.unreadable_reason(low - 200, 100) is not None  # still stored: not "removed"
     gone = dl.ledger.delete_leading_files(lambda _mf, _head: True, 3, 0.0)

@@ -171,7 +171,7 @@ class DLedgerCommitLog:
     def refusing_reads(self, reason: str) -> Iterator[None]:
         """Refuse reads of the DLedger log (``unreadable_reason`` says ``reason``) while the
         block runs: a re-recovery closes the files, cuts the log and then the consume queues
-        (MessageStore.reopen_dledger), and a pull meeting the closed files, or a unit the
+        (the store's ``reopen_ledger``), and a pull meeting the closed files, or a unit the
         cut has not yet reached, must be told to ask again, not that its messages are gone."""
         self._reads_refused = reason
         try:

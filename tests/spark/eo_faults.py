@@ -59,7 +59,7 @@ class FaultReport:
         return sorted(k for k in self.counts if k not in self.expected)
 
     def summary(self) -> str:
-        load = open("/proc/loadavg").read().split()[:3]
+        load = Path("/proc/loadavg").read_text().split()[:3]
         return (
             f"exactlyOnce={str(self.exactly_once).lower()} seed={self.seed} rounds={self.rounds}: {self.rows} rows, "
             f"{self.executor_kills} executor kills, {self.driver_kills} driver kills; output: "
@@ -128,7 +128,9 @@ class Driver:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"the draining driver did not finish in {timeout:.0f}s:\n{tail(self.log_path, 60)}")
+            raise AssertionError(
+                f"the draining driver did not finish in {timeout:.0f}s:\n{tail(self.log_path, 60)}"
+            ) from None
         self._log.close()
         return rc
 

@@ -56,8 +56,12 @@ def spark_bench(
         for case, run, base in r.rows()
     ]
     verdict = "met" if r.read.rate >= READ_GOAL else "not met"
+    from ledgermq.bench.procstat import load_average
+
+    load = round(load_average(), 2)  # wall-clock rates are noise on a loaded machine: say how loaded
     if as_json:
-        click.echo(json.dumps({"setup": _setup(r), "rows": rows, "read_goal": READ_GOAL, "goal": verdict}, indent=2))
+        doc = {"setup": _setup(r), "rows": rows, "read_goal": READ_GOAL, "goal": verdict, "load_average": load}
+        click.echo(json.dumps(doc, indent=2))
         return
     t = Table(title=f"ledgermq bench spark: {_setup(r)}")
     for col in ("case", "rows/s", "baseline", "baseline rows/s", "ratio"):
@@ -66,7 +70,7 @@ def spark_bench(
         ratio = f"{run.rate / base.rate:.3f}" if base.rate else "-"
         t.add_row(case, f"{run.rate:,.0f}", base.case, f"{base.rate:,.0f}", ratio)
     Console().print(t)
-    click.echo(f"read {r.read.rate:,.0f} rows/s (goal >= {READ_GOAL:,}: {verdict})")
+    click.echo(f"read {r.read.rate:,.0f} rows/s (goal >= {READ_GOAL:,}: {verdict}); load average {load}")
 
 
 def _setup(r: object) -> str:

@@ -8,7 +8,6 @@ from typing import Any
 
 from ledgermq.broker.app import BrokerApp
 from ledgermq.broker.locks import RebalanceLockManager
-from ledgermq.broker.processors.locks import LOCK_MANAGER_KEY
 from ledgermq.clock import ManualClock
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue
@@ -59,7 +58,7 @@ def test_lock_and_unlock_over_the_wire(tmp_path: Path) -> None:
     clock = ManualClock()
 
     def install(app: BrokerApp) -> None:
-        app.broker.extras[LOCK_MANAGER_KEY] = RebalanceLockManager(clock, max_live_ms=60_000)
+        app.broker.locks = RebalanceLockManager(clock, max_live_ms=60_000)
 
     async def main() -> None:
         async with running_broker(tmp_path, before_start=install) as h:
@@ -94,8 +93,7 @@ def test_default_manager_and_bad_bodies(tmp_path: Path) -> None:
     async def main() -> None:
         async with running_broker(tmp_path) as h:
             assert await lock(h, "A", Q) == set(Q)
-            manager = h.app.broker.extras[LOCK_MANAGER_KEY]
-            assert isinstance(manager, RebalanceLockManager) and manager.max_live_s == 60.0
+            assert h.app.broker.locks.max_live_s == 60.0
             assert await lock(h, "A", []) == set()
             bad_bodies = [
                 b"",
@@ -111,6 +109,6 @@ def test_default_manager_and_bad_bodies(tmp_path: Path) -> None:
                 for bad in bad_bodies:
                     resp = await h.call(code, {}, bad)
                     assert resp.code == ResponseCode.SYSTEM_ERROR, (code, bad)
-            assert manager.owner("og", Q[0]) == "A"
+            assert h.app.broker.locks.owner("og", Q[0]) == "A"
 
     asyncio.run(main())

@@ -3,7 +3,7 @@ in this process on free 127.0.0.1 ports; the master reports its slave (acknowled
 lag in bytes and time, state), the slave reports its master.
 
 Until BrokerApp lists the ha_status module the harness registers it (and the slave's
-HAClient in ``broker.extras``) itself. Every wait is bounded; everything is stopped in finally.
+HAClient in ``broker.ha_client``) itself. Every wait is bounded; everything is stopped in finally.
 """
 
 from __future__ import annotations
@@ -70,8 +70,6 @@ def _broker(root: Path, namesrv: str, broker_id: int, role: BrokerRole) -> Broke
     if ha_status not in PROCESSOR_MODULES:  # until app.py registers the module itself
         for code, fn in ha_status.PROCESSORS.items():
             app.server.register(code, bind(fn, app.broker))
-    if app.ha_client is not None:
-        app.broker.extras.setdefault(ha_status.HA_CLIENT_KEY, app.ha_client)
     return app
 
 
@@ -199,13 +197,11 @@ def test_ha_status_of_master_and_slave(tmp_path: Path) -> None:
 def test_a_broker_with_neither_side_answers_a_neutral_body(tmp_path: Path) -> None:
     async def run() -> None:
         async with ha_cluster(tmp_path) as c, AdminClient(c.ns_addr) as admin:
-            extras = c.slave.broker.extras
-            saved = extras.pop(ha_status.HA_CLIENT_KEY, None)
+            saved, c.slave.broker.ha_client = c.slave.broker.ha_client, None
             try:
                 sinfo = await admin.ha_status(c.slave.config.broker_addr)
             finally:
-                if saved is not None:
-                    extras[ha_status.HA_CLIENT_KEY] = saved
+                c.slave.broker.ha_client = saved
             assert not sinfo.master and sinfo.connections == []
             assert sinfo.client.master_addr == "" and not sinfo.client.connected
 

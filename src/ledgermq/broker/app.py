@@ -117,12 +117,10 @@ class BrokerApp:
         start = StartingRole.of(config, store_config, controller_mode)
         config, store_config, ctl = start.config, start.store_config, start.controller
         dledger_mode = store_config.enable_dleger_commit_log
-        self.config = config
         self.ha_config = ha_config or HAConfig()
-        self.store_config = store_config
         self.clock = clock
         store = MessageStore(store_config, clock=clock, store_host=(config.broker_ip1, config.listen_port))
-        self.broker = self._build_broker(store)
+        self.broker = self._build_broker(config, store_config, store)
         self.server = RemotingServer(
             config.listen_host,
             config.listen_port,
@@ -138,11 +136,8 @@ class BrokerApp:
         self.registrar = Registrar(
             config, self.broker.topics, self.client, on_answer=self._on_registration, hold_back=self._registration_hold
         )
-        self.broker.register_now = self.registrar.sync
-        self.broker.apply_config = self._apply_config
         self.master_ha_addr: str | None = None  # learned from name servers (slaves)
         self.master_addr: str | None = None
-        self.ha_client: HAClient | None = None
         self.slave_sync: SlaveSynchronizer | None = None
         self.offset_reconciler: MasterOffsetReconciler | None = None
         self.ha_service: HAService | None = None  # controller mode: started while master
@@ -164,13 +159,64 @@ class BrokerApp:
         self._stopping = False
         self._register_processors_and_hooks()
 
-    def _build_broker(self, store: MessageStore) -> Broker:
+    # -- the settings, held once (by the broker context) ---------------------------------
+    @property
+    def config(self) -> BrokerConfig:
+        return self.broker.config
+
+    @property
+    def store_config(self) -> StoreConfig:
+        return self.broker.store_config
+
+    @property
+    def ha_client(self) -> HAClient | None:
+        """A slave's (or a controller-mode replica's) replication client; held by the broker
+        context, which HA status answers from."""
+        return self.broker.ha_client
+
+    @ha_client.setter
+    def ha_client(self, client: HAClient | None) -> None:
+        self.broker.ha_client = client
+
+    def make_current(self, config: BrokerConfig | None = None, store_config: StoreConfig | None = None) -> None:
+        """The one way a running broker's settings change (a live config change, a DLedger or
+        controller role change): every reader gets the new object in the same step, so none
+        sees a mix of old and new, and the name servers hear of it at once."""
+        b = self.broker
+        if store_config is not None:
+            b.store_config = store_config
+            b.store.config = store_config  # the store reads its role from here (puts, offset correction)
+        if config is not None:
+            b.config = config
+            self.registrar.config = config
+            self.registrar.kick()
+
+    # -- BrokerHost: what the broker context asks of the application ---------------------
+    async def register_now(self) -> None:
+        await self.registrar.sync()
+
+    def apply_config(self, new: BrokerConfig) -> None:
+        """UPDATE_BROKER_CONFIG: the changed settings become current for the processors, the
+        registrar and the periodic tasks (and survive a DLedger role change, which rebuilds
+        the config from ``base_config``); the name servers get the whole table at once so a
+        new brokerPermission reaches the routes now, not at the next period."""
+        changed = {
+            f.name: getattr(new, f.name)
+            for f in dataclasses.fields(new)
+            if f.name != "broker_id" and getattr(new, f.name) != getattr(self.config, f.name)
+        }
+        self.base_config = dataclasses.replace(self.base_config, **changed)
+        if "broker_permission" in changed:
+            self.broker.topics.bump_version()
+        self.make_current(dataclasses.replace(self.config, **changed))
+
+    def _build_broker(self, config: BrokerConfig, store_config: StoreConfig, store: MessageStore) -> Broker:
         """The context every processor is bound to: the store and the metadata managers."""
-        config, clock = self.config, self.clock
-        root = Path(self.store_config.root_dir)
+        clock = self.clock
+        root = Path(store_config.root_dir)
         return Broker(
             config=config,
-            store_config=self.store_config,
+            store_config=store_config,
             store=store,
             topics=TopicConfigManager(root / "config" / "topics.json", config, clock),
             offsets=ConsumerOffsetManager(root / "config" / "consumerOffset.json"),
@@ -181,6 +227,7 @@ class BrokerApp:
             producers=ProducerManager(),
             pull_hold=PullHoldService(),
             clock=clock,
+            host=self,
         )
 
     def _wire_delivery(self, may_lead: bool) -> None:
@@ -240,7 +287,6 @@ class BrokerApp:
             self.ha_config,
             clock=self.clock,
         )
-        self.broker.extras[ha_status.HA_CLIENT_KEY] = self.ha_client
         self.slave_sync = self._slave_synchronizer()
 
     def _register_processors_and_hooks(self) -> None:
@@ -271,7 +317,6 @@ class BrokerApp:
         )
         slave_ha = dataclasses.replace(self.ha_config, master_address="")  # the controller names the master
         self.ha_client = HAClient(store, lambda: self.master_ha_addr, slave_ha, clock=self.clock)
-        b.extras[ha_status.HA_CLIENT_KEY] = self.ha_client
         interval = cfg.slave_sync_interval_ms / 1000
         self.slave_sync = SlaveSynchronizer(b, self.client, lambda: self.master_addr, interval)
         self.offset_reconciler = MasterOffsetReconciler(b, self.client, cfg.namesrv_addrs, interval)
@@ -288,7 +333,6 @@ class BrokerApp:
         )
         service.waits_for_replicas = lambda: self.broker.store_config.broker_role is BrokerRole.SYNC_MASTER
         b.controller = service
-        b.write_gate = service.refuse_write
 
     def _last_epoch(self) -> int:
         """The HA epoch of our last byte (a heartbeat's ``epoch``: elections prefer the highest)."""
@@ -442,32 +486,11 @@ class BrokerApp:
         store = self.broker.store
         self.broker.stats.tick(lambda: sum(cq.max_offset for cq in store.queues.all()))
 
-    def _apply_config(self, new: BrokerConfig) -> None:
-        """UPDATE_BROKER_CONFIG: the changed settings become current for the processors, the
-        registrar and the periodic tasks (and survive a DLedger role change, which rebuilds
-        the config from ``base_config``); the name servers get the whole table at once so a
-        new brokerPermission reaches the routes now, not at the next period."""
-        changed = {
-            f.name: getattr(new, f.name)
-            for f in dataclasses.fields(new)
-            if f.name != "broker_id" and getattr(new, f.name) != getattr(self.config, f.name)
-        }
-        self.base_config = dataclasses.replace(self.base_config, **changed)
-        self.config = dataclasses.replace(self.config, **changed)
-        self.broker.config = self.config
-        self.registrar.config = self.config
-        if "broker_permission" in changed:
-            self.broker.topics.bump_version()
-        self.registrar.kick()
-
     def _on_dledger_role(self, master: bool) -> None:
         """The Raft role changed: register under the new brokerId at once; then the services
         that depend on the role follow it (``_follow_dledger_role``)."""
         broker_id = 0 if master else follower_broker_id(self.store_config.dleger_self_id)
-        self.config = dataclasses.replace(self.base_config, broker_id=broker_id)
-        self.broker.config = self.config
-        self.registrar.config = self.config
-        self.registrar.kick()
+        self.make_current(dataclasses.replace(self.base_config, broker_id=broker_id))
         task = asyncio.ensure_future(self._follow_dledger_role())
         self._role_tasks.add(task)
         task.add_done_callback(self._role_tasks.discard)

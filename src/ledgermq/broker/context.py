@@ -1,9 +1,15 @@
-"""What every broker processor may use: config, store, managers, clock. Wiring is in app.py."""
+"""What every broker processor may use: config, store, managers, clock. Wiring is in app.py.
+
+Every service a processor reaches is a typed field here, built by BrokerApp (or, for the
+few that need nothing but the clock, here); nothing is looked up by name. What the broker
+asks of the application around it (register now, make a changed config current) is one
+typed collaborator, ``host``, passed in at construction rather than callbacks set later.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ledgermq.broker.clients import ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
@@ -11,6 +17,7 @@ from ledgermq.broker.consumer_filters import ConsumerFilterManager
 from ledgermq.broker.controller_mode.service import ControllerModeService
 from ledgermq.broker.dledger import BrokerDLedger
 from ledgermq.broker.filter_cache import DispatchMatchCache
+from ledgermq.broker.locks import RebalanceLockManager
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.offset_waiters import OffsetWaiters
 from ledgermq.broker.offsets import ConsumerOffsetManager
@@ -22,12 +29,24 @@ from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig
 from ledgermq.ha.master import HAService
+from ledgermq.ha.slave import HAClient
 from ledgermq.protocol.message import Host
 from ledgermq.protocol.properties import WAIT
-from ledgermq.protocol.route import PERM_READ, PERM_WRITE
+from ledgermq.protocol.route import PERM_READ, PERM_WRITE, DataVersion
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import PutResult
+from ledgermq.util.unique_ids import UniqueIdGenerator
+
+
+class BrokerHost(Protocol):
+    """What the broker asks of the application that runs it (BrokerApp; tests may fake it)."""
+
+    async def register_now(self) -> None:
+        """Wait (bounded) until the topic changes made so far reached the name servers."""
+
+    def apply_config(self, new: BrokerConfig) -> None:
+        """Make a changed BrokerConfig current everywhere it is read (UPDATE_BROKER_CONFIG)."""
 
 
 @dataclass(slots=True)
@@ -42,7 +61,7 @@ class Broker:
     producers: ProducerManager
     pull_hold: PullHoldService
     clock: Clock
-    extras: dict[str, object] = field(default_factory=dict)
+    host: BrokerHost | None = None  # the running application; None in unit tests of processors
     stats: BrokerStats = field(init=False)  # message and request counters (metrics, admin), on ``clock``
     filters: ConsumerFilterManager = field(default_factory=ConsumerFilterManager)  # SQL92 filters from heartbeats
     filter_cache: DispatchMatchCache | None = None  # SQL92 answers computed at dispatch; set by BrokerApp
@@ -53,17 +72,27 @@ class Broker:
     flush_waiters: OffsetWaiters | None = None
     dledger: BrokerDLedger | None = None  # DLedger mode: the Raft group decides the master
     controller: ControllerModeService | None = None  # controller mode: the controller decides the master
-    # Controller mode: why a write (that waits for replicas: True) may not be taken now, or
-    # None (the role, the controller lease, minInSyncReplicas); asked by ``put``.
-    write_gate: Callable[[bool], PutResult | None] | None = None
-    # Waits (bounded) until the topic changes made so far reached the name servers; set by BrokerApp.
-    register_now: Callable[[], Awaitable[None]] | None = None
-    # Makes a changed BrokerConfig current everywhere it is kept (UPDATE_BROKER_CONFIG) and
-    # registers the whole table again; set by BrokerApp.
-    apply_config: Callable[[BrokerConfig], None] | None = None
+    ha_client: HAClient | None = None  # a slave's (or a controller-mode replica's) replication client
+    locks: RebalanceLockManager = field(init=False)  # orderly consumers' queue locks (60 s lifetime)
+    unique_ids: UniqueIdGenerator = field(init=False)  # UNIQ_KEYs of messages the broker writes itself
+    config_version: DataVersion = field(init=False)  # GET_BROKER_CONFIG's version; moves on live changes
 
     def __post_init__(self) -> None:
         self.stats = BrokerStats(now_ms=self.clock.wall_ms)
+        self.locks = RebalanceLockManager(self.clock)
+        self.unique_ids = UniqueIdGenerator(self.config.broker_ip1)
+        self.config_version = DataVersion(self.clock.wall_ms(), 0)
+
+    def refuse_write(self, waits_for_replicas: bool) -> PutResult | None:
+        """Why a write may not be taken now (controller mode: the role, the controller lease,
+        minInSyncReplicas; controller_mode/gate.py), or None: it may."""
+        ctl = self.controller
+        return None if ctl is None else ctl.refuse_write(waits_for_replicas)
+
+    async def register_now(self) -> None:
+        """Topic changes made so far reach the name servers (bounded wait); no-op without a host."""
+        if self.host is not None:
+            await self.host.register_now()
 
     # -- the broker's one way to write ------------------------------------------------
     async def put(self, msg: MessageInput) -> PutResult:
@@ -73,8 +102,7 @@ class Broker:
         needs to know the mode; the native path is the store call and nothing else."""
         if self.dledger is not None:
             return await self.dledger.put(msg)
-        gate = self.write_gate
-        if gate is not None and (refused := gate(msg.properties.get(WAIT) != "false")) is not None:
+        if (refused := self.refuse_write(msg.properties.get(WAIT) != "false")) is not None:
             return refused
         return self.store.put_message(msg)
 
@@ -82,7 +110,7 @@ class Broker:
         """``put`` for a batch of one topic-queue."""
         if self.dledger is not None:
             return await self.dledger.put(batch)
-        if self.write_gate is not None and (refused := self.write_gate(True)) is not None:
+        if (refused := self.refuse_write(True)) is not None:
             return refused
         return self.store.put_messages(batch)
 

@@ -1,4 +1,4 @@
-"""The gate every write passes in controller mode (``Broker.write_gate``).
+"""The gate every write passes in controller mode (``Broker.refuse_write``).
 
 A write is refused when this broker is not the master (SERVICE_NOT_AVAILABLE naming the
 master, so clients look for it), when a master's controller lease ran out (lease.py: another

@@ -68,17 +68,11 @@ class ControllerRoles:
 
     def _set_store_role(self, role: BrokerRole) -> None:
         app = self.app
-        cfg = dataclasses.replace(app.broker.store_config, broker_role=role)
-        app.store_config = cfg
-        app.broker.store_config = cfg
-        app.broker.store.config = cfg  # the store reads its role from here (puts, offset correction)
+        app.make_current(store_config=dataclasses.replace(app.broker.store_config, broker_role=role))
 
     def _set_broker_id(self, broker_id: int) -> None:
         app = self.app
-        app.config = dataclasses.replace(app.base_config, broker_id=broker_id)
-        app.broker.config = app.config
-        app.registrar.config = app.config
-        app.registrar.kick()
+        app.make_current(dataclasses.replace(app.base_config, broker_id=broker_id))
 
     async def become_master(self, master_epoch: int) -> None:
         app = self.app

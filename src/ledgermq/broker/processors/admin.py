@@ -48,7 +48,7 @@ from ledgermq.protocol.headers_admin import (
 )
 from ledgermq.protocol.message import decode_record
 from ledgermq.protocol.names import TOPIC_MAX_LENGTH, TOPIC_NAME_PATTERN
-from ledgermq.protocol.route import DataVersion, TopicConfig
+from ledgermq.protocol.route import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,6 @@ REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 MAX_TOPIC_LENGTH = TOPIC_MAX_LENGTH
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
-CONFIG_VERSION_KEY = "broker_config_data_version"
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -155,10 +154,9 @@ async def update_and_create_topic(broker: Broker, ctx: RequestContext, cmd: Remo
     )
     log.info("updateAndCreateTopic from %s: %s", ctx.peer, tc)
     broker.topics.update(tc)  # persists, bumps the data version, queues the increment
-    if broker.register_now is not None:
-        # As RocketMQ answers only after registerIncrementBrokerData: the route exists when
-        # the creator hears back. Concurrent creates wait for one shared increment.
-        await broker.register_now()
+    # As RocketMQ answers only after registerIncrementBrokerData: the route exists when
+    # the creator hears back. Concurrent creates wait for one shared increment.
+    await broker.register_now()
     return cmd.response(ResponseCode.SUCCESS)
 
 
@@ -295,22 +293,14 @@ def config_properties(broker: Broker) -> dict[str, str]:
     return props
 
 
-def _config_version(broker: Broker) -> DataVersion:
-    version = broker.extras.get(CONFIG_VERSION_KEY)
-    if not isinstance(version, DataVersion):
-        version = DataVersion(broker.clock.wall_ms(), 0)
-        broker.extras[CONFIG_VERSION_KEY] = version
-    return version
-
-
 def bump_config_version(broker: Broker) -> None:
     """A runtime config change: GET_BROKER_CONFIG's version moves on, as RocketMQ's does."""
-    broker.extras[CONFIG_VERSION_KEY] = _config_version(broker).next(broker.clock.wall_ms())
+    broker.config_version = broker.config_version.next(broker.clock.wall_ms())
 
 
 async def get_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     text = "".join(f"{k}={v}\n" for k, v in sorted(config_properties(broker).items()))
-    version = fastjson.dumps(_config_version(broker).to_json()).decode()
+    version = fastjson.dumps(broker.config_version.to_json()).decode()
     return cmd.response(
         ResponseCode.SUCCESS, ext_fields=GetBrokerConfigResponseHeader(version).ext(), body=text.encode()
     )

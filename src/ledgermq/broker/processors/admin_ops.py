@@ -142,10 +142,10 @@ async def update_broker_config(broker: Broker, ctx: RequestContext, cmd: Remotin
     except (ConfigChangeRefused, UnicodeDecodeError) as exc:
         log.warning("updateBrokerConfig from %s refused: %s", ctx.peer, exc)
         return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-    if broker.apply_config is None:
+    if broker.host is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, "this broker cannot change its config at runtime")
     log.warning("updateBrokerConfig from %s: %s", ctx.peer, props)
-    broker.apply_config(new)
+    broker.host.apply_config(new)
     bump_config_version(broker)
     return cmd.response(ResponseCode.SUCCESS)
 

@@ -23,9 +23,8 @@ and ``haClientRuntimeInfo`` (a slave's view: ``masterAddr``, ``maxOffset``,
 We measure no transfer rate, so ``transferredByteInSecond`` is 0; a 4.x master does not
 send its flushed offset, so ``masterFlushOffset`` is 0.
 
-A master answers from ``broker.ha``; a slave from the HAClient the app puts in
-``broker.extras[HA_CLIENT_KEY]``. A broker with neither answers a neutral body (by its
-role, with no slave and no master address), not an error.
+A master answers from ``broker.ha``; a slave from its HAClient, ``broker.ha_client``. A
+broker with neither answers a neutral body (by its role, with no slave and no master address), not an error.
 """
 
 from __future__ import annotations
@@ -46,8 +45,6 @@ from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import decode_record
 
 log = logging.getLogger(__name__)
-
-HA_CLIENT_KEY = "ha_client"  # broker.extras key of a slave's HAClient (set by BrokerApp)
 
 
 def _store_timestamp(broker: Broker, offset: int) -> int:
@@ -153,8 +150,7 @@ def _client_info(client: HAClient | None, local_max: int) -> dict[str, Any]:
 def ha_runtime_info(broker: Broker) -> dict[str, Any]:
     """HARuntimeInfo of this broker as a JSON-ready dict."""
     local_max = broker.store.max_phy_offset
-    client = broker.extras.get(HA_CLIENT_KEY)
-    ha_client = client if isinstance(client, HAClient) else None
+    ha_client = broker.ha_client
     ha = broker.ha
     is_master = ha is not None or (ha_client is None and not broker.store_config.is_slave)
     connections: list[dict[str, Any]] = []

@@ -7,9 +7,8 @@ Request body (both codes; the C++ client ends it with a newline)::
 
 LOCK answers SUCCESS with ``{"lockOKMQSet":[...]}``: the queues the client holds now, with
 ``queueId`` a JSON number (the C++ client reads it with asInt). UNLOCK answers SUCCESS
-with no body. The lock table is the broker's ``RebalanceLockManager``, kept in
-``broker.extras[LOCK_MANAGER_KEY]`` (created with the default 60 s lifetime on first
-use, unless the application installed one).
+with no body. The lock table is the broker's ``RebalanceLockManager`` (``broker.locks``,
+60 s lifetime as RocketMQ's default).
 """
 
 from __future__ import annotations
@@ -17,22 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from ledgermq.broker.context import Broker
-from ledgermq.broker.locks import RebalanceLockManager
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue, mq_list, mq_set
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-
-LOCK_MANAGER_KEY = "rebalance_lock_manager"
-
-
-def lock_manager(broker: Broker) -> RebalanceLockManager:
-    manager = broker.extras.get(LOCK_MANAGER_KEY)
-    if not isinstance(manager, RebalanceLockManager):
-        manager = RebalanceLockManager(broker.clock)
-        broker.extras[LOCK_MANAGER_KEY] = manager
-    return manager
 
 
 def _decode(cmd: RemotingCommand) -> tuple[str, str, set[MessageQueue]] | RemotingCommand:
@@ -52,7 +40,7 @@ async def lock_batch_mq(broker: Broker, ctx: RequestContext, cmd: RemotingComman
     if isinstance(decoded, RemotingCommand):
         return decoded
     group, client_id, mqs = decoded
-    locked = lock_manager(broker).try_lock_batch(group, mqs, client_id)
+    locked = broker.locks.try_lock_batch(group, mqs, client_id)
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"lockOKMQSet": mq_list(locked)}))
 
 
@@ -61,7 +49,7 @@ async def unlock_batch_mq(broker: Broker, ctx: RequestContext, cmd: RemotingComm
     if isinstance(decoded, RemotingCommand):
         return decoded
     group, client_id, mqs = decoded
-    lock_manager(broker).unlock_batch(group, mqs, client_id)
+    broker.locks.unlock_batch(group, mqs, client_id)
     return cmd.response(ResponseCode.SUCCESS)
 
 

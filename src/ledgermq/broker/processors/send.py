@@ -57,8 +57,7 @@ def _resolve_topic(
 
 def _admit(broker: Broker, cmd: RemotingCommand, hdr: SendMessageRequestHeader) -> RemotingCommand | None:
     """The refusals that need no topic: a read-only broker, an illegal or system topic name."""
-    gate = broker.write_gate
-    if gate is not None and not broker.writable and (refused := gate(False)) is not None:
+    if not broker.writable and (refused := broker.refuse_write(False)) is not None:
         # controller mode: a slave says why (SERVICE_NOT_AVAILABLE: clients look for the master)
         return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {refused.remark}")
     if not broker.writable:
@@ -100,7 +99,7 @@ async def _check(
     tc = _resolve_topic(broker, cmd, hdr, hdr.topic)
     if isinstance(tc, RemotingCommand):
         return tc
-    if not known and broker.register_now is not None:
+    if not known:
         await broker.register_now()  # routable before the producer hears back (one increment per burst)
     return _route(cmd, hdr, tc)
 
@@ -146,8 +145,7 @@ def send_message(
     _ask_for_the_slaves_window(broker)
     # native mode (checked above): the store is the broker's one way to write (Broker.put),
     # behind controller mode's gate (role, lease, minInSyncReplicas) as Broker.put has it
-    gate = broker.write_gate
-    refused_put = gate(wait) if gate is not None else None
+    refused_put = broker.refuse_write(wait)
     if refused_put is not None:
         result = refused_put
     else:

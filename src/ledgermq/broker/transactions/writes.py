@@ -15,19 +15,8 @@ from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol.message import MessageRecord, decode_record
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.results import PutResult
-from ledgermq.util.unique_ids import UniqueIdGenerator
 
 log = logging.getLogger("ledgermq.broker.transactions")
-
-_IDS_KEY = "transactions.ids"
-
-
-def unique_ids(broker: Broker) -> UniqueIdGenerator:
-    """The broker's UNIQ_KEY generator for the messages it writes itself (op messages)."""
-    ids = broker.extras.get(_IDS_KEY)
-    if not isinstance(ids, UniqueIdGenerator):
-        ids = broker.extras[_IDS_KEY] = UniqueIdGenerator(broker.config.broker_ip1)
-    return ids
 
 
 def find_half(broker: Broker, commit_log_offset: int) -> MessageRecord | None:
@@ -59,7 +48,7 @@ async def put(broker: Broker, msg: MessageInput) -> PutResult:
 async def write_op(broker: Broker, half_queue_offset: int) -> bool:
     """Mark the half message at ``half_queue_offset`` resolved (``deletePrepareMessage``)."""
     now = broker.clock.wall_ms()
-    msg = op_message(half_queue_offset, broker.store_host, now, unique_ids(broker).next_id(now))
+    msg = op_message(half_queue_offset, broker.store_host, now, broker.unique_ids.next_id(now))
     result = await put(broker, msg)
     if not result.ok:
         log.error(

@@ -57,7 +57,7 @@ SPARK_FAULT_ROUNDS ?= 20
 SPARK_FAULT_SEED ?= 1
 spark-faults: $(STAMP) java
 	LEDGERMQ_SPARK_FAULT_ROUNDS=$(SPARK_FAULT_ROUNDS) LEDGERMQ_SPARK_FAULT_SEED=$(SPARK_FAULT_SEED) \
-	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/spark/test_exactly_once_faults.py
+	  $(BIN)/python -m pytest -q -s -p no:cacheprovider --basetemp=./data/spark-faults tests/spark/test_exactly_once_faults.py
 
 example-spark: $(STAMP) java
 	$(BIN)/python examples/spark_pipeline.py

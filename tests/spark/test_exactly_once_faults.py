@@ -24,6 +24,8 @@ pytestmark = pytest.mark.slow
 
 ROUNDS = int(os.environ.get("LEDGERMQ_SPARK_FAULT_ROUNDS", "2"))
 SEED = int(os.environ.get("LEDGERMQ_SPARK_FAULT_SEED", "1"))
+# a round is two driver start-ups (JVMs) and a few micro-batches: about a minute on a loaded machine
+TIMEOUT = 600 + 240 * ROUNDS
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +55,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.close()
 
 
+@pytest.mark.timeout(TIMEOUT)
 def test_exactly_once_through_executor_and_driver_kills(
     standalone: SparkStandalone, brokers: Cluster, tmp_path: Path
 ) -> None:
@@ -64,6 +67,7 @@ def test_exactly_once_through_executor_and_driver_kills(
     assert report.duplicated == 0, [k for k, n in report.counts.items() if n > 1][:10]
 
 
+@pytest.mark.timeout(TIMEOUT)
 def test_at_least_once_shows_duplicates_under_the_same_faults(
     standalone: SparkStandalone, brokers: Cluster, tmp_path: Path
 ) -> None:

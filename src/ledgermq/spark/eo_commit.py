@@ -174,24 +174,26 @@ class Coordinator:
             if sent.status is not SendStatus.SEND_OK:
                 raise CommitError(f"commit record {sent.msg_id} stored as {sent.status.value}, not SEND_OK")
 
-    async def _end_many(self, halves: HalfSet, indices: Sequence[int], state: LocalTransactionState) -> list[int]:
-        """END ``state`` for the halves at ``indices``; the indices that got no SUCCESS."""
+    async def _end_many(self, halves: HalfSet, indices: Iterable[int], state: LocalTransactionState) -> list[int]:
+        """END ``state`` for the halves at ``indices``, ``IN_FLIGHT_ENDS`` at a time (a fixed set
+        of workers, so a million halves cost no million coroutines); the indices that got no
+        SUCCESS."""
         producer = await self._producer()
-        gate = asyncio.Semaphore(IN_FLIGHT_ENDS)
         failed: list[int] = []
+        todo = iter(indices)
 
-        async def one(i: int) -> None:
-            async with gate:
+        async def worker() -> None:
+            for i in todo:
                 if os.getppid() != self._parent:  # the Spark driver that called us is gone: stop committing
                     failed.append(i)
-                    return
+                    continue
                 try:
                     await producer.end_transaction(halves.half(i), state)
                 except MQClientError as exc:
                     log.warning("END %s of half %s failed: %s", state.value, halves.msg_ids[i], exc)
                     failed.append(i)
 
-        await asyncio.gather(*(one(i) for i in indices))
+        await asyncio.gather(*(worker() for _ in range(IN_FLIGHT_ENDS)))
         return sorted(failed)
 
     async def finish(self, record: StartedRecord, *, fresh: bool) -> None:
@@ -235,27 +237,28 @@ class Coordinator:
             log.warning("ledgermq sink: %d of %d halves not rolled back now (the broker's check will)", len(failed),
                         len(halves))  # fmt: skip
 
-    async def commit(self, halves: HalfSet, *, fresh: bool) -> str:
-        """The protocol of the module notes; what it did, for the log."""
+    async def commit(self, halves: HalfSet, *, fresh: bool) -> tuple[str, bool]:
+        """The protocol of the module notes; what it did, for the log, and whether the batch
+        had been committed (or begun) by an earlier run."""
         found = Found() if fresh else await self.lookup()
         for token, (got, count) in found.incomplete.items():
             log.warning("ledgermq sink: batch %d has an incomplete commit record %s (%d of %d parts): ignored",
                         self.batch_id, token, got, count)  # fmt: skip
         if found.done:
             await self.rollback(halves)
-            return f"already committed by an earlier run; {len(halves)} repeated rows rolled back"
+            return f"already committed by an earlier run; {len(halves)} repeated rows rolled back", True
         if found.started is not None:
             await self.finish(found.started, fresh=False)
             await self._send_record_messages([done_message(self.opts.commit_topic, self.write_id, self.batch_id)])
             await self.rollback(halves)
-            return f"finished the earlier run's commit; {len(halves)} repeated rows rolled back"
+            return f"finished the earlier run's commit; {len(halves)} repeated rows rolled back", True
         if not halves:
-            return "nothing to commit"
+            return "nothing to commit", False
         record = StartedRecord(uuid.uuid4().hex, halves, await self.start_offsets(halves))
         await self._send_record_messages(started_messages(self.opts.commit_topic, self.write_id, self.batch_id, record))
         await self.finish(record, fresh=True)
         await self._send_record_messages([done_message(self.opts.commit_topic, self.write_id, self.batch_id)])
-        return f"{len(halves)} rows committed"
+        return f"{len(halves)} rows committed", False
 
     async def abort(self, halves: HalfSet, *, fresh: bool) -> None:
         """Roll back ``halves``, but not those a ``started`` record holds (a commit that failed
@@ -271,8 +274,10 @@ class Coordinator:
 def commit_write(opts: WriteOptions, write_id: str, batch_id: int, messages: Iterable[object], *, fresh: bool) -> None:
     halves = halves_of(messages)
     with Coordinator(opts, write_id, batch_id) as c:
-        what = c.session.run(c.commit(halves, fresh=fresh))
-    log.info("ledgermq sink (exactly once): batch %d of %s: %s", batch_id, write_id, what)
+        what, rerun = c.session.run(c.commit(halves, fresh=fresh))
+    # a re-run batch is worth a line in the driver's log; the ordinary commit is not
+    log.log(logging.WARNING if rerun else logging.INFO, "ledgermq sink (exactly once): batch %d of %s: %s",
+            batch_id, write_id, what)  # fmt: skip
 
 
 def abort_write(opts: WriteOptions, write_id: str, batch_id: int, messages: Iterable[object], *, fresh: bool) -> None:

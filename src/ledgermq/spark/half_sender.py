@@ -100,25 +100,20 @@ class HalfSender:
         self.sent.add_sent(sent)
 
     async def send_all(self, rows: list[tuple[Message, int | None]]) -> None:
-        gate = asyncio.Semaphore(IN_FLIGHT_HALVES)
+        """Every row as a half, ``IN_FLIGHT_HALVES`` workers sending; stops at the first failure."""
         failures: list[BaseException] = []
+        todo = iter(rows)
 
-        async def one(msg: Message, qid: int | None) -> None:
-            try:
-                await self._send_one(msg, qid)
-            except (MQClientError, SinkError) as exc:
-                failures.append(exc)
-            finally:
-                gate.release()
+        async def worker() -> None:
+            for msg, qid in todo:
+                if failures:
+                    return
+                try:
+                    await self._send_one(msg, qid)
+                except (MQClientError, SinkError) as exc:
+                    failures.append(exc)
 
-        tasks = []
-        for msg, qid in rows:
-            await gate.acquire()
-            if failures:
-                gate.release()
-                break
-            tasks.append(asyncio.ensure_future(one(msg, qid)))
-        await asyncio.gather(*tasks)
+        await asyncio.gather(*(worker() for _ in range(IN_FLIGHT_HALVES)))
         if failures:
             raise failures[0]
 

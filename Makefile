@@ -56,6 +56,7 @@ test-long: $(STAMP) java
 SPARK_FAULT_ROUNDS ?= 20
 SPARK_FAULT_SEED ?= 1
 spark-faults: $(STAMP) java
+	mkdir -p data
 	LEDGERMQ_SPARK_FAULT_ROUNDS=$(SPARK_FAULT_ROUNDS) LEDGERMQ_SPARK_FAULT_SEED=$(SPARK_FAULT_SEED) \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider --basetemp=./data/spark-faults tests/spark/test_exactly_once_faults.py
 

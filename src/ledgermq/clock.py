@@ -1,5 +1,12 @@
 """The only place that reads time, so tests can drive every timeout and timestamp.
 
+Code where time decides behaviour (timeouts, intervals, deadlines, stored timestamps)
+takes a ``Clock`` (``SYSTEM_CLOCK`` by default) so a test can pass a ``ManualClock``.
+Code that only measures how long its own work took (latency histograms, an elapsed time in
+a log line, pacing by the machine's real load) reads ``perf_seconds``, which no test drives:
+the name says which of the two a reading is. ``tests/unit/test_clock_rule.py`` keeps every
+other time read out of the source.
+
 A chaos run can make a process's wall clock jump: with ``LEDGERMQ_CLOCK_SKEW_FILE=<file>``
 in its environment, ``SYSTEM_CLOCK.wall_ms()`` adds the integer number of milliseconds the
 file holds (absent or empty: 0). The file is read at most every ``SKEW_POLL_S`` seconds,
@@ -12,6 +19,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 CLOCK_SKEW_ENV = "LEDGERMQ_CLOCK_SKEW_FILE"
@@ -103,6 +111,12 @@ class ManualClock:
         with self._lock:
             self._monotonic += seconds
             self._wall_ms += int(seconds * 1000)
+
+
+perf_seconds: Callable[[], float] = time.perf_counter
+"""A high-resolution reading for measuring elapsed real time (only differences mean
+anything); never for deciding when something is due. The function itself, not a wrapper:
+the request path reads it twice per request."""
 
 
 _skew_path = os.environ.get(CLOCK_SKEW_ENV)

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from ledgermq.clock import SYSTEM_CLOCK
+
 _armed: dict[str, Callable[[], None]] = {}
 _fsync_log_fd: int | None = None
 FSYNC_LOG_ENV = "LEDGERMQ_FSYNC_LOG"
@@ -128,9 +130,9 @@ def _stall_while(flag: str, max_s: float = STALL_MAX_S) -> Callable[[], None]:
     def action() -> None:
         if not os.path.exists(flag):
             return
-        deadline = time.monotonic() + max_s
+        deadline = SYSTEM_CLOCK.monotonic() + max_s
         while os.path.exists(flag):
-            if time.monotonic() >= deadline:
+            if SYSTEM_CLOCK.monotonic() >= deadline:
                 log.error("failpoint stall: %s still exists after %.0fs; going on", flag, max_s)
                 return
             time.sleep(STALL_POLL_S)

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from ledgermq.broker.dledger_identity import UNKNOWN, StoreIdentity, store_identity
+from ledgermq.protocol.headers_dledger import StoreIdentityHeader
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
 from tests.conftest import small_config
@@ -48,7 +49,7 @@ def test_copies_agree_and_a_shorter_or_empty_log_does_not(tmp_path: Path) -> Non
 
 def test_wire_form_and_unknown_end() -> None:
     ident = StoreIdentity(1 << 20, 47784, 123)
-    assert StoreIdentity.from_ext(ident.to_ext()) == ident
+    assert StoreIdentity.of(StoreIdentityHeader.from_ext(ident.header("n0", "g").ext())) == ident
     gone = StoreIdentity(1 << 20, UNKNOWN, 0)  # last old segment deleted: offsets only
     assert gone.agrees(ident) and ident.agrees(gone)
     assert not gone.agrees(StoreIdentity(2 << 20, UNKNOWN, 0))

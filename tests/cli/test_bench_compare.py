@@ -11,11 +11,17 @@ import pytest
 from rich.console import Console
 
 from ledgermq.bench.compare.model import (
+    ASYNC_CAPACITY,
+    ASYNC_GATHER,
     DRAIN_PULL,
     DRAIN_PUSH,
+    FACADE_SYNC,
     INFLIGHT,
     JETSTREAM,
+    JETSTREAM_R3,
     LEDGERMQ,
+    LEDGERMQ_CONTROLLER,
+    LEDGERMQ_DLEDGER,
     LEDGERMQ_SYNC_MASTER,
     QUICK,
     SYNC,
@@ -152,10 +158,69 @@ def test_ledgermq_side_tiny_real_run() -> None:
         assert f.count == {"batch32": 448, "batch64": 512}.get(workload, 400), workload
         assert f.rate > 0
     assert results.figures[(LEDGERMQ, SYNC)].percentile(99) is not None
-    out = StringIO()  # with no JetStream side there is no ratio, but every figure is shown
+    # with no JetStream side only the ledgermq-only rows compare: the send patterns with each other
+    rows = {r["workload"]: r for r in build_rows(results, settings)}
+    assert set(rows) == {
+        "ledgermq: send_async in a loop / tasks awaiting send",
+        "ledgermq: send_async + capacity / tasks awaiting send",
+    }
+    assert all(r["measured"]["client_cpu_us_per_msg"] > 0 for r in rows.values())
+    out = StringIO()
+    render(document(results, settings, "ledgermq bench compare --no-nats"), Console(file=out, width=250))
+    assert "send_async in a loop / tasks awaiting send" in out.getvalue()
+
+
+def test_figures_without_any_comparison_are_shown() -> None:
+    """Only the sync pattern and no JetStream: no row compares, the figures are shown alone."""
+    f = Figures()
+    f.add(Measured(100, 0.5, (1.0,) * 100), 0.01, 0.002)
+    from ledgermq.bench.compare.schedule import Results
+
+    results = Results(figures={(LEDGERMQ, SYNC): f})
+    settings = dataclasses.replace(QUICK, patterns=("sync",))
+    out = StringIO()
     render(document(results, settings, "ledgermq bench compare --no-nats"), Console(file=out, width=250))
     text = out.getvalue()
-    assert "no comparison ran" in text and all(w in text for (_s, w) in results.figures)
+    assert "no comparison ran" in text and SYNC in text and "20.0" in text  # client µs/msg: 0.002 s / 100
+
+
+def test_send_workloads_follow_the_patterns() -> None:
+    settings = dataclasses.replace(QUICK, patterns=("facade", "batch", "gather"), batches=(32,))
+    assert settings.send_workloads() == (ASYNC_GATHER, "batch32", FACADE_SYNC)
+
+
+def _nats_ready() -> bool:
+    import importlib.util
+    import shutil
+
+    return shutil.which("nats-server") is not None and importlib.util.find_spec("nats") is not None
+
+
+@pytest.mark.skipif(not _nats_ready(), reason="needs nats-server on PATH and nats-py (pip install -e '.[bench]')")
+@pytest.mark.timeout(240)
+def test_layouts_jetstream_r3_dledger_and_controller_short_run() -> None:
+    """Three clustered nats-servers (R3) against a 3-node DLedger group, controller mode
+    against one nats-server, every pattern but batches once, a handful of messages."""
+    from ledgermq.bench.compare.nats_side import ensure_nats_server
+    from ledgermq.bench.compare.run import run_compare
+
+    settings = CompareSettings(
+        messages=60, backlog=60, inflight=8, cap_s=20.0, cycles=1, patterns=("sync", "gather", "capacity", "facade"),
+        layouts=("dledger", "controller"), drains=False,
+    )  # fmt: skip
+    results = run_compare(settings, nats_binary=ensure_nats_server())
+    systems = [r.system for r in results.rounds]
+    assert sorted(set(systems)) == sorted([JETSTREAM, JETSTREAM_R3, LEDGERMQ_DLEDGER, LEDGERMQ_CONTROLLER])
+    assert len(systems) == 8  # A B C D D C B A
+    for system in (LEDGERMQ_DLEDGER, LEDGERMQ_CONTROLLER):
+        figures = [results.figures[(system, w)] for w in (SYNC, ASYNC_GATHER, ASYNC_CAPACITY, FACADE_SYNC)]
+        assert all(f.count == 120 and f.rate > 0 and f.client_cpu_seconds > 0 for f in figures), system
+        assert sum(f.cpu_seconds for f in figures) > 0, system  # read in 10 ms ticks: one run may show none
+    assert (JETSTREAM_R3, FACADE_SYNC) not in results.figures  # nats-py has no blocking client
+    rows = {r["workload"]: r for r in build_rows(results, settings)}
+    r3 = rows["DLedger x3 vs JetStream R3: send_async in a loop, then gather"]
+    assert r3["rate_ratio"] > 0 and r3["base"]["client_cpu_us_per_msg"] > 0
+    assert rows["controller mode vs JetStream R1: sync send, 1 sender"]["rate_ratio"] > 0
 
 
 def test_missing_nats_py_says_which_extra(monkeypatch: pytest.MonkeyPatch) -> None:

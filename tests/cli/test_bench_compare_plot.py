@@ -100,7 +100,8 @@ def _texts(root: ET.Element) -> list[str]:
 def test_goal_table_covers_the_issue_and_leaves_batch_64_without_one() -> None:
     assert GOALS[RowKey(LEDGERMQ, BATCH.format(32), JETSTREAM, BATCH.format(32))] == 2.0
     assert RowKey(LEDGERMQ, BATCH.format(64), JETSTREAM, BATCH.format(64)) not in GOALS
-    assert sorted(GOALS.values()) == [0.7, 0.9, 0.9, 1.0, 1.0, 1.5, 1.5, 2.0]
+    # issue #24 adds two: send_async gathered and paced, each at least 0.8x tasks awaiting send
+    assert sorted(GOALS.values()) == [0.7, 0.8, 0.8, 0.9, 0.9, 1.0, 1.0, 1.5, 1.5, 2.0]
 
 
 def test_one_bar_per_row_coloured_by_its_goal() -> None:

@@ -17,6 +17,8 @@ PURE = {
     "tls.py",
     "instance/namesrv.py",
     "instance/publish_info.py",
+    "instance/announcements.py",
+    "instance/pull_result.py",
     "producer/failover.py",
     "producer/fault.py",
     "producer/outgoing.py",
@@ -26,6 +28,7 @@ PURE = {
     "consumer/common.py",
     "consumer/settings.py",
     "push/settings.py",
+    "push/pull_decider.py",
     "lite_pull/settings.py",
 }
 # Who may import whom: a module imports its own package and lower ranks only; two

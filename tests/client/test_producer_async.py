@@ -79,6 +79,16 @@ class AttemptSpy:
             return await inner(out, mq, timeout, oneway)
 
         p._send_kernel = spy  # type: ignore[method-assign]
+        # a send's first attempt usually goes out without _send_kernel (client/producer/fast_send.py)
+        start_invoke = p.remoting.start_invoke
+
+        def spy_fast(addr: str, cmd: Any, timeout: float, on_done: Any) -> Any:
+            started = start_invoke(addr, cmd, timeout, on_done)
+            if started is not None:
+                self.brokers.append(cmd.ext_fields["n"])
+            return started
+
+        p.remoting.start_invoke = spy_fast  # type: ignore[method-assign]
 
 
 def test_callbacks_run_once_sync_async_and_plain_callables(tmp_path: Path) -> None:

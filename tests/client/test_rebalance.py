@@ -450,7 +450,7 @@ def test_subscription_data_json_and_tags() -> None:
         "classFilterMode": False,
         "codeSet": [97, 98],
         "expressionType": "TAG",
-        "subString": "a || b ||a",
+        "subString": " a || b ||a",  # as written: Java's FilterAPI keeps the text
         "subVersion": 5,
         "tagsSet": ["a", "b"],
         "topic": T,

@@ -20,8 +20,10 @@ QUEUES = 4
 FAST = HAConfig(send_heartbeat_interval_ms=200, housekeeping_interval_ms=3000)
 
 
-def open_store(root: Path, role: BrokerRole) -> MessageStore:
-    store = MessageStore(small_config(root, broker_role=role, mapped_file_size_commitlog=SEG))
+def open_store(root: Path, role: BrokerRole, scrub: bool = True) -> MessageStore:
+    """``scrub=False``: no background scrub, for tests that plant and report damage themselves
+    (a scrub pass could find the same flip first, as a whole digest block)."""
+    store = MessageStore(small_config(root, broker_role=role, mapped_file_size_commitlog=SEG, store_scrub_enable=scrub))
     store.start()
     return store
 

@@ -7,6 +7,8 @@ import socket
 import time
 from pathlib import Path
 
+from ledgermq.broker.write_turn import Need, Wait, WriteTurn
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.config import BrokerRole
 from ledgermq.ha.codec import encode_report
 from ledgermq.ha.master import HAService
@@ -27,9 +29,10 @@ from tests.ha.helpers import (
 class Pair:
     """A master store + HAService and a slave store + HAClient, stopped in ``close``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, scrub: bool = True) -> None:
         self.root = root
-        self.master: MessageStore | None = open_store(root / "master", BrokerRole.ASYNC_MASTER)
+        self.scrub = scrub
+        self.master: MessageStore | None = open_store(root / "master", BrokerRole.ASYNC_MASTER, scrub)
         self.slave: MessageStore | None = None
         self.service: HAService | None = None
         self.client: HAClient | None = None
@@ -44,7 +47,7 @@ class Pair:
 
     def start_client(self) -> HAClient:
         if self.slave is None:
-            self.slave = open_store(self.root / "slave", BrokerRole.SLAVE)
+            self.slave = open_store(self.root / "slave", BrokerRole.SLAVE, self.scrub)
         self.client = HAClient(
             self.slave, lambda: f"127.0.0.1:{self.port}", FAST, reconnect_min=0.05, reconnect_max=0.3
         )
@@ -184,49 +187,43 @@ def test_master_restart_slave_reconnects_and_resumes(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_wait_for_ack_resolves_on_ack_and_times_out_when_the_slave_is_paused(tmp_path: Path) -> None:
+def _turn_for(service: HAService, store: MessageStore) -> WriteTurn:
+    """A write turn releasing SYNC_MASTER waits off ``service``, as a broker wires it."""
+    turn = WriteTurn(store, SYSTEM_CLOCK, lambda: service)
+    turn.bind(asyncio.get_running_loop())
+    service.on_replicated = turn.changed
+    return turn
+
+
+def _acked(turn: WriteTurn, end: int, timeout: float) -> asyncio.Future[bool]:
+    """True once the slave holds the message ending at ``end``; False after ``timeout``."""
+    fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    turn.add(Wait(end, Need.REPLICATED, timeout, lambda w: None if fut.done() else fut.set_result(w.met)))
+    return fut
+
+
+def test_an_ack_releases_a_replication_wait_and_a_paused_slave_times_it_out(tmp_path: Path) -> None:
     async def main() -> None:
         pair = Pair(tmp_path)
         try:
             service = await pair.start_service()
+            turn = _turn_for(service, pair.m)
             pair.start_client()
             await until(lambda: bool(service.acked_offsets), what="first report")
             end = put(pair.m, 5)
-            assert await service.wait_for_ack(end, timeout=5.0)
+            assert await _acked(turn, end, timeout=5.0)
             assert service.max_acked_offset >= end
-            assert await service.wait_for_ack(end, timeout=0.0)  # already acknowledged
+            assert await _acked(turn, end, timeout=0.0)  # already acknowledged
             await pair.stop_client()  # the slave stops acknowledging
             end2 = put(pair.m, 5, start=5)
             t0 = time.monotonic()
             # gives up (False) once its 0.5 s are over, not before; the outer bound only
             # catches a wait that ignores its timeout (how late it returns is the machine's)
-            assert not await asyncio.wait_for(service.wait_for_ack(end2, timeout=0.5), 30)
+            assert not await asyncio.wait_for(_acked(turn, end2, timeout=0.5), 30)
             assert time.monotonic() - t0 >= 0.5 - 0.01
-            assert service.waiter_count == 0
+            assert len(turn.waits) == 0
             pair.start_client()  # back: the same offset is acknowledged again
-            assert await service.wait_for_ack(end2, timeout=5.0)
-        finally:
-            await pair.close()
-
-    asyncio.run(main())
-
-
-def test_an_ack_wakes_exactly_the_waiters_it_covers(tmp_path: Path) -> None:
-    async def main() -> None:
-        pair = Pair(tmp_path)
-        try:
-            service = HAService(pair.m, "127.0.0.1", 0, FAST)  # not started: acks fed by hand
-            low = asyncio.create_task(service.wait_for_ack(100, 5.0))
-            mid = asyncio.create_task(service.wait_for_ack(200, 5.0))
-            high = asyncio.create_task(service.wait_for_ack(300, 5.0))
-            await asyncio.sleep(0)
-            service._on_ack(150)
-            assert await asyncio.wait_for(low, 1.0) is True
-            await asyncio.sleep(0.05)
-            assert not mid.done() and not high.done()
-            service._on_ack(300)
-            assert await mid and await high
-            assert service.waiter_count == 0
+            assert await _acked(turn, end2, timeout=5.0)
         finally:
             await pair.close()
 
@@ -239,7 +236,7 @@ def test_stranger_reporting_beyond_max_is_disconnected_and_never_acks(tmp_path: 
         try:
             end = put(pair.m, 10)
             service = await pair.start_service()
-            waiter = asyncio.create_task(service.wait_for_ack(end + 500, 2.0))
+            waiter = _acked(_turn_for(service, pair.m), end + 500, 2.0)
             for first in (True, False):
                 reader, writer = await asyncio.open_connection("127.0.0.1", service.port)
                 try:

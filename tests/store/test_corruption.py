@@ -86,15 +86,16 @@ def _overlaps(span: tuple[int, int], ranges: list[tuple[int, int]]) -> bool:
 
 
 def test_issue_23_flip_in_first_sealed_segment_keeps_everything_else_and_is_repaired(tmp_path: Path) -> None:
+    # recovery's own detection (the scrub, which would find the flip's digest block, has its tests)
     root, copy = tmp_path / "master", tmp_path / "slave"
-    store = _open(root, mapped_file_size_commitlog=MIB)
+    store = _open(root, mapped_file_size_commitlog=MIB, store_scrub_enable=False)
     spans = _put(store, 2600)  # ~2.7 MiB: three segments, all scanned by a clean restart
     assert len(store.commitlog.queue.files) == 3
     store.shutdown()
     shutil.copytree(root, copy)  # the untouched replica
     _flip(root / "commitlog" / f"{0:020d}", 524288, 64)
 
-    store = _open(root, mapped_file_size_commitlog=MIB)
+    store = _open(root, mapped_file_size_commitlog=MIB, store_scrub_enable=False)
     try:
         assert store.max_phy_offset == spans[-1][1], "nothing after the damage may be dropped"
         ranges = store.damaged_ranges()
@@ -131,7 +132,7 @@ def test_issue_23_flip_in_first_sealed_segment_keeps_everything_else_and_is_repa
 
     # The ranges survive a restart (a flip in a body would not be seen again by recovery
     # if the segment were not among the last ones scanned), then a replica repairs them.
-    store = _open(root, mapped_file_size_commitlog=MIB)
+    store = _open(root, mapped_file_size_commitlog=MIB, store_scrub_enable=False)
     try:
         assert store.damaged_ranges() == ranges
         for s, e in ranges:
@@ -372,3 +373,51 @@ def test_after_a_crash_under_sync_flush_a_bad_record_is_damage_whatever_the_chec
 
 def _store_ts(store: MessageStore, span: tuple[int, int]) -> int:
     return store.commitlog.store_timestamp_at(span[0], span[1] - span[0])
+
+
+def test_a_digest_taken_over_rotten_bytes_does_not_block_their_repair(tmp_path: Path) -> None:
+    """Rot between a segment's sealing and its digest's write goes into the digest: the
+    replica's healthy bytes then differ from the digest. The repair sees that our damaged
+    bytes are what the digest says, drops the digest and lets the record checks decide (a
+    100-cycle chaos run found a master range refused for good this way)."""
+    root = tmp_path / "s"
+    store = _open(root, mapped_file_size_commitlog=MIB, store_scrub_enable=False)  # the test writes the digest
+    try:
+        spans = _put(store, 1500)
+        start, end = spans[50]
+        assert end < MIB  # in the first (sealed) segment
+        good = store.commitlog.read(start, end - start)
+        assert good is not None
+        _flip(root / "commitlog" / f"{0:020d}", start + 200, 16)  # behind the store's back
+        store.digests.write(0, store.commitlog.queue.files[0].mm)  # the digest takes the rot in
+        assert store.report_damage(start, end, "test: body flipped")
+        store.repair_range(start, good, "good replica")
+        assert store.damaged_ranges() == [] and not store.digests.has(0)
+        assert store.commitlog.read(start, end - start) == good
+    finally:
+        store.shutdown()
+
+
+def test_a_sound_digest_still_refuses_a_replica_whose_header_differs(tmp_path: Path) -> None:
+    """The rule above drops only a digest our damaged bytes match: with a digest taken over
+    healthy bytes, a replica's copy whose store timestamp differs (a header field no record
+    check covers) is refused."""
+    root = tmp_path / "s"
+    store = _open(root, mapped_file_size_commitlog=MIB, store_scrub_enable=False)  # the test writes the digest
+    try:
+        spans = _put(store, 1500)
+        start, end = spans[50]
+        good = store.commitlog.read(start, end - start)
+        assert good is not None
+        store.digests.write(0, store.commitlog.queue.files[0].mm)  # over healthy bytes
+        _flip(root / "commitlog" / f"{0:020d}", start + 200, 16)
+        assert store.report_damage(start, end, "test: body flipped")
+        other = bytearray(good)
+        other[63] ^= 0x01  # the store timestamp's last byte: every record check still passes
+        with pytest.raises(CorruptRangeError, match="would not match its digest"):
+            store.repair_range(start, bytes(other), "replica with a header flip")
+        assert store.digests.has(0) and store.damaged_ranges() == [(start, end)]
+        store.repair_range(start, good, "good replica")
+        assert store.damaged_ranges() == []
+    finally:
+        store.shutdown()

@@ -162,7 +162,7 @@ def test_partial_match_returns_matches_and_resumes_at_the_first_unscanned(
     assert got.next_begin_offset == 5
     either = store.get_message("G", 0, 5, 32, TagFilter.parse("TagA || TagB"))
     assert _qoffsets(either.messages) == list(range(5, 20))
-    b_from_1 = store.get_message("G", 0, 1, 2, TagFilter([" TagB ", ""]))
+    b_from_1 = store.get_message("G", 0, 1, 2, TagFilter.parse(" TagB || "))
     assert (_qoffsets(b_from_1.messages), b_from_1.next_begin_offset) == ([1, 3], 4)
 
 

@@ -11,7 +11,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "ledgermq"
 FORBIDDEN_IN_PURE = {"asyncio", "socket", "selectors", "ssl", "uvloop"}
 PURE_PACKAGES = ["acl", "filter", "protocol", "raft", "store", "util"]
-CORE_MODULES = ["errors.py", "clock.py", "config.py", "failpoints.py"]
+CORE_MODULES = ["errors.py", "clock.py", "config.py", "failpoints.py", "atomic_file.py"]
 
 
 def _imports(path: Path) -> set[str]:
@@ -181,7 +181,7 @@ LAYER_RANKS: dict[str, int] = {
     "protocol": 15,
     "util": 10,
 }
-CORE_RANK = 5  # errors.py, clock.py, config.py, config_keys.py, failpoints.py, startup.py
+CORE_RANK = 5  # errors.py, clock.py, config.py, config_keys.py, failpoints.py, startup.py, atomic_file.py
 
 
 def _unit(module: str) -> str | None:

@@ -23,13 +23,15 @@ from ledgermq.admin.model import (
     ClientConnection,
     select_broker_addr,
 )
-from ledgermq.client.instance.pull_api import FLAG_SUBSCRIPTION, filter_by_tags, parse_tags
+from ledgermq.client.instance.pull_api import FLAG_SUBSCRIPTION, filter_by_tags
 from ledgermq.errors import ProtocolError
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.admin_body import MessageQueue, decode_mq_table, loads_lenient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.headers_pull import PullMessageRequestHeader
 from ledgermq.protocol.message import MessageRecord, decode_records
 from ledgermq.protocol.msgid import decode_offset_msg_id
+from ledgermq.protocol.tag_expression import TagExpressionError, parse_tag_expression
 
 log = logging.getLogger(__name__)
 
@@ -238,23 +240,26 @@ async def pull_range(
 ) -> list[MessageRecord]:
     """PULL_MESSAGE from ``begin`` until ``end`` (exclusive) or the queue's end, no commit."""
     out: list[MessageRecord] = []
-    tags = parse_tags(expression)
+    try:
+        tags = parse_tag_expression(expression)
+    except TagExpressionError as exc:
+        raise AdminError(str(exc)) from None
     offset = begin
     while offset < end:
-        ext = {
-            "consumerGroup": TOOLS_CONSUMER_GROUP,
-            "topic": mq.topic,
-            "queueId": mq.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": min(32, end - offset),
-            "sysFlag": FLAG_SUBSCRIPTION,
-            "commitOffset": 0,
-            "suspendTimeoutMillis": 0,
-            "subscription": expression or "*",
-            "subVersion": 0,
-            "expressionType": "TAG",
-        }
-        resp = await client.invoke(broker_addr, RequestCode.PULL_MESSAGE, ext)
+        header = PullMessageRequestHeader(
+            consumer_group=TOOLS_CONSUMER_GROUP,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=min(32, end - offset),
+            sys_flag=FLAG_SUBSCRIPTION,
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            sub_version=0,
+            subscription=tags.text,
+            expression_type="TAG",
+        )
+        resp = await client.invoke(broker_addr, RequestCode.PULL_MESSAGE, header.ext())
         if resp.code not in PULL_ANSWERS:  # a refusal (no such topic, no permission...) is not "no messages"
             client._check(resp, f"a pull of {mq} from {broker_addr}")
         if resp.code != ResponseCode.SUCCESS:  # NO_NEW_MSG / NO_MATCHED / OFFSET_MOVED: done, or skip ahead

@@ -96,109 +96,117 @@ def run_store_bench(workdir: Path | None, messages: int, body_size: int, infligh
     base = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="ledgermq-bench-"))
     base.mkdir(parents=True, exist_ok=True)
     body = os.urandom(body_size)
-    rows: list[BenchRow] = []
     try:
         records = [
             bytes(encode_record(topic="BenchTopic", body=body, properties=f"TAGS\x01TagA\x02KEYS\x01key-{i}"))
             for i in range(messages)
         ]
         raw_s = _raw_append(base / "raw", records, sync_each=False)
-
-        # 1. single puts, ASYNC_FLUSH
+        msgs = [_message(i, body) for i in range(messages)]
         root = base / "async"
         store = MessageStore(_config(root))
         store.start()
-        msgs = [_message(i, body) for i in range(messages)]
         put_s = _timed(lambda: [store.put_message(m) for m in msgs])
         store.wait_dispatched(timeout=120)
-        rows.append(BenchRow("put (ASYNC_FLUSH)", messages, put_s, "os.write of encoded records", raw_s))
-
-        # 2. pulls of 32 from each queue until drained vs pread of the same bytes
-        def pull_all() -> None:
-            for q in range(8):
-                off = 0
-                while True:
-                    res = store.get_message("BenchTopic", q, off, 32)
-                    if not res.message_count:
-                        break
-                    off = res.next_begin_offset
-
-        pull_s = _timed(pull_all)
-        seg = sorted((root / "commitlog").iterdir())[0]
-        fd = os.open(seg, os.O_RDONLY)
-        try:
-            sizes = [len(r) for r in records]
-
-            def pread_all() -> None:
-                pos = 0
-                for s in sizes:
-                    os.pread(fd, s, pos)
-                    pos += s
-
-            pread_s = _timed(pread_all)
-        finally:
-            os.close(fd)
-        rows.append(BenchRow("pull 32/request", messages, pull_s, "os.pread per record", pread_s))
-
-        # 3. abnormal recovery vs one sequential read of the commit log
-        abandon(store)
-        (root / "checkpoint").unlink(missing_ok=True)
-        shutil.rmtree(root / "consumequeue")
-        shutil.rmtree(root / "index", ignore_errors=True)
-        total = sum(len(r) for r in records)
-
-        def read_log() -> None:
-            with open(seg, "rb") as f:
-                f.read(total)
-
-        read_s = _timed(read_log)
-        store = MessageStore(_config(root))
-        rec_s = _timed(store.start)
-        store.shutdown()
-        rows.append(BenchRow("crash recovery + rebuild", messages, rec_s, "read the commit log once", read_s))
-
-        # 4. batch puts of 32
-        store = MessageStore(_config(base / "batch"))
-        store.start()
-        batches = [
-            BatchInput("BenchTopic", [(0, body, {"KEYS": f"k{i + j}"}) for j in range(32)], queue_id=i % 8)
-            for i in range(0, messages, 32)
+        return [
+            BenchRow("put (ASYNC_FLUSH)", messages, put_s, "os.write of encoded records", raw_s),
+            _bench_pulls(store, root, records),
+            _bench_recovery(store, root, records),
+            _bench_batch_puts(base / "batch", body, messages, raw_s),
+            _bench_sync_flush(base, records, msgs, inflight),
         ]
-        batch_s = _timed(lambda: [store.put_messages(b) for b in batches])
-        store.shutdown()
-        rows.append(BenchRow("batch put x32", len(batches) * 32, batch_s, "os.write of encoded records", raw_s))
-
-        # 5. SYNC_FLUSH with group commit vs one fdatasync per message. Puts are issued
-        # from one thread with up to `inflight` awaiting durability, the way the broker's
-        # event loop keeps many clients' sends in flight.
-        sync_n = max(inflight * 20, messages // 5)
-        sync_raw_s = _raw_append(base / "rawsync", records[:sync_n], sync_each=True)
-        store = MessageStore(_config(base / "sync", flush_disk_type=FlushDiskType.SYNC_FLUSH))
-        store.start()
-
-        def run_sync() -> None:
-            pending: deque[Future[bool]] = deque()
-            for i in range(sync_n):
-                result = store.put_message(msgs[i % messages])
-                assert result.flush_future is not None
-                pending.append(result.flush_future)
-                if len(pending) >= inflight:
-                    pending.popleft().result(30)
-            for fut in pending:
-                fut.result(30)
-
-        sync_s = _timed(run_sync)
-        store.shutdown()
-        rows.append(
-            BenchRow(
-                f"put SYNC_FLUSH, {inflight} in flight",
-                sync_n,
-                sync_s,
-                "fdatasync per message",
-                sync_raw_s,
-            )
-        )
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
-    return rows
+
+
+def _bench_pulls(store: MessageStore, root: Path, records: list[bytes]) -> BenchRow:
+    """Pulls of 32 from each queue until drained vs a pread of the same bytes."""
+
+    def pull_all() -> None:
+        for q in range(8):
+            off = 0
+            while True:
+                res = store.get_message("BenchTopic", q, off, 32)
+                if not res.message_count:
+                    break
+                off = res.next_begin_offset
+
+    pull_s = _timed(pull_all)
+    fd = os.open(_first_segment(root), os.O_RDONLY)
+    try:
+        sizes = [len(r) for r in records]
+
+        def pread_all() -> None:
+            pos = 0
+            for s in sizes:
+                os.pread(fd, s, pos)
+                pos += s
+
+        pread_s = _timed(pread_all)
+    finally:
+        os.close(fd)
+    return BenchRow("pull 32/request", len(records), pull_s, "os.pread per record", pread_s)
+
+
+def _first_segment(root: Path) -> Path:
+    return sorted((root / "commitlog").iterdir())[0]
+
+
+def _bench_recovery(store: MessageStore, root: Path, records: list[bytes]) -> BenchRow:
+    """Abnormal recovery (queues and index rebuilt) vs one sequential read of the commit log."""
+    abandon(store)
+    (root / "checkpoint").unlink(missing_ok=True)
+    shutil.rmtree(root / "consumequeue")
+    shutil.rmtree(root / "index", ignore_errors=True)
+    total = sum(len(r) for r in records)
+    seg = _first_segment(root)
+
+    def read_log() -> None:
+        with open(seg, "rb") as f:
+            f.read(total)
+
+    read_s = _timed(read_log)
+    recovered = MessageStore(_config(root))
+    rec_s = _timed(recovered.start)
+    recovered.shutdown()
+    return BenchRow("crash recovery + rebuild", len(records), rec_s, "read the commit log once", read_s)
+
+
+def _bench_batch_puts(root: Path, body: bytes, messages: int, raw_s: float) -> BenchRow:
+    """Batch puts of 32 vs writing the encoded records."""
+    store = MessageStore(_config(root))
+    store.start()
+    batches = [
+        BatchInput("BenchTopic", [(0, body, {"KEYS": f"k{i + j}"}) for j in range(32)], queue_id=i % 8)
+        for i in range(0, messages, 32)
+    ]
+    batch_s = _timed(lambda: [store.put_messages(b) for b in batches])
+    store.shutdown()
+    return BenchRow("batch put x32", len(batches) * 32, batch_s, "os.write of encoded records", raw_s)
+
+
+def _bench_sync_flush(base: Path, records: list[bytes], msgs: list[MessageInput], inflight: int) -> BenchRow:
+    """SYNC_FLUSH with group commit vs one fdatasync per message. Puts are issued from one
+    thread with up to ``inflight`` awaiting durability, the way the broker's event loop keeps
+    many clients' sends in flight."""
+    messages = len(msgs)
+    sync_n = max(inflight * 20, messages // 5)
+    sync_raw_s = _raw_append(base / "rawsync", records[:sync_n], sync_each=True)
+    store = MessageStore(_config(base / "sync", flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    store.start()
+
+    def run_sync() -> None:
+        pending: deque[Future[bool]] = deque()
+        for i in range(sync_n):
+            result = store.put_message(msgs[i % messages])
+            assert result.flush_future is not None
+            pending.append(result.flush_future)
+            if len(pending) >= inflight:
+                pending.popleft().result(30)
+        for fut in pending:
+            fut.result(30)
+
+    sync_s = _timed(run_sync)
+    store.shutdown()
+    return BenchRow(f"put SYNC_FLUSH, {inflight} in flight", sync_n, sync_s, "fdatasync per message", sync_raw_s)

@@ -69,6 +69,7 @@ def _tls_runner(work: Path, settings: CompareSettings) -> LedgermqRunner:
     runner = LedgermqRunner(
         "tls", "ASYNC_MASTER", "ASYNC_FLUSH", settings, WORKLOADS, work / "tls", server_props=keys, tls=client
     )
+    assert isinstance(runner.pair, HAPair)  # made from role and flush above
     pair = _TlsNamesrvPair(work / "tls", "ASYNC_MASTER", runner.pair.segment_size, **runner.pair.extra)
     pair.conf = work / "namesrv-tls.properties"
     pair.conf.write_text("".join(f"{k}={v}\n" for k, v in keys.items()))

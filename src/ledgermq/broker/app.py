@@ -24,7 +24,6 @@ from ledgermq.broker.dledger import BrokerDLedger, check_settings, follower_brok
 from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.metrics_http import BrokerMetrics
-from ledgermq.broker.offset_waiters import OffsetWaiters
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.processors import (
     admin,
@@ -50,6 +49,7 @@ from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.timer.service import TimerService
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.broker.transactions.check_service import TransactionCheckService
+from ledgermq.broker.write_turn import WriteTurn
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import BrokerRole, StoreConfig
 from ledgermq.errors import StoreLockedError
@@ -152,12 +152,25 @@ class BrokerApp:
             self._wire_master()
         else:
             self._wire_slave()
+        self._connect_write_turn()
         self.metrics = BrokerMetrics(self.broker)  # served only when metricsPort > 0
         self._periodic: list[Periodic] = []
         self._role_tasks: set[asyncio.Task[None]] = set()
         self._role_lock = asyncio.Lock()
         self._stopping = False
         self._register_processors_and_hooks()
+
+    def _connect_write_turn(self) -> None:
+        """The write turn (broker/write_turn) pumps the HA links and releases the sends their
+        acks cover; a slave's raw appends are dispatched by it too."""
+        b = self.broker
+        turn = b.turn = WriteTurn(b.store, self.clock, lambda: b.ha, b.pull_hold.arrived)
+        for ha in (b.ha, self.ha_service):
+            if ha is not None:
+                ha.follow_store = False
+                ha.on_replicated = turn.changed
+        if self.ha_client is not None:
+            self.ha_client.on_appended = turn.appended
 
     # -- the settings, held once (by the broker context) ---------------------------------
     @property
@@ -380,12 +393,14 @@ class BrokerApp:
         b = self.broker
         cfg = self.config
         b.pull_hold.bind(asyncio.get_running_loop())
-        b.store.add_arrival_listener(b.pull_hold.arrived_threadsafe)
-        loop = asyncio.get_running_loop()
-        b.store.defer_dispatch(loop.call_soon)
-        flush_waiters = OffsetWaiters(loop, self.store_config.sync_flush_timeout_ms / 1000)
-        if b.store.report_flushes(flush_waiters.report_from_thread):
-            b.flush_waiters = flush_waiters
+        b.store.add_arrival_listener(
+            b.turn.inbox.post_arrival if b.turn is not None else b.pull_hold.arrived_threadsafe
+        )
+        turn = b.turn
+        assert turn is not None
+        turn.bind(asyncio.get_running_loop())
+        b.store.set_appender_dispatches(True)  # the turn's step dispatches what the loop appended
+        b.store.report_flushes(turn.inbox.post_durable)
         b.topics.load()
         b.topics.persist()
         b.offsets.load()
@@ -465,6 +480,8 @@ class BrokerApp:
         if self.ha_client is not None:
             await self.ha_client.stop()
         await self.server.stop()
+        if self.broker.turn is not None:
+            self.broker.turn.stop()  # answers to closed connections: nobody hears them
         await self.txn_check.stop()  # before Raft stops: its writes go through it
         if self.broker.schedule is not None:  # before Raft stops: its writes go through it
             await self.broker.schedule.stop()
@@ -522,8 +539,9 @@ class BrokerApp:
                     sync.start()
 
     def _notify_ha(self) -> None:
-        if self.broker.ha is not None:
-            self.broker.ha.notify_append()
+        """The timer service wrote: the end of this turn dispatches and replicates it."""
+        if self.broker.turn is not None:
+            self.broker.turn.appended()
 
     def _registration_hold(self, config: BrokerConfig) -> str | None:
         """A DLedger leader claims brokerId 0 only while its leadership is current: one

@@ -15,17 +15,17 @@ from ledgermq.broker.clients import ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.consumer_filters import ConsumerFilterManager
 from ledgermq.broker.controller_mode.service import ControllerModeService
-from ledgermq.broker.dledger import BrokerDLedger
+from ledgermq.broker.dledger import BrokerDLedger, Proposal
 from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.locks import RebalanceLockManager
 from ledgermq.broker.long_polling import PullHoldService
-from ledgermq.broker.offset_waiters import OffsetWaiters
 from ledgermq.broker.offsets import ConsumerOffsetManager
 from ledgermq.broker.schedule import ScheduleService
 from ledgermq.broker.stats import BrokerStats
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.timer.service import TimerService
 from ledgermq.broker.topics import TopicConfigManager
+from ledgermq.broker.write_turn import WriteTurn
 from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig
 from ledgermq.ha.master import HAService
@@ -68,8 +68,9 @@ class Broker:
     schedule: ScheduleService | None = None
     timer: TimerService | None = None  # timer messages (broker/timer/); set by BrokerApp
     ha: HAService | None = None  # a master's replication service
-    # SYNC_FLUSH sends waiting for their fsync (set by BrokerApp when the store reports flushes)
-    flush_waiters: OffsetWaiters | None = None
+    # The write turn: the waits of SYNC_FLUSH, SYNC_MASTER and DLedger sends, and the
+    # end-of-turn dispatch and replication of what the loop appended (set by BrokerApp).
+    turn: WriteTurn | None = None
     dledger: BrokerDLedger | None = None  # DLedger mode: the Raft group decides the master
     controller: ControllerModeService | None = None  # controller mode: the controller decides the master
     ha_client: HAClient | None = None  # a slave's (or a controller-mode replica's) replication client
@@ -95,24 +96,30 @@ class Broker:
             await self.host.register_now()
 
     # -- the broker's one way to write ------------------------------------------------
-    async def put(self, msg: MessageInput) -> PutResult:
-        """Store ``msg`` the way this broker writes: straight into the store natively, through
-        the Raft group in DLedger mode (the store refuses direct puts there). Sends, the
-        schedule service and consumer send-back all write through here, so none of them
-        needs to know the mode; the native path is the store call and nothing else."""
-        if self.dledger is not None:
-            return await self.dledger.put(msg)
-        if (refused := self.refuse_write(msg.properties.get(WAIT) != "false")) is not None:
-            return refused
-        return self.store.put_message(msg)
+    async def put(self, msg: MessageInput | BatchInput) -> PutResult:
+        """Store ``msg`` the way this broker writes, for the broker's own writes (the schedule
+        and timer services, consumer send-back, transactions): ``write``, then the Raft
+        commit in DLedger mode. They wait for nothing else (as RocketMQ's internal puts)."""
+        written = self.write(msg, msg.properties.get(WAIT) != "false" if isinstance(msg, MessageInput) else True)
+        if isinstance(written, PutResult):
+            return written
+        await written.settled()
+        return written.outcome()
 
-    async def put_batch(self, batch: BatchInput) -> PutResult:
-        """``put`` for a batch of one topic-queue."""
+    def write(self, msg: MessageInput | BatchInput, wait: bool) -> PutResult | Proposal:
+        """The broker's one way to write, sends included: straight into the store natively,
+        behind controller mode's gate (role, lease, minInSyncReplicas; ``wait``: the write
+        waits for replicas), or proposed to the Raft group in DLedger mode (the store
+        refuses direct puts there). What the loop appended is dispatched and replicated by
+        the write turn's end-of-turn step."""
         if self.dledger is not None:
-            return await self.dledger.put(batch)
-        if (refused := self.refuse_write(True)) is not None:
+            return self.dledger.propose(msg)
+        if (refused := self.refuse_write(wait)) is not None:
             return refused
-        return self.store.put_messages(batch)
+        result = self.store.put_message(msg) if isinstance(msg, MessageInput) else self.store.put_messages(msg)
+        if result.append is not None and self.turn is not None:
+            self.turn.appended()
+        return result
 
     @property
     def store_host(self) -> Host:

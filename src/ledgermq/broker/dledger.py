@@ -356,6 +356,15 @@ class BrokerDLedger:
     # -- sends ------------------------------------------------------------------------
     async def put(self, msg: MessageInput | BatchInput) -> PutResult:
         """Propose ``msg`` and answer once it is committed (SEND_OK), or why not."""
+        proposed = self.propose(msg)
+        if isinstance(proposed, PutResult):
+            return proposed
+        await proposed.settled()
+        return proposed.outcome()
+
+    def propose(self, msg: MessageInput | BatchInput) -> PutResult | Proposal:
+        """Propose ``msg`` now (no await): its ``Proposal``, or why it was refused. The
+        broker's send path registers the proposal in its write turn and answers from there."""
         refused = self._refuse(msg)
         if refused is not None:
             return refused
@@ -364,7 +373,7 @@ class BrokerDLedger:
         if isinstance(encoded, PutResult):
             return encoded
         messages, topic, queue_id, _wait = encoded
-        return await self._propose(messages, topic, queue_id)
+        return self._propose(messages, topic, queue_id)
 
     def _refuse(self, msg: MessageInput | BatchInput) -> PutResult | None:
         driver = self.driver
@@ -376,7 +385,7 @@ class BrokerDLedger:
             )
         return self.store.check_for_proposal(msg)
 
-    async def _propose(self, messages: Sequence[EncodedMessage], topic: str, queue_id: int) -> PutResult:
+    def _propose(self, messages: Sequence[EncodedMessage], topic: str, queue_id: int) -> PutResult | Proposal:
         driver = self.driver
         assert driver is not None
         bodies = self.store.prepare_append(list(messages), topic, queue_id)
@@ -389,21 +398,77 @@ class BrokerDLedger:
                 fut.cancel()
             self.store.rebuild_queue_offsets()  # the offsets just given were never used
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"not the DLedger leader: {exc}")
-        try:
-            # Entries commit in index order, so a single proposal needs no gathering.
-            indices = [await futures[0]] if len(futures) == 1 else await asyncio.gather(*futures)
-        except ProposalOutcomeUnknownError as exc:
+        return Proposal(self.store, bodies, futures, topic, queue_id)
+
+
+class Proposal:
+    """One send's entries, proposed; settled by the Raft driver (each future: the entry's
+    index once committed, or why not). ``on_done`` is told once all of them settled."""
+
+    __slots__ = ("_done", "_left", "bodies", "futures", "queue_id", "store", "topic")
+
+    def __init__(
+        self,
+        store: MessageStore,
+        bodies: list[bytearray],
+        futures: list[asyncio.Future[int]],
+        topic: str,
+        queue_id: int,
+    ) -> None:
+        self.store = store
+        self.bodies = bodies
+        self.futures = futures
+        self.topic = topic
+        self.queue_id = queue_id
+        self._left = len(futures)
+        self._done: list[Callable[[bool], None]] = []
+        for fut in futures:
+            fut.add_done_callback(self._one_settled)
+
+    def on_done(self, callback: Callable[[bool], None]) -> None:
+        """``callback(committed)`` once every entry settled (at once if they have)."""
+        if self._left == 0:
+            callback(self._committed())
+        else:
+            self._done.append(callback)
+
+    async def settled(self) -> None:
+        """Until every entry settled (for callers that await, e.g. ``put``)."""
+        await asyncio.wait(self.futures)
+
+    def _one_settled(self, _fut: asyncio.Future[int]) -> None:
+        self._left -= 1
+        if self._left == 0:
+            committed = self._committed()
+            callbacks, self._done = self._done, []
+            for callback in callbacks:
+                callback(committed)
+
+    def _committed(self) -> bool:
+        return all(not f.cancelled() and f.exception() is None for f in self.futures)
+
+    def outcome(self) -> PutResult:
+        """The send's result once settled: SEND_OK with its offsets, or why not."""
+        failure = next(
+            (f.exception() or asyncio.CancelledError() for f in self.futures if f.cancelled() or f.exception()), None
+        )
+        if isinstance(failure, ProposalOutcomeUnknownError):
             # It may still commit under the next leader. RocketMQ's DLedgerCommitLog answers
             # this SYSTEM_ERROR ("in-sync replicas not enough"), not FLUSH_SLAVE_TIMEOUT, which
             # clients hand to the application as stored: with SYSTEM_ERROR they send again (on
             # the new master), at the price of a possible duplicate.
             return PutResult(
                 PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH,
-                remark=f"in-sync replicas not enough: leadership changed before commit ({exc}); it may still commit",
+                remark=f"in-sync replicas not enough: leadership changed before commit ({failure}); "
+                "it may still commit",
             )
-        except ProposalDroppedError as exc:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(exc))
+        if isinstance(failure, ProposalDroppedError):
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(failure))
+        if failure is not None:
+            return PutResult(PutStatus.UNKNOWN_ERROR, remark=f"{type(failure).__name__}: {failure}")
         dl = self.store.dledger
         assert dl is not None
-        positions = [dl.ledger.entry_span(index - 1)[0] for index in indices]
-        return PutResult(PutStatus.PUT_OK, DLedgerCommitLog.append_result(bodies, positions, topic, queue_id))
+        positions = [dl.ledger.entry_span(f.result() - 1)[0] for f in self.futures]
+        return PutResult(
+            PutStatus.PUT_OK, DLedgerCommitLog.append_result(self.bodies, positions, self.topic, self.queue_id)
+        )

@@ -31,17 +31,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import ConfigError
 from ledgermq.net.client import RemotingClient
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import message as M
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.headers import MissingField
+from ledgermq.protocol.headers_dledger import StoreIdentityHeader
 from ledgermq.store.mapped_file import SegmentGoneError
 from ledgermq.store.message_store import MessageStore
 
@@ -66,17 +68,12 @@ class StoreIdentity:
             return True  # a member whose last old segment was deleted: only the offsets compare
         return (self.old_end, self.old_last_crc) == (other.old_end, other.old_last_crc)
 
-    def to_ext(self) -> dict[str, str]:
-        return {
-            "dividedOffset": str(self.divided_offset),
-            "oldEnd": str(self.old_end),
-            "oldLastCrc": str(self.old_last_crc),
-        }
+    def header(self, self_id: str, group: str = "") -> StoreIdentityHeader:
+        return StoreIdentityHeader(self.divided_offset, self.old_end, self.old_last_crc, self_id, group)
 
     @classmethod
-    def from_ext(cls, ext: Mapping[str, str]) -> StoreIdentity:
-        """ValueError/KeyError if a field is missing or not a number."""
-        return cls(int(ext["dividedOffset"]), int(ext["oldEnd"]), int(ext["oldLastCrc"]))
+    def of(cls, header: StoreIdentityHeader) -> StoreIdentity:
+        return cls(header.divided_offset, header.old_end, header.old_last_crc)
 
     def describe(self) -> str:
         if self.divided_offset == UNKNOWN:
@@ -123,7 +120,15 @@ def store_identity(store: MessageStore) -> StoreIdentity:
 class IdentityCheck:
     """Answers peers' DLEDGER_STORE_IDENTITY and waits until a quorum agrees with us."""
 
-    def __init__(self, group: str, self_id: str, peers: Mapping[str, str], identity: StoreIdentity) -> None:
+    def __init__(
+        self,
+        group: str,
+        self_id: str,
+        peers: Mapping[str, str],
+        identity: StoreIdentity,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.clock = clock
         self.group = group
         self.self_id = self_id
         self.peers = {p: a for p, a in peers.items() if p != self_id}
@@ -131,31 +136,31 @@ class IdentityCheck:
         self.needed = (len(self.peers) + 1) // 2  # a quorum of all members, less ourselves
 
     async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-        ext = cmd.ext_fields
-        if ext.get("group") != self.group:
-            return cmd.response(
-                ResponseCode.SYSTEM_ERROR, f"{self.self_id} is in group {self.group}, not {ext.get('group')}"
-            )
         try:
-            theirs = StoreIdentity.from_ext(ext)
-        except (KeyError, ValueError) as exc:
+            asked = StoreIdentityHeader.decode(cmd)
+        except MissingField as exc:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"malformed store identity: {exc}")
+        if asked.group != self.group:
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"{self.self_id} is in group {self.group}, not {asked.group}"
+            )
+        theirs = StoreIdentity.of(asked)
         if not theirs.agrees(self.identity):
             log.error(
                 "DLedger %s: member %s holds %s, this member %s; neither counts the other towards the quorum "
                 "it needs to start",
                 self.self_id,
-                ext.get("selfId"),
+                asked.self_id,
                 theirs.describe(),
                 self.identity.describe(),
             )
-        return cmd.response(ResponseCode.SUCCESS, ext_fields={**self.identity.to_ext(), "selfId": self.self_id})
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=self.identity.header(self.self_id).ext())
 
     async def wait_for_quorum(self, client: RemotingClient, *, poll_s: float = 0.2, log_every_s: float = 10.0) -> None:
         """Return once enough peers agree; ConfigError once too many differ for that."""
         agree: set[str] = set()
         differ: dict[str, str] = {}
-        last_log = time.monotonic()
+        last_log = self.clock.monotonic()
         while len(agree) < self.needed:
             for peer, addr in self.peers.items():
                 if peer in agree or peer in differ:
@@ -177,8 +182,9 @@ class IdentityCheck:
                 )
             if len(agree) >= self.needed:
                 break
-            if time.monotonic() - last_log >= log_every_s:
-                last_log = time.monotonic()
+            now = self.clock.monotonic()
+            if now - last_log >= log_every_s:
+                last_log = now
                 log.warning(
                     "DLedger %s: waiting for %d more member(s) to compare stores with (agreeing: %s)",
                     self.self_id,
@@ -190,7 +196,7 @@ class IdentityCheck:
 
     async def _ask(self, client: RemotingClient, peer: str, addr: str) -> str | None:
         """ "" when ``peer`` agrees, why not when it differs, None when it did not answer."""
-        ext = {**self.identity.to_ext(), "group": self.group, "selfId": self.self_id}
+        ext = self.identity.header(self.self_id, self.group).ext()
         try:
             resp = await client.invoke(addr, RemotingCommand.request(RequestCode.DLEDGER_STORE_IDENTITY, ext), 1.0)
         except Exception:
@@ -205,8 +211,8 @@ class IdentityCheck:
         if resp.code != ResponseCode.SUCCESS:
             return f"{peer} refused the store comparison: {resp.remark}"
         try:
-            theirs = StoreIdentity.from_ext(resp.ext_fields)
-        except (KeyError, ValueError) as exc:
+            theirs = StoreIdentity.of(StoreIdentityHeader.from_ext(resp.ext_fields))
+        except MissingField as exc:
             return f"{peer} answered a malformed store identity: {exc}"
         if theirs.agrees(self.identity):
             return ""

@@ -13,6 +13,7 @@ from typing import Any
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.filter import is_tag_type
 from ledgermq.protocol import fastjson
+from ledgermq.protocol.tag_expression import SUB_ALL, TagExpressionError, parse_tag_expression
 from ledgermq.util.javahash import tag_hash
 
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
@@ -25,7 +26,6 @@ CONSUME_FROM = {
     4: "CONSUME_FROM_FIRST_OFFSET",
     5: "CONSUME_FROM_TIMESTAMP",
 }
-SUB_ALL = "*"
 
 
 def _enum(value: Any, names: tuple[str, ...] | dict[int, str], default: str) -> str:
@@ -53,9 +53,14 @@ class SubscriptionData:
         if not is_tag_type(expr_type):
             # A property expression (SQL92): kept verbatim, no tags (FilterAPI.build).
             return cls(topic, (expression or "").strip(), [], frozenset(), sub_version, expr_type)
-        expr = (expression or SUB_ALL).strip() or SUB_ALL
-        tags = [] if expr == SUB_ALL else [t.strip() for t in expr.split("||") if t.strip()]
-        return cls(topic, expr, tags, frozenset(tag_hash(t) for t in tags), sub_version, "TAG")
+        parsed = parse_tag_expression(expression)  # TagExpressionError if RocketMQ refuses it
+        return cls(topic, parsed.text, list(parsed.tags), parsed.codes, sub_version, "TAG")
+
+    @classmethod
+    def from_tags(cls, topic: str, expression: str, tags: list[str], sub_version: int) -> SubscriptionData:
+        """A heartbeat's subscription kept as its client parsed it (``tagsSet``), when its
+        text is one RocketMQ's parser refuses (Java's broker never re-parses a heartbeat)."""
+        return cls(topic, expression, tags, frozenset(tag_hash(t) for t in tags), sub_version, "TAG")
 
     @property
     def is_tag_type(self) -> bool:
@@ -63,7 +68,9 @@ class SubscriptionData:
 
     @property
     def matches_all(self) -> bool:
-        return self.is_tag_type and (self.sub_string == SUB_ALL or not self.tags)
+        """RocketMQ's broker: only the text ``*`` selects everything; a text that names no
+        tag selects nothing (``protocol/tag_expression.py``)."""
+        return self.is_tag_type and self.sub_string == SUB_ALL
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +108,16 @@ def _int(value: Any, default: int = 0) -> int:
         return default
 
 
+def _subscription(doc: dict[str, Any]) -> SubscriptionData:
+    tags = [str(t) for t in doc.get("tagsSet") or []]
+    expr = str(doc.get("subString") or (" || ".join(tags) if tags else SUB_ALL))
+    topic, version = str(doc["topic"]), _int(doc.get("subVersion"))
+    try:
+        return SubscriptionData.build(topic, expr, version, str(doc.get("expressionType") or "TAG"))
+    except TagExpressionError:
+        return SubscriptionData.from_tags(topic, expr, tags, version)
+
+
 def parse_heartbeat(body: bytes) -> HeartbeatData:
     try:
         doc = fastjson.loads(body)
@@ -110,16 +127,7 @@ def parse_heartbeat(body: bytes) -> HeartbeatData:
         for c in doc.get("consumerDataSet") or []:
             subs = []
             for s in c.get("subscriptionDataSet") or []:
-                tags = s.get("tagsSet") or []
-                expr = s.get("subString") or (" || ".join(tags) if tags else SUB_ALL)
-                subs.append(
-                    SubscriptionData.build(
-                        str(s["topic"]),
-                        str(expr),
-                        _int(s.get("subVersion")),
-                        str(s.get("expressionType") or "TAG"),
-                    )
-                )
+                subs.append(_subscription(s))
             consumers.append(
                 ConsumerData(
                     group=str(c["groupName"]),

@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ledgermq.atomic_file import write_atomic
 from ledgermq.errors import ConfigError, RemoteProtocolError
 from ledgermq.protocol import fastjson
-from ledgermq.util.atomic_file import write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,11 @@
 
 A PULL_MESSAGE with the SUSPEND flag that finds no new message parks here until either a
 message arrives on its queue (the store's reput thread reports arrivals; they are
-handed to the event loop thread-safely) or its suspend timeout passes; then the pull is
-run once more without suspending and answered (RocketMQ ``PullRequestHoldService``).
+handed to the event loop thread-safely) or its suspend timeout passes (RocketMQ
+``PullRequestHoldService``). ``hold`` resumes the pull through the one ``read`` its
+processor gives: each wake-up reads the store once, and that read is the answer, unless
+the filter matched nothing of what arrived while time remains (then the pull waits on,
+past those messages, as RocketMQ's hold service checks each arrival against the filter).
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+
+from ledgermq.clock import Clock
+from ledgermq.store.results import GetResult, GetStatus
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +45,37 @@ class PullHoldService:
     @property
     def held(self) -> int:
         return sum(len(v) for v in self._waiters.values())
+
+    async def hold(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        timeout: float,
+        *,
+        read: Callable[[int], tuple[int, GetResult]],
+        current_max: Callable[[], int],
+        clock: Clock,
+    ) -> tuple[int, GetResult]:
+        """Hold a pull that found nothing at ``offset`` until its answer is ready; returns
+        the offset last read and what ``read`` found there (``read`` says which offset it
+        read: it may go back to the pull's own when its subscription changed).
+
+        A wake-up whose read matched nothing moves the offset past the messages scanned and
+        waits again for the time left; at the timeout the queue is read once more (it may
+        have grown without a wake-up reaching this pull), and that is the answer."""
+        deadline = clock.monotonic() + timeout
+        while True:
+            arrived = await self.wait(
+                topic, queue_id, offset, max(0.0, deadline - clock.monotonic()), current_max=current_max
+            )
+            offset, result = read(offset)
+            moved = result.next_begin_offset > offset  # else waiting on would spin
+            if not arrived or result.status is not GetStatus.NO_MATCHED_MESSAGE or not moved:
+                return offset, result
+            if clock.monotonic() >= deadline:
+                return offset, result
+            offset = result.next_begin_offset
 
     async def wait(
         self, topic: str, queue_id: int, offset: int, timeout: float, *, current_max: Callable[[], int] | None = None

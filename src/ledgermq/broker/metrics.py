@@ -181,7 +181,7 @@ class BrokerCollector:
 
     def collect(self) -> Iterator[Metric]:
         b = self.broker
-        yield from store_metrics(self)
+        yield from store_metrics(self.broker, self)
         yield _histogram(
             "ledgermq_commitlog_flush_seconds",
             "Duration of commit-log flushes (fsync of the dirty segments) that wrote something.",

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.metrics_core import Metric
 
@@ -18,7 +18,6 @@ from ledgermq.store.retention import disk_usage_ratio
 
 if TYPE_CHECKING:
     from ledgermq.broker.context import Broker
-    from ledgermq.broker.metrics import BrokerCollector
 
 
 class Kind(Enum):
@@ -160,11 +159,18 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 
-def store_metrics(collector: BrokerCollector) -> Iterator[Metric]:
-    broker = collector.broker
+class SingleSamples(Protocol):
+    """Makes a one-sample family with the broker's labels (``BrokerCollector`` does)."""
+
+    def one_gauge(self, name: str, doc: str, value: float) -> Metric: ...
+
+    def one_counter(self, name: str, doc: str, value: float) -> Metric: ...
+
+
+def store_metrics(broker: Broker, samples: SingleSamples) -> Iterator[Metric]:
     for family in FAMILIES:
         value = family.read(broker)
         if family.kind is Kind.GAUGE:
-            yield collector.one_gauge(family.name, family.doc, value)
+            yield samples.one_gauge(family.name, family.doc, value)
         else:
-            yield collector.one_counter(family.name, family.doc, value)
+            yield samples.one_counter(family.name, family.doc, value)

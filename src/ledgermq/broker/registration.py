@@ -35,6 +35,7 @@ from ledgermq.broker.registration_requests import (
     unregister_command,
 )
 from ledgermq.broker.topics import TopicConfigManager
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.net.client import RemotingClient
 from ledgermq.net.connection import Connection
 from ledgermq.protocol import fastjson
@@ -82,7 +83,9 @@ class Registrar:
         on_answer: Callable[[RegistrationAnswer], None] | None = None,
         hold_back: Callable[[BrokerConfig], str | None] | None = None,
         period_s: float | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.config = config
         self.topics = topics
         self.client = client
@@ -155,13 +158,13 @@ class Registrar:
         return min(max(self.config.register_name_server_period_ms, 10_000), 60_000) / 1000
 
     async def _run(self, link: _Link) -> None:
-        loop = asyncio.get_running_loop()
-        next_check = loop.time() + self._period()
+        clock = self.clock
+        next_check = clock.monotonic() + self._period()
         while True:
             # Cleared before this round reads the topics, never after: a change made while
             # a send is in flight wakes the loop again at once.
             link.wake.clear()
-            now = loop.time()
+            now = clock.monotonic()
             periodic = now >= next_check
             if periodic:
                 next_check = now + self._period()
@@ -175,7 +178,7 @@ class Registrar:
                 self._progress.notify_all()
             deadline = min(next_check, link.retry_at) if link.full_due else next_check
             try:
-                async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                async with asyncio.timeout(max(0.0, deadline - clock.monotonic())):
                     await link.wake.wait()
             except TimeoutError:
                 pass
@@ -185,7 +188,7 @@ class Registrar:
             await self._send(link, periodic)
         except Exception as exc:
             link.full_due = True
-            link.retry_at = asyncio.get_running_loop().time() + RETRY_S
+            link.retry_at = self.clock.monotonic() + RETRY_S
             log.warning("registration with %s failed (full table again in %.0fs): %s", link.addr, RETRY_S, exc)
 
     async def _send(self, link: _Link, periodic: bool) -> None:
@@ -193,7 +196,7 @@ class Registrar:
         if reason is not None:
             log.info("not registering as brokerId %d now: %s", self.config.broker_id, reason)
             link.full_due = True  # the full table once allowed: asked again after RETRY_S
-            link.retry_at = asyncio.get_running_loop().time() + RETRY_S
+            link.retry_at = self.clock.monotonic() + RETRY_S
             link.pending.clear()
             return
         conn = await self.client.connection(link.addr)

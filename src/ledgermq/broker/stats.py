@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.util.latency import LatencyHistogram
 
 OTHER = "__other__"
@@ -90,7 +91,7 @@ def window(samples: deque[tuple[int, int, int, int]], size: bool) -> WindowStats
 class BrokerStats:
     def __init__(self, settings: StatsSettings | None = None, now_ms: Callable[[], int] | None = None) -> None:
         self.settings = settings or StatsSettings()
-        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._now_ms = now_ms or SYSTEM_CLOCK.wall_ms
         self.topic_put: dict[str, KeyStats] = {}
         self.group_get: dict[tuple[str, str], KeyStats] = {}
         self.requests: dict[tuple[int, int], LatencyHistogram] = {}

@@ -16,6 +16,7 @@ import json
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,15 @@ from ledgermq.chaos.checker import Verdict, check
 from ledgermq.chaos.controller import ControllerLayout
 from ledgermq.chaos.counters import RepairCounters
 from ledgermq.chaos.dledger import DLedgerLayout
-from ledgermq.chaos.faults import CONTROLLER_KINDS, FaultRecord, applicable, restrict, schedule, targets_for
+from ledgermq.chaos.faults import (
+    CONTROLLER_KINDS,
+    FaultPlan,
+    FaultRecord,
+    applicable,
+    restrict,
+    schedule,
+    targets_for,
+)
 from ledgermq.chaos.injector import Injector
 from ledgermq.chaos.layout import Layout, MasterSlaveLayout
 from ledgermq.chaos.promise import allowed_losses, promise_text
@@ -116,9 +125,7 @@ def make_layout(
     if kind == "dledger":
         return DLedgerLayout(root, extra_props=props, tls=tls)
     if kind == "controller":
-        if tls is not None:
-            raise ValueError("--tls is not supported with the controller layout yet")
-        return ControllerLayout(root, controllers=controllers, extra_props=props)
+        return ControllerLayout(root, controllers=controllers, extra_props=props, tls=tls)
     raise ValueError(f"unknown layout {kind!r} (sync, async, dledger, controller)")
 
 
@@ -213,15 +220,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
     master_source = "master"
     healed: list[str] = []
     try:
-        for link in layout.links():
-            proxy = FaultProxy(link.listen, link.target, link.name)
-            await proxy.start()
-            proxies[link.name] = proxy
-        await layout.start()
-        await create_topic(layout)
-        first = await layout.wait_stable(cfg.stable_timeout)
-        if not first.stable:
-            notes.append(f"not stable before the first fault: {first.detail}")
+        await _start_cluster(layout, proxies, cfg, notes)
         workload = Workload(
             layout.namesrv_addr, senders=cfg.senders, rate=cfg.rate, send_timeout=cfg.send_timeout,
             tls=layout.client_tls,
@@ -232,27 +231,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         injector = Injector(layout, proxies, cfg.seed)
         try:
             for plan in plans:
-                await asyncio.sleep(plan.steady_s)
-                if not_ready := await layout.ready_for_fault(cfg.whole_timeout):
-                    notes.append(f"before fault {plan.index + 1}/{len(plans)}: {not_ready}")
-                baseline = 0
-                if plan.kind == "bitflip" and plan.mode == "online":
-                    baseline = await found_count(layout, await injector.resolve(plan.role, cfg.recovery_timeout))
-                rec = await injector.begin(plan, cfg.recovery_timeout)
-                records.append(rec)
-                log.warning("chaos fault %d/%d: %s, hold %.2fs", plan.index + 1, len(plans), rec.detail, plan.hold_s)
-                await asyncio.sleep(plan.hold_s)
-                await injector.end(rec)
-                rec.recovered_at = await workload.wait_ok_after(rec.healed_at, cfg.recovery_timeout)
-                which = f"fault {rec.index + 1}/{len(plans)} ({rec.detail})"
-                if rec.error:
-                    notes.append(f"{which}: {rec.error}")
-                if not rec.recovered_at:
-                    notes.append(f"{which}: no SEND_OK within {cfg.recovery_timeout:.0f}s")
-                if rec.kind in DATA_FAULTS:  # the next fault must not find this one unrepaired
-                    await wait_repaired(layout, rec, baseline, cfg.repair_timeout)
-                    if rec.unrepaired:
-                        notes.append(f"{which}: {rec.unrepaired}")
+                await _one_fault(plan, len(plans), layout, injector, workload, cfg, records, notes)
             await asyncio.sleep(1.0)
         except Exception as exc:
             log.exception("chaos cycle failed")
@@ -279,21 +258,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
     verdict.notes.extend(notes)
     verdict.unrepaired = [f"fault {r.index + 1} ({r.detail}): {r.unrepaired}" for r in records if r.unrepaired]
     summary = {
-        "run": {
-            "layout": cfg.layout,
-            "flush": cfg.flush,
-            "tls": cfg.tls,
-            "seed": cfg.seed,
-            "cycles": cfg.cycles,
-            "faults": list(kinds),
-            "roles": list(cfg.roles),
-            "skipped": skipped,
-            "senders": cfg.senders,
-            "rate": cfg.rate,
-            "duration_s": round(time.monotonic() - t0, 3),
-            "data": str(root),
-            "replay": cfg.replay_args(),
-        },
+        "run": _run_facts(cfg, kinds, skipped, time.monotonic() - t0, root),
         "verdict": verdict.to_json(),
         # an abandoned attempt may have been stored as well as its retry: a duplicate
         "client": {"abandoned_attempts": workload.abandoned if workload is not None else 0},
@@ -308,6 +273,76 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         for a in attempts:
             f.write(json.dumps(_relative(a.to_json(), t0)) + "\n")
     return summary, verdict
+
+
+async def _start_cluster(layout: Layout, proxies: dict[str, FaultProxy], cfg: RunConfig, notes: list[str]) -> None:
+    """The fault proxies, then the processes behind them, and the test topic; a cluster that
+    is not stable by then is noted, not fatal (the verdict judges what followed)."""
+    for link in layout.links():
+        proxy = FaultProxy(link.listen, link.target, link.name)
+        await proxy.start()
+        proxies[link.name] = proxy
+    await layout.start()
+    await create_topic(layout)
+    first = await layout.wait_stable(cfg.stable_timeout)
+    if not first.stable:
+        notes.append(f"not stable before the first fault: {first.detail}")
+
+
+async def _one_fault(
+    plan: FaultPlan,
+    count: int,
+    layout: Layout,
+    injector: Injector,
+    workload: Workload,
+    cfg: RunConfig,
+    records: list[FaultRecord],
+    notes: list[str],
+) -> None:
+    """One cycle: steady time, the fault held, healed; then sends must succeed again and a
+    data fault must be repaired before the next (what did not happen is noted)."""
+    await asyncio.sleep(plan.steady_s)
+    if not_ready := await layout.ready_for_fault(cfg.whole_timeout):
+        notes.append(f"before fault {plan.index + 1}/{count}: {not_ready}")
+    baseline = 0
+    if plan.kind == "bitflip" and plan.mode == "online":
+        baseline = await found_count(layout, await injector.resolve(plan.role, cfg.recovery_timeout))
+    rec = await injector.begin(plan, cfg.recovery_timeout)
+    records.append(rec)  # at once: a cycle that fails later still has its fault judged
+    log.warning("chaos fault %d/%d: %s, hold %.2fs", plan.index + 1, count, rec.detail, plan.hold_s)
+    await asyncio.sleep(plan.hold_s)
+    await injector.end(rec)
+    rec.recovered_at = await workload.wait_ok_after(rec.healed_at, cfg.recovery_timeout)
+    which = f"fault {rec.index + 1}/{count} ({rec.detail})"
+    if rec.error:
+        notes.append(f"{which}: {rec.error}")
+    if not rec.recovered_at:
+        notes.append(f"{which}: no SEND_OK within {cfg.recovery_timeout:.0f}s")
+    if rec.kind in DATA_FAULTS:  # the next fault must not find this one unrepaired
+        await wait_repaired(layout, rec, baseline, cfg.repair_timeout)
+        if rec.unrepaired:
+            notes.append(f"{which}: {rec.unrepaired}")
+
+
+def _run_facts(
+    cfg: RunConfig, kinds: Sequence[str], skipped: list[str], duration_s: float, root: Path
+) -> dict[str, Any]:
+    """What was run, enough to replay it (``replay``)."""
+    return {
+        "layout": cfg.layout,
+        "flush": cfg.flush,
+        "tls": cfg.tls,
+        "seed": cfg.seed,
+        "cycles": cfg.cycles,
+        "faults": list(kinds),
+        "roles": list(cfg.roles),
+        "skipped": skipped,
+        "senders": cfg.senders,
+        "rate": cfg.rate,
+        "duration_s": round(duration_s, 3),
+        "data": str(root),
+        "replay": cfg.replay_args(),
+    }
 
 
 def _relative(doc: dict[str, Any], t0: float) -> dict[str, Any]:

@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import sys
-import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 import orjson
-from rich.console import Console, RenderableType
 
 from ledgermq.acl.signing import Credentials
 from ledgermq.admin.client import AdminClient
@@ -31,6 +27,8 @@ from ledgermq.admin.model import (
     msg_id,
 )
 from ledgermq.admin.operations import view_message_any_id
+from ledgermq.cli.admin import brokers, controller, groups, messages, stats, topics
+from ledgermq.cli.admin.plumbing import TLS_META, namesrv_option, print_text, run_repeating, run_with_client
 from ledgermq.cli.admin_render import (
     _brokers_by_cluster,
     _table,
@@ -45,67 +43,9 @@ from ledgermq.cli.admin_render import (
 )
 from ledgermq.client.errors import MQClientError
 from ledgermq.client.tls import TlsOptions
-from ledgermq.errors import LedgerError
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.protocol.route import PERM_READ, PERM_WRITE, TopicConfig
-
-T = TypeVar("T")
-TLS_META = "ledgermq.admin.tls"
-DEFAULT_NAMESRV = "127.0.0.1:9876"
-
-namesrv_option = click.option(
-    "-n",
-    "--namesrvAddr",
-    "namesrv",
-    envvar="NAMESRV_ADDR",
-    default=DEFAULT_NAMESRV,
-    show_default=True,
-    help="name server address(es), host:port[;host:port] (env NAMESRV_ADDR)",
-)
-
-
-# -- plumbing ----------------------------------------------------------------------------
-def _print(*renderables: RenderableType) -> None:
-    """Render to text (no markup, so "[key]" stays as typed) without trailing blanks.
-
-    Terminal width on a terminal; unbounded otherwise, so piped tables never wrap."""
-    console = Console(
-        width=None if sys.stdout.isatty() else 4096, highlight=False, markup=False, emoji=False, soft_wrap=False
-    )
-    with console.capture() as captured:
-        for renderable in renderables:
-            console.print(renderable)
-    click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
-
-
-def _run(namesrv: str, fn: Callable[[AdminClient], Awaitable[T]]) -> T:
-    ctx = click.get_current_context(silent=True)
-    credentials = ctx.find_object(Credentials) if ctx is not None else None
-    tls = ctx.meta.get(TLS_META) if ctx is not None else None
-
-    async def main() -> T:
-        async with AdminClient(namesrv, credentials=credentials, tls=tls) as client:
-            return await fn(client)
-
-    try:
-        return asyncio.run(main())
-    except LedgerError as exc:
-        raise click.ClickException(str(exc)) from None
-
-
-def _run_repeating(namesrv: str, once: Callable[[AdminClient], Awaitable[None]], interval: int | None) -> None:
-    """Print once, or every ``interval`` seconds until Ctrl-C (mqadmin's -i)."""
-
-    async def run(client: AdminClient) -> None:
-        await once(client)
-        while interval is not None:
-            await asyncio.sleep(interval)
-            await once(client)
-
-    try:
-        _run(namesrv, run)
-    except KeyboardInterrupt:
-        pass
 
 
 @click.group()
@@ -254,7 +194,7 @@ def update_topic(
                 click.echo(f"set cluster orderConf. isOrder=true, orderConf=[{conf}]")
         click.echo(topic_config_string(tc))
 
-    _run(namesrv, run)
+    run_with_client(namesrv, run)
 
 
 @admin.command("topicList")
@@ -274,9 +214,9 @@ def topic_list(namesrv: str, cluster_model: bool) -> None:
             for topic in await client.topics_by_cluster(cluster):
                 if not topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
                     table.add_row(cluster, topic)
-        _print(table)
+        print_text(table)
 
-    _run(namesrv, run)
+    run_with_client(namesrv, run)
 
 
 @admin.command("topicRoute")
@@ -285,9 +225,9 @@ def topic_list(namesrv: str, cluster_model: bool) -> None:
 @click.option("-l", "--list", "as_list", is_flag=True, help="use list format to print data")
 def topic_route(namesrv: str, topic: str, as_list: bool) -> None:
     """Examine topic route info."""
-    route = _run(namesrv, lambda c: c.route(topic.strip()))
+    route = run_with_client(namesrv, lambda c: c.route(topic.strip()))
     if as_list:
-        _print(route_table(route))
+        print_text(route_table(route))
     else:
         click.echo(orjson.dumps(route.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
 
@@ -297,12 +237,12 @@ def topic_route(namesrv: str, topic: str, as_list: bool) -> None:
 @click.option("-t", "--topic", required=True, help="topic name")
 def topic_status(namesrv: str, topic: str) -> None:
     """Examine topic Status info."""
-    stats = _run(namesrv, lambda c: c.examine_topic_stats(topic.strip()))
+    stats = run_with_client(namesrv, lambda c: c.examine_topic_stats(topic.strip()))
     table = _table("#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated")
     for mq, off in stats.items():
         last = human_ms(off.last_update_timestamp) if off.last_update_timestamp > 0 else ""
         table.add_row(mq.broker_name, str(mq.queue_id), str(off.min_offset), str(off.max_offset), last)
-    _print(table)
+    print_text(table)
 
 
 # -- cluster and brokers -----------------------------------------------------------------
@@ -331,11 +271,11 @@ def cluster_list(namesrv: str, more_stats: bool, interval: int | None) -> None:
         info = await client.cluster_info()
         runtime = await _runtime_infos(client, [row[3] for row in _brokers_by_cluster(info)])
         if more_stats:
-            _print(cluster_more_table(info, runtime))
+            print_text(cluster_more_table(info, runtime))
         else:
-            _print(cluster_base_table(info, runtime, int(time.time() * 1000)))
+            print_text(cluster_base_table(info, runtime, SYSTEM_CLOCK.wall_ms()))
 
-    _run_repeating(namesrv, once, interval)
+    run_repeating(namesrv, once, interval)
 
 
 @admin.command("brokerStatus")
@@ -361,9 +301,9 @@ def broker_status(namesrv: str, broker_addr: str | None, cluster_name: str | Non
             for addr in addrs:
                 for k, v in (runtime[addr] or {}).items():
                     table.add_row(addr, k, v)
-        _print(table)
+        print_text(table)
 
-    _run(namesrv, run)
+    run_with_client(namesrv, run)
 
 
 @admin.command("haStatus")
@@ -386,12 +326,12 @@ def ha_status(namesrv: str, broker_addr: str | None, cluster_name: str | None, i
                 raise AdminError(f"cluster {cluster_name.strip()!r} has no master broker")
         for addr in addrs:
             info = await client.ha_status(addr)
-            head, table = ha_status_text(addr, info, int(time.time() * 1000))
+            head, table = ha_status_text(addr, info, SYSTEM_CLOCK.wall_ms())
             click.echo(head)
             if table is not None:
-                _print(table)
+                print_text(table)
 
-    _run_repeating(namesrv, once, interval)
+    run_repeating(namesrv, once, interval)
 
 
 # -- DLedger groups ----------------------------------------------------------------------
@@ -454,9 +394,9 @@ def dledger_status(namesrv: str, broker_addr: str | None, cluster_name: str | No
             client, broker_addr.strip() if broker_addr else None, cluster_name.strip() if cluster_name else None
         )
         tables = [dledger_group_table(g, members) for g, members in sorted(groups.items())]
-        _print(*tables)
+        print_text(*tables)
 
-    _run_repeating(namesrv, once, interval)
+    run_repeating(namesrv, once, interval)
 
 
 @admin.command("transferLeader")
@@ -470,7 +410,7 @@ def transfer_leader(namesrv: str, group: str, target: str, timeout: float) -> No
     group, target = group.strip(), target.strip()
 
     async def run(client: AdminClient) -> str:
-        deadline = time.monotonic() + timeout
+        deadline = SYSTEM_CLOCK.monotonic() + timeout
         data = (await client.cluster_info()).broker_addr_table.get(group)
         if data is None:
             raise AdminError(f"broker group {group!r} is not known to the name server")
@@ -488,20 +428,20 @@ def transfer_leader(namesrv: str, group: str, target: str, timeout: float) -> No
             raise AdminError(f"{group} has no leader right now; try again once one is elected")
         leader_addr, leader = max(leaders, key=lambda x: x[1].term)
         if leader.self_id != target:
-            remaining = max(0.5, deadline - time.monotonic())
+            remaining = max(0.5, deadline - SYSTEM_CLOCK.monotonic())
             await client.dledger_transfer_leader(leader_addr, target, timeout=min(remaining, 10.0))
         while True:  # the new leader registers as master (brokerId 0) with the name server
             current = (await client.cluster_info()).broker_addr_table.get(group)
             if current is not None and current.master_addr() == target_addr:
                 return f"{group}: {leader.self_id} -> {target}; master is now {target_addr}"
-            if time.monotonic() > deadline:
+            if SYSTEM_CLOCK.monotonic() > deadline:
                 now = current.master_addr() if current is not None else None
                 raise AdminError(
                     f"{target} leads {group} but the name server still lists {now or 'no'} master after {timeout:.0f}s"
                 )
             await asyncio.sleep(0.1)
 
-    click.echo(_run(namesrv, run))
+    click.echo(run_with_client(namesrv, run))
 
 
 # -- consumers ---------------------------------------------------------------------------
@@ -514,7 +454,7 @@ def consumer_progress(namesrv: str, group: str | None, topic: str | None) -> Non
     if group is None:
         if topic is not None:
             raise click.UsageError("-t needs -g")
-        infos = _run(namesrv, lambda c: c.consumer_groups())
+        infos = run_with_client(namesrv, lambda c: c.consumer_groups())
         table = _table("#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total")
         for gi in infos:
             online = gi.count > 0
@@ -522,9 +462,9 @@ def consumer_progress(namesrv: str, group: str | None, topic: str | None) -> Non
             model = gi.message_model if online and gi.consume_type == "CONSUME_PASSIVELY" else ""
             version = mq_version_desc(gi.version) if online else "OFFLINE"
             table.add_row(gi.group, str(gi.count), version, kind, model, str(int(gi.consume_tps)), str(gi.diff_total))
-        _print(table)
+        print_text(table)
         return
-    stats = _run(namesrv, lambda c: c.examine_consume_stats(group.strip(), topic.strip() if topic else None))
+    stats = run_with_client(namesrv, lambda c: c.examine_consume_stats(group.strip(), topic.strip() if topic else None))
     table = _table("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime")
     for mq, w in stats.offset_table.items():
         last = dt.datetime.fromtimestamp(w.last_timestamp / 1000).strftime("%Y-%m-%d %H:%M:%S")
@@ -537,7 +477,7 @@ def consumer_progress(namesrv: str, group: str | None, topic: str | None) -> Non
             str(w.diff),
             last if w.last_timestamp else "N/A",
         )
-    _print(table, "", f"Consume TPS: {stats.consume_tps:.2f}", f"Diff Total: {stats.total_diff}")
+    print_text(table, "", f"Consume TPS: {stats.consume_tps:.2f}", f"Diff Total: {stats.total_diff}")
 
 
 # -- messages ----------------------------------------------------------------------------
@@ -556,11 +496,11 @@ def query_msg_by_id(namesrv: str, msg_ids: str, topic: str | None) -> None:
     async def run(client: AdminClient) -> list[MessageRecord]:
         return [await view_message_any_id(client, i, topic.strip() if topic else None) for i in ids]
 
-    records = _run(namesrv, run)
+    records = run_with_client(namesrv, run)
     for n, rec in enumerate(records):
         if n:
             click.echo("")
-        _print(message_grid(rec))
+        print_text(message_grid(rec))
 
 
 @admin.command("queryMsgByKey")
@@ -570,20 +510,16 @@ def query_msg_by_id(namesrv: str, msg_ids: str, topic: str | None) -> None:
 def query_msg_by_key(namesrv: str, topic: str, key: str) -> None:
     """Query Message by Key."""
     topic, key = topic.strip(), key.strip()
-    result = _run(namesrv, lambda c: c.query_by_key(topic, key))
+    result = run_with_client(namesrv, lambda c: c.query_by_key(topic, key))
     if not result.messages:
         raise click.ClickException(f"no message with key {key!r} in topic {topic}")
     table = _table("#Message ID", "#QID", "#Offset", "#Offset Msg ID")
     for rec in result.messages:
         table.add_row(msg_id(rec), str(rec.queue_id), str(rec.queue_offset), rec.offset_msg_id)
-    _print(table)
+    print_text(table)
 
 
-# The operator commands live by concept in ledgermq.cli.admin.*; importing them adds them
-# to the ``admin`` group above (they import it from here, so this comes last).
-import ledgermq.cli.admin.brokers  # noqa: E402
-import ledgermq.cli.admin.controller  # noqa: E402
-import ledgermq.cli.admin.groups  # noqa: E402
-import ledgermq.cli.admin.messages  # noqa: E402
-import ledgermq.cli.admin.stats  # noqa: E402
-import ledgermq.cli.admin.topics  # noqa: E402, F401
+# The operator commands that live by concept in ledgermq.cli.admin.*.
+for _module in (brokers, controller, groups, messages, stats, topics):
+    for _command in _module.COMMANDS:
+        admin.add_command(_command)

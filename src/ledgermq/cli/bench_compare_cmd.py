@@ -11,20 +11,34 @@ from typing import Any
 import click
 from rich.console import Console
 
-from ledgermq.bench.compare.model import QUICK, CompareSettings
+from ledgermq.bench.compare.model import LAYOUTS, PATTERNS, QUICK, CompareSettings
 from ledgermq.bench.compare.plot import default_title, render_svg
 from ledgermq.bench.compare.report import document, render
 from ledgermq.bench.compare.schedule import Round
+from ledgermq.clock import SYSTEM_CLOCK
 
 DEFAULTS = CompareSettings()
 QUICK_OVERRIDES = ("messages", "backlog", "cap_s")
+SPELLED_WHEN_CHANGED = ("patterns", "layouts")
 NOTES = (
     "JetStream batches: N async publishes, then every ack awaited (it has no batch publish).",
     "Drains: timed from the first message in hand to the last; JetStream: a durable pull consumer, fetch 256,"
     " AckPolicy none; ledgermq push: Java defaults; lite pull: pull batches of 32.",
-    "Server CPU: utime+stime from /proc of nats-server; of name server + master + slave for ledgermq.",
+    "Server CPU: utime+stime from /proc of the nats-server(s); of the name server and every broker for ledgermq.",
+    "Client CPU: process_time of the bench process (all threads) around each run: our client or nats-py.",
     "Clients (ours and nats-py) run in the bench process, on the same 127.0.0.1 host as the servers.",
 )
+
+
+def _names(value: str, known: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """A comma-separated choice of ``known`` names, checked (a typo stops the bench at once)."""
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"{', '.join(unknown) or 'none given'}: choose from {', '.join(known)}", param_hint=what
+        )
+    return names
 
 
 def command_line(ctx: click.Context) -> str:
@@ -38,6 +52,8 @@ def command_line(ctx: click.Context) -> str:
             continue
         if ctx.params.get("quick") and param.name in QUICK_OVERRIDES:
             continue  # --quick replaced them: spelling them out would mislead
+        if param.name in SPELLED_WHEN_CHANGED and value == param.default:
+            continue  # the default choice: the line stays as it was before these options
         parts += [param.opts[0]] if value is True else [param.opts[0], str(value)]
     return " ".join(parts)
 
@@ -52,6 +68,12 @@ def command_line(ctx: click.Context) -> str:
 @click.option("--cap", "cap_s", default=DEFAULTS.cap_s, show_default=True, help="seconds a workload may run at most")
 @click.option("--no-variants", is_flag=True, help="skip the ledgermq SYNC_MASTER / SYNC_FLUSH systems")
 @click.option("--no-nats", is_flag=True, help="ledgermq only (no JetStream, so no ledgermq/JetStream ratios)")
+@click.option("--patterns", default=",".join(DEFAULTS.patterns), show_default=True,
+              help=f"send patterns, comma-separated, of: {', '.join(PATTERNS)}")  # fmt: skip
+@click.option("--layouts", default=",".join(DEFAULTS.layouts), show_default=True,
+              help="layouts, comma-separated: pair (master+slave vs JetStream R1), variants (SYNC_MASTER, "
+                   "SYNC_FLUSH), dledger (3-node DLedger vs JetStream R3), controller (vs JetStream R1)")  # fmt: skip
+@click.option("--no-drains", is_flag=True, help="skip the drain workloads")
 @click.option("--json", "json_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="also write the figures to this file")  # fmt: skip
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -66,6 +88,9 @@ def compare_bench(
     cap_s: float,
     no_variants: bool,
     no_nats: bool,
+    patterns: str,
+    layouts: str,
+    no_drains: bool,
     json_path: Path | None,
     plot_path: Path | None,
 ) -> None:
@@ -75,8 +100,10 @@ def compare_bench(
 
     base = QUICK if quick else CompareSettings(messages=messages, backlog=backlog, cap_s=cap_s)
     settings = dataclasses.replace(
-        base, size=size, inflight=inflight, cycles=cycles, variants=not no_variants, nats=not no_nats
-    )
+        base, size=size, inflight=inflight, cycles=cycles, variants=not no_variants, nats=not no_nats,
+        patterns=_names(patterns, tuple(PATTERNS), "--patterns"), layouts=_names(layouts, LAYOUTS, "--layouts"),
+        drains=not no_drains,
+    )  # fmt: skip
     binary = None
     if settings.nats:
         try:
@@ -89,7 +116,7 @@ def compare_bench(
         click.echo(f"round {r.index + 1}: {r.system}, load {r.load_1m:.2f}, {r.seconds:.1f} s", err=True)
 
     results = run_compare(settings, on_round=progress, nats_binary=binary)
-    date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    date = datetime.fromtimestamp(SYSTEM_CLOCK.wall_ms() / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
     doc = document(results, settings, command_line(click.get_current_context()), date=date)
     if json_path is not None:
         json_path.write_text(json.dumps(doc, indent=2))

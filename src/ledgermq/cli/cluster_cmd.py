@@ -21,7 +21,8 @@ Ctrl-C / SIGTERM: brokers first, then the name server. The group is either
 
 Every broker serves Prometheus metrics on its listen port + 2 (``--no-metrics`` turns
 them off). ``--tls`` makes a throw-away CA under <data>/tls and runs every server in
-enforcing mode with mutual TLS: client ports, HA and Raft links, registration (docs/tls.md).
+enforcing mode with mutual TLS: client ports, HA and Raft links, registration, the
+controller (brokers' requests and heartbeats, its Raft port) (docs/tls.md).
 Everything listens on ``--host``, metrics included (127.0.0.1: a development cluster
 is not reachable from other machines unless asked). The web console (``ledgermq console``)
 runs as one more supervised process on ``--console-port``, always on 127.0.0.1 (it has no
@@ -43,7 +44,8 @@ from ledgermq.cli.cluster.banner import BrokerLine, print_banner
 from ledgermq.cli.cluster.console import CONSOLE_HOST, console_args, wait_console
 from ledgermq.cli.cluster.ports import PlannedPort, PortProblem, check_ports
 from ledgermq.cli.cluster.supervisor import MemberSpec, StartupFailed, Supervisor
-from ledgermq.cli.cluster.tls import make_cluster_tls
+from ledgermq.cli.cluster.tls import ClusterTls, make_cluster_tls
+from ledgermq.clock import SYSTEM_CLOCK
 
 DLEDGER_IDS = ("n0", "n1", "n2")
 GROUP = "broker-a"
@@ -170,147 +172,216 @@ def up(
     """Start a name server and a broker group (master + slave, a controller-mode pair, or a
     DLedger group) in the foreground, restart what dies; Ctrl-C stops them."""
     data = data.resolve()
-    if tls and mode == "controller":  # its role watch and SyncStateSet wait speak plain remoting
-        raise click.UsageError("--tls is not supported with --mode controller yet; use --mode master-slave or dledger")
     ns = f"{advertised(host)}:{namesrv_port}"
-    conf_dir = data / "conf"
-    conf_dir.mkdir(parents=True, exist_ok=True)
     cluster_tls = make_cluster_tls(data / "tls", (advertised(host), "localhost")) if tls else None
-    tls_keys = cluster_tls.server_keys() if cluster_tls is not None else ""
-    sup = Supervisor(ns, data / "run", _echo, tls=cluster_tls.client_options() if cluster_tls is not None else None)
-    logs = data / "logs"
-    plan = [PlannedPort(namesrv_port, "name server port", "--namesrv-port")]
-    kv_config = str(data / "namesrv" / "kvConfig.json")
-    ns_args: tuple[str, ...] = ("namesrv", "--host", host, "-p", str(namesrv_port), "--kv-config", kv_config)
-    ns_props = tls_keys
+    client_tls = cluster_tls.client_options() if cluster_tls is not None else None
+    layout = _Layout(
+        host,
+        ns,
+        data,
+        metrics,
+        cluster_tls.server_keys() if cluster_tls is not None else "",
+        Supervisor(ns, data / "run", _echo, tls=client_tls),
+    )
+    layout.conf_dir.mkdir(parents=True, exist_ok=True)
     raft_port = controller_port or namesrv_port + 1
-    if mode == "controller":
-        plan.append(PlannedPort(raft_port, "controller Raft port", "--controller-port"))
-        raft_addr = f"{advertised(host)}:{raft_port}"
-        ns_props += controller_mode.namesrv_properties(raft_addr, data / "controller")
-    if ns_props:
-        (conf_dir / "namesrv.properties").write_text(ns_props)
-        ns_args += ("-c", str(conf_dir / "namesrv.properties"))
-    ns_spec = MemberSpec("namesrv", "name server", ns_args, logs / "namesrv.log")
-    specs: list[MemberSpec] = []
-    lines: list[BrokerLine] = []
-
-    def metrics_of(port: int) -> int:
-        return port + METRICS_OFFSET if metrics else 0
-
-    def add_metrics(port: int, who: str, option: str) -> str | None:
-        if not metrics:
-            return None
-        plan.append(PlannedPort(port + METRICS_OFFSET, f"{who} metrics port", option))
-        shown = "127.0.0.1" if host in ("", "0.0.0.0") else host  # where to point a browser
-        return f"http://{shown}:{port + METRICS_OFFSET}/metrics"
-
+    ns_spec = _plan_namesrv(layout, namesrv_port, raft_port if mode == "controller" else None)
     if mode == "dledger":
-        ports = _dledger_ports(broker_port, dledger_ports)
-        adv = advertised(host)
-        peers = ";".join(f"{n}-{adv}:{p + 1}" for n, p in zip(DLEDGER_IDS, ports, strict=True))
-        for n, p in zip(DLEDGER_IDS, ports, strict=True):
-            who = f"{GROUP} {n}"
-            option = "--dledger-ports / --broker-port"
-            plan += [PlannedPort(p, f"{who} listen port", option), PlannedPort(p + 1, f"{who} raft port", option)]
-            url = add_metrics(p, who, option + " / --no-metrics")
-            store = data / f"{GROUP}-{n}"
-            conf = conf_dir / f"{GROUP}-{n}.properties"
-            conf.write_text(dledger_properties(n, p, ns, store, peers, host, metrics_of(p)) + tls_keys)
-            spec = MemberSpec(f"{GROUP}-{n}", who, ("broker", "-c", str(conf)), logs / f"{GROUP}-{n}.log", f"{adv}:{p}")
-            specs.append(spec)
-            lines.append(BrokerLine(who, f"{host}:{p}", f"raft port {p + 1}", url, store, sup.pid_file(spec)))
+        _plan_dledger(layout, _dledger_ports(broker_port, dledger_ports))
     elif mode == "controller":
-        members_c = [("1", broker_port, "--broker-port"), ("2", slave_port or broker_port + 10, "--slave-port")]
-        for replica, p, option in members_c[: 1 if no_slave else 2]:
-            who = f"{GROUP} {replica}"
-            plan += [PlannedPort(p, f"{who} listen port", option), PlannedPort(p + 1, f"{who} HA port", option)]
-            url = add_metrics(p, who, option + " / --no-metrics")
-            name = f"{GROUP}-{replica}"
-            store = data / name
-            conf = conf_dir / f"{name}.properties"
-            addr = f"{advertised(host)}:{p}"
-            conf.write_text(
-                controller_mode.broker_properties(GROUP, p, ns, store, host, advertised(host), metrics_of(p))
-            )
-            spec = MemberSpec(name, who, ("broker", "-c", str(conf)), logs / f"{name}.log", addr)
-            specs.append(spec)
-            lines.append(BrokerLine(who, f"{host}:{p}", f"HA port {p + 1}", url, store, sup.pid_file(spec)))
+        _plan_controller(layout, broker_port, slave_port, no_slave)
     else:
-        members = [("master", broker_port, 0, GROUP, "--broker-port")]
-        if not no_slave:
-            members.append(("slave", slave_port or broker_port + 10, 1, f"{GROUP}-s", "--slave-port"))
-        for role, p, broker_id, name, option in members:
-            who = f"{role} {GROUP}"
-            plan.append(PlannedPort(p, f"{who} listen port", option))
-            if broker_id == 0:
-                plan.append(PlannedPort(p + 1, f"{who} HA port", option))
-            url = add_metrics(p, who, option + " / --no-metrics")
-            store = data / name
-            conf = conf_dir / f"{name}.properties"
-            conf.write_text(broker_properties(GROUP, p, ns, store, broker_id, host, metrics_of(p)) + tls_keys)
-            addr = f"{advertised(host)}:{p}"
-            spec = MemberSpec(name, who, ("broker", "-c", str(conf)), logs / f"{name}.log", addr, broker_id)
-            specs.append(spec)
-            second = f"HA port {p + 1}" if broker_id == 0 else "replicating"
-            lines.append(BrokerLine(f"{GROUP} {role}", f"{host}:{p}", second, url, store, sup.pid_file(spec)))
-
+        _plan_master_slave(layout, broker_port, slave_port, no_slave)
     console_spec = None
     if with_console:
-        plan.append(PlannedPort(console_port, "console port", "--console-port / --no-console"))
+        layout.plan.append(PlannedPort(console_port, "console port", "--console-port / --no-console"))
         console_spec = MemberSpec(
-            "console",
-            "console",
-            console_args(ns, console_port, cluster_tls.client_options() if cluster_tls is not None else None),
-            logs / "console.log",
+            "console", "console", console_args(ns, console_port, client_tls), layout.logs / "console.log"
         )
     try:
-        check_ports(host, plan)
+        check_ports(host, layout.plan)
     except PortProblem as exc:
         raise click.ClickException(str(exc)) from None
+    sup = layout.sup
     stopping = _catch_stop_signals()
     try:
         try:
-            if not sup.wait_ready([sup.spawn(ns_spec)], timeout, stopping):
+            if not _start_in_order(sup, ns_spec, layout.specs, mode == "dledger", timeout, stopping):
                 return
-            if mode == "dledger":  # the members elect together: start all, then wait for all
-                if not sup.wait_ready([sup.spawn(s) for s in specs], timeout, stopping):
-                    return
-            else:  # master-slave: the slave learns its master's HA address from the name server;
-                # controller: the first replica to register becomes master, so broker-a-1 leads at first
-                for s in specs:
-                    if not sup.wait_ready([sup.spawn(s)], timeout, stopping):
-                        return
             if console_spec is not None:
                 wait_console(sup.spawn(console_spec), console_port, timeout, stopping)
         except StartupFailed as exc:
             raise click.ClickException(str(exc)) from None  # the finally below stops the rest
-        extra: list[str] = []
-        on_poll: Callable[[], None] | None = None
-        if mode == "controller":
-            lines, extra, on_poll = _controller_banner(ns, raft_port, specs, lines, timeout)
-        elif mode == "dledger":
-            master = _dledger_master(sup, specs)
-            lines = [
-                dataclasses.replace(ln, role="leader (master)" if s.addr == master else "follower (slave)")
-                for ln, s in zip(lines, specs, strict=True)
-            ]
-            tls_flags = cluster_tls.admin_flags() if cluster_tls is not None else ""
-            extra = [
-                f"DLedger group {GROUP} leader: {master}",
-                f"  status:   ledgermq admin{tls_flags} dledgerStatus -n {ns}",
-                f"  handover: ledgermq admin{tls_flags} transferLeader -n {ns} -g {GROUP} -t n1",
-            ]
+        lines, extra, on_poll = _roles_banner(mode, layout, raft_port, timeout, cluster_tls)
         if console_spec is not None:
             extra.append(f"console          http://{CONSOLE_HOST}:{console_port}/   log {console_spec.log}")
         if cluster_tls is not None:
             extra.append(cluster_tls.admin_hint(ns))
-        client_tls = cluster_tls.client_options() if cluster_tls is not None else None
-        print_banner(_echo, f"{host}:{namesrv_port}", ns, logs, lines, extra, client_tls)
+        print_banner(_echo, f"{host}:{namesrv_port}", ns, layout.logs, lines, extra, client_tls)
         sup.run(stopping, on_poll)
     finally:
         sup.stop()
         click.echo("cluster stopped", err=True)
+
+
+@dataclasses.dataclass
+class _Layout:
+    """What ``cluster up`` will run: the ports to check first, the broker processes and their
+    banner lines, gathered by the ``_plan_*`` functions of the chosen mode."""
+
+    host: str
+    ns: str  # the name server address members dial
+    data: Path
+    metrics: bool
+    tls_keys: str  # properties lines that make a server enforce TLS ("" without --tls)
+    sup: Supervisor
+    plan: list[PlannedPort] = dataclasses.field(default_factory=list)
+    specs: list[MemberSpec] = dataclasses.field(default_factory=list)
+    lines: list[BrokerLine] = dataclasses.field(default_factory=list)
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.data / "conf"
+
+    @property
+    def logs(self) -> Path:
+        return self.data / "logs"
+
+    def metrics_port(self, port: int) -> int:
+        return port + METRICS_OFFSET if self.metrics else 0
+
+    def metrics_url(self, port: int, who: str, option: str) -> str | None:
+        """Plans the metrics port of a broker on ``port``; where to point a browser at it."""
+        if not self.metrics:
+            return None
+        self.plan.append(PlannedPort(port + METRICS_OFFSET, f"{who} metrics port", option + " / --no-metrics"))
+        shown = "127.0.0.1" if self.host in ("", "0.0.0.0") else self.host
+        return f"http://{shown}:{port + METRICS_OFFSET}/metrics"
+
+    def add(self, spec: MemberSpec, line: BrokerLine) -> None:
+        self.specs.append(spec)
+        self.lines.append(line)
+
+
+def _plan_namesrv(layout: _Layout, port: int, controller_raft_port: int | None) -> MemberSpec:
+    """The name server (with the controller inside when given its Raft port)."""
+    layout.plan.append(PlannedPort(port, "name server port", "--namesrv-port"))
+    kv_config = str(layout.data / "namesrv" / "kvConfig.json")
+    args: tuple[str, ...] = ("namesrv", "--host", layout.host, "-p", str(port), "--kv-config", kv_config)
+    props = layout.tls_keys
+    if controller_raft_port is not None:
+        layout.plan.append(PlannedPort(controller_raft_port, "controller Raft port", "--controller-port"))
+        raft_addr = f"{advertised(layout.host)}:{controller_raft_port}"
+        props += controller_mode.namesrv_properties(raft_addr, layout.data / "controller")
+    if props:
+        conf = layout.conf_dir / "namesrv.properties"
+        conf.write_text(props)
+        args += ("-c", str(conf))
+    return MemberSpec("namesrv", "name server", args, layout.logs / "namesrv.log")
+
+
+def _plan_dledger(layout: _Layout, ports: list[int]) -> None:
+    """Three members of one Raft group, each talking Raft on its listen port + 1."""
+    adv = advertised(layout.host)
+    peers = ";".join(f"{n}-{adv}:{p + 1}" for n, p in zip(DLEDGER_IDS, ports, strict=True))
+    for n, p in zip(DLEDGER_IDS, ports, strict=True):
+        who = f"{GROUP} {n}"
+        option = "--dledger-ports / --broker-port"
+        layout.plan += [PlannedPort(p, f"{who} listen port", option), PlannedPort(p + 1, f"{who} raft port", option)]
+        url = layout.metrics_url(p, who, option)
+        store = layout.data / f"{GROUP}-{n}"
+        conf = layout.conf_dir / f"{GROUP}-{n}.properties"
+        props = dledger_properties(n, p, layout.ns, store, peers, layout.host, layout.metrics_port(p))
+        conf.write_text(props + layout.tls_keys)
+        spec = MemberSpec(
+            f"{GROUP}-{n}", who, ("broker", "-c", str(conf)), layout.logs / f"{GROUP}-{n}.log", f"{adv}:{p}"
+        )
+        line = BrokerLine(who, f"{layout.host}:{p}", f"raft port {p + 1}", url, store, layout.sup.pid_file(spec))
+        layout.add(spec, line)
+
+
+def _plan_controller(layout: _Layout, broker_port: int, slave_port: int | None, no_slave: bool) -> None:
+    """One or two replicas in controller mode; the controller decides which is master."""
+    replicas = [("1", broker_port, "--broker-port"), ("2", slave_port or broker_port + 10, "--slave-port")]
+    host, adv = layout.host, advertised(layout.host)
+    for replica, p, option in replicas[: 1 if no_slave else 2]:
+        who = f"{GROUP} {replica}"
+        layout.plan += [PlannedPort(p, f"{who} listen port", option), PlannedPort(p + 1, f"{who} HA port", option)]
+        url = layout.metrics_url(p, who, option)
+        name = f"{GROUP}-{replica}"
+        store = layout.data / name
+        conf = layout.conf_dir / f"{name}.properties"
+        metrics_port = layout.metrics_port(p)
+        props = controller_mode.broker_properties(GROUP, p, layout.ns, store, host, adv, metrics_port)
+        conf.write_text(props + layout.tls_keys)
+        spec = MemberSpec(name, who, ("broker", "-c", str(conf)), layout.logs / f"{name}.log", f"{adv}:{p}")
+        layout.add(spec, BrokerLine(who, f"{host}:{p}", f"HA port {p + 1}", url, store, layout.sup.pid_file(spec)))
+
+
+def _plan_master_slave(layout: _Layout, broker_port: int, slave_port: int | None, no_slave: bool) -> None:
+    """A master (brokerId 0, HA on its listen port + 1) and, unless told not to, its slave."""
+    members = [("master", broker_port, 0, GROUP, "--broker-port")]
+    if not no_slave:
+        members.append(("slave", slave_port or broker_port + 10, 1, f"{GROUP}-s", "--slave-port"))
+    for role, p, broker_id, name, option in members:
+        who = f"{role} {GROUP}"
+        layout.plan.append(PlannedPort(p, f"{who} listen port", option))
+        if broker_id == 0:
+            layout.plan.append(PlannedPort(p + 1, f"{who} HA port", option))
+        url = layout.metrics_url(p, who, option)
+        store = layout.data / name
+        conf = layout.conf_dir / f"{name}.properties"
+        props = broker_properties(GROUP, p, layout.ns, store, broker_id, layout.host, layout.metrics_port(p))
+        conf.write_text(props + layout.tls_keys)
+        addr = f"{advertised(layout.host)}:{p}"
+        spec = MemberSpec(name, who, ("broker", "-c", str(conf)), layout.logs / f"{name}.log", addr, broker_id)
+        second = f"HA port {p + 1}" if broker_id == 0 else "replicating"
+        line = BrokerLine(f"{GROUP} {role}", f"{layout.host}:{p}", second, url, store, layout.sup.pid_file(spec))
+        layout.add(spec, line)
+
+
+def _start_in_order(
+    sup: Supervisor,
+    ns_spec: MemberSpec,
+    specs: list[MemberSpec],
+    together: bool,
+    timeout: float,
+    stopping: Callable[[], bool],
+) -> bool:
+    """The name server, then the brokers; False if asked to stop meanwhile.
+
+    DLedger members elect together: all start, then all are waited for. Otherwise one by
+    one: a slave learns its master's HA address from the name server, and in controller
+    mode the first replica to register becomes master, so broker-a-1 leads at first."""
+    if not sup.wait_ready([sup.spawn(ns_spec)], timeout, stopping):
+        return False
+    if together:
+        return sup.wait_ready([sup.spawn(s) for s in specs], timeout, stopping)
+    return all(sup.wait_ready([sup.spawn(s)], timeout, stopping) for s in specs)
+
+
+def _roles_banner(
+    mode: str, layout: _Layout, raft_port: int, timeout: float, cluster_tls: ClusterTls | None
+) -> tuple[list[BrokerLine], list[str], Callable[[], None] | None]:
+    """The broker lines with the roles the cluster settled on, the mode's extra lines, and
+    (controller mode) what the supervisor runs on each poll to print role changes."""
+    if mode == "controller":
+        return _controller_banner(layout.ns, raft_port, layout.specs, layout.lines, timeout, cluster_tls)
+    if mode != "dledger":
+        return layout.lines, [], None
+    master = _dledger_master(layout.sup, layout.specs)
+    lines = [
+        dataclasses.replace(ln, role="leader (master)" if s.addr == master else "follower (slave)")
+        for ln, s in zip(layout.lines, layout.specs, strict=True)
+    ]
+    tls_flags = cluster_tls.admin_flags() if cluster_tls is not None else ""
+    ns = layout.ns
+    extra = [
+        f"DLedger group {GROUP} leader: {master}",
+        f"  status:   ledgermq admin{tls_flags} dledgerStatus -n {ns}",
+        f"  handover: ledgermq admin{tls_flags} transferLeader -n {ns} -g {GROUP} -t n1",
+    ]
+    return lines, extra, None
 
 
 def _catch_stop_signals() -> Callable[[], bool]:
@@ -327,12 +398,19 @@ def _catch_stop_signals() -> Callable[[], bool]:
 
 
 def _controller_banner(
-    ns: str, raft_port: int, specs: list[MemberSpec], lines: list[BrokerLine], timeout: float
+    ns: str,
+    raft_port: int,
+    specs: list[MemberSpec],
+    lines: list[BrokerLine],
+    timeout: float,
+    cluster_tls: ClusterTls | None,
 ) -> tuple[list[BrokerLine], list[str], Callable[[], None]]:
     """Each broker's role once the slave is in the master's SyncStateSet (bounded), what to
-    try, and the watch that reports later role changes."""
+    try, and the watch that reports later role changes (over TLS in a ``--tls`` cluster)."""
     addrs = [s.addr for s in specs if s.addr is not None]
-    states = controller_mode.wait_in_sync(ns, addrs, timeout)
+    tls = cluster_tls.client_options() if cluster_tls is not None else None
+    tls_flags = cluster_tls.admin_flags() if cluster_tls is not None else ""
+    states = controller_mode.wait_in_sync(ns, addrs, timeout, tls=tls)
     lines = [
         dataclasses.replace(ln, role=states[s.addr].role.lower() if s.addr in states else "")
         for ln, s in zip(lines, specs, strict=True)
@@ -342,19 +420,19 @@ def _controller_banner(
     extra = [
         f"controller       {controller_mode.CONTROLLER_SELF_ID} inside the name server (controllerAddr={ns}, "
         f"raft port {raft_port}); {GROUP} master {master or 'not elected yet'}, in sync: {in_sync or '-'}",
-        f"  roles:    ledgermq admin getSyncStateSet -a {ns} -b {GROUP}",
+        f"  roles:    ledgermq admin{tls_flags} getSyncStateSet -a {ns} -b {GROUP}",
         "  failover: kill -9 the master's pid (pid file above): the other broker takes writes within ~1 s,",
         "            the killed one is restarted and returns as its slave",
     ]
-    watch = controller_mode.RoleWatch(ns, {s.addr: s.label for s in specs if s.addr is not None}, _echo)
+    watch = controller_mode.RoleWatch(ns, {s.addr: s.label for s in specs if s.addr is not None}, _echo, tls=tls)
     watch.seed(states)
     return lines, extra, watch
 
 
 def _dledger_master(sup: Supervisor, specs: list[MemberSpec], timeout: float = 30.0) -> str | None:
     """The member the name server lists as master (brokerId 0) once one leads."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = SYSTEM_CLOCK.monotonic() + timeout
+    while SYSTEM_CLOCK.monotonic() < deadline:
         addr = sup.master_addr(GROUP)
         if addr in {s.addr for s in specs}:
             return addr

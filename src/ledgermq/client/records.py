@@ -17,6 +17,10 @@ may be reorganised behind it.
 * ``offset_msg_id(store_host, physical_offset)``: the offset message id (what
   ``MessageExt.offset_msg_id`` holds), for a record whose fields were read by hand.
 * Property names (RocketMQ ``MessageConst``) a reader or writer looks up.
+* ``check_subscribable(expression)``: a tag expression (``"*"``, ``"a || b"``) read as
+  RocketMQ reads it (``TagExpression``: its tags and codes), refusing with
+  ``TagExpressionError`` what a consumer's ``subscribe`` refuses; a reader that filters
+  records by tag itself uses ``TagExpression.matches_tag``, as the client does.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ledgermq.protocol.message import MESSAGE_MAGIC_CODE, MessageRecord, decode_
 from ledgermq.protocol.msgid import offset_msg_id
 from ledgermq.protocol.properties import KEYS, TAGS, UNIQ_KEY
 from ledgermq.protocol.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6
+from ledgermq.protocol.tag_expression import TagExpression, TagExpressionError, check_subscribable
 
 MessageExt = MessageRecord
 
@@ -37,6 +42,9 @@ __all__ = [
     "TAGS",
     "UNIQ_KEY",
     "MessageExt",
+    "TagExpression",
+    "TagExpressionError",
+    "check_subscribable",
     "decode_record",
     "decode_records",
     "offset_msg_id",

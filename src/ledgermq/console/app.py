@@ -1,85 +1,27 @@
-"""The console's aiohttp application: one ``Console`` object (the admin client, the lazily
-started test-message producer, sessions, shared answers, the trends sampler) and the
-routes of each page module."""
+"""The console's aiohttp application: the one ``Console`` (console/state.py) every handler
+shares, the middlewares, and the routes of each page module."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from aiohttp import web
 
-from ledgermq.admin.client import AdminClient
-from ledgermq.client.producer.producer import Producer
-from ledgermq.console.auth import Sessions, auth_middleware
-from ledgermq.console.cache import SharedAnswers
-from ledgermq.console.cluster_view import ClusterWatcher
+from ledgermq.console.auth import auth_middleware
+from ledgermq.console.pages import cluster, consumers, login, messages, producers, topics, trends
 from ledgermq.console.render import LOGIN_KEY, REFRESH_MS_KEY, TEMPLATES_KEY, error_middleware, make_environment
 from ledgermq.console.settings import ConsoleSettings
-from ledgermq.console.trends import TrendSampler
-from ledgermq.console.users import User, load_users
+from ledgermq.console.state import CONSOLE_KEY, Console
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
-PRODUCER_GROUP = "LEDGERMQ_CONSOLE_PRODUCER"  # the group test messages are sent as
-
-
-class Console:
-    """Everything the handlers share; one per application."""
-
-    def __init__(self, settings: ConsoleSettings) -> None:
-        self.settings = settings
-        self.users: dict[str, User] = load_users(settings.users_file) if settings.users_file is not None else {}
-        self.admin = AdminClient(
-            settings.namesrv,
-            timeout=settings.request_timeout_s,
-            connect_timeout=1.0,
-            credentials=settings.credentials,
-            tls=settings.tls,
-        )
-        self.sessions = Sessions(settings.session_ttl_s)
-        self.answers = SharedAnswers(settings.cache_s)
-        self.watcher = ClusterWatcher(self.admin, settings.controller_addrs, settings.request_timeout_s)
-        self.trends = TrendSampler(self.admin, settings.trend_interval_s, settings.trend_points)
-        self._producer: Producer | None = None
-        self._producer_lock = asyncio.Lock()
-
-    async def producer(self) -> Producer:
-        """The producer test messages go through, started on first use (most sessions never send)."""
-        async with self._producer_lock:
-            if self._producer is None:
-                producer = Producer(
-                    PRODUCER_GROUP,
-                    self.settings.namesrv,
-                    credentials=self.settings.credentials,
-                    send_timeout=self.settings.request_timeout_s,
-                    use_tls=self.settings.tls is not None,
-                    tls=self.settings.tls,
-                )
-                await producer.start()
-                self._producer = producer
-            return self._producer
-
-    async def close(self) -> None:
-        await self.trends.stop()
-        if self._producer is not None:
-            await self._producer.shutdown()
-        await self.admin.close()
-
-
-CONSOLE_KEY = web.AppKey("console", Console)
-
-
-def console_of(request: web.Request) -> Console:
-    return request.app[CONSOLE_KEY]
+PAGES = (login, cluster, topics, consumers, producers, messages, trends)  # each module's ``routes``
 
 
 def build_app(settings: ConsoleSettings, *, sample_trends: bool = True) -> web.Application:
     """The application, ready for an ``AppRunner`` (or aiohttp's test client)."""
-    from ledgermq.console.pages import register_all
-
     console = Console(settings)
     app = web.Application(
         # error pages outside (the auth middleware's own refusals) and inside (a handler's failures
@@ -96,7 +38,8 @@ def build_app(settings: ConsoleSettings, *, sample_trends: bool = True) -> web.A
     app[REFRESH_MS_KEY] = settings.refresh_ms
     app[LOGIN_KEY] = settings.login_required
     app.router.add_static("/static/", STATIC, append_version=True)
-    register_all(app)
+    for page in PAGES:
+        app.router.add_routes(page.routes)
 
     async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
         if sample_trends:

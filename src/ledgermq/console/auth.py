@@ -16,7 +16,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import secrets
-import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.console.settings import is_loopback
 from ledgermq.console.users import ANONYMOUS, User
 
@@ -56,7 +56,9 @@ def current_session() -> Session:
 class Sessions:
     """In-memory sessions (a restart logs everyone out), bounded in number."""
 
-    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic, max_sessions: int = 10_000) -> None:
+    def __init__(
+        self, ttl_s: float, clock: Callable[[], float] = SYSTEM_CLOCK.monotonic, max_sessions: int = 10_000
+    ) -> None:
         self.ttl_s = ttl_s
         self.clock = clock
         self.max_sessions = max_sessions

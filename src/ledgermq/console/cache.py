@@ -7,15 +7,18 @@ waiting at that moment but never kept."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
+
+from ledgermq.clock import SYSTEM_CLOCK
 
 T = TypeVar("T")
 
 
 class SharedAnswers:
-    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic, max_entries: int = 4096) -> None:
+    def __init__(
+        self, ttl_s: float, clock: Callable[[], float] = SYSTEM_CLOCK.monotonic, max_entries: int = 4096
+    ) -> None:
         self.ttl_s = ttl_s
         self.clock = clock
         self.max_entries = max_entries

@@ -15,12 +15,12 @@ leader, before its registration expires or after) stays on the page as down for
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 
 from ledgermq.admin import controller_ops
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import AdminResponseError, DLedgerStatus, HARuntimeInfo
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.console.controller_view import NAMESRV_SOURCE, ControllerFacts, ControllerFinder, controller_facts
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.controller_body import ReplicasInfo
@@ -112,7 +112,7 @@ class ClusterWatcher:
 
     async def look(self) -> ClusterView:
         info = await self.admin.cluster_info()
-        now = time.monotonic()
+        now = SYSTEM_CLOCK.monotonic()
         rows: list[BrokerRow] = []
         listed: set[tuple[str, str]] = set()
         for name, data in sorted(info.broker_addr_table.items()):
@@ -142,7 +142,7 @@ class ClusterWatcher:
         if controlled:
             await self._controller(controlled)
         ordered = sorted(groups.values(), key=lambda g: (g.cluster, g.name))
-        return ClusterView(self.admin.namesrv_in_use or "", ordered, int(time.time() * 1000))
+        return ClusterView(self.admin.namesrv_in_use or "", ordered, SYSTEM_CLOCK.wall_ms())
 
     async def _fill(self, row: BrokerRow) -> None:
         try:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import RETRY_PREFIX, select_broker_addr
 from ledgermq.admin.operations import SYSTEM_TOPIC_PREFIXES
 from ledgermq.aio.periodic import Periodic
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.errors import LedgerError
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ class TrendSampler:
     admin: AdminClient
     interval_s: float
     points: int
-    clock: Callable[[], float] = time.monotonic
-    wall: Callable[[], float] = time.time
+    clock: Callable[[], float] = SYSTEM_CLOCK.monotonic
+    wall_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms
     times: deque[int] = field(init=False)
     brokers: dict[str, Series] = field(default_factory=dict)
     topics: dict[str, Series] = field(default_factory=dict)
@@ -90,7 +90,7 @@ class TrendSampler:
         """One round: read every counter, then append one point to every series."""
         broker_counts, topic_counts = await asyncio.gather(self._broker_counts(), self._topic_counts())
         now = self.clock()
-        self.times.append(int(self.wall()))
+        self.times.append(self.wall_ms() // 1000)
         self._append(self.brokers, "broker", broker_counts, now)
         self._append(self.topics, "topic", topic_counts, now)
         self.last_error = ""

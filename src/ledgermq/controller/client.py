@@ -19,8 +19,10 @@ import logging
 from collections.abc import Sequence
 from types import TracebackType
 
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import LedgerError
 from ledgermq.net.client import RemotingClient
+from ledgermq.net.tls.profile import PROCESS_TLS, ClientTls, ProcessDefault
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.controller_body import (
@@ -70,13 +72,22 @@ def parse_controller_addrs(text: str) -> list[str]:
 
 class ControllerClient:
     def __init__(
-        self, addrs: Sequence[str] | str, *, client: RemotingClient | None = None, request_timeout: float = 3.0
+        self,
+        addrs: Sequence[str] | str,
+        *,
+        client: RemotingClient | None = None,
+        request_timeout: float = 3.0,
+        tls: ClientTls | ProcessDefault | None = PROCESS_TLS,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.addrs = parse_controller_addrs(addrs) if isinstance(addrs, str) else list(addrs)
         if not self.addrs:
             raise ValueError("no controller address given")
+        if client is not None and tls is not PROCESS_TLS:
+            raise ValueError("give the TLS of a given client to that client, not to ControllerClient")
         self._own_client = client is None
-        self.client = client if client is not None else RemotingClient(connect_timeout=1.0)
+        self.client = client if client is not None else RemotingClient(connect_timeout=1.0, tls=tls)
         self.request_timeout = request_timeout
         self.leader_addr: str | None = None
 
@@ -95,8 +106,8 @@ class ControllerClient:
     # -- the core: send to the leader ----------------------------------------------------
     async def invoke(self, cmd: RemotingCommand, timeout: float = 10.0) -> RemotingCommand:
         """Send ``cmd`` to the leader, following CONTROLLER_NOT_LEADER answers; the leader's answer."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        clock = self.clock
+        deadline = clock.monotonic() + timeout
         last_problem = "no controller tried"
         while True:
             order = ([self.leader_addr] if self.leader_addr else []) + [a for a in self.addrs if a != self.leader_addr]
@@ -106,7 +117,7 @@ class ControllerClient:
                 if addr in tried:
                     continue
                 tried.add(addr)
-                left = deadline - loop.time()
+                left = deadline - clock.monotonic()
                 if left <= 0:
                     break
                 try:
@@ -123,7 +134,7 @@ class ControllerClient:
                 hint = resp.ext_fields.get("controllerLeaderAddress")
                 if hint and hint not in tried:
                     order.insert(0, hint)
-            if loop.time() + RETRY_PAUSE_S >= deadline:
+            if clock.monotonic() + RETRY_PAUSE_S >= deadline:
                 raise ControllerUnavailableError(
                     f"no controller answered as leader within {timeout:.1f}s (last: {last_problem})"
                 )

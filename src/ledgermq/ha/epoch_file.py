@@ -16,9 +16,9 @@ from pathlib import Path
 
 import orjson
 
+from ledgermq.atomic_file import write_atomic
 from ledgermq.errors import ConfigError
 from ledgermq.ha.epochs import EpochLog, validate_pairs
-from ledgermq.util.atomic_file import write_atomic
 
 FILE_NAME = "haEpochs"
 

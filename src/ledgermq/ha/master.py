@@ -7,19 +7,20 @@ waits for an ack before sending more. Each wake-up reads one window of up to
 ``WRITE_SPAN`` bytes (one segment at most), cuts it into haTransferBatchSize frames
 (12-byte header + body, the RocketMQ wire format) and writes all of them with one
 ``sendmsg``; what the socket does not take is sent when it is writable again, before
-anything new is read. ``wake_writers`` (the store's arrival listener from the reput
-thread, ``notify_append`` once per loop turn that put, ``wait_for_ack``) lets each idle
-link send a short window at once from the waking loop turn (``SlaveLink.pump``): its
-task is woken only for a backlog, a full socket or a heartbeat, and otherwise stays
-parked on a 100 ms fallback timer (RocketMQ's too).
+anything new is read. ``pump`` (the broker's end-of-turn step, broker/write_turn, once
+per loop turn that appended; on its own, the store's arrival listener) lets each idle
+link send a short window at once (``SlaveLink.pump``): its task is woken only for a
+backlog, a full socket or a heartbeat, and otherwise stays parked on a 100 ms fallback
+timer (RocketMQ's too).
 
-``wait_for_ack`` does not poll: waiters sit in a heap by offset, and each accepted ack
-resolves exactly the waiters at or below it that the acking slave verifiably holds, from
-the reader callback that decoded it. In controller mode with allAckInSyncStateSet
-(``require_acks_from``) a waiter is released only once *every* slave of a given set of
-broker ids holds its message, the lowest of their acks deciding; an empty set releases at
-once (the master is alone in its SyncStateSet), and a smaller set releases what the
-remaining members hold.
+The service keeps no waiters. It says how far the slaves the mode asks for acknowledged
+(``replication_floor``) and whether they verifiably hold a message (``holds``); each
+accepted ack calls ``on_replicated`` (the broker's write turn, which releases the sends
+waiting in its table). In controller mode with allAckInSyncStateSet
+(``require_acks_from``) a message counts only once *every* slave of a given set of
+broker ids holds it, the lowest of their acks deciding; an empty set counts at once
+(the master is alone in its SyncStateSet), and a smaller set counts what the remaining
+members hold.
 
 Before any of that, each connection runs the handshake (master_handshake.py): where the
 slave's log and ours agree, a tail to take back, or a refusal; ``MasterEpochs``
@@ -35,11 +36,8 @@ once and the next handshake takes the range back from it.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 import socket
-import threading
 from collections.abc import Callable
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
@@ -51,6 +49,7 @@ from ledgermq.ha.master_epochs import MasterEpochs
 from ledgermq.ha.master_link import SlaveLink, SlaveStatus
 from ledgermq.ha.repair import describe
 from ledgermq.ha.repair_book import RepairBook
+from ledgermq.ha.session import CloseKind
 from ledgermq.net.tls.bridge import secure_accepted
 from ledgermq.store.message_store import MessageStore
 
@@ -59,38 +58,10 @@ log = logging.getLogger(__name__)
 _MAX_DISCONNECTED_KEPT = 16
 
 
-AckCallback = Callable[[bool], None]
-"""Told once: True when a slave holding the message acknowledged it, False on timeout."""
-
 AckListener = Callable[[SlaveLink, int], None]
 """Told of every accepted ack: the link and the offset (controller mode's SyncStateSet)."""
 GoneListener = Callable[[SlaveLink], None]
 """Told when a slave's connection ended."""
-
-
-class _AckWaiter:
-    """One message waiting for a slave's acknowledgement. A plain callback rather than a
-    future: the ack's reader callback calls it directly, so the send it releases is
-    answered within the same loop turn instead of after a chain of scheduled callbacks."""
-
-    __slots__ = ("callback", "done", "timer")
-
-    def __init__(self, callback: AckCallback) -> None:
-        self.callback = callback
-        self.timer: asyncio.TimerHandle | None = None
-        self.done = False
-
-    def settle(self, acked: bool) -> None:
-        if self.done:
-            return
-        self.done = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        try:
-            self.callback(acked)
-        except Exception:
-            log.exception("an acknowledgement waiter failed")
 
 
 class HAService:
@@ -105,6 +76,7 @@ class HAService:
         *,
         clock: Clock = SYSTEM_CLOCK,
         sync_master: bool = False,
+        follow_store: bool = True,
     ) -> None:
         self.store = store
         self.sync_master = sync_master
@@ -114,16 +86,17 @@ class HAService:
         self.clock = clock
         self.links: dict[str, SlaveLink] = {}
         self.max_acked_offset = 0  # highest ack seen from any slave (RocketMQ push2SlaveMaxOffset)
-        self.refused_connections = 0  # closed for reporting beyond our max: a diverged slave or a stranger
+        self.refused_connections = 0  # refused, or closed for reporting beyond our max (CloseKind)
+        # Told of every accepted ack and change of the required set (the broker's write turn).
+        self.on_replicated: Callable[[], None] | None = None
+        # Alone (no broker's write turn pumping the links): follow the store's arrivals.
+        self.follow_store = follow_store
         self._disconnected: dict[str, SlaveStatus] = {}
-        self._waiters: list[tuple[int, int, _AckWaiter]] = []
-        self._seq = itertools.count()
         self._listener: socket.socket | None = None
         self._accept_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake_pending = False
-        self._loop_thread = 0
+        self._wake_pending = False  # a threadsafe ``pump`` from the store's arrival listener is queued
         self._guard_added = False
         # Epochs and recovery (master_epochs.py): loaded and decided in ``start``.
         self.epoch_keeper = MasterEpochs(store, self.config, sync_master=sync_master)
@@ -167,7 +140,6 @@ class HAService:
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
         await self.epoch_keeper.prepare(self.controller_epoch)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         listener = socket.create_server((self.host, self.port), family=family, backlog=128)
@@ -177,7 +149,8 @@ class HAService:
         self._accept_task = loop.create_task(self._accept_loop(listener), name=f"ha-accept-{self.port}")
         if not self._guard_added:
             self.store.add_retention_guard(self._retention_floor)
-            self.store.add_arrival_listener(self._on_arrival)
+            if self.follow_store:
+                self.store.add_arrival_listener(self._on_arrival)
             self.store.add_damage_listener(self._on_damage_threadsafe)
             self._guard_added = True
         if damaged := self.repairs.refresh():
@@ -188,6 +161,7 @@ class HAService:
             )
             for a, b in damaged:
                 self.repairs.note_unrepaired(a, b, "no slave has connected since this master started", logged=True)
+                self.repairs.awaiting_holder.add((a, b))
         log.info("HA service listening on %s:%d", self.host, self.port)
 
     async def stop(self) -> None:
@@ -207,9 +181,6 @@ class HAService:
             for t in pending:
                 log.error("HA connection handler %s did not stop; cancelling it", t.get_name())
                 t.cancel()
-        waiters, self._waiters = self._waiters, []
-        for _, _, waiter in waiters:
-            waiter.settle(False)
         self.wake_writers()
         self._loop = None
         log.info("HA service on port %d stopped", self.port)
@@ -249,7 +220,7 @@ class HAService:
             self.links.pop(address, None)
             status = link.status(self.store.max_phy_offset, connected=False)
             self._disconnected[address] = status
-            if "beyond the master's max offset" in (link.closed_reason or ""):
+            if link.closed_kind is not CloseKind.OTHER:
                 self.refused_connections += 1
             while len(self._disconnected) > _MAX_DISCONNECTED_KEPT:
                 self._disconnected.pop(next(iter(self._disconnected)))
@@ -259,6 +230,7 @@ class HAService:
                     gone(link)
                 except Exception:
                     log.exception("HA: a disconnection listener failed")
+            self._replication_moved()
 
     # -- new data -------------------------------------------------------------------
     def wake_writers(self) -> None:
@@ -267,22 +239,20 @@ class HAService:
         for link in list(self.links.values()):
             link.wake()
 
-    def notify_append(self) -> None:
-        """Thread-safe: the commit log grew (the broker may call this after a put)."""
+    def pump(self) -> None:
+        """The commit log grew (event-loop thread): each idle link sends it now."""
+        self.wake_writers()
+
+    def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """The store's arrival listener (reput thread) when no write turn pumps the links."""
         loop = self._loop
         if loop is None or self._wake_pending:
             return
         self._wake_pending = True
         try:
-            if threading.get_ident() == self._loop_thread:
-                loop.call_soon(self.wake_writers)  # a put on the loop: no self-pipe write needed
-            else:
-                loop.call_soon_threadsafe(self.wake_writers)
+            loop.call_soon_threadsafe(self.wake_writers)
         except RuntimeError:  # loop closed
             self._wake_pending = False
-
-    def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
-        self.notify_append()
 
     # -- damage ---------------------------------------------------------------------
     def _on_damage_threadsafe(self, start: int, end: int, reason: str) -> None:
@@ -311,7 +281,21 @@ class HAService:
             )
             link.stop(f"commit log [{start}, {end}) is damaged on the master: re-handshaking to repair it")
         if not holders:
-            self.repairs.note_unrepaired(start, end, "no connected slave holds it (yet)")
+            self.repairs.await_holder(start, end, "no connected slave holds it (yet)")
+
+    def _repair_through(self, link: SlaveLink) -> None:
+        """A slave now holds a damaged range that had no holder when it was found: its
+        re-handshake takes the range back (the handshake's repair pass)."""
+        if link.closed_reason:
+            return
+        held = self.repairs.held_by(link.holds)
+        if held:
+            log.warning(
+                "HA: slave %s now holds damaged commit log %s: re-handshaking to repair it",
+                link.address,
+                describe(held),
+            )
+            link.stop(f"commit log {describe(held)} is damaged on the master: re-handshaking to repair it")
 
     def damage_hit(self, err: CorruptRangeError, address: str) -> None:
         """A transfer to ``address`` ran into a damaged range (event-loop thread)."""
@@ -322,35 +306,43 @@ class HAService:
     # -- acknowledgements -----------------------------------------------------------
     def slave_acked(self, link: SlaveLink, offset: int) -> None:
         """A slave's accepted report (its reader callback): listeners first, so a SyncStateSet
-        that grows on this ack already counts the new member when waiters are released."""
+        that grows on this ack already counts the new member when the sends are released."""
         for listener in list(self.ack_listeners):
             try:
                 listener(link, offset)
             except Exception:
                 log.exception("HA: an acknowledgement listener failed")
-        if self.required_ids is not None:
-            if offset > self.max_acked_offset:
-                self.max_acked_offset = offset
-            self._release_required()
-        else:
-            self._on_ack(offset, link.held_from)
+        if self.repairs.awaiting_holder:
+            self._repair_through(link)
+        if offset > self.max_acked_offset:
+            self.max_acked_offset = offset
+        self._replication_moved()
+
+    def _replication_moved(self) -> None:
+        tell = self.on_replicated
+        if tell is not None:
+            try:
+                tell()
+            except Exception:
+                log.exception("HA: the replication listener failed")
 
     def require_acks_from(self, broker_ids: frozenset[int] | None) -> None:
-        """Controller mode, allAckInSyncStateSet: from now on a message is acknowledged once
-        every slave in ``broker_ids`` holds it (empty: at once); None: once any slave does.
-        Waiters the new rule satisfies are released now."""
+        """Controller mode, allAckInSyncStateSet: from now on a message counts as replicated
+        once every slave in ``broker_ids`` holds it (empty: at once); None: once any slave
+        does. Sends the new rule satisfies are released by the next end-of-turn step."""
         self.required_ids = broker_ids
-        if broker_ids is not None:
-            self._release_required()
+        self._replication_moved()
 
     def _member_links(self, broker_id: int) -> list[SlaveLink]:
         return [link for link in self.links.values() if link.broker_id == broker_id and not link.closed_reason]
 
-    def _required_floor(self) -> int:
-        """The lowest of the required slaves' acks (each the best of its live links); -1 if
-        one of them has no acknowledging link."""
+    def replication_floor(self) -> int:
+        """The offset the slaves the mode asks for acknowledged: with a required set the
+        lowest of their acks (each the best of its live links; -1 if one has none, a very
+        large offset for an empty set), else the highest ack of any slave."""
         required = self.required_ids
-        assert required is not None
+        if required is None:
+            return self.max_acked_offset
         floor: int | None = None
         for broker_id in required:
             acks = [a for link in self._member_links(broker_id) if (a := link.session.ack_offset) is not None]
@@ -359,10 +351,14 @@ class HAService:
             floor = max(acks) if floor is None else min(floor, max(acks))
         return floor if floor is not None else 1 << 62
 
-    def _all_hold(self, end: int) -> bool:
-        """Every required slave has a live link that holds the message ending at ``end``."""
+    def holds(self, end: int) -> bool:
+        """Whether the slaves the mode asks for verifiably hold the message ending at ``end``:
+        every required slave (a live link whose log starts below it and whose ack covers it),
+        or, without a required set, any connected slave. A slave acknowledges only what its
+        own log holds: one that started after the message never held it."""
         required = self.required_ids
-        assert required is not None
+        if required is None:
+            return self._covered(end)
         for broker_id in required:
             if not any(
                 (ack := link.session.ack_offset) is not None and link.held_from < end <= ack
@@ -371,27 +367,6 @@ class HAService:
                 return False
         return True
 
-    def _release_required(self) -> None:
-        floor = self._required_floor()
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= floor:
-            end, _, waiter = heapq.heappop(waiters)
-            if not waiter.done and self._all_hold(end):
-                waiter.settle(True)  # else a member never held it: left to time out
-
-    def _on_ack(self, offset: int, held_from: int = 0) -> None:
-        """A slave holding ``[held_from, offset)`` acknowledged: release the waiters for
-        messages ending in that range. One ending at or below ``held_from`` the slave never
-        held (it started after it): that waiter is left to time out (FLUSH_SLAVE_TIMEOUT)
-        unless another slave covers it."""
-        if offset > self.max_acked_offset:
-            self.max_acked_offset = offset
-        waiters = self._waiters
-        while waiters and waiters[0][0] <= offset:
-            end, _, waiter = heapq.heappop(waiters)
-            if not waiter.done and (end > held_from or self._covered(end)):
-                waiter.settle(True)
-
     def _covered(self, end: int) -> bool:
         """Whether some connected slave verifiably holds the message ending at ``end``."""
         for link in self.links.values():
@@ -399,44 +374,6 @@ class HAService:
             if ack is not None and link.held_from < end <= ack:
                 return True
         return False
-
-    def on_ack(self, offset: int, timeout: float, callback: AckCallback) -> None:
-        """Call ``callback(True)`` once a slave that holds the message ending at ``offset``
-        acknowledged it (or beyond): at once if one has, else from the reader callback
-        that decodes the ack; ``callback(False)`` after ``timeout`` seconds."""
-        if self.required_ids is not None:
-            if self._all_hold(offset):
-                callback(True)
-                return
-        elif self.max_acked_offset >= offset and self._covered(offset):
-            callback(True)
-            return
-        waiter = _AckWaiter(callback)
-        heapq.heappush(self._waiters, (offset, next(self._seq), waiter))
-        self.notify_append()  # at the end of this loop turn: one window for all of its puts
-        loop = self._loop or asyncio.get_running_loop()
-        waiter.timer = loop.call_later(max(0.0, timeout), self._expire, waiter)
-
-    def _expire(self, waiter: _AckWaiter) -> None:
-        waiter.timer = None
-        waiter.settle(False)
-        self._prune_waiters()
-
-    async def wait_for_ack(self, offset: int, timeout: float) -> bool:
-        """``on_ack``, awaited."""
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self.on_ack(offset, timeout, lambda acked: None if fut.done() else fut.set_result(acked))
-        return await fut
-
-    def _prune_waiters(self) -> None:
-        live = [w for w in self._waiters if not w[2].done]
-        if len(live) * 2 < len(self._waiters):
-            heapq.heapify(live)
-            self._waiters = live
-
-    @property
-    def waiter_count(self) -> int:
-        return sum(1 for w in self._waiters if not w[2].done)
 
     @property
     def acked_offsets(self) -> dict[str, int]:

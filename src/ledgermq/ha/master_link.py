@@ -12,17 +12,19 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ledgermq.clock import Clock
 from ledgermq.errors import CorruptRangeError
 from ledgermq.ha.codec import HAProtocolError, ReportDecoder, encode_header, frame_buffers
+from ledgermq.ha.config import HAConfig
 from ledgermq.ha.handshake import HandshakeError
+from ledgermq.ha.master_epochs import MasterEpochs
 from ledgermq.ha.master_handshake import handshake
 from ledgermq.ha.repair import Range
-from ledgermq.ha.session import Close, Heartbeat, Idle, MasterSession, Send
-
-if TYPE_CHECKING:
-    from ledgermq.ha.master import HAService
+from ledgermq.ha.repair_book import RepairBook
+from ledgermq.ha.session import Close, CloseKind, Heartbeat, Idle, MasterSession, Send
+from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger("ledgermq.ha.master")
 
@@ -50,6 +52,27 @@ class SlaveStatus:
     broker_id: int | None = None  # controller mode: the id the slave's hello gave
 
 
+class LinkHost(Protocol):
+    """What a link needs of the service that accepted it (HAService, ha/master.py), passed
+    in so this module does not import that one: the store and settings, the epoch keeper
+    and repair book of the handshake, and where accepted acks and damage go."""
+
+    store: MessageStore
+    config: HAConfig
+    clock: Clock
+    epoch_keeper: MasterEpochs
+    repairs: RepairBook
+
+    def slave_acked(self, link: SlaveLink, offset: int) -> None:
+        """An accepted report (the link's reader callback)."""
+
+    def wake_writers(self) -> None:
+        """Let every link send what there is (a slave's first report fixed its position)."""
+
+    def damage_hit(self, err: CorruptRangeError, address: str) -> None:
+        """A transfer ran into a damaged range."""
+
+
 class SlaveLink:
     """One slave connection on a non-blocking socket of our own.
 
@@ -60,7 +83,7 @@ class SlaveLink:
     and goes out when it is writable again, before the next window is read.
     """
 
-    def __init__(self, service: HAService, sock: socket.socket, address: str) -> None:
+    def __init__(self, service: LinkHost, sock: socket.socket, address: str) -> None:
         self.service = service
         self.sock = sock
         self.address = address
@@ -74,6 +97,7 @@ class SlaveLink:
         )
         self.last_ack_time_ms = 0
         self.closed_reason = ""
+        self.closed_kind = CloseKind.OTHER  # typed, for counters (refusals, peers ahead)
         self.reported = asyncio.Event()  # the first report arrived
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ended: asyncio.Future[None] | None = None
@@ -119,8 +143,7 @@ class SlaveLink:
             self.sock.close()
             return
         if outcome.refused:
-            self.service.refused_connections += 1
-            self._set_reason(f"refused: {outcome.refused}")
+            self._set_reason(f"refused: {outcome.refused}", CloseKind.REFUSED)
             self.sock.close()
             return
         if outcome.legacy_report is not None:
@@ -150,12 +173,13 @@ class SlaveLink:
         """End the connection from outside (service shutdown); ``run`` then returns."""
         self._close(reason)
 
-    def _set_reason(self, reason: str) -> None:
+    def _set_reason(self, reason: str, kind: CloseKind = CloseKind.OTHER) -> None:
         if not self.closed_reason:
             self.closed_reason = reason
+            self.closed_kind = kind
 
-    def _close(self, reason: str) -> None:
-        self._set_reason(reason)
+    def _close(self, reason: str, kind: CloseKind = CloseKind.OTHER) -> None:
+        self._set_reason(reason, kind)
         if self._ended is not None and not self._ended.done():
             self._ended.set_result(None)
 
@@ -201,7 +225,7 @@ class SlaveLink:
         for off in offsets:
             decision = self.session.on_report(off, svc.store.max_phy_offset, now)
             if isinstance(decision, Close):
-                self._close(decision.reason)
+                self._close(decision.reason, decision.kind)
                 return
             if decision.first:
                 if off == 0:  # an empty slave: it holds what we send from here on
@@ -257,7 +281,7 @@ class SlaveLink:
                 await self._park(loop, wait)
             else:
                 assert isinstance(action, Close)
-                self._set_reason(action.reason)
+                self._set_reason(action.reason, action.kind)
                 return
 
     def _send_window(self, action: Send, now: float) -> int:

@@ -12,7 +12,7 @@ replica holds [a, b)". Event-loop thread only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ledgermq.ha.repair import Range, first_damage_at_or_after
@@ -44,12 +44,29 @@ class RepairBook:
         self.given_bytes = 0
         self.last = ""
         self._notes: dict[Range, str] = {}
+        self.awaiting_holder: set[Range] = set()
+        """Damaged ranges no connected slave held when they were found (e.g. found while the
+        only slave was still in its handshake, after its repair plan was made): the first
+        slave that acknowledges past one is asked to re-handshake, which takes it back."""
 
     def refresh(self) -> list[Range]:
         """Re-read the store's damaged ranges; notes of ranges no longer damaged go."""
         self.damaged = [(a, b) for a, b in self.store.damaged_ranges()]
         self._notes = {r: why for r, why in self._notes.items() if _overlaps_any(r, self.damaged)}
+        self.awaiting_holder = {r for r in self.awaiting_holder if _overlaps_any(r, self.damaged)}
         return self.damaged
+
+    def await_holder(self, start: int, end: int, why: str) -> None:
+        """[start, end) is damaged and no connected slave holds it now: noted (``note_unrepaired``)
+        and retried as soon as one does (``awaiting_holder``)."""
+        self.awaiting_holder.add((start, end))
+        self.note_unrepaired(start, end, why)
+
+    def held_by(self, holds: Callable[[int, int], bool]) -> list[Range]:
+        """The ranges awaiting a holder that ``holds``; they stop awaiting (one retry each)."""
+        found = [r for r in self.awaiting_holder if holds(*r)]
+        self.awaiting_holder.difference_update(found)
+        return found
 
     def stop_for(self, offset: int | None) -> int | None:
         """Where a transfer from ``offset`` must stop (the first damaged byte), None if nowhere.

@@ -11,6 +11,7 @@ Times are seconds on a monotonic clock. Offsets are commit-log (physical) offset
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 # -- master ---------------------------------------------------------------------------
@@ -24,11 +25,20 @@ class Ack:
     first: bool
 
 
+class CloseKind(enum.Enum):
+    """Why a connection ends, as a type (counters and metrics must never match log text)."""
+
+    OTHER = "other"
+    PEER_AHEAD = "peer ahead"  # it reported beyond our max offset: a diverged slave, or no slave at all
+    REFUSED = "refused"  # the handshake refused it (a diverged log that cannot be reconciled)
+
+
 @dataclass(frozen=True, slots=True)
 class Close:
-    """Drop the connection; ``reason`` is logged."""
+    """Drop the connection; ``reason`` is logged, ``kind`` is counted."""
 
     reason: str
+    kind: CloseKind = CloseKind.OTHER
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +105,8 @@ class MasterSession:
         if offset < 0 or offset > master_max:
             return Close(
                 f"reported offset {offset} is beyond the master's max offset {master_max}: "
-                "its commit log is ahead of or diverged from ours (or it is no slave)"
+                "its commit log is ahead of or diverged from ours (or it is no slave)",
+                CloseKind.PEER_AHEAD,
             )
         first = self.request_offset is None
         if first and self.agreed_offset is not None and offset != self.agreed_offset:
@@ -126,7 +137,10 @@ class MasterSession:
         if nxt is None:
             return Idle(None)  # no transfer before the slave's first report
         if nxt > master_max:
-            return Close(f"transfer position {nxt} is beyond the master's max offset {master_max} (truncated?)")
+            return Close(  # our log was cut below what the slave holds: it is ahead now
+                f"transfer position {nxt} is beyond the master's max offset {master_max} (truncated?)",
+                CloseKind.PEER_AHEAD,
+            )
         limit = master_max if stop_at is None else min(master_max, max(stop_at, nxt))
         if nxt < limit:
             if nxt < master_min:

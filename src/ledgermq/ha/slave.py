@@ -53,6 +53,7 @@ from ledgermq.ha.epoch_file import EpochFile, EpochState
 from ledgermq.ha.epochs import Agree, EpochLog, Fetch, describe_truncation
 from ledgermq.ha.handshake import ANSWER_MAGIC, Give, check_length, decode_answer, encode_hello
 from ledgermq.ha.range_io import send_range
+from ledgermq.ha.readiness import Readiness
 from ledgermq.ha.repair_book import RepairBook
 from ledgermq.ha.session import Reject, SlaveSession
 from ledgermq.ha.slave_repair import hello_damage, note_after_agreement, take_repair
@@ -129,6 +130,9 @@ class HAClient:
         self.last_error = ""
         self.current_address = ""
         self.session: SlaveSession | None = None
+        # Told after each append (loop thread): the broker's write turn dispatches what the
+        # turn appended at its end, after the report. None: the store's reput thread does.
+        self.on_appended: Callable[[], None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._bulk_until = 0.0  # clock.monotonic() until which we count as receiving a backlog
         self._burst_start = 0.0
@@ -147,7 +151,7 @@ class HAClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listening = False
         self._redo = ""  # why the connection must be dropped and made again at once (new damage)
-        self._ready: _Readiness | None = None  # the connection's reader, woken for a redo
+        self._ready: Readiness | None = None  # the connection's reader, woken for a redo
         self.broker_id: int | None = None  # controller mode: our id, told to the master in the hello
 
     # -- lifecycle ------------------------------------------------------------------
@@ -289,42 +293,16 @@ class HAClient:
         bodies with one ``append_raw`` and then reports once, as RocketMQ's HAClient
         does after each read buffer. A partial frame is moved to the buffer's start.
         """
-        addr = self.master_address() or self.config.master_address
-        if not addr:
-            raise _Drop("no master HA address known yet")
-        self.current_address = addr
-        sock = await self._connect(addr)
         loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(_HANDSHAKE_TIMEOUT_S):
-                self._verify_at = await self._handshake(loop, sock)
-        except TimeoutError:
-            sock.close()
-            raise _Drop(f"no handshake with {addr} within {_HANDSHAKE_TIMEOUT_S:.0f}s") from None
-        except BaseException:
-            sock.close()
-            raise
-        self.connects += 1
-        self.connected = True
-        self.last_error = ""  # healthy again: do not keep showing the last failure
-        cfg = self.config
+        addr, sock = await self._agreed_connection(loop)
         clock = self.clock
         store = self.store
-        session = SlaveSession(
-            heartbeat_interval=cfg.heartbeat_interval_s,
-            housekeeping_interval=cfg.housekeeping_interval_s,
-            segment_size=store.config.mapped_file_size_commitlog,
-            now=clock.monotonic(),
-        )
-        self.session = session
-        # A slave that (re)connects usually has a backlog to fetch: hold dispatch off from the
-        # start rather than after the first megabyte (which it would otherwise slow down).
-        self._bulk_until = clock.monotonic() + _BULK_HOLD_S
+        session = self.session = self._new_session()
         buf = bytearray(_BUFFER_SIZE)
         view = memoryview(buf)
         have = 0  # bytes in buf (a partial frame at most, between reads)
         read_last_round = False
-        ready = self._ready = _Readiness(loop, sock)
+        ready = self._ready = Readiness(loop, sock)
         log.info("HA client connected to master %s, our max offset %d", addr, store.max_phy_offset)
         try:
             while True:
@@ -375,6 +353,40 @@ class HAClient:
             self._bulk_until = 0.0
             sock.close()
             self.connected = False
+
+    async def _agreed_connection(self, loop: asyncio.AbstractEventLoop) -> tuple[str, socket.socket]:
+        """A socket to the master, past the handshake (where our logs agree); _Drop if none."""
+        addr = self.master_address() or self.config.master_address
+        if not addr:
+            raise _Drop("no master HA address known yet")
+        self.current_address = addr
+        sock = await self._connect(addr)
+        try:
+            async with asyncio.timeout(_HANDSHAKE_TIMEOUT_S):
+                self._verify_at = await self._handshake(loop, sock)
+        except TimeoutError:
+            sock.close()
+            raise _Drop(f"no handshake with {addr} within {_HANDSHAKE_TIMEOUT_S:.0f}s") from None
+        except BaseException:
+            sock.close()
+            raise
+        self.connects += 1
+        self.connected = True
+        self.last_error = ""  # healthy again: do not keep showing the last failure
+        return addr, sock
+
+    def _new_session(self) -> SlaveSession:
+        """The stream's decisions for a fresh connection, with dispatch held off from the start:
+        a slave that (re)connects usually has a backlog to fetch, which dispatching after the
+        first megabyte would slow down."""
+        now = self.clock.monotonic()
+        self._bulk_until = now + _BULK_HOLD_S
+        return SlaveSession(
+            heartbeat_interval=self.config.heartbeat_interval_s,
+            housekeeping_interval=self.config.housekeeping_interval_s,
+            segment_size=self.store.config.mapped_file_size_commitlog,
+            now=now,
+        )
 
     async def _handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> int:
         """Agree with the master where our logs match; returns that offset (our end now)."""
@@ -488,81 +500,10 @@ class HAClient:
                 store.append_raw(first, bodies)  # pwritev into the page cache: not worth a thread hop
             else:
                 await asyncio.to_thread(store.append_raw, first, bodies)  # may create a segment file
+            if self.on_appended is not None:
+                self.on_appended()
         if reject:
             raise _Drop(reject)
-
-
-class _Readiness:
-    """Whether the master's socket has bytes for us, with one reader registration that
-    stays while the client waits and reads.
-
-    Why: registering a reader for each wait and removing it after (as ``loop.sock_recv``
-    does) costs two epoll_ctl calls per wait, and a read that finds nothing one more; with
-    one message per wait (a single sender) that was most of a slave's system calls. A read
-    shorter than asked says the socket is drained, so ``readable`` drops without a read
-    that fails. Bytes that arrive while the client is busy elsewhere (not waiting) unhook
-    the reader until the next wait: level-triggered readiness would otherwise call back
-    on every turn of the loop until they are read."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
-        self.loop = loop
-        self.fd = sock.fileno()
-        self.readable = True  # a fresh connection may already hold bytes: look once
-        self._waiter: asyncio.Future[None] | None = None
-        self._hooked = False
-        # Kept across waits and moved only when a wait needs an earlier deadline: one
-        # message per wait would otherwise create and cancel a timer each. A timer that
-        # fires early only wakes the client to plan again.
-        self._timer: asyncio.TimerHandle | None = None
-
-    def _on_readable(self) -> None:
-        self.readable = True
-        waiter = self._waiter
-        if waiter is None:  # busy elsewhere: the next read finds the bytes
-            self.loop.remove_reader(self.fd)
-            self._hooked = False
-        elif not waiter.done():
-            waiter.set_result(None)
-
-    async def wait(self, timeout: float) -> None:
-        """Until the socket is readable or ``timeout`` seconds passed (the caller's deadlines)."""
-        if self.readable:
-            return
-        if not self._hooked:
-            self.loop.add_reader(self.fd, self._on_readable)
-            self._hooked = True
-        loop = self.loop
-        waiter = self._waiter = loop.create_future()
-        when = loop.time() + timeout
-        timer = self._timer
-        if timer is None or timer.when() > when:
-            if timer is not None:
-                timer.cancel()
-            self._timer = loop.call_at(when, self._on_timer)
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def interrupt(self) -> None:
-        """Wake a waiting client now (it has something to do besides reading)."""
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._hooked:
-            self.loop.remove_reader(self.fd)
-            self._hooked = False
 
 
 async def _recv_exact(loop: asyncio.AbstractEventLoop, sock: socket.socket, n: int) -> bytes:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ledgermq.atomic_file import write_atomic
 from ledgermq.protocol import fastjson
-from ledgermq.util.atomic_file import write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import ssl
 from collections.abc import Callable
 
 from ledgermq.errors import LedgerError
-from ledgermq.net.connection import Connection, ConnectionClosedError
+from ledgermq.net.connection import Connection, ConnectionClosedError, PendingCall
 from ledgermq.net.tls import profile
 from ledgermq.net.tls.counters import COUNTERS, OUTBOUND, PLAIN, TLS
 from ledgermq.net.tls.failures import classify
@@ -129,6 +129,22 @@ class RemotingClient:
         except ConnectionClosedError:
             self._connections.pop(addr, None)
             raise
+
+    def start_invoke(
+        self,
+        addr: str,
+        cmd: RemotingCommand,
+        timeout: float,
+        on_done: Callable[[PendingCall], None],
+    ) -> PendingCall | None:
+        """``invoke`` without a coroutine, on the pooled connection if it is open now (None
+        when there is none: connect with ``invoke``). See ``Connection.start_request``."""
+        conn = self._connections.get(addr)
+        if conn is None or not conn.is_open:
+            return None
+        if self.sign is not None:
+            self.sign(cmd)
+        return conn.start_request(cmd, timeout, on_done)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         if self.sign is not None:

@@ -91,7 +91,7 @@ class Connection(asyncio.Protocol):
         self.max_write_buffer = max_write_buffer
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
-        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.pending: dict[int, asyncio.Future[RemotingCommand] | PendingCall] = {}
         self._opaque = itertools.count(1)
         self.closed = asyncio.Event()
         self.inflight = 0  # requests from the peer still being processed
@@ -160,7 +160,7 @@ class Connection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         self._deadlines = []
-        for fut in self.pending.values():
+        for fut in list(self.pending.values()):  # a PendingCall leaves the table as it fails
             if not fut.done():
                 fut.set_exception(ConnectionClosedError(f"connection to {self.peer} closed"))
         self.pending.clear()
@@ -255,6 +255,30 @@ class Connection(asyncio.Protocol):
                 self._waiting -= 1
                 self._drop_ended()
 
+    def start_request(
+        self, cmd: RemotingCommand, timeout: float, on_done: Callable[[PendingCall], None]
+    ) -> PendingCall:
+        """``request`` without a coroutine or future: send now; ``on_done`` is called with
+        the returned ``PendingCall`` when the answer is read (from the read itself, with no
+        extra loop step), the deadline passes, the connection closes or the call is
+        cancelled. For a caller that handles answers in callbacks (the producer's send
+        path) and would otherwise need a task and a future per request. Same deadline,
+        errors and late-answer handling as ``request``. ``ConnectionClosedError`` is raised
+        here when the connection is closed."""
+        seq = next(self._opaque)
+        opaque = cmd.opaque = seq & 0x7FFFFFFF
+        loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+        self.send(cmd)
+        call = PendingCall(self, opaque, on_done)
+        self.pending[opaque] = call
+        deadline = loop.time() + timeout
+        call.entry = [deadline, seq, opaque, call, timeout]
+        heapq.heappush(self._deadlines, call.entry)
+        self._waiting += 1
+        if self._timer is None or deadline < self._timer_at:
+            self._arm(loop, deadline)
+        return call
+
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -285,13 +309,13 @@ class Connection(asyncio.Protocol):
         heap = self._deadlines
         while heap:
             deadline, _seq, opaque, fut, timeout = heap[0]
+            if fut is not None and not fut.done() and deadline > reached:
+                self._arm(loop, deadline)
+                return
+            heapq.heappop(heap)  # before failing it: a PendingCall's callback may push a new request
             if fut is not None and not fut.done():
-                if deadline > reached:
-                    self._arm(loop, deadline)
-                    return
                 self.pending.pop(opaque, None)
                 fut.set_exception(RequestTimeoutError(f"no answer from {self.peer} within {timeout:.1f}s"))
-            heapq.heappop(heap)
 
     def oneway(self, cmd: RemotingCommand) -> None:
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
@@ -313,3 +337,64 @@ class Connection(asyncio.Protocol):
             transport.abort()
         else:
             transport.close()
+
+
+class PendingCall:
+    """A request of ``Connection.start_request``: what the pending table and the deadline
+    heap hold in place of a future (the same ``done``/``set_result``/``set_exception``), and
+    what its ``on_done`` reads (``cancelled``, ``exception``, ``result``)."""
+
+    __slots__ = ("_exc", "_result", "_state", "conn", "entry", "on_done", "opaque")
+
+    def __init__(self, conn: Connection, opaque: int, on_done: Callable[[PendingCall], None]) -> None:
+        self.conn, self.opaque, self.on_done = conn, opaque, on_done
+        self.entry: _Deadline | None = None
+        self._state = 0  # 0 waiting, 1 answered, 2 failed, 3 cancelled
+        self._result: RemotingCommand | None = None
+        self._exc: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._state != 0
+
+    def cancelled(self) -> bool:
+        return self._state == 3
+
+    def result(self) -> RemotingCommand:
+        assert self._result is not None, "the call has no answer"
+        return self._result
+
+    def exception(self) -> BaseException | None:
+        return self._exc
+
+    def set_result(self, frame: RemotingCommand) -> None:
+        """The answer, read now (the connection's read loop)."""
+        if self._state == 0:
+            self._state, self._result = 1, frame
+            self._end(drop=True)
+
+    def set_exception(self, exc: BaseException) -> None:
+        """The deadline passed or the connection closed (their loops tidy the heap)."""
+        if self._state == 0:
+            self._state, self._exc = 2, exc
+            self._end(drop=False)
+
+    def cancel(self) -> bool:
+        """Withdraw the request: a late answer is dropped; ``on_done`` still runs."""
+        if self._state != 0:
+            return False
+        self._state = 3
+        self._end(drop=True)
+        return True
+
+    def _end(self, drop: bool) -> None:
+        conn = self.conn
+        conn.pending.pop(self.opaque, None)
+        if self.entry is not None:
+            self.entry[_FUT] = None
+            conn._waiting -= 1
+            if drop:
+                conn._drop_ended()
+        try:
+            self.on_done(self)
+        except Exception:  # the caller's bug must not break the read loop or the timer
+            log.exception("the answer callback of a request to %s failed", conn.peer)

@@ -176,10 +176,17 @@ class RequestHeader:
 
 
 class ResponseHeader:
-    """Base of every response header: ``ext()`` is the extFields dict the wire needs."""
+    """Base of every response header: ``ext()`` is the extFields dict the wire needs;
+    ``decode`` reads an answer's (a client's side), by the same rules as a request's."""
 
     __slots__ = ()
+    _decoder: ClassVar[Decoder]
     _encoder: ClassVar[Callable[[Any], dict[str, str]]]
+
+    @classmethod
+    def decode(cls, cmd: RemotingCommand) -> Self:
+        result: Self = cls._decoder(cmd.ext_fields)
+        return result
 
     def ext(self) -> dict[str, str]:
         return type(self)._encoder(self)
@@ -200,8 +207,9 @@ def request_header(cls: H) -> H:
 
 @dataclass_transform(frozen_default=True, field_specifiers=(text, int32, int64, boolean))
 def response_header(cls: H) -> H:
-    """A frozen, slotted response header class with its extFields encoder generated once."""
+    """A frozen, slotted response header class with its extFields encoder and decoder generated once."""
     made: Any = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    made._decoder = staticmethod(build_decoder(made))
     made._encoder = staticmethod(build_encoder(made))
     result: H = made
     return result

@@ -55,6 +55,7 @@ class QueryDataVersionResponseHeader(ResponseHeader):
 @request_header
 class GetRouteInfoRequestHeader(RequestHeader):
     topic: str = text("topic")
+    accept_standard_json_only: bool = boolean("acceptStandardJsonOnly")  # RocketMQ 5; 4.x ignores it
 
 
 @request_header

@@ -20,6 +20,13 @@ from ledgermq.protocol.header_codec import (
 
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG
 
+# PullMessageRequestHeader.sysFlag bits (RocketMQ ``PullSysFlag``)
+FLAG_COMMIT_OFFSET = 0x1  # record commitOffset as the group's offset in passing (masters only)
+FLAG_SUSPEND = 0x2  # the broker may hold a pull that finds nothing (long polling)
+FLAG_SUBSCRIPTION = 0x4  # the pull carries its subscription; else the heartbeat's is used
+FLAG_CLASS_FILTER = 0x8
+FLAG_LITE_PULL_MESSAGE = 0x10
+
 
 @request_header
 class PullMessageRequestHeader(RequestHeader):
@@ -105,8 +112,10 @@ class QueryMessageResponseHeader(ResponseHeader):
 
 @request_header
 class UnregisterClientRequestHeader(RequestHeader):
-    """clientID is @CFNotNull in Java but never read by the broker; we do not insist on it."""
+    """clientID is @CFNotNull in Java but never read by the broker; we do not insist on it
+    (our client sends it, for Java's broker)."""
 
+    client_id: str | None = text("clientID", absent=None)
     producer_group: str | None = text("producerGroup", absent=None)
     consumer_group: str | None = text("consumerGroup", absent=None)
 

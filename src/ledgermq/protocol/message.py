@@ -28,24 +28,22 @@ the expensive part (CRC, property encoding) happens outside it.
 
 from __future__ import annotations
 
-import ipaddress
 import struct
 import zlib
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Final
 
 from ledgermq.errors import LocalProtocolError, PropertiesTooLargeError, RemoteProtocolError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
-from ledgermq.util.ip import pack_ip
+from ledgermq.protocol.hosts import Host as Host  # a record's hosts; importers name it M.Host
+from ledgermq.protocol.hosts import pack_host, unpack_host
+from ledgermq.protocol.msgid import offset_msg_id
 
 MESSAGE_MAGIC_CODE: Final = -626843481  # 0xDAA320A7 as a Java int
 BLANK_MAGIC_CODE: Final = -875286124  # 0xCBD43194 as a Java int
 MAX_TOPIC_BYTES: Final = 127
 MAX_PROPERTIES_BYTES: Final = 32767
-
-Host = tuple[str, int]
 
 _PREFIX = ">iiiiiqqiq"  # totalsize magic crc queueid flag queueoffset physoffset sysflag borntime
 
@@ -161,24 +159,6 @@ def body_crc(body: bytes | memoryview) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
-@lru_cache(maxsize=1024)
-def pack_host(host: Host) -> tuple[bytes, int, bool]:
-    """(packed ip, port, is_v6). IPv4-mapped IPv6 is stored as IPv4 so C clients can read it."""
-    packed = pack_ip(host[0])
-    return packed, int(host[1]), len(packed) == 16
-
-
-@lru_cache(maxsize=1024)
-def _ip_text(packed: bytes) -> str:
-    return str(ipaddress.ip_address(packed))
-
-
-def unpack_host(packed: bytes, port: int) -> Host:
-    """Cached by address: a pull answer repeats the same few hosts, and ``ipaddress`` costs
-    several microseconds a call."""
-    return _ip_text(packed), port
-
-
 @dataclass(slots=True)
 class MessageRecord:
     """One decoded stored message (RocketMQ ``MessageExt``)."""
@@ -212,8 +192,6 @@ class MessageRecord:
 
     @property
     def offset_msg_id(self) -> str:
-        from ledgermq.protocol.msgid import offset_msg_id
-
         return offset_msg_id(self.store_host, self.physical_offset)
 
     @property

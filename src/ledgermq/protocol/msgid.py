@@ -17,7 +17,7 @@ import re
 import struct
 
 from ledgermq.errors import RemoteProtocolError
-from ledgermq.protocol.message import Host, pack_host
+from ledgermq.protocol.hosts import Host, pack_host
 
 _PORT_OFFSET = struct.Struct(">iq")
 _HEX = re.compile(r"[0-9A-Fa-f]*")

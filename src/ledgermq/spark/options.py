@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from ledgermq.client.errors import MQClientError
+from ledgermq.client.records import TagExpressionError, check_subscribable
 from ledgermq.client.tls import TlsOptions
 from ledgermq.spark.offsets import EARLIEST, LATEST, OffsetError, Offsets, parse_offsets, parse_queue_key
 
@@ -142,10 +143,8 @@ class ReadOptions:
     @property
     def tag_set(self) -> frozenset[str] | None:
         """The tags the expression selects; None for ``*`` (everything)."""
-        expr = self.tags.strip()
-        if not expr or expr == "*":
-            return None
-        return frozenset(t.strip() for t in expr.split("||") if t.strip())
+        parsed = check_subscribable(self.tags)  # checked when the options were read
+        return None if parsed.matches_all else frozenset(parsed.tags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +332,10 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     tags = (opts.get("tags") or "*").strip() or "*"
     if "\x01" in tags or "\x02" in tags:
         raise OptionError("option 'tags' contains a control character")
+    try:
+        check_subscribable(tags)
+    except TagExpressionError as exc:
+        raise OptionError(f"option 'tags': {exc}") from None
     group = (opts.get("groupId") or "").strip() or None
     if group is not None and not _GROUP_RE.fullmatch(group):
         raise OptionError(f"option 'groupId': {group!r} is not a valid group name (^[%|a-zA-Z0-9_-]+$)")

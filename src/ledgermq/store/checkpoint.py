@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledgermq.util.atomic_file import write_atomic
+from ledgermq.atomic_file import write_atomic
 
 FILE_SIZE = 4096
 _FIELDS = struct.Struct(">qqq")

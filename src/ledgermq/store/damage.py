@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from ledgermq.atomic_file import write_atomic
 from ledgermq.errors import CorruptRangeError
-from ledgermq.util.atomic_file import write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ import threading
 import zlib
 from pathlib import Path
 
+from ledgermq.atomic_file import write_atomic
 from ledgermq.store.mapped_file import segment_name
-from ledgermq.util.atomic_file import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +144,10 @@ class SegmentDigests:
         for start in self._starts():
             if start + self.segment_size <= offset:
                 self._remove(start)
+
+    def forget(self, start: int) -> None:
+        """Remove the digest of the segment at ``start`` (found taken over damaged bytes)."""
+        self._remove(start)
 
     def _remove(self, start: int) -> None:
         with self._lock:

@@ -31,11 +31,11 @@ import struct
 import threading
 from pathlib import Path
 
+from ledgermq.atomic_file import fsync_dir
 from ledgermq.clock import Clock
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.properties import KEY_SEPARATOR
 from ledgermq.store.dispatch import DispatchRequest
-from ledgermq.util.atomic_file import fsync_dir
 from ledgermq.util.javahash import java_string_hash
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ import fcntl
 import os
 from pathlib import Path
 
+from ledgermq.atomic_file import fsync_dir
 from ledgermq.errors import StoreLockedError
-from ledgermq.util.atomic_file import fsync_dir
 
 
 class StoreLock:

@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from ledgermq.atomic_file import fsync_dir
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import StoreError, StoreFullError
 from ledgermq.failpoints import failpoint
 from ledgermq.store.mapped_file import MappedFile, SegmentPositions, parse_segment_name, segment_name
-from ledgermq.util.atomic_file import fsync_dir
 
 log = logging.getLogger(__name__)
 

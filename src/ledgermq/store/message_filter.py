@@ -8,7 +8,8 @@ from typing import Protocol
 
 from ledgermq.protocol.message import record_properties_text
 from ledgermq.protocol.properties import decode_properties, get_property
-from ledgermq.util.javahash import java_string_hash
+from ledgermq.protocol.tag_expression import TagExpression, parse_tag_expression
+from ledgermq.util.javahash import tag_hash
 
 
 class MessageFilter(Protocol):
@@ -18,22 +19,32 @@ class MessageFilter(Protocol):
 
 
 class TagFilter:
-    """``*`` (or no tags) matches everything; otherwise the tag hash must be in the set.
+    """By consume-queue tag code: the tags of a parsed expression (None: every message; an
+    empty set: none, as RocketMQ's broker answers a text that names no tag).
 
     Hash collisions let a few foreign tags through; clients re-filter by tag string, as
     with RocketMQ's own broker.
     """
 
     def __init__(self, tags: Iterable[str] | None) -> None:
-        tag_list = [t.strip() for t in tags or () if t.strip()]
-        self.codes: frozenset[int] | None = (
-            None if not tag_list or "*" in tag_list else frozenset(map(java_string_hash, tag_list))
-        )
+        self.codes: frozenset[int] | None = None if tags is None else frozenset(map(tag_hash, tags))
+
+    @classmethod
+    def by_codes(cls, codes: frozenset[int] | None) -> TagFilter:
+        """From tag codes already computed (a subscription's ``codeSet``; None: every message)."""
+        made = cls(None)
+        made.codes = codes
+        return made
+
+    @classmethod
+    def of(cls, expression: TagExpression) -> TagFilter:
+        return cls.by_codes(None if expression.matches_all else expression.codes)
 
     @classmethod
     def parse(cls, expression: str | None) -> TagFilter:
-        """From a subscription expression such as ``TagA || TagB`` or ``*``."""
-        return cls((expression or "*").split("||"))
+        """From a subscription expression such as ``TagA || TagB`` or ``*``
+        (``protocol/tag_expression.py`` reads it; TagExpressionError if RocketMQ refuses it)."""
+        return cls.of(parse_tag_expression(expression))
 
     def matches_tags_code(self, tags_code: int) -> bool:
         return self.codes is None or tags_code in self.codes

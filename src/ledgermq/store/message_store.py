@@ -54,7 +54,7 @@ from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult, recover
 from ledgermq.store.replication_ops import StoreReplication
-from ledgermq.store.reput import ArrivalListener, DispatchHook, ReputService, Schedule
+from ledgermq.store.reput import ArrivalListener, Arrivals, DispatchHook, ReputService
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import CleanService, DiskUsage, RetentionGuard, disk_usage_ratio
 from ledgermq.store.scrub import ScrubService, ScrubSettings
@@ -135,7 +135,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
         self.cleaner: CleanService | None = None
         self._disk_usage = disk_usage
         self._listeners: list[ArrivalListener] = []
-        self._defer: tuple[Schedule, int] | None = None  # see ``defer_dispatch``
+        self._appender_dispatches = False  # see ``set_appender_dispatches``
         self._dispatch_hooks: list[DispatchHook] = []
         self._good_topics: set[str] = set()  # names that passed the topic rule (a regex per put otherwise)
         self.memory_budget = _total_memory() * config.access_message_in_memory_max_ratio // 100
@@ -206,7 +206,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
             return
         self.reput = ReputService(self.commitlog, self.queues, self.index, reput_from, self.delay_levels_ms, self.clock)
         self.reput.listeners = self._listeners
-        self.reput.defer = self._defer
+        self.reput.appender_dispatches = self._appender_dispatches
         self.reput.dispatch_hooks = self._dispatch_hooks
         self.reput.damage = self.damage
         self.reput.dispatch_available()  # catch up before serving (normal-recovery rebuild)
@@ -245,7 +245,7 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
         assert self.dledger is not None
         reput = DLedgerReputService(self.dledger, self.queues, self.index, reput_from, self.delay_levels_ms, self.clock)
         reput.listeners = self._listeners
-        reput.defer = self._defer
+        reput.appender_dispatches = self._appender_dispatches
         reput.dispatch_hooks = self._dispatch_hooks
         self.reput = reput
         self.dledger.on_commit = reput.wakeup
@@ -483,22 +483,29 @@ class MessageStore(StoreReads, StoreIntegrity, StoreReplication, DLedgerWrites):
         return self.wait_for_flush(self.put_messages(batch))
 
     # == services ====================================================================
-    def defer_dispatch(self, schedule: Schedule) -> None:
-        """Dispatch what the calling thread appends once per turn of ``schedule`` (the
-        broker passes its event loop's ``call_soon``); see ``ReputService.after_append``."""
-        self._defer = (schedule, threading.get_ident())
+    def set_appender_dispatches(self, enabled: bool) -> None:
+        """With ``enabled``, appends do not wake the reput thread: the appender promises to
+        call ``dispatch_appended`` after them (a broker does, once per turn of its event loop;
+        broker/write_turn). The store keeps no loop or thread of the appender's: an append
+        nobody dispatches is still found by the reput thread's poll."""
+        self._appender_dispatches = enabled
         if self.reput is not None:
-            self.reput.defer = self._defer
+            self.reput.appender_dispatches = enabled
+
+    def dispatch_appended(self) -> Arrivals:
+        """Dispatch, on the calling thread, what was appended (see ``ReputService.dispatch_appended``);
+        returns the queues that grew, whose arrival listeners are left to the caller."""
+        return self.reput.dispatch_appended() if self.reput is not None else {}
 
     def add_dispatch_hook(self, hook: DispatchHook) -> None:
         """Called with every dispatched record (its DispatchRequest, properties text
         included), after its consume-queue unit is written: on the reput thread, or on
-        the appender's thread where ``defer_dispatch`` lets it dispatch."""
+        the thread that calls ``dispatch_appended``."""
         self._dispatch_hooks.append(hook)
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
-        """Called with (topic, queue id, new max offset) on the reput thread, or on the
-        appender's thread where ``defer_dispatch`` lets it dispatch."""
+        """Called with (topic, queue id, new max offset) from the reput thread's passes
+        (never from ``dispatch_appended``, whose caller gets the queues instead)."""
         self._listeners.append(listener)
 
     def add_retention_guard(self, guard: RetentionGuard) -> None:

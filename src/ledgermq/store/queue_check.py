@@ -22,9 +22,9 @@ What is checked when (bounded; docs/storage-integrity.md):
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
+from ledgermq.clock import perf_seconds
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog, queue_key
 from ledgermq.store.consumequeue import UNIT, UNIT_SIZE, ConsumeQueue, ConsumeQueueTable
@@ -148,7 +148,7 @@ def rederive(ctx: QueueCheckContext, targets: dict[ConsumeQueue, int], stop: int
     Units past the last record the walk finds are dropped at the end unless they point
     into a damaged range (messages a repair will bring back). The caller holds the
     dispatch lock (or runs before dispatch starts)."""
-    began = time.monotonic()
+    began = perf_seconds()
     plans: dict[tuple[str, int], tuple[ConsumeQueue, int]] = {}
     derived_end: dict[ConsumeQueue, int] = {}
     walk_from = stop
@@ -177,7 +177,7 @@ def rederive(ctx: QueueCheckContext, targets: dict[ConsumeQueue, int], stop: int
         walk_from,
         stop,
         records,
-        time.monotonic() - began,
+        perf_seconds() - began,
     )
 
 

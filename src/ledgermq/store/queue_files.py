@@ -16,12 +16,12 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
+from ledgermq.atomic_file import fsync_dir
 from ledgermq.errors import StoreError
 from ledgermq.store.mapped_file import DELETED_SUFFIX, parse_segment_name, segment_name
 from ledgermq.store.mapped_file_queue import SegmentRun
 from ledgermq.store.open_files import OpenFiles
 from ledgermq.store.queue_segment import QueueSegment
-from ledgermq.util.atomic_file import fsync_dir
 from ledgermq.util.service import ServiceThread
 
 log = logging.getLogger(__name__)

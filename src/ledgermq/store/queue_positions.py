@@ -41,9 +41,9 @@ from typing import Any
 
 import orjson
 
+from ledgermq.atomic_file import fsync_dir, write_atomic
 from ledgermq.config import StoreConfig
 from ledgermq.store.consumequeue import ConsumeQueueTable
-from ledgermq.util.atomic_file import fsync_dir, write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -7,12 +7,14 @@ earlier repair ended in, or a walk from the segment's start). Every complete rec
 overlaps the new bytes must be sound (magic, size, its own physical offset, body CRC,
 its fields adding up); a segment's blank end marker must end exactly at the segment's
 end. Where the segment has a digest, every digest block the new bytes complete must
-match it. A record that starts in the new bytes but ends after them is checked by the
-next repair (its boundary is remembered).
+match it, unless our damaged bytes match it (the digest was taken after the rot): then
+the digest goes and the record checks decide. A record that starts in the new bytes but
+ends after them is checked by the next repair (its boundary is remembered).
 """
 
 from __future__ import annotations
 
+import logging
 import zlib
 from dataclasses import dataclass, field
 
@@ -23,6 +25,8 @@ from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dispatch import BLANK, INCOMPLETE, DispatchRequest, check_record, starts_record
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.record_check import next_sound_record
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -160,6 +164,19 @@ def _check_digest(
         if outside_damaged:
             continue  # the rest of this block is still damaged: a later repair completes it
         block = bytearray(mf.read(b_lo, b_hi - b_lo))
+        if zlib.crc32(block) == crcs[blk]:
+            # Our damaged bytes are what the digest says: it was taken after the rot (between
+            # sealing and the digest's write), so it cannot judge the replica's bytes. It goes;
+            # the record checks above did, and the scrub digests the segment again after a
+            # clean walk.
+            log.error(
+                "commit-log segment %d's digest was taken over damaged bytes (block [%d, %d)): dropping it",
+                mf.start_offset,
+                mf.start_offset + b_lo,
+                mf.start_offset + b_hi,
+            )
+            digests.forget(mf.start_offset)
+            return
         s, e = max(lo, b_lo), min(hi, b_hi)
         block[s - b_lo : e - b_lo] = part[s - lo : e - lo]
         if zlib.crc32(block) != crcs[blk]:

@@ -35,8 +35,8 @@ from ledgermq.util.service import ServiceThread
 log = logging.getLogger(__name__)
 
 ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max offset
-Schedule = Callable[[Callable[[], None]], object]
-"""Runs a callback later on the calling thread (an event loop's ``call_soon``)."""
+Arrivals = dict[tuple[str, int], int]
+"""(topic, queue id) -> the queue's new max offset, for the queues a pass made grow."""
 DispatchHook = Callable[[DispatchRequest], None]
 HoldOff = Callable[[], bool]
 
@@ -116,9 +116,9 @@ class ReputService(ServiceThread):
         self.hold_off: HoldOff | None = None
         # Registered damaged ranges are stepped over, not parsed (set by the store).
         self.damage: DamageRegistry | None = None
-        # (schedule, thread id): appends on that thread dispatch once per turn of schedule
-        self.defer: tuple[Schedule, int] | None = None
-        self._deferred = False
+        # The appender calls ``dispatch_appended`` after its appends: they do not wake the thread.
+        self.appender_dispatches = False
+        self._collecting: Arrivals | None = None  # ``dispatch_appended``'s arrivals, under ``lock``
         self._run_until = 0.0  # no holding off before this (monotonic seconds)
         self._held = False  # the last pass stopped early because of ``hold_off``
         self._progress = threading.Condition()
@@ -151,33 +151,24 @@ class ReputService(ServiceThread):
         self.dispatch_available()  # a clean shutdown leaves nothing undispatched
 
     def after_append(self) -> None:
-        """Called by the appender after each append.
+        """Called by the appender after each append: wakes the thread, unless the appender
+        said it dispatches what it appends itself (``appender_dispatches``, set by a broker
+        whose end-of-turn step calls ``dispatch_appended``; broker/write_turn).
 
-        With ``defer`` set (the broker passes its event loop's ``call_soon``) an append on
-        that thread schedules one ``dispatch_appended`` for the end of the loop's turn,
-        which takes every record the turn appended in one pass; any other append wakes the
-        thread, as without ``defer``.
-
-        Why: a wake-up of the reput thread, and the interpreter-lock hand-offs it brings,
-        cost more than dispatching a record (measured: about 80 us of CPU per single send
-        on a master, 70 on its slave), and one pass per turn keeps a burst of appends
-        batched as the thread batched it."""
-        defer = self.defer
-        if defer is None or threading.get_ident() != defer[1]:
+        Why an appender dispatches: a wake-up of the reput thread, and the interpreter-lock
+        hand-offs it brings, cost more than dispatching a record (measured: about 80 us of
+        CPU per single send on a master, 70 on its slave), and one pass per loop turn keeps
+        a burst of appends batched as the thread batched it. An append the appender leaves
+        undispatched is still found by the thread's poll (every 50 ms)."""
+        if not self.appender_dispatches:
             self.wakeup()
-        elif not self._deferred:
-            self._deferred = True
-            defer[0](self._dispatch_deferred)
 
-    def _dispatch_deferred(self) -> None:
-        self._deferred = False
-        self.dispatch_appended()
-
-    def dispatch_appended(self) -> None:
-        """Dispatch what was appended on the calling thread when that is cheap, else wake
-        the thread: it keeps what is left to it, a backlog over ``INLINE_MAX_BYTES``, a
-        replica holding off, or a pass already under way on another thread (which picks
-        the new records up, as the wake-up makes it look once more)."""
+    def dispatch_appended(self) -> Arrivals:
+        """Dispatch what was appended, on the calling thread, when that is cheap, and return
+        the queues that grew (their listeners are *not* called: the caller announces them);
+        else wake the thread and return nothing. The thread keeps a backlog over
+        ``INLINE_MAX_BYTES``, a replica holding off, and a pass already under way on another
+        thread (which picks the new records up, as the wake-up makes it look once more)."""
         hold = self.hold_off
         if (
             self.stopping  # stopped: nothing more is dispatched, by the thread or here
@@ -186,14 +177,18 @@ class ReputService(ServiceThread):
             or not self.lock.acquire(blocking=False)
         ):
             self.wakeup()
-            return
+            return {}
+        arrivals: Arrivals = {}
+        self._collecting = arrivals
         try:
             self._dispatch_available(None)
         except Exception:
             log.exception("reput: dispatch on the appending thread failed; the reput thread tries again")
             self.wakeup()
         finally:
+            self._collecting = None
             self.lock.release()
+        return arrivals
 
     def dispatch_available(self) -> int:
         """Dispatch everything appended so far; return how many records were dispatched."""
@@ -323,6 +318,10 @@ class ReputService(ServiceThread):
                 log.exception("dispatch hook failed for %s-%d offset %d", req.topic, req.queue_id, req.queue_offset)
 
     def _notify(self, arrivals: dict[tuple[str, int], int]) -> None:
+        collecting = self._collecting
+        if collecting is not None:  # ``dispatch_appended``: its caller announces them
+            collecting.update(arrivals)
+            return
         for (topic, queue_id), max_offset in arrivals.items():
             for listener in self.listeners:
                 try:

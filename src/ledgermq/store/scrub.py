@@ -106,6 +106,8 @@ class ScrubService(ServiceThread):
             start = mf.start_offset
             if start in self._check_first or mf.flushed < mf.size or self.digests.has(start):
                 continue
+            if self.damage.overlapping(start, mf.end_offset) is not None:
+                continue  # a digest now would make the damage look right: after the repair
             if not mf.pin():
                 continue
             try:

@@ -1,8 +1,12 @@
-"""The ledgermq side: a name server, a master and one slave as processes (``HAPair``), and
-our asyncio client in the bench process on a loop of its own (uvloop, as the CLI uses).
+"""The ledgermq side: a name server and a broker group as processes (a master and one
+slave, ``HAPair``, by default; a 3-node DLedger group or a controller-mode pair when
+given), and our asyncio client in the bench process on a loop of its own (uvloop, as the
+CLI uses); the blocking facade's ``SyncProducer`` on its own loop thread for the facade
+pattern.
 
 The client lives in the bench process rather than in a worker so both systems' clients
-pay the same: nats-py runs there too. Server CPU counts the name server, master and slave.
+pay the same: nats-py runs there too. Server CPU counts every process of the group and
+its name server.
 """
 
 from __future__ import annotations
@@ -17,10 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledgermq.bench.broker_bench import _wait_port
+from ledgermq.bench.compare import send_patterns
 from ledgermq.bench.compare.model import (
+    ASYNC_CAPACITY,
+    ASYNC_GATHER,
     BATCH,
     DRAIN_LITE,
     DRAIN_PUSH,
+    FACADE_SYNC,
     INFLIGHT,
     SYNC,
     CompareSettings,
@@ -32,7 +40,10 @@ from ledgermq.bench.compare.model import (
 from ledgermq.bench.replication_bench import MIB, HAPair, _wait_quiet
 
 if TYPE_CHECKING:
+    from ledgermq.bench.controller_bench import ControllerPair
+    from ledgermq.bench.replication_bench import DLedgerTrio
     from ledgermq.client import Producer
+    from ledgermq.client.sync import SyncProducer
     from ledgermq.client.tls import TlsOptions
 
 TOPIC = "CmpTopic"
@@ -53,16 +64,22 @@ class LedgermqRunner:
         *,
         server_props: dict[str, str] | None = None,
         tls: TlsOptions | None = None,
+        group: DLedgerTrio | ControllerPair | None = None,
     ) -> None:
+        """``role``/``flush``/``server_props`` make the master-slave pair; ``group`` (a
+        DLedger group or a controller-mode pair, not started) replaces it."""
         self.name = name
         self.settings = settings
         self._workloads = workloads
         self._own_work = work is None
         self.work = work or Path(tempfile.mkdtemp(prefix="ledgermq-cmp-"))
-        self.pair = HAPair(self.work, role, 256 * MIB, flushDiskType=flush, **(server_props or {}))
+        self.pair: HAPair | DLedgerTrio | ControllerPair = group or HAPair(
+            self.work, role, 256 * MIB, flushDiskType=flush, **(server_props or {})
+        )
         self.tls = tls  # the client's TLS (bench/tls_bench.py), None: plain
         self.loop: asyncio.AbstractEventLoop | None = None
         self.producer: Producer | None = None
+        self.facade: SyncProducer | None = None  # made by the first facade run
         self.body = b"x" * settings.size
 
     def workloads(self) -> tuple[str, ...]:
@@ -77,9 +94,12 @@ class LedgermqRunner:
 
         try:
             self.pair.__enter__()
-            self.pair.start_master()
-            slave = self.pair.spawn_slave()
-            _wait_port(self.pair.slave_port, slave)
+            if isinstance(self.pair, HAPair):
+                self.pair.start_master()
+                slave = self.pair.spawn_slave()
+                _wait_port(self.pair.slave_port, slave)
+            else:
+                self.pair.start()
             self.loop = new_event_loop()
             self.producer = Producer(
                 f"cmp-{self.name.replace(' ', '-')}",
@@ -98,6 +118,11 @@ class LedgermqRunner:
 
     def __exit__(self, *exc: object) -> None:
         try:
+            if self.facade is not None:
+                try:
+                    self.facade.shutdown()
+                except Exception:
+                    pass
             if self.loop is not None and self.producer is not None:
                 try:
                     self._call(asyncio.wait_for(self.producer.shutdown(), SHUTDOWN_CAP_S))
@@ -133,6 +158,10 @@ class LedgermqRunner:
             return self._call(_timed(lambda lat: self._concurrent(1, lat), s.cap_s))  # type: ignore[no-any-return]
         if workload == INFLIGHT:
             return self._call(_timed(lambda lat: self._concurrent(s.inflight, lat), s.cap_s))  # type: ignore[no-any-return]
+        if workload in (ASYNC_GATHER, ASYNC_CAPACITY):
+            return self._call(_timed(lambda lat: self._async_sends(workload, lat), s.cap_s))  # type: ignore[no-any-return]
+        if workload == FACADE_SYNC:
+            return self._facade_sends()
         if workload.startswith(BATCH.format("")):
             size = int(workload.removeprefix(BATCH.format("")))
             return self._call(_timed(lambda lat: self._batches(TOPIC, s.messages, size, lat), s.cap_s))  # type: ignore[no-any-return]
@@ -148,21 +177,43 @@ class LedgermqRunner:
         from ledgermq.client import Message
 
         assert self.producer is not None
-        producer, body, clock = self.producer, self.body, time.perf_counter
-        deadline = clock() + self.settings.cap_s
-        remaining = self.settings.messages
+        producer, body = self.producer, self.body
+        s = self.settings
+        return await send_patterns.senders(
+            lambda: producer.send(Message(TOPIC, body)), s.messages, senders, s.cap_s, latencies
+        )
 
-        async def sender() -> None:
-            nonlocal remaining
-            while remaining > 0 and clock() < deadline:
-                remaining -= 1
-                msg = Message(TOPIC, body)
-                t0 = clock()
-                await producer.send(msg)
-                latencies.append((clock() - t0) * 1000)
+    async def _async_sends(self, workload: str, latencies: list[float]) -> int:
+        """``send_async`` fired in a loop then gathered, or paced by ``wait_for_async_capacity``."""
+        from ledgermq.client import Message
 
-        await asyncio.gather(*(sender() for _ in range(senders)))
-        return len(latencies)
+        assert self.producer is not None
+        producer, body, count = self.producer, self.body, self.settings.messages
+
+        def start() -> asyncio.Future[object]:
+            return producer.send_async(Message(TOPIC, body))  # type: ignore[return-value]
+
+        if workload == ASYNC_GATHER:
+            return await send_patterns.fired(start, count, latencies)
+        return await send_patterns.paced(start, producer.wait_for_async_capacity, count, latencies)
+
+    def _facade_sends(self) -> Measured:
+        """The blocking facade: ``SyncProducer.send`` in a loop on this thread."""
+        from ledgermq.client import Message
+        from ledgermq.client.sync import SyncProducer
+
+        if self.facade is None:
+            self.facade = SyncProducer(
+                f"cmp-facade-{self.name.replace(' ', '-')}", self.pair.namesrv, send_timeout=30.0
+            )
+            self.facade.start()
+            for _ in range(10):
+                self.facade.send(Message(TOPIC, self.body))
+        facade, body, s = self.facade, self.body, self.settings
+        latencies: list[float] = []
+        started = time.perf_counter()
+        count = send_patterns.blocking(lambda: facade.send(Message(TOPIC, body)), s.messages, s.cap_s, latencies)
+        return Measured(count, time.perf_counter() - started, tuple(latencies))
 
     async def _batches(self, topic: str, count: int, size: int, latencies: list[float]) -> int:
         """Sync ``send_batch`` of ``size`` messages, one after the other; each message's

@@ -20,11 +20,34 @@ BATCH = "batch{}"
 DRAIN_PUSH = "drain-push"
 DRAIN_LITE = "drain-lite"
 DRAIN_PULL = "drain-pull"
+# The other ways users send (issue #24): ``send_async`` fired in a loop then one gather,
+# ``send_async`` paced by ``wait_for_async_capacity``, and the blocking facade's ``send``.
+ASYNC_GATHER = "async-gather"
+ASYNC_CAPACITY = "async-capacity"
+FACADE_SYNC = "facade-sync"
+
+# The send patterns ``--patterns`` picks from (its names), each with its workload key;
+# "batch" stands for every size of ``batches``.
+PATTERNS: dict[str, str] = {
+    "sync": SYNC,
+    "tasks": INFLIGHT,
+    "gather": ASYNC_GATHER,
+    "capacity": ASYNC_CAPACITY,
+    "batch": BATCH,
+    "facade": FACADE_SYNC,
+}
+# Layouts ``--layouts`` picks from: the master-slave pair against JetStream R1 ("pair"),
+# its SYNC_MASTER / SYNC_FLUSH variants, a 3-node DLedger group against a 3-node JetStream
+# cluster (R3), and controller mode against JetStream R1.
+LAYOUTS = ("pair", "variants", "dledger", "controller")
 
 JETSTREAM = "JetStream"
 LEDGERMQ = "ledgermq"
 LEDGERMQ_SYNC_MASTER = "ledgermq SYNC_MASTER"
 LEDGERMQ_SYNC_FLUSH = "ledgermq SYNC_FLUSH"
+LEDGERMQ_DLEDGER = "ledgermq DLedger"
+LEDGERMQ_CONTROLLER = "ledgermq controller"
+JETSTREAM_R3 = "JetStream R3"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +65,17 @@ class CompareSettings:
     fetch_batch: int = 256  # JetStream pull consumer's fetch size
     variants: bool = True  # the ledgermq-only SYNC_MASTER / SYNC_FLUSH systems
     nats: bool = True
+    patterns: tuple[str, ...] = ("sync", "tasks", "gather", "capacity", "batch")  # names of PATTERNS
+    layouts: tuple[str, ...] = ("pair", "variants")  # of LAYOUTS
+    drains: bool = True  # the drain workloads (pair layout only)
+
+    def send_workloads(self) -> tuple[str, ...]:
+        """The workload keys of the chosen send patterns, in the order of ``PATTERNS``."""
+        keys: list[str] = []
+        for name, key in PATTERNS.items():
+            if name in self.patterns:
+                keys += [BATCH.format(b) for b in self.batches] if key == BATCH else [key]
+        return tuple(keys)
 
 
 QUICK = CompareSettings(messages=3_000, backlog=10_000, cap_s=15.0)
@@ -65,11 +99,13 @@ class Figures:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
+    client_cpu_seconds: float = 0.0  # the bench process (where the clients run), all threads
 
-    def add(self, run: Measured, cpu_seconds: float) -> None:
+    def add(self, run: Measured, cpu_seconds: float, client_cpu_seconds: float = 0.0) -> None:
         self.count += run.count
         self.seconds += run.seconds
         self.cpu_seconds += cpu_seconds
+        self.client_cpu_seconds += client_cpu_seconds
         self.latencies_ms.extend(run.latencies_ms)
 
     @property
@@ -80,6 +116,11 @@ class Figures:
     def cpu_us_per_msg(self) -> float:
         """Server CPU (every process of the system) per message, in microseconds."""
         return cpu_per_message(self.cpu_seconds, self.count) * 1e6
+
+    @property
+    def client_cpu_us_per_msg(self) -> float:
+        """Client CPU (the bench process: our client or nats-py) per message, in microseconds."""
+        return cpu_per_message(self.client_cpu_seconds, self.count) * 1e6
 
     def percentile(self, p: float) -> float | None:
         if not self.latencies_ms:

@@ -1,5 +1,7 @@
 """The NATS JetStream side: one ``nats-server -js`` (file storage in a temporary directory,
-one stream, one replica) and nats-py in the bench process, on a loop of its own.
+one stream, one replica), or three clustered on loopback with a stream of three replicas
+(R3, against a 3-node DLedger group), and nats-py in the bench process, on a loop of its
+own.
 
 ``ensure_nats_server`` installs the Debian package when the binary is missing (said on
 stderr) and ``import_nats`` says which extra to install: the bench must not half-run.
@@ -21,7 +23,18 @@ from types import ModuleType
 from typing import Any
 
 from ledgermq.bench.broker_bench import _wait_port
-from ledgermq.bench.compare.model import BATCH, DRAIN_PULL, INFLIGHT, JETSTREAM, SYNC, CompareSettings, Measured
+from ledgermq.bench.compare import send_patterns
+from ledgermq.bench.compare.model import (
+    ASYNC_CAPACITY,
+    ASYNC_GATHER,
+    BATCH,
+    DRAIN_PULL,
+    INFLIGHT,
+    JETSTREAM,
+    SYNC,
+    CompareSettings,
+    Measured,
+)
 from ledgermq.bench.compare.model import timed as _timed
 from ledgermq.testing.ports import free_port
 from ledgermq.util.proc import die_with_parent
@@ -62,49 +75,92 @@ def import_nats() -> ModuleType:
 
 
 class JetStreamRunner:
-    """``with JetStreamRunner(settings) as r:`` the server up, the stream created."""
+    """``with JetStreamRunner(settings, binary) as r:`` the server(s) up, the stream created.
+    ``replicas=3`` runs three clustered servers (free loopback ports) and an R3 stream."""
 
-    name = JETSTREAM
-
-    def __init__(self, settings: CompareSettings, binary: str, work: Path | None = None) -> None:
+    def __init__(
+        self,
+        settings: CompareSettings,
+        binary: str,
+        work: Path | None = None,
+        *,
+        name: str = JETSTREAM,
+        replicas: int = 1,
+        workloads: tuple[str, ...] | None = None,
+    ) -> None:
+        if replicas not in (1, 3):
+            raise ValueError(f"JetStream runs with 1 or 3 replicas here, not {replicas}")
+        self.name = name
         self.settings = settings
         self.binary = binary
+        self.replicas = replicas
+        self._workloads = workloads
         self._own_work = work is None
         self.work = work or Path(tempfile.mkdtemp(prefix="ledgermq-cmp-nats-"))
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.ports = [free_port() for _ in range(replicas)]
+        self.port = self.ports[0]
+        self.procs: list[subprocess.Popen[bytes]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.nc: Any = None
         self.js: Any = None
         self.body = b"x" * settings.size
 
     def workloads(self) -> tuple[str, ...]:
-        return (SYNC, INFLIGHT, *(BATCH.format(b) for b in self.settings.batches), DRAIN_PULL)
+        if self._workloads is not None:
+            return self._workloads
+        return (*self.settings.send_workloads(), DRAIN_PULL)
 
     def server_pids(self) -> list[int]:
-        return [self.proc.pid] if self.proc is not None and self.proc.poll() is None else []
+        return [p.pid for p in self.procs if p.poll() is None]
+
+    def _argv(self, i: int, cluster_ports: list[int]) -> list[str]:
+        store = self.work / f"jetstream-{i}"
+        store.mkdir(parents=True, exist_ok=True)
+        argv = [self.binary, "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(self.ports[i])]
+        if cluster_ports:
+            routes = ",".join(f"nats://127.0.0.1:{p}" for j, p in enumerate(cluster_ports) if j != i)
+            argv += ["-n", f"cmp-{i}", "--cluster_name", "cmp", "--cluster", f"nats://127.0.0.1:{cluster_ports[i]}",
+                     "--routes", routes]  # fmt: skip
+        return argv
 
     def __enter__(self) -> JetStreamRunner:
         from ledgermq.aio.loops import new_event_loop
 
         nats = import_nats()
         try:
-            store = self.work / "jetstream"
-            store.mkdir(parents=True, exist_ok=True)
-            argv = [self.binary, "-js", "-sd", str(store), "-a", "127.0.0.1", "-p", str(self.port)]
-            with open(self.work / "nats-server.log", "ab") as log:
-                self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
-            _wait_port(self.port, self.proc)
+            self.work.mkdir(parents=True, exist_ok=True)
+            cluster_ports = [free_port() for _ in self.ports] if self.replicas > 1 else []
+            for i in range(self.replicas):
+                with open(self.work / f"nats-server-{i}.log", "ab") as log:
+                    proc = subprocess.Popen(
+                        self._argv(i, cluster_ports), stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+                    )
+                self.procs.append(proc)
+            for port, proc in zip(self.ports, self.procs, strict=True):
+                _wait_port(port, proc)
             self.loop = new_event_loop()
-            self.nc = self._call(nats.connect(f"nats://127.0.0.1:{self.port}", max_reconnect_attempts=0))
+            servers = [f"nats://127.0.0.1:{p}" for p in self.ports]
+            self.nc = self._call(nats.connect(servers, max_reconnect_attempts=0, dont_randomize=True))
             self.js = self.nc.jetstream()
-            self._call(self.js.add_stream(name=STREAM, subjects=["cmp.>"], storage="file", num_replicas=1))
+            self._call(self._add_stream())
             for _ in range(10):
                 self._call(self.js.publish(SUBJECT, self.body))
         except BaseException:
             self.__exit__()
             raise
         return self
+
+    async def _add_stream(self, timeout: float = 30.0) -> None:
+        """The stream, once the cluster has elected its meta leader (at once with one server)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                await self.js.add_stream(name=STREAM, subjects=["cmp.>"], storage="file", num_replicas=self.replicas)
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
 
     def __exit__(self, *exc: object) -> None:
         try:
@@ -114,13 +170,15 @@ class JetStreamRunner:
                         self._call(asyncio.wait_for(self.nc.close(), 10))
                 self.loop.close()
         finally:
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.terminate()
+            for proc in self.procs:
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in self.procs:
                 try:
-                    self.proc.wait(10)
+                    proc.wait(10)
                 except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(5)
+                    proc.kill()
+                    proc.wait(5)
             if self._own_work:
                 shutil.rmtree(self.work, ignore_errors=True)
 
@@ -139,6 +197,8 @@ class JetStreamRunner:
             return self._call(_timed(lambda lat: self._concurrent(1, lat), s.cap_s))  # type: ignore[no-any-return]
         if workload == INFLIGHT:
             return self._call(_timed(lambda lat: self._concurrent(s.inflight, lat), s.cap_s))  # type: ignore[no-any-return]
+        if workload in (ASYNC_GATHER, ASYNC_CAPACITY):
+            return self._call(_timed(lambda lat: self._async_publishes(workload, lat), s.cap_s))  # type: ignore[no-any-return]
         if workload.startswith(BATCH.format("")):
             size = int(workload.removeprefix(BATCH.format("")))
             return self._call(_timed(lambda lat: self._batches(SUBJECT, s.messages, size, lat), s.cap_s))  # type: ignore[no-any-return]
@@ -149,20 +209,23 @@ class JetStreamRunner:
     # -- workloads --------------------------------------------------------------------------
     async def _concurrent(self, senders: int, latencies: list[float]) -> int:
         """``senders`` tasks, each awaiting its publish's ack before the next."""
-        js, body, clock = self.js, self.body, time.perf_counter
-        deadline = clock() + self.settings.cap_s
-        remaining = self.settings.messages
+        js, body, s = self.js, self.body, self.settings
+        return await send_patterns.senders(
+            lambda: js.publish(SUBJECT, body, timeout=30.0), s.messages, senders, s.cap_s, latencies
+        )
 
-        async def sender() -> None:
-            nonlocal remaining
-            while remaining > 0 and clock() < deadline:
-                remaining -= 1
-                t0 = clock()
-                await js.publish(SUBJECT, body, timeout=30.0)
-                latencies.append((clock() - t0) * 1000)
+    async def _async_publishes(self, workload: str, latencies: list[float]) -> int:
+        """JetStream's forms of ``send_async`` in a loop: every publish started as a task
+        then gathered, or started while a semaphore of ``inflight`` has room."""
+        js, body, s = self.js, self.body, self.settings
 
-        await asyncio.gather(*(sender() for _ in range(senders)))
-        return len(latencies)
+        def publish() -> Awaitable[Any]:
+            return js.publish(SUBJECT, body, timeout=30.0)  # type: ignore[no-any-return]
+
+        if workload == ASYNC_GATHER:
+            return await send_patterns.fired(lambda: asyncio.ensure_future(publish()), s.messages, latencies)
+        paced = send_patterns.Paced(s.inflight)
+        return await send_patterns.paced(lambda: paced.start(publish), paced.wait_for_room, s.messages, latencies)
 
     async def _batches(self, subject: str, count: int, size: int, latencies: list[float]) -> int:
         """``size`` publishes at once, then every ack awaited: JetStream's nearest to a batch

@@ -14,13 +14,19 @@ from rich.console import Console
 from rich.table import Table
 
 from ledgermq.bench.compare.model import (
+    ASYNC_CAPACITY,
+    ASYNC_GATHER,
     BATCH,
     DRAIN_LITE,
     DRAIN_PULL,
     DRAIN_PUSH,
+    FACADE_SYNC,
     INFLIGHT,
     JETSTREAM,
+    JETSTREAM_R3,
     LEDGERMQ,
+    LEDGERMQ_CONTROLLER,
+    LEDGERMQ_DLEDGER,
     LEDGERMQ_SYNC_FLUSH,
     LEDGERMQ_SYNC_MASTER,
     SYNC,
@@ -39,16 +45,34 @@ class Comparison:
     base_workload: str
 
 
-def comparisons(settings: CompareSettings) -> list[Comparison]:
-    """The rows the issue asks for, in table order."""
+def _pattern_rows(settings: CompareSettings, ours: str, theirs: str, tag: str) -> list[Comparison]:
+    """One row per send pattern, ``ours`` against ``theirs`` (``tag`` names the layout)."""
     n = settings.inflight
     rows = [
-        Comparison("sync send, 1 sender", LEDGERMQ, SYNC, JETSTREAM, SYNC),
-        Comparison(f"{n} sends in flight", LEDGERMQ, INFLIGHT, JETSTREAM, INFLIGHT),
+        Comparison(f"{tag}sync send, 1 sender", ours, SYNC, theirs, SYNC),
+        Comparison(f"{tag}{n} sends in flight (tasks awaiting send)", ours, INFLIGHT, theirs, INFLIGHT),
+        Comparison(f"{tag}send_async in a loop, then gather", ours, ASYNC_GATHER, theirs, ASYNC_GATHER),
+        Comparison(f"{tag}send_async + wait_for_async_capacity", ours, ASYNC_CAPACITY, theirs, ASYNC_CAPACITY),
     ]
     for b in settings.batches:
-        label = f"batch of {b} (JetStream: {b} async publishes, await all acks)"
-        rows.append(Comparison(label, LEDGERMQ, BATCH.format(b), JETSTREAM, BATCH.format(b)))
+        label = f"{tag}batch of {b} (JetStream: {b} async publishes, await all acks)"
+        rows.append(Comparison(label, ours, BATCH.format(b), theirs, BATCH.format(b)))
+    return rows
+
+
+def comparisons(settings: CompareSettings) -> list[Comparison]:
+    """The rows the issue asks for, in table order (rows whose sides did not run are
+    dropped by ``build_rows``)."""
+    n = settings.inflight
+    rows = _pattern_rows(settings, LEDGERMQ, JETSTREAM, "")
+    rows += _pattern_rows(settings, LEDGERMQ_DLEDGER, JETSTREAM_R3, "DLedger x3 vs JetStream R3: ")
+    rows += _pattern_rows(settings, LEDGERMQ_CONTROLLER, JETSTREAM, "controller mode vs JetStream R1: ")
+    rows += [
+        Comparison("ledgermq: send_async in a loop / tasks awaiting send", LEDGERMQ, ASYNC_GATHER, LEDGERMQ, INFLIGHT),
+        Comparison("ledgermq: send_async + capacity / tasks awaiting send", LEDGERMQ, ASYNC_CAPACITY,
+                   LEDGERMQ, INFLIGHT),
+        Comparison("ledgermq: blocking facade send / asyncio sync send", LEDGERMQ, FACADE_SYNC, LEDGERMQ, SYNC),
+    ]  # fmt: skip
     drain = f"drain {settings.backlog:,} backlog"
     rows += [
         Comparison(f"{drain}: push consumer vs pull", LEDGERMQ, DRAIN_PUSH,
@@ -76,6 +100,7 @@ def _side(f: Figures) -> dict[str, Any]:
         "p99_ms": None if p99 is None else round(p99, 3),
         "server_cpu_s": round(f.cpu_seconds, 3),
         "server_cpu_us_per_msg": round(f.cpu_us_per_msg, 2),
+        "client_cpu_us_per_msg": round(f.client_cpu_us_per_msg, 2),
     }
 
 
@@ -122,6 +147,8 @@ def document(results: Results, settings: CompareSettings, command: str, *, date:
             "batches": list(settings.batches),
             "cycles": settings.cycles,
             "cap_s": settings.cap_s,
+            "patterns": list(settings.patterns),
+            "layouts": list(settings.layouts),
         },
         "rounds": [
             {"index": r.index, "system": r.system, "load_1m": round(r.load_1m, 2), "seconds": round(r.seconds, 2)}
@@ -140,6 +167,12 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
+def _client(side: dict[str, Any]) -> str:
+    """Client CPU per message (documents saved before it was measured have none)."""
+    v = side.get("client_cpu_us_per_msg")
+    return "-" if v is None else f"{v:,.1f}"
+
+
 def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
@@ -149,28 +182,30 @@ def render(doc: dict[str, Any], console: Console, notes: Sequence[str] = ()) -> 
     ratios on the first), the rounds with their load average, then the command line."""
     s = doc["settings"]
     t = Table(title=f"ledgermq bench compare: {s['size']} B messages, {s['messages']:,} per workload and round")
-    for col in ("workload", "system", "msgs/s", "p50 ms", "p99 ms", "CPU µs/msg", "rate ratio", "CPU ratio"):
+    columns = ("workload", "system", "msgs/s", "p50 ms", "p99 ms", "CPU µs/msg", "client µs/msg", "rate ratio",
+               "CPU ratio")  # fmt: skip
+    for col in columns:
         t.add_column(col, justify="left" if col in ("workload", "system") else "right")
     for r in doc["rows"]:
         m, b = r["measured"], r["base"]
         t.add_row(
             r["workload"], r["system"], f"{m['per_s']:,.0f}", _ms(m["p50_ms"]), _ms(m["p99_ms"]),
-            f"{m['server_cpu_us_per_msg']:,.0f}", _x(r["rate_ratio"]), _x(r["cpu_ratio"]),
+            f"{m['server_cpu_us_per_msg']:,.0f}", _client(m), _x(r["rate_ratio"]), _x(r["cpu_ratio"]),
         )  # fmt: skip
         t.add_row(
             "", r["baseline"], f"{b['per_s']:,.0f}", _ms(b["p50_ms"]), _ms(b["p99_ms"]),
-            f"{b['server_cpu_us_per_msg']:,.0f}", "", "", end_section=True,
+            f"{b['server_cpu_us_per_msg']:,.0f}", _client(b), "", "", end_section=True,
         )  # fmt: skip
     if doc["rows"]:
         console.print(t)
     else:  # one side did not run (--no-nats): the figures alone, without ratios
         figures = Table(title=f"ledgermq bench compare: {s['size']} B messages (no comparison ran)")
-        for col in ("system", "workload", "msgs/s", "p50 ms", "p99 ms", "CPU µs/msg"):
+        for col in ("system", "workload", "msgs/s", "p50 ms", "p99 ms", "CPU µs/msg", "client µs/msg"):
             figures.add_column(col, justify="left" if col in ("system", "workload") else "right")
         for f in doc["figures"]:
             figures.add_row(
                 f["system"], f["workload"], f"{f['per_s']:,.0f}", _ms(f["p50_ms"]), _ms(f["p99_ms"]),
-                f"{f['server_cpu_us_per_msg']:,.0f}",
+                f"{f['server_cpu_us_per_msg']:,.0f}", _client(f),
             )  # fmt: skip
         console.print(figures)
     rounds = Table(title="rounds (ABBA order)")

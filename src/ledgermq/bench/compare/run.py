@@ -15,11 +15,15 @@ from pathlib import Path
 
 from ledgermq.bench.compare.ledgermq_side import LedgermqRunner
 from ledgermq.bench.compare.model import (
-    BATCH,
     DRAIN_LITE,
+    DRAIN_PULL,
     DRAIN_PUSH,
+    FACADE_SYNC,
     INFLIGHT,
+    JETSTREAM_R3,
     LEDGERMQ,
+    LEDGERMQ_CONTROLLER,
+    LEDGERMQ_DLEDGER,
     LEDGERMQ_SYNC_FLUSH,
     LEDGERMQ_SYNC_MASTER,
     SYNC,
@@ -27,10 +31,19 @@ from ledgermq.bench.compare.model import (
     SystemRunner,
 )
 from ledgermq.bench.compare.schedule import Results, Round, run_schedule
+from ledgermq.bench.replication_bench import MIB
 
 
 def ledgermq_workloads(settings: CompareSettings) -> tuple[str, ...]:
-    return (SYNC, INFLIGHT, *(BATCH.format(b) for b in settings.batches), DRAIN_PUSH, DRAIN_LITE)
+    """The master-slave pair's workloads: the chosen send patterns, then the drains."""
+    drains = (DRAIN_PUSH, DRAIN_LITE) if settings.drains else ()
+    return (*settings.send_workloads(), *drains)
+
+
+def jetstream_workloads(settings: CompareSettings, drains: bool) -> tuple[str, ...]:
+    """JetStream runs every chosen pattern but the blocking facade (nats-py has none)."""
+    sends = tuple(w for w in settings.send_workloads() if w != FACADE_SYNC)
+    return (*sends, DRAIN_PULL) if drains and settings.drains else sends
 
 
 def run_compare(
@@ -39,8 +52,9 @@ def run_compare(
     on_round: Callable[[Round], None] | None = None,
     nats_binary: str | None = None,
 ) -> Results:
-    """Start the systems ``settings`` asks for, run the schedule, stop them all."""
+    """Start the systems ``settings`` asks for (``layouts``), run the schedule, stop them all."""
     base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-bench-compare-"))
+    layouts = settings.layouts
     try:
         with contextlib.ExitStack() as stack:
             runners: list[SystemRunner] = []
@@ -48,17 +62,49 @@ def run_compare(
                 from ledgermq.bench.compare.nats_side import JetStreamRunner
 
                 assert nats_binary is not None, "ensure_nats_server() first"
-                runners.append(stack.enter_context(JetStreamRunner(settings, nats_binary, base / "nats")))
-            systems = [(LEDGERMQ, "ASYNC_MASTER", "ASYNC_FLUSH", ledgermq_workloads(settings))]
-            if settings.variants:
-                systems += [
-                    (LEDGERMQ_SYNC_MASTER, "SYNC_MASTER", "ASYNC_FLUSH", (SYNC, INFLIGHT)),
-                    (LEDGERMQ_SYNC_FLUSH, "ASYNC_MASTER", "SYNC_FLUSH", (INFLIGHT,)),
-                ]
-            for name, role, flush, workloads in systems:
-                work = base / name.replace(" ", "-")
-                runners.append(stack.enter_context(LedgermqRunner(name, role, flush, settings, workloads, work)))
+                if "pair" in layouts or "controller" in layouts:
+                    js = JetStreamRunner(
+                        settings, nats_binary, base / "nats", workloads=jetstream_workloads(settings, "pair" in layouts)
+                    )
+                    runners.append(stack.enter_context(js))
+                if "dledger" in layouts:
+                    r3 = JetStreamRunner(
+                        settings, nats_binary, base / "nats-r3", name=JETSTREAM_R3, replicas=3,
+                        workloads=jetstream_workloads(settings, False),
+                    )  # fmt: skip
+                    runners.append(stack.enter_context(r3))
+            runners += _ledgermq_runners(settings, base, stack)
             return run_schedule(runners, settings.cycles, on_round=on_round)
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def _ledgermq_runners(settings: CompareSettings, base: Path, stack: contextlib.ExitStack) -> list[SystemRunner]:
+    from ledgermq.bench.controller_bench import ControllerPair
+    from ledgermq.bench.replication_bench import DLedgerTrio
+
+    layouts, sends = settings.layouts, settings.send_workloads()
+    systems: list[tuple[str, str, str, tuple[str, ...]]] = []
+    if "pair" in layouts:
+        systems.append((LEDGERMQ, "ASYNC_MASTER", "ASYNC_FLUSH", ledgermq_workloads(settings)))
+    if "variants" in layouts and settings.variants:
+        systems += [
+            (LEDGERMQ_SYNC_MASTER, "SYNC_MASTER", "ASYNC_FLUSH", tuple(w for w in (SYNC, INFLIGHT) if w in sends)),
+            (LEDGERMQ_SYNC_FLUSH, "ASYNC_MASTER", "SYNC_FLUSH", tuple(w for w in (INFLIGHT,) if w in sends)),
+        ]
+    runners: list[SystemRunner] = []
+    for name, role, flush, workloads in systems:
+        if workloads:
+            work = base / name.replace(" ", "-")
+            runners.append(stack.enter_context(LedgermqRunner(name, role, flush, settings, workloads, work)))
+    groups: list[tuple[str, DLedgerTrio | ControllerPair]] = []
+    if "dledger" in layouts:
+        groups.append((LEDGERMQ_DLEDGER, DLedgerTrio(base / "dledger", 256 * MIB)))
+    if "controller" in layouts:
+        groups.append((LEDGERMQ_CONTROLLER, ControllerPair(base / "controller", 256 * MIB)))
+    for name, group in groups:
+        work = base / name.replace(" ", "-")
+        runner = LedgermqRunner(name, "", "", settings, sends, work, group=group)
+        runners.append(stack.enter_context(runner))
+    return runners

@@ -4,6 +4,7 @@ last."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -43,13 +44,13 @@ def run_schedule(
     *,
     cpu: Callable[[int], float] = cpu_seconds,
     load: Callable[[], float] = load_average,
+    client_cpu: Callable[[], float] = time.process_time,
     clock: Callable[[], float] | None = None,
     on_round: Callable[[Round], None] | None = None,
 ) -> Results:
     """Every runner's workloads, runner by runner in ABBA order; each workload's server CPU
-    is read around its measured run only (its preparation is not counted)."""
-    import time
-
+    (and the client's: this process, every thread) is read around its measured run only
+    (its preparation is not counted)."""
     now = clock or time.monotonic
     by_name = {r.name: r for r in runners}
     results = Results()
@@ -60,9 +61,12 @@ def run_schedule(
             runner.prepare(workload, index)
             pids = runner.server_pids()
             before = {pid: cpu(pid) for pid in pids}
+            client_before = client_cpu()
             measured = runner.run(workload, index)
+            client_used = client_cpu() - client_before
             after = {pid: cpu(pid) for pid in pids}
-            results.figures.setdefault((name, workload), Figures()).add(measured, cpu_delta(before, after))
+            figures = results.figures.setdefault((name, workload), Figures())
+            figures.add(measured, cpu_delta(before, after), client_used)
         done = Round(index, name, load_1m, now() - started)
         results.rounds.append(done)
         if on_round is not None:

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledgermq.atomic_file import write_atomic
 from ledgermq.errors import ConfigError
-from ledgermq.util.atomic_file import write_atomic
 
 __all__ = ["BrokerIdentity", "IdentityFiles"]
 

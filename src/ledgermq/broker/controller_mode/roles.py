@@ -1,5 +1,6 @@
 """What taking a role means for a broker's services in controller mode (RocketMQ 5's
-changeToMaster / changeToSlave), done on the ``BrokerApp``'s parts.
+changeToMaster / changeToSlave), done on the parts the ``BrokerApp`` lends it (``RoleHost``:
+the roles know which parts they touch, not the application that wires them).
 
 Becoming **master**: stop copying (HA client, metadata sync); cut a record the copy left
 half received; let dispatch catch up and continue every queue's offsets after what was
@@ -24,19 +25,53 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from ledgermq.config import BrokerRole
+from ledgermq.broker.config import BrokerConfig
+from ledgermq.broker.context import Broker
+from ledgermq.broker.registration import Registrar
+from ledgermq.broker.slave_sync import MasterOffsetReconciler, SlaveSynchronizer
+from ledgermq.broker.transactions.check_service import TransactionCheckService
+from ledgermq.config import BrokerRole, StoreConfig
 from ledgermq.errors import LedgerError
+from ledgermq.ha.master import HAService
+from ledgermq.ha.slave import HAClient
+from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 
-if TYPE_CHECKING:
-    from ledgermq.broker.app import BrokerApp
-
 log = logging.getLogger(__name__)
 
-__all__ = ["ControllerRoles", "ha_address_of"]
+__all__ = ["ControllerRoles", "RoleHost", "ha_address_of"]
+
+
+class RoleHost(Protocol):
+    """The broker parts a role change reads (properties) or replaces (plain attributes and
+    ``make_current``, the one way its settings change)."""
+
+    master_addr: str | None
+    master_ha_addr: str | None
+
+    def make_current(self, config: BrokerConfig | None = None, store_config: StoreConfig | None = None) -> None: ...
+
+    @property
+    def broker(self) -> Broker: ...
+    @property
+    def base_config(self) -> BrokerConfig: ...
+    @property
+    def registrar(self) -> Registrar: ...
+    @property
+    def client(self) -> RemotingClient: ...
+    @property
+    def txn_check(self) -> TransactionCheckService: ...
+    @property
+    def ha_service(self) -> HAService | None: ...
+    @property
+    def ha_client(self) -> HAClient | None: ...
+    @property
+    def slave_sync(self) -> SlaveSynchronizer | None: ...
+    @property
+    def offset_reconciler(self) -> MasterOffsetReconciler | None: ...
 
 
 def ha_address_of(props: dict[str, str]) -> str | None:
@@ -61,7 +96,7 @@ def parse_properties_text(text: str) -> dict[str, str]:
 class ControllerRoles:
     """``RoleSwitch`` over a ``BrokerApp`` (called under the service's lock, one at a time)."""
 
-    def __init__(self, app: BrokerApp, master_role: BrokerRole) -> None:
+    def __init__(self, app: RoleHost, master_role: BrokerRole) -> None:
         self.app = app
         self.master_role = master_role
         self._resolve: asyncio.Task[None] | None = None

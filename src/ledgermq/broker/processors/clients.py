@@ -9,7 +9,7 @@ from ledgermq.broker.context import Broker
 from ledgermq.broker.heartbeat_data import SubscriptionData, parse_heartbeat
 from ledgermq.broker.topics import RETRY_PREFIX
 from ledgermq.errors import RemoteProtocolError
-from ledgermq.filter import FilterSyntaxError
+from ledgermq.filter import FilterSyntaxError, is_tag_type
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
@@ -59,13 +59,12 @@ async def check_client_config(broker: Broker, ctx: RequestContext, cmd: Remoting
         raw = doc.get("subscriptionData") if isinstance(doc, dict) else None
         if raw is None:
             return cmd.response(ResponseCode.SUCCESS)
-        sub = SubscriptionData.build(
-            str(raw["topic"]), raw.get("subString"), 0, str(raw.get("expressionType") or "TAG")
-        )
+        kind = str(raw.get("expressionType") or "TAG")
+        if is_tag_type(kind):  # a tag subscription needs nothing of the broker
+            return cmd.response(ResponseCode.SUCCESS)
+        sub = SubscriptionData.build(str(raw["topic"]), raw.get("subString"), 0, kind)
     except (RemoteProtocolError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RemoteProtocolError(f"CHECK_CLIENT_CONFIG body does not decode: {exc}") from exc
-    if sub.is_tag_type:
-        return cmd.response(ResponseCode.SUCCESS)
     if not broker.config.enable_property_filter:
         return cmd.response(
             ResponseCode.SYSTEM_ERROR,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
 from ledgermq.broker.context import Broker
+from ledgermq.clock import perf_seconds
 from ledgermq.errors import ProtocolError
 from ledgermq.net.server import Deferred, Processor, RequestContext
 from ledgermq.protocol.codes import ResponseCode
@@ -28,7 +28,7 @@ def bind(fn: BrokerProcessor, broker: Broker) -> Processor:
     server answers it. A plain answer is counted and returned without a coroutine of ours,
     so a send answered at once costs no frame beyond its own."""
     count = broker.stats.count_request
-    perf_counter = time.perf_counter
+    perf_counter = perf_seconds
 
     def processor(ctx: RequestContext, cmd: RemotingCommand) -> BrokerAnswer | Deferred | Awaitable[BrokerAnswer]:
         start = perf_counter()

@@ -7,23 +7,28 @@ one from their heartbeat (Java) are as RocketMQ 4.9.7 has them; see docs/formats
 
 from __future__ import annotations
 
-import asyncio
+from dataclasses import dataclass
 
 from ledgermq.broker.consumer_filters import compile_subscription
 from ledgermq.broker.context import Broker
 from ledgermq.broker.heartbeat_data import SubscriptionData
+from ledgermq.broker.subscriptions import SubscriptionGroupConfig
 from ledgermq.filter import FilterSyntaxError, SqlExpression
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers_pull import PullMessageRequestHeader, PullMessageResponseHeader
+from ledgermq.protocol.headers_pull import (
+    FLAG_COMMIT_OFFSET,
+    FLAG_SUBSCRIPTION,
+    FLAG_SUSPEND,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+)
 from ledgermq.protocol.route import PERM_READ, TopicConfig
+from ledgermq.protocol.tag_expression import TagExpressionError
 from ledgermq.store.message_filter import MessageFilter, PropertyFilter, TagFilter
 from ledgermq.store.results import GetResult, GetStatus
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 MASTER_ID = 0
 
 _STATUS = {
@@ -48,24 +53,27 @@ def _code_for(result: GetResult, offset: int) -> int:
 
 
 def _subscription(
-    broker: Broker, cmd: RemotingCommand, hdr: PullMessageRequestHeader
+    broker: Broker, cmd: RemotingCommand, hdr: PullMessageRequestHeader, group_cfg: SubscriptionGroupConfig
 ) -> tuple[SubscriptionData, SqlExpression | None] | RemotingCommand:
     """The pull's subscription and, for a property filter, its compiled expression; or the
-    refusal. Order and codes are RocketMQ 4.9's ``PullMessageProcessor``."""
+    refusal. Order and codes are RocketMQ 4.9's ``PullMessageProcessor``: a pull with the
+    SUBSCRIPTION flag carries its own; one without it (Java's default) is served with the
+    subscription the group's heartbeat registered, and refused while that is missing or
+    older than the version the pull names."""
     group, topic = hdr.consumer_group, hdr.topic
     if hdr.sys_flag & FLAG_SUBSCRIPTION:
-        sub = SubscriptionData.build(topic, hdr.subscription, hdr.sub_version, hdr.expression_type or "TAG")
-        if sub.is_tag_type:
-            return sub, None
         try:
-            return sub, compile_subscription(sub.sub_string, sub.expression_type)
-        except FilterSyntaxError as exc:
+            sub = SubscriptionData.build(topic, hdr.subscription, hdr.sub_version, hdr.expression_type or "TAG")
+            return sub, None if sub.is_tag_type else compile_subscription(sub.sub_string, sub.expression_type)
+        except (TagExpressionError, FilterSyntaxError) as exc:
             return cmd.response(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
             )
     info = broker.consumers.groups.get(group)
     if info is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist, {group}")
+    if not group_cfg.consume_broadcast_enable and info.message_model == "BROADCASTING":
+        return cmd.response(ResponseCode.NO_PERMISSION, f"the consumer group[{group}] can not consume by broadcast way")
     found = info.subscriptions.get(topic)
     if found is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist, {topic}")
@@ -97,62 +105,83 @@ def _replicated_topic(broker: Broker, topic: str) -> TopicConfig | None:
     return TopicConfig(topic, count, count, PERM_READ)
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a pull reads, decided once before the first read (and kept for a held pull)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    max_msgs: int
+    message_filter: MessageFilter | None
+    group_cfg: SubscriptionGroupConfig
+    subscription: SubscriptionData
+
+
+class _Reader:
+    """The one read of a pull, first and on every wake-up of its hold. A pull that relies on
+    its group's heartbeat (no SUBSCRIPTION flag) reads with the subscription the group holds
+    now, as RocketMQ re-runs the whole request on a wake-up: when a heartbeat replaced it
+    while the pull was held, the pull is planned again and read from its own offset (what
+    the old filter skipped may match the new one)."""
+
+    def __init__(self, broker: Broker, cmd: RemotingCommand, hdr: PullMessageRequestHeader, plan: _Plan) -> None:
+        self.broker, self.cmd, self.hdr, self.plan = broker, cmd, hdr, plan
+
+    def __call__(self, offset: int) -> tuple[int, GetResult]:
+        plan, hdr = self.plan, self.hdr
+        by_heartbeat = not hdr.sys_flag & FLAG_SUBSCRIPTION
+        if by_heartbeat and self.broker.consumers.subscription(plan.group, plan.topic) is not plan.subscription:
+            fresh = _plan(self.broker, self.cmd, hdr)
+            if isinstance(fresh, _Plan):  # else (the group left meanwhile) the old plan answers
+                self.plan = plan = fresh
+                offset = hdr.queue_offset
+        result = self.broker.store.get_message(plan.topic, plan.queue_id, offset, plan.max_msgs, plan.message_filter)
+        return offset, result
+
+
 async def pull_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
-    return await _pull(broker, ctx, cmd, None, allow_suspend=True)
-
-
-async def _hold(
-    broker: Broker,
-    topic: str,
-    queue_id: int,
-    offset: int,
-    timeout: float,
-    by_properties: PropertyFilter | None,
-    max_msgs: int,
-) -> int:
-    """Hold a pull until a message arrives or ``timeout`` passes; the offset to answer from.
-
-    With a property filter, a held pull wakes only for a message it matches, as RocketMQ's
-    PullRequestHoldService checks the filter against each arrival: arrivals that do not
-    match move the offset on and the pull keeps waiting (and when it times out, its answer
-    carries the moved offset)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        arrived = await broker.pull_hold.wait(
-            topic,
-            queue_id,
-            offset,
-            max(0.0, deadline - loop.time()),
-            current_max=lambda: broker.store.max_offset_in_queue(topic, queue_id),
-        )
-        if not arrived or by_properties is None:
-            return offset
-        result = broker.store.get_message(topic, queue_id, offset, max_msgs, by_properties)
-        if result.status is not GetStatus.NO_MATCHED_MESSAGE or loop.time() >= deadline:
-            return offset
-        offset = result.next_begin_offset
-
-
-async def _pull(
-    broker: Broker,
-    ctx: RequestContext,
-    cmd: RemotingCommand,
-    hdr: PullMessageRequestHeader | None,
-    allow_suspend: bool,
-    offset: int | None = None,
-) -> RemotingCommand:
+    """Read once; a pull that found nothing and may be suspended is handed to the long-polling
+    service, which reads again (through ``read``) each time its queue grows, and whose last
+    read is the answer: the store is never read twice for one outcome."""
     if not broker.readable:
         return cmd.response(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_addr}] pulling message is forbidden",
         )
-    if hdr is None:  # decoded after the permission check, as the broker always answered
-        hdr = PullMessageRequestHeader.decode(cmd)
+    hdr = PullMessageRequestHeader.decode(cmd)  # after the permission check, as the broker always answered
+    plan = _plan(broker, cmd, hdr)
+    if isinstance(plan, RemotingCommand):
+        return plan
+
+    read = _Reader(broker, cmd, hdr, plan)
+    offset, result = read(hdr.queue_offset)
+    if hdr.sys_flag & FLAG_COMMIT_OFFSET and broker.config.is_master and hdr.commit_offset >= 0:
+        # Committed on the first pass, held or not, as RocketMQ does: a caught-up consumer's
+        # pulls are nearly all held, and its progress must still be recorded.
+        broker.offsets.commit(plan.group, plan.topic, plan.queue_id, hdr.commit_offset)
+    if _code_for(result, offset) == ResponseCode.PULL_NOT_FOUND and hdr.sys_flag & FLAG_SUSPEND:
+        config = broker.config
+        timeout_ms = hdr.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_ms
+        ctx.park()
+        try:
+            offset, result = await broker.pull_hold.hold(
+                plan.topic,
+                plan.queue_id,
+                offset,
+                max(0, timeout_ms) / 1000,
+                read=read,
+                current_max=lambda: broker.store.max_offset_in_queue(plan.topic, plan.queue_id),
+                clock=broker.clock,
+            )
+        finally:
+            ctx.unpark()
+    return _answer(broker, cmd, read.plan, result, offset)
+
+
+def _plan(broker: Broker, cmd: RemotingCommand, hdr: PullMessageRequestHeader) -> _Plan | RemotingCommand:
+    """The checks of RocketMQ's ``PullMessageProcessor`` before its read, in its order."""
     group, topic, queue_id = hdr.consumer_group, hdr.topic, hdr.queue_id
-    if offset is None:  # else a held pull that moved past non-matching messages
-        offset = hdr.queue_offset
-    max_msgs, sys_flag = hdr.max_msg_nums, hdr.sys_flag
     group_cfg = broker.subscriptions.find(group)
     if group_cfg is None:
         return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist")
@@ -170,7 +199,7 @@ async def _pull(
             ResponseCode.SYSTEM_ERROR,
             f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
         )
-    found = _subscription(broker, cmd, hdr)
+    found = _subscription(broker, cmd, hdr, group_cfg)
     if isinstance(found, RemotingCommand):
         return found
     sub, compiled = found
@@ -188,30 +217,16 @@ async def _pull(
             verdict = broker.filter_cache.verdict_of(topic, queue_id, compiled)
         message_filter = PropertyFilter(compiled.matches, compiled.names, verdict)
     else:
-        message_filter = None if sub.matches_all else TagFilter(sub.tags)
-    result = broker.store.get_message(topic, queue_id, offset, max_msgs, message_filter)
+        message_filter = None if sub.matches_all else TagFilter.by_codes(sub.codes)
+    return _Plan(group, topic, queue_id, hdr.max_msg_nums, message_filter, group_cfg, sub)
+
+
+def _answer(broker: Broker, cmd: RemotingCommand, plan: _Plan, result: GetResult, offset: int) -> RemotingCommand:
     code = _code_for(result, offset)
-    if allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and broker.config.is_master:
-        # Committed on the first pass, held or not, as RocketMQ does: a caught-up consumer's
-        # pulls are nearly all held, and its progress must still be recorded.
-        commit = hdr.commit_offset
-        if commit >= 0:
-            broker.offsets.commit(group, topic, queue_id, commit)
-    if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND:
-        timeout_ms = (
-            hdr.suspend_timeout_millis if broker.config.long_polling_enable else (broker.config.short_polling_time_ms)
-        )
-        by_properties = message_filter if isinstance(message_filter, PropertyFilter) else None
-        ctx.park()
-        try:
-            offset = await _hold(broker, topic, queue_id, offset, max(0, timeout_ms) / 1000, by_properties, max_msgs)
-        finally:
-            ctx.unpark()
-        return await _pull(broker, ctx, cmd, hdr, allow_suspend=False, offset=offset)
-    suggest = group_cfg.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else MASTER_ID
+    suggest = plan.group_cfg.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else MASTER_ID
     ext = PullMessageResponseHeader(suggest, result.next_begin_offset, result.min_offset, result.max_offset).ext()
     body = result.body() if code == ResponseCode.SUCCESS else b""
-    broker.stats.count_get(topic, group, result.message_count if body else 0, len(body))
+    broker.stats.count_get(plan.topic, plan.group, result.message_count if body else 0, len(body))
     remark = None if code == ResponseCode.SUCCESS else (result.remark or result.status.value)
     return cmd.response(code, remark, ext, body)
 

@@ -89,21 +89,6 @@ def _route(
     return tc, queue_id
 
 
-async def _check(
-    broker: Broker, cmd: RemotingCommand, hdr: SendMessageRequestHeader
-) -> tuple[TopicConfig, int] | RemotingCommand:
-    refused = _admit(broker, cmd, hdr)
-    if refused is not None:
-        return refused
-    known = broker.topics.get(hdr.topic) is not None
-    tc = _resolve_topic(broker, cmd, hdr, hdr.topic)
-    if isinstance(tc, RemotingCommand):
-        return tc
-    if not known:
-        await broker.register_now()  # routable before the producer hears back (one increment per burst)
-    return _route(cmd, hdr, tc)
-
-
 def _retry_to_dlq(broker: Broker, hdr: SendMessageRequestHeader, topic: str, queue_id: int) -> tuple[str, int]:
     """Retry-topic sends that exhausted their reconsume budget go to %DLQ%group."""
     if not topic.startswith(RETRY_PREFIX):
@@ -123,17 +108,41 @@ def _retry_to_dlq(broker: Broker, hdr: SendMessageRequestHeader, topic: str, que
 def send_message(
     broker: Broker, ctx: RequestContext, cmd: RemotingCommand
 ) -> RemotingCommand | Deferred | Awaitable[RemotingCommand]:
-    """The produce path. A native master with the topic already known stores the message
-    and answers within this call (no task, no loop turn); only the waits SYNC_FLUSH and
-    SYNC_MASTER ask for, a topic created by this send (which is registered first) and
-    DLedger's replication return an awaitable."""
+    """The produce path, the same in every mode (native master, SYNC_MASTER, controller
+    mode, DLedger): checks, the message, ``Broker.write`` and its answer. A send that needs
+    no wait is answered within this call (no task, no loop turn); one that waits (an fsync,
+    the slaves, a Raft commit) returns a ``Deferred`` the broker's write turn resolves
+    (broker/write_turn). Only a send that creates its topic is awaited: the topic is
+    registered with the name servers before the producer hears back."""
     hdr = SendMessageRequestHeader.decode(cmd)
-    tc = broker.topics.get(hdr.topic)
-    if tc is None or broker.dledger is not None:
-        return _send_waiting(broker, ctx, cmd, hdr)
     refused = _admit(broker, cmd, hdr)
     if refused is not None:
         return refused
+    tc = broker.topics.get(hdr.topic)
+    if tc is None:
+        return _send_to_new_topic(broker, ctx, cmd, hdr)
+    return _store(broker, ctx, cmd, hdr, tc)
+
+
+async def _send_to_new_topic(
+    broker: Broker, ctx: RequestContext, cmd: RemotingCommand, hdr: SendMessageRequestHeader
+) -> RemotingCommand:
+    tc = _resolve_topic(broker, cmd, hdr, hdr.topic)
+    if isinstance(tc, RemotingCommand):
+        return tc
+    await broker.register_now()  # routable before the producer hears back (one increment per burst)
+    answered = _store(broker, ctx, cmd, hdr, tc)
+    if isinstance(answered, RemotingCommand):
+        return answered
+    later = await answered.wait()
+    assert later is not None
+    return later
+
+
+def _store(
+    broker: Broker, ctx: RequestContext, cmd: RemotingCommand, hdr: SendMessageRequestHeader, tc: TopicConfig
+) -> RemotingCommand | Deferred:
+    """Route, build, write and answer (now, or through a ``Deferred``)."""
     routed = _route(cmd, hdr, tc)
     if isinstance(routed, RemotingCommand):
         return routed
@@ -142,44 +151,7 @@ def send_message(
     if isinstance(built, RemotingCommand):
         return built
     msg, wait = built
-    _ask_for_the_slaves_window(broker)
-    # native mode (checked above): the store is the broker's one way to write (Broker.put),
-    # behind controller mode's gate (role, lease, minInSyncReplicas) as Broker.put has it
-    refused_put = broker.refuse_write(wait)
-    if refused_put is not None:
-        result = refused_put
-    else:
-        result = broker.store.put_message(msg) if isinstance(msg, MessageInput) else broker.store.put_messages(msg)
-    return answer(broker, cmd, result, queue_id, wait)
-
-
-async def _send_waiting(
-    broker: Broker, ctx: RequestContext, cmd: RemotingCommand, hdr: SendMessageRequestHeader
-) -> RemotingCommand:
-    checked = await _check(broker, cmd, hdr)
-    if isinstance(checked, RemotingCommand):
-        return checked
-    tc, queue_id = checked
-    built = _build(broker, ctx, cmd, hdr, tc, queue_id)
-    if isinstance(built, RemotingCommand):
-        return built
-    msg, wait = built
-    _ask_for_the_slaves_window(broker)
-    result = await (broker.put(msg) if isinstance(msg, MessageInput) else broker.put_batch(msg))
-    answered = answer(broker, cmd, result, queue_id, wait)
-    if isinstance(answered, RemotingCommand):
-        return answered
-    later = await answered.wait()
-    assert later is not None
-    return later
-
-
-def _ask_for_the_slaves_window(broker: Broker) -> None:
-    """Asked before the put, so the slave's window is queued ahead of the dispatch the put
-    queues: both run before any later request is read (read-your-writes), window first.
-    A put that is refused costs a look that finds nothing to send."""
-    if broker.ha is not None:
-        broker.ha.notify_append()
+    return answer(broker, cmd, broker.write(msg, wait), queue_id, wait)
 
 
 def _build(

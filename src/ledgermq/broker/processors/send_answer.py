@@ -1,11 +1,12 @@
 """The answer to a stored send, now or once the waits its mode asks for are over.
 
 ASYNC_FLUSH on an ASYNC_MASTER needs no wait: the answer is built at once, within the
-call that read the request. SYNC_FLUSH waits for an fsync that covers the message and
-SYNC_MASTER for a slave's acknowledgement of the message's own bytes. Those waits are
-callbacks on the broker's flush waiters (broker/offset_waiters.py) and the HA service's
-acknowledgement waiters, ending in a ``Deferred`` the server answers from within the loop
-turn that released it: a waiting send costs no task and no extra loop turns.
+call that read the request. Otherwise the send registers what it waits for in the
+broker's write turn (broker/write_turn): an fsync covering the message (SYNC_FLUSH), the
+slaves the mode asks for holding its bytes (SYNC_MASTER, controller mode's
+allAckInSyncStateSet), a Raft quorum committing it (DLedger); the turn's end-of-turn step
+releases it and the answer leaves through a ``Deferred`` the server answers from within
+that step. A waiting send costs no task and no extra loop turns.
 
 The broker registers the store's flush listener at start (BrokerApp), so a SYNC_FLUSH put
 reaches here with ``durable_at``; a put with a flush future of its own would mean the
@@ -14,9 +15,9 @@ listener is missing, and is refused rather than answered without its fsync.
 
 from __future__ import annotations
 
-import time
-
 from ledgermq.broker.context import Broker
+from ledgermq.broker.dledger import Proposal
+from ledgermq.broker.write_turn import Need, Wait
 from ledgermq.config import BrokerRole
 from ledgermq.net.server import Deferred
 from ledgermq.protocol.codes import ResponseCode
@@ -43,15 +44,31 @@ STATUS_CODES = {
 
 
 def answer(
-    broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool
+    broker: Broker, cmd: RemotingCommand, stored: PutResult | Proposal, queue_id: int, wait: bool
 ) -> RemotingCommand | Deferred:
-    """The answer to ``result``, or a ``Deferred`` of it when the put must first be flushed
-    (SYNC_FLUSH) or reach a slave (SYNC_MASTER); ``wait`` is the message's WAIT property."""
-    if result.flush_future is not None or (result.durable_at is not None and broker.flush_waiters is None):
+    """The answer to ``stored``, or a ``Deferred`` of it when it must first be flushed
+    (SYNC_FLUSH), reach the slaves (SYNC_MASTER) or be committed (DLedger); ``wait`` is the
+    message's WAIT property."""
+    if isinstance(stored, Proposal):
+        return _SendWait(broker, cmd, PutResult(PutStatus.UNKNOWN_ERROR), queue_id, Need.COMMITTED, 0, stored).start()
+    result = stored
+    if result.flush_future is not None or (result.durable_at is not None and broker.turn is None):
         raise RuntimeError("a SYNC_FLUSH put without the broker's flush listener (BrokerApp registers it)")
-    if result.durable_at is None and not _waits_for_slave(broker, result, wait):
+    needs = Need.DURABLE if result.durable_at is not None else Need.NONE
+    if _waits_for_slave(broker, result, wait):
+        assert result.append is not None
+        ha = broker.ha
+        if ha is not None and ha.slave_ok(result.append.next_offset):
+            needs |= Need.REPLICATED
+        elif needs == Need.NONE:
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+            return stored_answer(broker, cmd, result, queue_id)
+        else:  # told once the fsync is over (the answer never comes before it)
+            result.status = PutStatus.SLAVE_NOT_AVAILABLE
+    if needs == Need.NONE:
         return stored_answer(broker, cmd, result, queue_id)
-    return _Waits(broker, cmd, result, queue_id, wait).start()
+    end = result.durable_at if result.durable_at is not None else result.append.next_offset  # type: ignore[union-attr]
+    return _SendWait(broker, cmd, result, queue_id, needs, end, None).start()
 
 
 def stored_answer(broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
@@ -80,66 +97,56 @@ def _waits_for_slave(broker: Broker, result: PutResult, wait: bool) -> bool:
     return result.ok and wait and broker.dledger is None and broker.store_config.broker_role is BrokerRole.SYNC_MASTER
 
 
-class _Waits:
-    """One send's waits as a chain of callbacks: the fsync first, then the slave.
+class _SendWait:
+    """One send's entry in the write turn's waits table and the answer it becomes.
 
     SYNC_MASTER: no slave connected, or the best one haSlaveFallbehindMax or more behind,
-    answers SLAVE_NOT_AVAILABLE at once; no acknowledgement within syncFlushTimeout
-    answers FLUSH_SLAVE_TIMEOUT. SYNC_FLUSH: no fsync within syncFlushTimeout answers
-    FLUSH_DISK_TIMEOUT, a failed fsync too, saying why. The message is stored either way
-    (RocketMQ's semantics)."""
+    answers SLAVE_NOT_AVAILABLE at once (after the fsync under SYNC_FLUSH); no
+    acknowledgement within syncFlushTimeout answers FLUSH_SLAVE_TIMEOUT. SYNC_FLUSH: no
+    fsync within syncFlushTimeout answers FLUSH_DISK_TIMEOUT, a failed fsync too, saying
+    why. The message is stored either way (RocketMQ's semantics). DLedger: the proposal's
+    outcome (its PutResult) once committed or failed."""
 
-    __slots__ = ("broker", "cmd", "deferred", "queue_id", "result", "started", "wait")
+    __slots__ = ("broker", "cmd", "deferred", "proposal", "queue_id", "result", "wait")
+    # The proposal's, when ``proposal`` is set (DLedger); ``result`` stands in until then.
 
-    def __init__(self, broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int, wait: bool) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        cmd: RemotingCommand,
+        result: PutResult,
+        queue_id: int,
+        needs: int,
+        end: int,
+        proposal: Proposal | None,
+    ) -> None:
         self.broker = broker
         self.cmd = cmd
         self.result = result
         self.queue_id = queue_id
-        self.wait = wait
+        self.proposal = proposal
         self.deferred = Deferred()
-        self.started = 0.0
+        self.wait = Wait(end, needs, broker.store_config.sync_flush_timeout_ms / 1000, self._released)
 
     def start(self) -> Deferred:
-        waiters = self.broker.flush_waiters
-        durable_at = self.result.durable_at
-        if durable_at is not None and waiters is not None:  # ``answer`` refused a put with no waiters
-            waiters.add(durable_at, self._flushed)
-        else:
-            self._to_slave()
+        turn = self.broker.turn
+        assert turn is not None  # BrokerApp builds it before it serves
+        turn.add(self.wait)
+        if self.proposal is not None:
+            self.proposal.on_done(lambda committed: turn.settle(self.wait, committed))
         return self.deferred
 
-    def _flushed(self, durable: bool, reason: str) -> None:
+    def _released(self, wait: Wait) -> None:
         result = self.result
-        if not durable:
+        if self.proposal is not None:
+            result = self.proposal.outcome()  # committed, or why not (the Raft driver says)
+        elif wait.missed == Need.DURABLE:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            if reason:
-                result.remark = f"{reason}; the broker refuses writes until it is restarted"
-            self._finish()
-            return
-        self._to_slave()
-
-    def _to_slave(self) -> None:
-        broker = self.broker
-        result = self.result
-        if not _waits_for_slave(broker, result, self.wait):
-            self._finish()
-            return
-        assert result.append is not None
-        end = result.append.next_offset
-        ha = broker.ha
-        if ha is None or not ha.slave_ok(end):
-            result.status = PutStatus.SLAVE_NOT_AVAILABLE
-            self._finish()
-            return
-        self.started = time.perf_counter()
-        ha.on_ack(end, broker.store_config.sync_flush_timeout_ms / 1000, self._acked)
-
-    def _acked(self, acked: bool) -> None:
-        self.broker.stats.replication.observe(time.perf_counter() - self.started)  # timeouts included
-        if not acked:
-            self.result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
-        self._finish()
-
-    def _finish(self) -> None:
-        self.deferred.resolve(stored_answer(self.broker, self.cmd, self.result, self.queue_id))
+            if wait.reason:
+                result.remark = f"{wait.reason}; the broker refuses writes until it is restarted"
+        elif wait.missed == Need.REPLICATED:
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+        if wait.asked & Need.REPLICATED and wait.missed in (Need.NONE, Need.REPLICATED):
+            # the slave's share of the send (timeouts included), from the start of that stage
+            self.broker.stats.replication.observe(self.broker.clock.monotonic() - wait.stage_started)
+        self.deferred.resolve(stored_answer(self.broker, self.cmd, result, self.queue_id))

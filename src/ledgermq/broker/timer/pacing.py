@@ -14,8 +14,9 @@ the interpreter too); with 10% they kept 86% (docs/benchmarks.md, "Timer message
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
+
+from ledgermq.clock import perf_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,20 +29,20 @@ class PaceSettings:
 class Pace:
     def __init__(self, settings: PaceSettings | None = None) -> None:
         self.settings = settings or PaceSettings()
-        self._chunk_started = time.perf_counter()
+        self._chunk_started = perf_seconds()
         self.rests = 0
 
     def start_chunk(self) -> None:
-        self._chunk_started = time.perf_counter()
+        self._chunk_started = perf_seconds()
 
     async def end_chunk(self) -> None:
         """Yield; rest if the loop turned out to be busy."""
-        worked = time.perf_counter() - self._chunk_started
-        before = time.perf_counter()
+        worked = perf_seconds() - self._chunk_started
+        before = perf_seconds()
         await asyncio.sleep(0)
-        lag = time.perf_counter() - before
+        lag = perf_seconds() - before
         if lag > self.settings.busy_lag_s:
             share = self.settings.busy_share
             self.rests += 1
             await asyncio.sleep(worked * (1 - share) / share)
-        self._chunk_started = time.perf_counter()
+        self._chunk_started = perf_seconds()

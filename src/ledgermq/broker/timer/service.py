@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -85,8 +84,8 @@ class TimerService:
         self._delivery: asyncio.Task[None] | None = None
         self._done: list[int] = []  # delivered, not yet reported to the timer store
         self._opened = False
-        self._last_flush = time.monotonic()
-        self._last_clean = time.monotonic()
+        self._last_flush = self.clock.monotonic()
+        self._last_clean = self.clock.monotonic()
         self.lateness = LatencyHistogram(LATENESS_BUCKETS)  # seconds past the slot's end
         self.recent_lateness_ms: deque[int] = deque(maxlen=4096)
         self.delivered = 0
@@ -159,7 +158,7 @@ class TimerService:
     async def _file_round(self) -> None:
         while await asyncio.to_thread(self.timers.enqueue, FILE_BATCH) >= FILE_BATCH:
             pass
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now - self._last_flush >= self.settings.flush_interval_ms / 1000:
             self._last_flush = now
             await asyncio.to_thread(self.timers.flush)

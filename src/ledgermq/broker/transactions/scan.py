@@ -122,14 +122,7 @@ def scan(
             continue
         examined += 1
         props = dict(rec.properties)
-        times = check_times(props)
-        reason = ""
-        if times is not None and times >= s.check_max:
-            reason = "checked too many times"
-        else:
-            props[P.TRANSACTION_CHECK_TIMES] = str(1 if times is None else times + 1)
-            if now_ms - rec.born_timestamp > s.reserved_ms:
-                reason = "older than fileReservedTime"
+        reason = _given_up(rec, props, now_ms, s)
         if reason:
             kept = rec.properties if reason == "checked too many times" else props
             result.actions.append(Action("discard", i, rec, dict(kept), i + 1, reason))
@@ -177,6 +170,18 @@ def scan(
     result.op_offset = book.next_op_offset(op_start)
     result.bad_ops = book.bad
     return result
+
+
+def _given_up(rec: MessageRecord, props: dict[str, str], now_ms: int, s: ScanSettings) -> str:
+    """Why a half message is discarded instead of checked ("" if it is not); counts this
+    check in ``props`` when it is not over the limit already."""
+    times = check_times(props)
+    if times is not None and times >= s.check_max:
+        return "checked too many times"
+    props[P.TRANSACTION_CHECK_TIMES] = str(1 if times is None else times + 1)
+    if now_ms - rec.born_timestamp > s.reserved_ms:
+        return "older than fileReservedTime"
+    return ""
 
 
 def _long(text: str) -> int:

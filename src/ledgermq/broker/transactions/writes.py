@@ -36,12 +36,10 @@ def find_half(broker: Broker, commit_log_offset: int) -> MessageRecord | None:
 
 
 async def put(broker: Broker, msg: MessageInput) -> PutResult:
-    """``Broker.put`` and, on a master, a nudge to stream it to slaves now."""
+    """``Broker.put``, counted (its write turn dispatches it and streams it to slaves)."""
     result = await broker.put(msg)
     if result.append is not None:
         broker.stats.count_put(result.append.topic, result.append.msg_num, result.append.wrote_bytes)
-        if broker.ha is not None:
-            broker.ha.notify_append()
     return result
 
 

@@ -1,2 +1,2 @@
-"""``ledgermq admin`` commands by concept; each module adds its commands to the ``admin``
-group of ``ledgermq.cli.admin_cmd`` when imported (admin_cmd imports them all)."""
+"""``ledgermq admin`` commands by concept; each module lists its commands in ``COMMANDS`` and
+``ledgermq.cli.admin_cmd`` adds them to the ``admin`` group. ``plumbing`` holds what they share."""

@@ -9,10 +9,10 @@ import click
 from ledgermq.admin import operations as ops
 from ledgermq.admin.client import AdminClient
 from ledgermq.cli.admin.common import one_target, target_addrs
-from ledgermq.cli.admin_cmd import _run, admin, namesrv_option
+from ledgermq.cli.admin.plumbing import namesrv_option, run_with_client
 
 
-@admin.command("getBrokerConfig")
+@click.command("getBrokerConfig")
 @namesrv_option
 @click.option("-b", "--brokerAddr", "broker_addr", help="get which broker")
 @click.option("-c", "--clusterName", "cluster_name", help="get which cluster (every broker of it)")
@@ -27,10 +27,10 @@ def get_broker_config(namesrv: str, broker_addr: str | None, cluster_name: str |
             for key, value in props.items():
                 click.echo(f"{key:<50}=  {value}")
 
-    _run(namesrv, run)
+    run_with_client(namesrv, run)
 
 
-@admin.command("updateBrokerConfig")
+@click.command("updateBrokerConfig")
 @namesrv_option
 @click.option("-b", "--brokerAddr", "broker_addr", help="update which broker")
 @click.option("-c", "--clusterName", "cluster_name", help="update which cluster (every broker of it)")
@@ -45,4 +45,7 @@ def update_broker_config(namesrv: str, broker_addr: str | None, cluster_name: st
             await ops.update_broker_config(client, addr, key.strip(), value.strip())
             click.echo(f"update broker config success, {addr}")
 
-    _run(namesrv, run)
+    run_with_client(namesrv, run)
+
+
+COMMANDS: tuple[click.Command, ...] = (get_broker_config, update_broker_config)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
 
 import click
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import AdminError
+from ledgermq.clock import SYSTEM_CLOCK
 
 MQADMIN_TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"  # yyyy-MM-dd#HH:mm:ss:SSS (milliseconds)
 
@@ -37,7 +37,7 @@ def parse_mqadmin_time(text: str) -> int:
     time) or ``now``."""
     text = text.strip()
     if text == "now":
-        return int(time.time() * 1000)
+        return SYSTEM_CLOCK.wall_ms()
     if text.lstrip("-").isdigit():
         return int(text)
     try:

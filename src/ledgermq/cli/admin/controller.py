@@ -1,7 +1,8 @@
 """Controller-mode commands, as RocketMQ 5's mqadmin spells them: ``getControllerMetaData``,
 ``getSyncStateSet``, ``electMaster``, ``cleanBrokerMetadata`` (to the controller, ``-a``;
 several addresses separated by ``;``, the leader is found from any of them) and
-``getBrokerEpoch`` (to the brokers found through the name server)."""
+``getBrokerEpoch`` (to the brokers found through the name server). ``ledgermq admin --tls``'s
+options reach the controller too."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import click
 
 from ledgermq.admin import controller_ops
 from ledgermq.admin.client import AdminClient
-from ledgermq.cli.admin_cmd import _run_repeating, admin, namesrv_option
+from ledgermq.cli.admin.plumbing import TLS_META, namesrv_option, run_repeating
+from ledgermq.client.instance.tls import client_tls
 from ledgermq.controller.client import ControllerClient
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.codes import ResponseCode
@@ -25,9 +27,16 @@ controller_option = click.option(
 )
 
 
+def _controller_client(addrs: str) -> ControllerClient:
+    """A client of the controller at ``addrs``, over TLS when ``ledgermq admin --tls`` was given."""
+    ctx = click.get_current_context(silent=True)
+    tls = ctx.meta.get(TLS_META) if ctx is not None else None
+    return ControllerClient(addrs, tls=client_tls(tls is not None, tls))
+
+
 def _run_controller(addrs: str, fn: Callable[[ControllerClient], Awaitable[T]]) -> T:
     async def main() -> T:
-        async with ControllerClient(addrs) as client:
+        async with _controller_client(addrs) as client:
             return await fn(client)
 
     try:
@@ -36,7 +45,7 @@ def _run_controller(addrs: str, fn: Callable[[ControllerClient], Awaitable[T]]) 
         raise click.ClickException(str(exc)) from None
 
 
-@admin.command("getControllerMetaData")
+@click.command("getControllerMetaData")
 @controller_option
 def get_controller_metadata(controller_addr: str) -> None:
     """Get controller cluster's metadata."""
@@ -50,7 +59,7 @@ def get_controller_metadata(controller_addr: str) -> None:
     click.echo("")
 
 
-@admin.command("getSyncStateSet")
+@click.command("getSyncStateSet")
 @controller_option
 @namesrv_option
 @click.option("-b", "--brokerName", "broker_name", help="which broker to fetch")
@@ -64,7 +73,7 @@ def get_sync_state_set(
         raise click.UsageError("give exactly one of -b brokerName or -c clusterName")
 
     async def show(names: list[str]) -> None:
-        async with ControllerClient(controller_addr) as ctl:
+        async with _controller_client(controller_addr) as ctl:
             info = await ctl.get_sync_state_data(names)
         for name, r in info.replicas_info_table.items():
             click.echo(
@@ -97,10 +106,10 @@ def get_sync_state_set(
         assert cluster_name is not None
         await show((await admin_client.cluster_info()).broker_names(cluster_name.strip()))
 
-    _run_repeating(namesrv, once, interval)
+    run_repeating(namesrv, once, interval)
 
 
-@admin.command("getBrokerEpoch")
+@click.command("getBrokerEpoch")
 @namesrv_option
 @click.option("-b", "--brokerName", "broker_name", help="which broker group to fetch")
 @click.option("-c", "--clusterName", "cluster_name", help="which cluster")
@@ -126,10 +135,10 @@ def get_broker_epoch(namesrv: str, broker_name: str | None, cluster_name: str | 
                 click.echo(f"\n#Epoch: {entry}", nl=False)
             click.echo("")
 
-    _run_repeating(namesrv, once, interval)
+    run_repeating(namesrv, once, interval)
 
 
-@admin.command("electMaster")
+@click.command("electMaster")
 @controller_option
 @click.option("-b", "--brokerId", "broker_id", type=int, required=True, help="the id of the broker to become master")
 @click.option("-bn", "--brokerName", "broker_name", required=True, help="the broker name of the replicas")
@@ -155,7 +164,7 @@ def elect_master(controller_addr: str, broker_id: int, broker_name: str, cluster
             click.echo(f"\t#Broker\t{member_id}\t{addr}")
 
 
-@admin.command("cleanBrokerMetadata")
+@click.command("cleanBrokerMetadata")
 @controller_option
 @click.option("-b", "--brokerControllerIdsToClean", "broker_ids", help="broker ids to clean, e.g. 1;2;3")
 @click.option("-bn", "--brokerName", "broker_name", required=True, help="the broker name of the replicas")
@@ -179,3 +188,12 @@ def clean_broker_metadata(
         ),
     )
     click.echo(f"clear broker {broker_name} metadata from controller success! ")
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    get_controller_metadata,
+    get_sync_state_set,
+    get_broker_epoch,
+    elect_master,
+    clean_broker_metadata,
+)

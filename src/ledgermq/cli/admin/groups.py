@@ -11,7 +11,7 @@ from ledgermq.admin import operations as ops
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import DLQ_PREFIX, RETRY_PREFIX, AdminError, mq_version_desc
 from ledgermq.cli.admin.common import format_mqadmin_time, one_target, parse_mqadmin_time, target_addrs
-from ledgermq.cli.admin_cmd import _print, _run, admin, namesrv_option
+from ledgermq.cli.admin.plumbing import namesrv_option, print_text, run_with_client
 from ledgermq.cli.admin_render import _table
 
 target_options = [
@@ -26,7 +26,7 @@ def _targets(fn: Any) -> Any:
     return fn
 
 
-@admin.command("updateSubGroup")
+@click.command("updateSubGroup")
 @namesrv_option
 @_targets
 @click.option("-g", "--groupName", "group", required=True, help="consumer group name")
@@ -78,14 +78,14 @@ def update_sub_group(
             click.echo(f"create subscription group to {addr} success.")
         click.echo("SubscriptionGroupConfig [" + ", ".join(f"{k}={_java(v)}" for k, v in config.items()) + "]")
 
-    _run(namesrv, run)
+    run_with_client(namesrv, run)
 
 
 def _java(value: object) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-@admin.command("deleteSubGroup")
+@click.command("deleteSubGroup")
 @namesrv_option
 @_targets
 @click.option("-g", "--groupName", "group", required=True, help="subscription group name")
@@ -116,15 +116,15 @@ def delete_sub_group(
                 continue
             click.echo(f"delete topic [{topic}] from cluster [{cluster}] success.")
 
-    _run(namesrv, run)
+    run_with_client(namesrv, run)
 
 
-@admin.command("consumerConnection")
+@click.command("consumerConnection")
 @namesrv_option
 @click.option("-g", "--consumerGroup", "group", required=True, help="consumer group name")
 def consumer_connection(namesrv: str, group: str) -> None:
     """Query consumer's socket connection, client version and subscription."""
-    conn = _run(namesrv, lambda c: c.examine_consumer_connection(group.strip()))
+    conn = run_with_client(namesrv, lambda c: c.examine_consumer_connection(group.strip()))
     for i, cc in enumerate(conn.connections, 1):
         click.echo(f"{i:03d}  {cc.client_id:<32} {cc.client_addr:<22} {cc.language:<8} {mq_version_desc(cc.version)}")
     click.echo("\nBelow is subscription:")
@@ -136,18 +136,18 @@ def consumer_connection(namesrv: str, group: str) -> None:
     click.echo(f"ConsumeFromWhere: {conn.consume_from_where}")
 
 
-@admin.command("producerConnection")
+@click.command("producerConnection")
 @namesrv_option
 @click.option("-g", "--producerGroup", "group", required=True, help="producer group name")
 @click.option("-t", "--topic", required=True, help="topic name")
 def producer_connection(namesrv: str, group: str, topic: str) -> None:
     """Query producer's socket connection and client version."""
-    conns = _run(namesrv, lambda c: ops.producer_connection(c, group.strip(), topic.strip()))
+    conns = run_with_client(namesrv, lambda c: ops.producer_connection(c, group.strip(), topic.strip()))
     for i, cc in enumerate(conns, 1):
         click.echo(f"{i:04d}  {cc.client_id:<32} {cc.client_addr:<22} {cc.language:<8} {mq_version_desc(cc.version)}")
 
 
-@admin.command("resetOffsetByTime")
+@click.command("resetOffsetByTime")
 @namesrv_option
 @click.option("-g", "--group", required=True, help="set the consumer group")
 @click.option("-t", "--topic", required=True, help="set the topic")
@@ -157,7 +157,7 @@ def reset_offset_by_time(namesrv: str, group: str, topic: str, when: str, force:
     """Reset consumer offset by timestamp (live consumers are told; offline groups are reset in the broker)."""
     group, topic = group.strip(), topic.strip()
     timestamp = parse_mqadmin_time(when)
-    table = _run(namesrv, lambda c: ops.reset_offset_by_time(c, group, topic, timestamp, force))
+    table = run_with_client(namesrv, lambda c: ops.reset_offset_by_time(c, group, topic, timestamp, force))
     click.echo(
         f"rollback consumer offset by specified consumerGroup[{group}], topic[{topic}], force[{_java(force)}], "
         f"timestamp(string)[{format_mqadmin_time(timestamp)}], timestamp(long)[{timestamp}]"
@@ -165,4 +165,13 @@ def reset_offset_by_time(namesrv: str, group: str, topic: str, when: str, force:
     out = _table("#brokerName", "#queueId", "#offset")
     for mq, offset in table.items():
         out.add_row(mq.broker_name, str(mq.queue_id), str(offset))
-    _print(out)
+    print_text(out)
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    update_sub_group,
+    delete_sub_group,
+    consumer_connection,
+    producer_connection,
+    reset_offset_by_time,
+)

@@ -9,13 +9,13 @@ from ledgermq.admin import operations as ops
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import AdminResponseError, msg_id
 from ledgermq.cli.admin.common import parse_mqadmin_time
-from ledgermq.cli.admin_cmd import _print, _run, admin, namesrv_option
+from ledgermq.cli.admin.plumbing import namesrv_option, print_text, run_with_client
 from ledgermq.cli.admin_render import message_grid
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.message import MessageRecord
 
 
-@admin.command("queryMsgByUniqueKey")
+@click.command("queryMsgByUniqueKey")
 @namesrv_option
 @click.option("-i", "--msgId", "unique_key", required=True, help="message id (the unique key producers print)")
 @click.option("-t", "--topic", required=True, help="the topic of msg")
@@ -40,9 +40,9 @@ def query_msg_by_unique_key(
             record = await find(client)
             return ops.direct_result_text(await ops.consume_message_directly(client, group, cid, record))
 
-        click.echo(_run(namesrv, direct))
+        click.echo(run_with_client(namesrv, direct))
         return
-    _print(message_grid(_run(namesrv, find)))
+    print_text(message_grid(run_with_client(namesrv, find)))
 
 
 def _message_line(rec: MessageRecord, charset: str, print_body: bool) -> str:
@@ -59,7 +59,7 @@ def _message_line(rec: MessageRecord, charset: str, print_body: bool) -> str:
     return f"MSGID: {msg_id(rec)} {ext} BODY: {body}"
 
 
-@admin.command("printMsg")
+@click.command("printMsg")
 @namesrv_option
 @click.option("-t", "--topic", required=True, help="topic name")
 @click.option("-c", "--charsetName", "charset", default="UTF-8", show_default=True, help="CharsetName(eg: UTF-8,GBK)")
@@ -77,7 +77,9 @@ def print_msg(
         raise click.BadParameter(f"unknown charset {charset!r}", param_hint="-c") from None
     begin_ms = parse_mqadmin_time(begin) if begin else None
     end_ms = parse_mqadmin_time(end) if end else None
-    slices = _run(namesrv, lambda c: ops.print_messages(c, topic.strip(), expression.strip(), begin_ms, end_ms))
+    slices = run_with_client(
+        namesrv, lambda c: ops.print_messages(c, topic.strip(), expression.strip(), begin_ms, end_ms)
+    )
     for qs in slices:
         mq = qs.mq
         click.echo(
@@ -86,3 +88,6 @@ def print_msg(
         )
         for rec in qs.messages:
             click.echo(_message_line(rec, charset, print_body))
+
+
+COMMANDS: tuple[click.Command, ...] = (query_msg_by_unique_key, print_msg)

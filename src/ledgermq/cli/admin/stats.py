@@ -9,7 +9,7 @@ import click
 from ledgermq.admin import operations as ops
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import DLQ_PREFIX, RETRY_PREFIX, AdminError
-from ledgermq.cli.admin_cmd import _run, admin, namesrv_option
+from ledgermq.cli.admin.plumbing import namesrv_option, run_with_client
 
 _HEAD = "%-32s  %-32s %12s %11s %11s %14s %14s"
 _ROW = "%-64s  %-64s %12d %11.2f %11.2f %14d %14d"
@@ -27,7 +27,7 @@ def shown(row: ops.TopicStatsRow, active_only: bool) -> bool:
     return not active_only or row.in_24h > 0 or row.out_24h > 0
 
 
-@admin.command("statsAll")
+@click.command("statsAll")
 @namesrv_option
 @click.option("-a", "--activeTopic", "active_topic", is_flag=True, help="print active topic only")
 @click.option("-t", "--topic", default=None, help="print select topic only")
@@ -50,4 +50,7 @@ def stats_all(namesrv: str, active_topic: bool, topic: str | None) -> None:
                 if shown(row, active_topic):
                     click.echo(format_row(row))
 
-    _run(namesrv, run)
+    run_with_client(namesrv, run)
+
+
+COMMANDS: tuple[click.Command, ...] = (stats_all,)

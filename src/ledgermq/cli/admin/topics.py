@@ -9,10 +9,10 @@ import click
 from ledgermq.admin import operations as ops
 from ledgermq.admin.client import AdminClient
 from ledgermq.admin.model import AdminError
-from ledgermq.cli.admin_cmd import _run, admin, namesrv_option
+from ledgermq.cli.admin.plumbing import namesrv_option, run_with_client
 
 
-@admin.command("deleteTopic")
+@click.command("deleteTopic")
 @namesrv_option
 @click.option("-t", "--topic", required=True, help="topic name")
 @click.option("-c", "--clusterName", "cluster_name", required=True, help="delete topic from which cluster")
@@ -25,7 +25,7 @@ def delete_topic(namesrv: str, topic: str, cluster_name: str) -> None:
         click.echo(f"delete topic [{topic}] from cluster [{cluster}] success.")
         click.echo(f"delete topic [{topic}] from NameServer success.")
 
-    _run(namesrv, run)
+    run_with_client(namesrv, run)
 
 
 def _write_perm(namesrv: str, broker_name: str, writable: bool) -> None:
@@ -44,11 +44,11 @@ def _write_perm(namesrv: str, broker_name: str, writable: bool) -> None:
             click.echo(f"{verb} write perm of broker[{name}] in name server[{addr}] OK, {count}")
         return failed
 
-    if _run(namesrv, run):
+    if run_with_client(namesrv, run):
         raise click.ClickException(f"{verb} write perm of broker[{name}] failed on some name server")
 
 
-@admin.command("wipeWritePerm")
+@click.command("wipeWritePerm")
 @namesrv_option
 @click.option("-b", "--brokerName", "broker_name", required=True, help="broker name")
 def wipe_write_perm(namesrv: str, broker_name: str) -> None:
@@ -56,9 +56,12 @@ def wipe_write_perm(namesrv: str, broker_name: str) -> None:
     _write_perm(namesrv, broker_name, writable=False)
 
 
-@admin.command("addWritePerm")
+@click.command("addWritePerm")
 @namesrv_option
 @click.option("-b", "--brokerName", "broker_name", required=True, help="broker name")
 def add_write_perm(namesrv: str, broker_name: str) -> None:
     """Add write perm of broker in all name server you defined in the -n param."""
     _write_perm(namesrv, broker_name, writable=True)
+
+
+COMMANDS: tuple[click.Command, ...] = (delete_topic, wipe_write_perm, add_write_perm)

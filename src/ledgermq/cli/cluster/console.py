@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ledgermq.cli.cluster.supervisor import POLL_S, Member, StartupFailed, log_cause
 from ledgermq.client.tls import TlsOptions
+from ledgermq.clock import SYSTEM_CLOCK
 
 CONSOLE_HOST = "127.0.0.1"  # no users file in a development cluster: never reachable from elsewhere
 
@@ -35,7 +36,7 @@ def console_answers(port: int) -> bool:
 def wait_console(member: Member, port: int, timeout: float, stopping: Callable[[], bool]) -> None:
     """Until the console answers; StartupFailed (with its log's reason) if it exits or the
     timeout passes."""
-    deadline = time.monotonic() + timeout
+    deadline = SYSTEM_CLOCK.monotonic() + timeout
     while not stopping():
         assert member.proc is not None
         if member.proc.poll() is not None:
@@ -44,6 +45,6 @@ def wait_console(member: Member, port: int, timeout: float, stopping: Callable[[
         if console_answers(port):
             member.ready = True
             return
-        if time.monotonic() > deadline:
+        if SYSTEM_CLOCK.monotonic() > deadline:
             raise StartupFailed(f"the console is not serving after {timeout:.0f} s; see {member.spec.log}")
         time.sleep(POLL_S)

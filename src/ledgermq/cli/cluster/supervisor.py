@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.client.tls import TlsOptions
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.errors import LedgerError
 from ledgermq.util.proc import die_with_parent
 
@@ -121,7 +122,7 @@ class Supervisor:
                 start_new_session=True,  # Ctrl-C reaches only us; we stop the children in order
                 preexec_fn=die_with_parent,
             )
-        member.started_at = time.monotonic()
+        member.started_at = SYSTEM_CLOCK.monotonic()
         member.ready = False
         member.restart_at = None
         self.pid_file(spec).write_text(f"{member.proc.pid}\n")
@@ -139,11 +140,11 @@ class Supervisor:
             for m in live:
                 assert m.proc is not None
                 m.proc.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + STOP_TIMEOUT_S
+            deadline = SYSTEM_CLOCK.monotonic() + STOP_TIMEOUT_S
             for m in live:
                 assert m.proc is not None
                 try:
-                    m.proc.wait(max(0.1, deadline - time.monotonic()))
+                    m.proc.wait(max(0.1, deadline - SYSTEM_CLOCK.monotonic()))
                 except subprocess.TimeoutExpired:
                     self.echo(f"{m.spec.label} did not stop in {STOP_TIMEOUT_S:.0f} s; killing it")
                     m.proc.kill()
@@ -189,7 +190,7 @@ class Supervisor:
     def wait_ready(self, members: list[Member], timeout: float, stopping: Callable[[], bool]) -> bool:
         """True once all serve; False if a signal asked to stop; StartupFailed if one exits
         (with the cause from its log) or the timeout passes."""
-        deadline = time.monotonic() + timeout
+        deadline = SYSTEM_CLOCK.monotonic() + timeout
         while not stopping():
             for m in members:
                 assert m.proc is not None
@@ -203,7 +204,7 @@ class Supervisor:
                 pending[i].ready = True
             if all(m.ready for m in members):
                 return True
-            if time.monotonic() > deadline:
+            if SYSTEM_CLOCK.monotonic() > deadline:
                 names = ", ".join(m.spec.label for m in members if not m.ready)
                 raise StartupFailed(f"{names} not serving after {timeout:.0f} s; see the logs under {self.log_dir}")
             time.sleep(POLL_S)
@@ -220,7 +221,7 @@ class Supervisor:
         while not stopping():
             if on_poll is not None:
                 on_poll()
-            now = time.monotonic()
+            now = SYSTEM_CLOCK.monotonic()
             for m in self.members:
                 self._tend(m, now)
             pending = [m for m in self.members if not m.ready and m.restart_at is None and m.restarts]

@@ -18,6 +18,7 @@ from ledgermq.client.errors import MQClientError
 from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.filter import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, FilterSyntaxError, compile_expression
 from ledgermq.protocol.names import GROUP_MAX_LENGTH, GROUP_NAME_PATTERN
+from ledgermq.protocol.tag_expression import TagExpressionError, check_subscribable
 from ledgermq.util.javahash import tag_hash
 
 __all__ = [
@@ -197,10 +198,11 @@ class SubscriptionData:
         if kind != EXPRESSION_TYPE_TAG:
             check_property_expression(expr, kind)
             return cls(topic, expr, [], [], version, kind)
-        if not expr or expr == SUB_ALL:
-            return cls(topic, SUB_ALL, [], [], version)
-        tags = list(dict.fromkeys(t.strip() for t in expr.split("||") if t.strip()))
-        return cls(topic, expr, tags, [tag_hash(t) for t in tags], version)
+        try:  # RocketMQ's reading, refusing what would select other than meant
+            tags = check_subscribable(expression)
+        except TagExpressionError as exc:
+            raise MQClientError(str(exc)) from None
+        return cls(topic, tags.text, list(tags.tags), [tag_hash(t) for t in tags.tags], version)
 
     @property
     def matches_all(self) -> bool:

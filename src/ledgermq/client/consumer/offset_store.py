@@ -31,10 +31,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from ledgermq.atomic_file import write_atomic
 from ledgermq.client.errors import MQBrokerError, MQClientError
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol.admin_body import MessageQueue, decode_mq_table, loads_lenient, mq_table
-from ledgermq.util.atomic_file import write_atomic
 from ledgermq.util.ratelog import limited
 
 __all__ = [

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from ledgermq.acl.signing import Credentials, signer
 from ledgermq.aio.periodic import Periodic
 from ledgermq.client.errors import ClientStateError, MQClientError
+from ledgermq.client.instance.announcements import Announcements, versions_in_heartbeat
 from ledgermq.client.instance.namesrv import split_namesrv_addrs
 from ledgermq.client.instance.pull_api import PullAPI
 from ledgermq.client.instance.routes import POLL_NAMESRV_INTERVAL, NameServerClient, RouteCache
@@ -51,6 +52,7 @@ from ledgermq.net.connection import Connection, ConnectionClosedError, RequestTi
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.headers_pull import UnregisterClientRequestHeader
 from ledgermq.protocol.message import MessageRecord, decode_records
 from ledgermq.protocol.properties import PGROUP
 from ledgermq.util.ratelog import limited
@@ -164,7 +166,10 @@ class ClientInstance:
         )
         self.namesrv = NameServerClient(self.remoting, self.namesrv_addrs, timeout=settings.api_timeout, rng=self.rng)
         self.routes = RouteCache(self.namesrv, poll_interval=settings.poll_namesrv_interval, rng=self.rng)
-        self.pull_api = PullAPI(self.remoting, self.routes, timeout=settings.api_timeout, clock=clock)
+        self.announcements = Announcements()  # what each broker holds of our subscriptions
+        self.pull_api = PullAPI(
+            self.remoting, self.routes, timeout=settings.api_timeout, clock=clock, announcements=self.announcements
+        )
         self.producers: set[str] = set()
         self.consumers: dict[str, ConsumerHandle] = {}
         self.transaction_checkers: dict[str, TransactionChecker] = {}  # by producer group
@@ -295,7 +300,9 @@ class ClientInstance:
     async def unregister_producer(self, group: str) -> None:
         if group in self.producers:
             self.producers.discard(group)
-            await self._unregister({"clientID": self.client_id, "producerGroup": group})
+            await self._unregister(
+                UnregisterClientRequestHeader(client_id=self.client_id, producer_group=group, consumer_group=None)
+            )
 
     def register_consumer(self, consumer: ConsumerHandle) -> None:
         if consumer.group in self.consumers:
@@ -306,10 +313,13 @@ class ClientInstance:
 
     async def unregister_consumer(self, group: str) -> None:
         if self.consumers.pop(group, None) is not None:
-            await self._unregister({"clientID": self.client_id, "consumerGroup": group})
+            await self._unregister(
+                UnregisterClientRequestHeader(client_id=self.client_id, producer_group=None, consumer_group=group)
+            )
 
-    async def _unregister(self, ext: dict[str, Any]) -> None:
+    async def _unregister(self, header: UnregisterClientRequestHeader) -> None:
         """UNREGISTER_CLIENT to every broker, so the group's members change at once."""
+        ext = header.ext()
         for addr in self.routes.all_addrs():
             cmd = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, ext)
             try:
@@ -322,43 +332,51 @@ class ClientInstance:
 
     # -- heartbeats ----------------------------------------------------------------------
     def heartbeat_body(self) -> bytes:
+        return fastjson.dumps(self._heartbeat_doc())
+
+    def _heartbeat_doc(self) -> dict[str, Any]:
         groups = sorted(self.producers | ({CLIENT_INNER_PRODUCER} if self.producers else set()))
-        producers = [{"groupName": g} for g in groups]
-        return fastjson.dumps(
-            {
-                "clientID": self.client_id,
-                "consumerDataSet": [c.consumer_data() for c in self.consumers.values()],
-                "producerDataSet": producers,
-            }
-        )
+        return {
+            "clientID": self.client_id,
+            "consumerDataSet": [c.consumer_data() for c in self.consumers.values()],
+            "producerDataSet": [{"groupName": g} for g in groups],
+        }
 
     async def heartbeat(self) -> None:
-        """HEART_BEAT to every broker (masters only when no consumer lives here)."""
+        """HEART_BEAT to every broker (masters only when no consumer lives here). Each broker
+        that accepts it is recorded as holding the subscriptions it carried
+        (``announcements``): pulls to it need not carry them."""
         if not self.producers and not self.consumers:
             return
         for topic in {t for c in self.consumers.values() for t in c.subscribed_topics()}:
             self.routes.watch(topic)
         addrs = self.routes.all_addrs() if self.consumers else self.routes.master_addrs()
-        body = self.heartbeat_body()
-        await asyncio.gather(*(self._heartbeat_one(addr, body) for addr in addrs))
+        doc = self._heartbeat_doc()
+        versions = versions_in_heartbeat(doc["consumerDataSet"])
+        body = fastjson.dumps(doc)
+        await asyncio.gather(*(self._heartbeat_one(addr, body, versions) for addr in addrs))
 
-    async def _heartbeat_one(self, addr: str, body: bytes) -> None:
+    async def _heartbeat_one(self, addr: str, body: bytes, versions: dict[tuple[str, str], int]) -> None:
         cmd = RemotingCommand.request(RequestCode.HEART_BEAT, None, body)
         try:
             resp = await self.remoting.invoke(addr, cmd, self.api_timeout)
         except (ConnectError, ConnectionClosedError, RequestTimeoutError) as exc:
             log.info("heartbeat to %s failed: %s", addr, exc)
+            self.announcements.forget(addr)
             return
-        if resp.code != ResponseCode.SUCCESS:
-            limited.log(
-                log,
-                logging.WARNING,
-                ("heartbeat", addr),
-                "heartbeat to %s answered %d: %s",
-                addr,
-                resp.code,
-                resp.remark,
-            )
+        if resp.code == ResponseCode.SUCCESS:
+            self.announcements.accepted(addr, versions)
+            return
+        self.announcements.forget(addr)
+        limited.log(
+            log,
+            logging.WARNING,
+            ("heartbeat", addr),
+            "heartbeat to %s answered %d: %s",
+            addr,
+            resp.code,
+            resp.remark,
+        )
 
     # -- rebalance and persistence -------------------------------------------------------
     def rebalance_now(self) -> None:

@@ -5,7 +5,7 @@ reached; the one that answered is asked first next time."""
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
 from ledgermq.client.instance.namesrv import split_namesrv_addrs
@@ -14,6 +14,7 @@ from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.headers_namesrv import GetRouteInfoRequestHeader
 from ledgermq.protocol.route import TopicRouteData
 
 __all__ = ["NameServerClient"]
@@ -43,7 +44,7 @@ class NameServerClient:
         else:
             self.preferred = start_at % len(self.addrs)
 
-    async def invoke(self, code: int, ext: dict[str, object] | None = None, body: bytes = b"") -> RemotingCommand:
+    async def invoke(self, code: int, ext: Mapping[str, object] | None = None, body: bytes = b"") -> RemotingCommand:
         """The first answer of a name server, whatever its code; MQConnectError if none answered."""
         errors: list[str] = []
         count = len(self.addrs)
@@ -51,7 +52,9 @@ class NameServerClient:
             index = (self.preferred + i) % count
             addr = self.addrs[index]
             try:
-                resp = await self.remoting.invoke(addr, RemotingCommand.request(code, ext, body), self.timeout)
+                resp = await self.remoting.invoke(
+                    addr, RemotingCommand.request(code, dict(ext or {}), body), self.timeout
+                )
             except (ConnectError, ConnectionClosedError) as exc:
                 errors.append(str(exc))
                 continue
@@ -65,7 +68,8 @@ class NameServerClient:
 
     async def route(self, topic: str) -> TopicRouteData | None:
         """The topic's route; None if the name servers know no such topic (TOPIC_NOT_EXIST)."""
-        resp = await self.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic, "acceptStandardJsonOnly": True})
+        header = GetRouteInfoRequestHeader(topic, accept_standard_json_only=True)
+        resp = await self.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, header.ext())
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
         if resp.code != ResponseCode.SUCCESS:

@@ -23,17 +23,18 @@ Errors follow the client's hierarchy: no reachable broker or a timeout raises
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
+from ledgermq.client.instance.announcements import Announcements
+from ledgermq.client.instance.pull_result import PullResult, PullStatus
 from ledgermq.client.instance.routes import BrokerChoice, RouteCache
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import ProtocolError
+from ledgermq.filter import is_tag_type
 from ledgermq.net.client import ConnectError, RemotingClient
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
 from ledgermq.protocol import fastjson
@@ -41,26 +42,48 @@ from ledgermq.protocol import properties as P
 from ledgermq.protocol.admin_body import MessageQueue, mq_list
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.header_codec import RequestHeader, ResponseHeader
+from ledgermq.protocol.headers import MissingField
+from ledgermq.protocol.headers_pull import (
+    FLAG_CLASS_FILTER,
+    FLAG_COMMIT_OFFSET,
+    FLAG_LITE_PULL_MESSAGE,
+    FLAG_SUBSCRIPTION,
+    FLAG_SUSPEND,
+    GetConsumerListByGroupRequestHeader,
+    OffsetResponseHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from ledgermq.protocol.headers_send import ConsumerSendMsgBackRequestHeader
 from ledgermq.protocol.message import MessageRecord, decode_records
 from ledgermq.protocol.route import MASTER_ID
+from ledgermq.protocol.tag_expression import SUB_ALL, TagExpression, TagExpressionError, parse_tag_expression
 
 log = logging.getLogger(__name__)
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
-FLAG_LITE_PULL_MESSAGE = 0x10
+__all__ = [
+    "FLAG_CLASS_FILTER",
+    "FLAG_COMMIT_OFFSET",
+    "FLAG_LITE_PULL_MESSAGE",
+    "FLAG_SUBSCRIPTION",
+    "FLAG_SUSPEND",
+    "PROPERTY_MAX_OFFSET",
+    "PROPERTY_MIN_OFFSET",
+    "PullAPI",
+    "PullResult",
+    "PullStatus",
+    "filter_by_tags",
+]
+
+R = TypeVar("R", bound=ResponseHeader)
 
 PROPERTY_MIN_OFFSET = "MIN_OFFSET"
 PROPERTY_MAX_OFFSET = "MAX_OFFSET"
-
-
-class PullStatus(enum.Enum):
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
 _STATUS_BY_CODE: dict[int, PullStatus] = {
@@ -71,46 +94,41 @@ _STATUS_BY_CODE: dict[int, PullStatus] = {
 }
 
 
-@dataclass(slots=True)
-class PullResult:
-    """One pull's answer. ``raw`` is the response body (stored records back to back) for
-    readers that decode it themselves; ``messages`` is empty when ``decode=False``."""
-
-    status: PullStatus
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    messages: list[MessageRecord] = field(default_factory=list)
-    raw: bytes = b""
-    suggest_which_broker_id: int = MASTER_ID
-    from_slave: bool = False
-    broker_addr: str = ""
-
-
-def parse_tags(expression: str | None) -> set[str]:
-    """``FilterAPI.buildSubscriptionData``: ``"*"`` or blank subscribes to all (empty set);
-    otherwise ``"a || b"`` is the set of trimmed tags."""
-    if expression is None or not expression.strip() or expression.strip() == "*":
-        return set()
-    return {t.strip() for t in expression.split("||") if t.strip()}
-
-
-def filter_by_tags(messages: list[MessageRecord], tags: set[str]) -> list[MessageRecord]:
+def filter_by_tags(messages: list[MessageRecord], expression: TagExpression) -> list[MessageRecord]:
     """The client-side re-check of ``processPullResult``: the broker filters by tag hash
     only, so a hash collision may bring a message of another tag."""
-    if not tags:
+    if not expression.tags:
         return messages
-    return [m for m in messages if m.properties.get(P.TAGS) in tags]
+    return [m for m in messages if expression.matches_tag(m.properties.get(P.TAGS))]
+
+
+_REFUSED_FOR_SUBSCRIPTION = frozenset(
+    {
+        ResponseCode.SUBSCRIPTION_NOT_EXIST,
+        ResponseCode.SUBSCRIPTION_NOT_LATEST,
+        ResponseCode.FILTER_DATA_NOT_EXIST,
+        ResponseCode.FILTER_DATA_NOT_LATEST,
+    }
+)
+"""Answers saying the broker lacks the subscription a pull without it relied on."""
 
 
 class PullAPI:
     """Pulls and consumer-side queries for one client instance."""
 
     def __init__(
-        self, remoting: RemotingClient, routes: RouteCache, *, timeout: float = 3.0, clock: Clock = SYSTEM_CLOCK
+        self,
+        remoting: RemotingClient,
+        routes: RouteCache,
+        *,
+        timeout: float = 3.0,
+        clock: Clock = SYSTEM_CLOCK,
+        announcements: Announcements | None = None,
     ) -> None:
         self.remoting = remoting
         self.routes = routes
+        # what each broker holds of our subscriptions (the client instance records heartbeats)
+        self.announcements = announcements or Announcements()
         self.timeout = timeout
         self.clock = clock
         # pullFromWhichNodeTable: the broker id the last answer suggested, per queue
@@ -181,9 +199,15 @@ class PullAPI:
 
     # -- the wire ------------------------------------------------------------------------
     async def invoke(
-        self, addr: str, code: int, ext: dict[str, Any] | None, body: bytes = b"", timeout: float | None = None
+        self,
+        addr: str,
+        code: int,
+        header: RequestHeader | None,
+        body: bytes = b"",
+        timeout: float | None = None,
     ) -> RemotingCommand:
         timeout = self.timeout if timeout is None else timeout
+        ext = header.ext() if header is not None else None
         try:
             return await self.remoting.invoke(addr, RemotingCommand.request(code, ext, body), timeout)
         except ConnectError as exc:
@@ -193,7 +217,8 @@ class PullAPI:
         except RequestTimeoutError as exc:
             raise MQConnectError(str(exc), addr, timeout=True) from None
 
-    async def oneway(self, addr: str, code: int, ext: dict[str, Any] | None, body: bytes = b"") -> None:
+    async def oneway(self, addr: str, code: int, header: RequestHeader | None, body: bytes = b"") -> None:
+        ext = header.ext() if header is not None else None
         try:
             await self.remoting.invoke_oneway(addr, RemotingCommand.request(code, ext, body))
         except ConnectError as exc:
@@ -202,11 +227,12 @@ class PullAPI:
             raise MQConnectError(f"{addr} closed the connection: {exc}", addr) from None
 
     @staticmethod
-    def _int(resp: RemotingCommand, name: str, addr: str) -> int:
+    def _answer(header: type[R], resp: RemotingCommand, addr: str) -> R:
+        """The typed header of an answer; MQClientError naming the field it lacks."""
         try:
-            return int(resp.ext_fields[name])
-        except (KeyError, ValueError, TypeError):
-            raise MQClientError(f"the answer from {addr} lacks a numeric {name}") from None
+            return header.decode(resp)
+        except MissingField as exc:
+            raise MQClientError(f"the answer from {addr} does not decode: {exc}") from None
 
     # -- pull ----------------------------------------------------------------------------
     async def pull(
@@ -224,108 +250,132 @@ class PullAPI:
         timeout: float | None = None,
         decode: bool = True,
         lite: bool = False,
+        post_subscription: bool = True,
     ) -> PullResult:
         """``pullKernelImpl`` + ``processPullResult``. ``commit_offset`` > 0 asks the master to
-        record it in passing; ``suspend_ms`` > 0 lets the broker hold the pull (long polling)."""
+        record it in passing; ``suspend_ms`` > 0 lets the broker hold the pull (long polling).
+
+        ``post_subscription=False`` (the push consumer's default, as Java's) sends the
+        subscription only when the chosen broker may not hold ``sub_version`` of it from our
+        heartbeats (``Announcements``); True always sends it (lite pulls, tools)."""
         choice = await self._choose(mq.broker_name, self.pull_node(mq), False, mq.topic)
-        sys_flag = FLAG_SUBSCRIPTION
+        addr = choice.addr
+        posted = post_subscription or not self.announcements.holds(addr, group, mq.topic, sub_version)
+        sys_flag = FLAG_SUBSCRIPTION if posted else 0
         if commit_offset > 0 and not choice.slave:
             sys_flag |= FLAG_COMMIT_OFFSET
         if suspend_ms > 0:
             sys_flag |= FLAG_SUSPEND
         if lite:
             sys_flag |= FLAG_LITE_PULL_MESSAGE
-        ext = {
-            "consumerGroup": group,
-            "topic": mq.topic,
-            "queueId": mq.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": max_nums,
-            "sysFlag": sys_flag,
-            "commitOffset": commit_offset,
-            "suspendTimeoutMillis": suspend_ms,
-            "subscription": expression or "*",
-            "subVersion": sub_version,
-            "expressionType": expression_type,
-        }
+        header = PullMessageRequestHeader(
+            consumer_group=group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset,
+            suspend_timeout_millis=suspend_ms,
+            sub_version=sub_version,
+            subscription=(expression or SUB_ALL) if posted else None,
+            expression_type=expression_type,
+        )
         if timeout is None:
             timeout = suspend_ms / 1000 + self.timeout
         try:
-            resp = await self.invoke(choice.addr, RequestCode.PULL_MESSAGE, ext, timeout=timeout)
+            resp = await self.invoke(addr, RequestCode.PULL_MESSAGE, header, timeout=timeout)
         except MQConnectError:
             # A dead master stays in the cached route until the 30 s refresh; asking the name
-            # server now moves the next pull to a slave within about a second.
+            # server now moves the next pull to a slave within about a second. A broker that
+            # comes back has lost our heartbeats: the next pull carries the subscription.
+            self.announcements.forget(addr)
             self._refresh_soon(mq.topic)
             raise
         status = _STATUS_BY_CODE.get(resp.code)
         if status is None:
-            raise MQBrokerError(resp.code, resp.remark, choice.addr)
-        suggest = self._int(resp, "suggestWhichBrokerId", choice.addr)
-        self.pull_from[mq] = suggest
+            if resp.code in _REFUSED_FOR_SUBSCRIPTION:
+                self.announcements.forget(addr)
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        answer = self._answer(PullMessageResponseHeader, resp, addr)
+        self.pull_from[mq] = answer.suggest_which_broker_id
         result = PullResult(
             status,
-            self._int(resp, "nextBeginOffset", choice.addr),
-            self._int(resp, "minOffset", choice.addr),
-            self._int(resp, "maxOffset", choice.addr),
+            answer.next_begin_offset,
+            answer.min_offset,
+            answer.max_offset,
             raw=resp.body if status is PullStatus.FOUND else b"",
-            suggest_which_broker_id=suggest,
+            suggest_which_broker_id=answer.suggest_which_broker_id,
             from_slave=choice.slave,
-            broker_addr=choice.addr,
+            broker_addr=addr,
         )
         if decode and status is PullStatus.FOUND:
-            try:
-                records = decode_records(resp.body, inflate=True)
-            except ProtocolError as exc:
-                raise MQClientError(f"a pull answer from {choice.addr} does not decode: {exc}") from None
-            min_text, max_text = str(result.min_offset), str(result.max_offset)
-            for rec in records:
-                rec.broker_name = mq.broker_name
-                rec.properties[PROPERTY_MIN_OFFSET] = min_text
-                rec.properties[PROPERTY_MAX_OFFSET] = max_text
-            result.messages = filter_by_tags(records, parse_tags(expression) if expression_type == "TAG" else set())
+            result.messages = self._decode(resp.body, mq, result, expression, expression_type)
         return result
 
+    @staticmethod
+    def _decode(
+        body: bytes, mq: MessageQueue, result: PullResult, expression: str, expression_type: str
+    ) -> list[MessageRecord]:
+        try:
+            records = decode_records(body, inflate=True)
+        except ProtocolError as exc:
+            raise MQClientError(f"a pull answer from {result.broker_addr} does not decode: {exc}") from None
+        min_text, max_text = str(result.min_offset), str(result.max_offset)
+        for rec in records:
+            rec.broker_name = mq.broker_name
+            rec.properties[PROPERTY_MIN_OFFSET] = min_text
+            rec.properties[PROPERTY_MAX_OFFSET] = max_text
+        if not is_tag_type(expression_type):
+            return records
+        try:
+            tags = parse_tag_expression(expression)
+        except TagExpressionError:  # the broker parsed it to answer; keep what it sent
+            return records
+        return filter_by_tags(records, tags)
+
     # -- queue offsets -------------------------------------------------------------------
-    async def _queue_offset(self, code: int, mq: MessageQueue, extra: dict[str, Any] | None = None) -> int:
+    async def _queue_offset(self, code: int, mq: MessageQueue, header: RequestHeader) -> int:
         choice = await self._master_or_slave(mq)
-        resp = await self.invoke(choice.addr, code, {"topic": mq.topic, "queueId": mq.queue_id, **(extra or {})})
+        resp = await self.invoke(choice.addr, code, header)
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, choice.addr)
-        return self._int(resp, "offset", choice.addr)
+        return self._answer(OffsetResponseHeader, resp, choice.addr).offset
 
     async def max_offset(self, mq: MessageQueue) -> int:
         """The offset the next message of the queue will get."""
-        return await self._queue_offset(RequestCode.GET_MAX_OFFSET, mq)
+        return await self._queue_offset(RequestCode.GET_MAX_OFFSET, mq, QueueRequestHeader(mq.topic, mq.queue_id))
 
     async def min_offset(self, mq: MessageQueue) -> int:
         """The smallest offset still stored (retention moves it forward)."""
-        return await self._queue_offset(RequestCode.GET_MIN_OFFSET, mq)
+        return await self._queue_offset(RequestCode.GET_MIN_OFFSET, mq, QueueRequestHeader(mq.topic, mq.queue_id))
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The offset of the first message stored at or after ``timestamp_ms`` (as the broker
         rounds it)."""
-        return await self._queue_offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, {"timestamp": timestamp_ms})
+        header = SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
+        return await self._queue_offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, header)
 
     # -- consumer offsets ----------------------------------------------------------------
     async def query_consumer_offset(self, mq: MessageQueue, group: str) -> int | None:
         """The group's committed offset of the queue; None when the broker has none."""
         choice = await self._master_or_slave(mq)
-        ext = {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id}
-        resp = await self.invoke(choice.addr, RequestCode.QUERY_CONSUMER_OFFSET, ext)
+        header = QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id)
+        resp = await self.invoke(choice.addr, RequestCode.QUERY_CONSUMER_OFFSET, header)
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, choice.addr)
-        return self._int(resp, "offset", choice.addr)
+        return self._answer(OffsetResponseHeader, resp, choice.addr).offset
 
     async def update_consumer_offset(self, mq: MessageQueue, group: str, offset: int, *, oneway: bool = False) -> None:
         """Commit the group's offset of the queue to the master (a slave while it is down)."""
         choice = await self._master_or_slave(mq)
-        ext = {"consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": offset}
+        header = UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset)
         if oneway:
-            await self.oneway(choice.addr, RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+            await self.oneway(choice.addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
             return
-        resp = await self.invoke(choice.addr, RequestCode.UPDATE_CONSUMER_OFFSET, ext)
+        resp = await self.invoke(choice.addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, choice.addr)
 
@@ -342,7 +392,8 @@ class PullAPI:
             if choice is None:
                 continue
             try:
-                resp = await self.invoke(choice.addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+                header = GetConsumerListByGroupRequestHeader(group)
+                resp = await self.invoke(choice.addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, header)
             except MQConnectError as exc:
                 last = exc
                 continue
@@ -393,15 +444,15 @@ class PullAPI:
         """CONSUMER_SEND_MSG_BACK to the master of the group the message came from: the broker
         re-stores it in the retry topic (or the DLQ after ``max_reconsume_times``)."""
         addr = await self._master(MessageQueue(msg.topic, msg.broker_name, 0))
-        ext = {
-            "offset": msg.physical_offset,
-            "group": group,
-            "delayLevel": delay_level,
-            "originMsgId": msg.msg_id,
-            "originTopic": msg.topic,
-            "unitMode": False,
-            "maxReconsumeTimes": max_reconsume_times,
-        }
-        resp = await self.invoke(addr, RequestCode.CONSUMER_SEND_MSG_BACK, ext, timeout=timeout)
+        header = ConsumerSendMsgBackRequestHeader(
+            group=group,
+            offset=msg.physical_offset,
+            delay_level=delay_level,
+            max_reconsume_times=max_reconsume_times,
+            origin_msg_id=msg.msg_id,
+            origin_topic=msg.topic,
+            unit_mode=False,
+        )
+        resp = await self.invoke(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header, timeout=timeout)
         if resp.code != ResponseCode.SUCCESS:
             raise MQBrokerError(resp.code, resp.remark, addr)

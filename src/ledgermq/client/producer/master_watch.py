@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -52,9 +52,10 @@ class Routes(Protocol):
 
 @dataclass(slots=True, eq=False)
 class _Attempt:
-    """A send attempt in flight on ``addr`` (the master of ``broker_name`` when it began)."""
+    """A send attempt in flight on ``addr`` (the master of ``broker_name`` when it began);
+    ``abandon`` stops it (cancels the task awaiting it, or the future of its answer)."""
 
-    task: asyncio.Task[Any]
+    abandon: Callable[[], Any]
     topic: str
     broker_name: str
     addr: str
@@ -129,6 +130,33 @@ class MasterWatch:
         self._monitor = None  # a monitor cancelled before it ran never reached its finally
 
     # -- waits -----------------------------------------------------------------------------
+    def register(self, abandon: Callable[[], Any], topic: str, broker_name: str, addr: str) -> _Attempt | None:
+        """Watch an attempt on ``addr`` (the master of ``broker_name``) that is not awaited
+        by a task of its own: once it has waited ``stall_after`` and the route names
+        another master, ``abandon`` is called and the attempt's ``moved_to`` is set (see
+        ``moved_error``). None when watching is off. ``unregister`` when it ends."""
+        if not self.settings.enabled:
+            return None
+        attempt = _Attempt(abandon, topic, broker_name, addr, self.clock.monotonic())
+        self._attempts[id(attempt)] = attempt
+        if self._monitor is None:
+            self._monitor = asyncio.create_task(self._watch_stalls(), name="producer-master-watch")
+        return attempt
+
+    def unregister(self, attempt: _Attempt) -> None:
+        self._attempts.pop(id(attempt), None)
+
+    def moved_error(self, attempt: _Attempt) -> MasterMovedError:
+        """The error of an attempt the monitor abandoned (``moved_to`` set)."""
+        self.abandoned += 1
+        return MasterMovedError(
+            f"no answer from {attempt.addr} for {self.settings.stall_after:.1f}s or more and the route now "
+            f"names {attempt.moved_to} as the master of {attempt.broker_name}: attempt abandoned "
+            "(it may have been stored)",
+            attempt.addr,
+            attempt.moved_to or "",
+        )
+
     async def watch(self, call: Awaitable[T], topic: str, broker_name: str, addr: str) -> T:
         """Await ``call`` (an attempt on ``addr``, the master of ``broker_name``) in the
         calling task; abandon it with ``MasterMovedError`` once it has waited ``stall_after``
@@ -138,26 +166,16 @@ class MasterWatch:
         task = asyncio.current_task() if self.settings.enabled else None
         if task is None:
             return await call
-        attempt = _Attempt(task, topic, broker_name, addr, self.clock.monotonic())
-        key = id(attempt)
-        self._attempts[key] = attempt
-        if self._monitor is None:
-            self._monitor = asyncio.create_task(self._watch_stalls(), name="producer-master-watch")
+        attempt = self.register(task.cancel, topic, broker_name, addr)
+        assert attempt is not None
         try:
             return await call
         except asyncio.CancelledError:
             if attempt.moved_to is not None and task.uncancel() == 0:
-                self.abandoned += 1
-                raise MasterMovedError(
-                    f"no answer from {addr} for {self.settings.stall_after:.1f}s or more and the route now "
-                    f"names {attempt.moved_to} as the master of {broker_name}: attempt abandoned "
-                    "(it may have been stored)",
-                    addr,
-                    attempt.moved_to,
-                ) from None
+                raise self.moved_error(attempt) from None
             raise
         finally:
-            self._attempts.pop(key, None)
+            self.unregister(attempt)
 
     async def _watch_stalls(self) -> None:
         """The monitor: sleeps until the oldest attempt could have stalled; then looks the
@@ -182,7 +200,7 @@ class MasterWatch:
                         new = self.moved(a.broker_name, a.addr)
                         if new is not None:
                             a.moved_to = new
-                            a.task.cancel()
+                            a.abandon()
                 await asyncio.sleep(max(MIN_SLEEP, min(self._until_next_lookup(t) for t in topics)))
         except asyncio.CancelledError:
             raise

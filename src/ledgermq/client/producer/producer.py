@@ -89,6 +89,7 @@ from ledgermq.client.producer.async_send import (
     SendCallback,
 )
 from ledgermq.client.producer.failover import FailoverSettings
+from ledgermq.client.producer.fast_send import SendFuture, SendOp, SendPath
 from ledgermq.client.producer.fault import FaultStrategy
 from ledgermq.client.producer.master_watch import MasterWatch
 from ledgermq.client.producer.outgoing import (
@@ -191,6 +192,20 @@ class Producer:
         )
         self.ids = UniqueIdGenerator(self.instance.client_ip)
         self._state = "created"
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of start(): no lookup per send
+        self._path = SendPath(
+            self.routes,
+            self.remoting,
+            self.fault,
+            clock,
+            self.master_watch,
+            settings.group,
+            settings.create_topic_key,
+            settings.default_topic_queue_nums,
+            # through the attribute, so a test's spy on _send_kernel sees every coroutine attempt
+            lambda out, mq, timeout, oneway: self._send_kernel(out, mq, timeout, oneway),
+            self._full_send,
+        )
 
     # -- the settings the application reads ----------------------------------------------
     @property
@@ -214,6 +229,7 @@ class Producer:
         if self._state != "created":
             raise ClientStateError(f"the producer is {self._state}; it can be started once")
         self.instance.register_producer(self.group)
+        self._loop = asyncio.get_running_loop()
         self._state = "running"
         await self.instance.start()
         await self.instance.heartbeat()
@@ -377,13 +393,48 @@ class Producer:
             self.master_watch,
         )
 
+    async def _full_send(
+        self, out: Outgoing, timeout: float, started: float, times_total: int, retry_not_ok: bool
+    ) -> SendResult | None:
+        """A send's whole coroutine path, for one the fast path cannot start (no usable cached
+        route): the route looked up (or waited for), then ``send_with_retries``."""
+        info = self.routes.usable_publish_info(out.topic)
+        if info is None:
+            info = await self._publish_info(out.topic, started + timeout)
+        return await send_with_retries(
+            out, info, self._send_kernel, self.fault, self.clock, times_total, timeout, started, retry_not_ok,
+            False, self.master_watch,
+        )  # fmt: skip
+
+    async def _sync_send(self, out: Outgoing, timeout: float | None) -> SendResult:
+        """A sync send as an op (see ``fast_send``) on a plain future; the caller's cancel
+        stops it."""
+        loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+        fut: asyncio.Future[SendResult] = loop.create_future()
+        settings = self.settings
+        op = SendOp(
+            self._path, out, fut, settings.send_timeout if timeout is None else timeout, self.clock.monotonic(),
+            1 + settings.retry_times, settings.retry_another_broker_when_not_store_ok,
+        )  # fmt: skip
+        op.start()
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            op.abort()
+            raise
+
+    def _async_op(self, out: Outgoing, fut: SendFuture, started: float, timeout: float) -> SendOp:
+        """An async send's op: ``retry_times_when_send_async_failed`` retries, a non-SEND_OK
+        status is a result (``onExceptionImpl``)."""
+        return SendOp(
+            self._path, out, fut, timeout, started, 1 + self.settings.retry_times_when_send_async_failed, False
+        )
+
     # -- public sends ----------------------------------------------------------------------
     async def send(self, msg: Message, *, timeout: float | None = None) -> SendResult:
         """Send and await the broker's answer, retrying on another broker group."""
         self._check_running()
-        result = await self._send_default(self._prepare(msg), timeout, oneway=False)
-        assert result is not None
-        return result
+        return await self._sync_send(self._prepare(msg), timeout)
 
     async def send_oneway(self, msg: Message) -> None:
         """One attempt, no answer awaited (the broker does not reply)."""
@@ -394,9 +445,7 @@ class Producer:
         """SEND_BATCH_MESSAGE (320): ``msg_id`` and ``offset_msg_id`` are comma-joined, and
         ``queue_offset`` is the first message's."""
         self._check_running()
-        result = await self._send_default(self._prepare_batch(msgs), timeout, oneway=False)
-        assert result is not None
-        return result
+        return await self._sync_send(self._prepare_batch(msgs), timeout)
 
     async def send_to_queue(self, msg: Message, queue: MessageQueue, *, timeout: float | None = None) -> SendResult:
         """One attempt on ``queue`` (``send(msg, mq)``); errors are raised as they come."""
@@ -454,7 +503,7 @@ class Producer:
         on_success: OnSuccess | None = None,
         on_exception: OnException | None = None,
         timeout: float | None = None,
-    ) -> asyncio.Future[SendResult]:
+    ) -> SendFuture:
         """Start a send and return its future at once (``send(msg, SendCallback)``).
 
         Attempts are retried on another broker group (see the module notes). Errors, local
@@ -463,7 +512,8 @@ class Producer:
         Cancelling the future cancels the send, and no callback runs then."""
         return self._async.start(
             lambda: self._prepare(msg),
-            self._send_default_async,
+            self._async_op,
+            SendOp.start,
             Callbacks.of(callback, on_success, on_exception),
             self.settings.send_timeout if timeout is None else timeout,
         )
@@ -476,11 +526,12 @@ class Producer:
         on_success: OnSuccess | None = None,
         on_exception: OnException | None = None,
         timeout: float | None = None,
-    ) -> asyncio.Future[SendResult]:
+    ) -> SendFuture:
         """``send_batch`` as an async send (retries as ``send_async``)."""
         return self._async.start(
             lambda: self._prepare_batch(msgs),
-            self._send_default_async,
+            self._async_op,
+            SendOp.start,
             Callbacks.of(callback, on_success, on_exception),
             self.settings.send_timeout if timeout is None else timeout,
         )
@@ -494,7 +545,7 @@ class Producer:
         on_success: OnSuccess | None = None,
         on_exception: OnException | None = None,
         timeout: float | None = None,
-    ) -> asyncio.Future[SendResult]:
+    ) -> SendFuture:
         """``send(msg, mq, SendCallback)``: failed attempts are retried on the same queue, as
         Java's async sends without publish info are (``onExceptionImpl`` keeps the broker)."""
 
@@ -503,7 +554,8 @@ class Producer:
 
         return self._async.start(
             lambda: self._prepare(msg),
-            run,
+            self._async_op,
+            lambda op: op.run_coroutine(run(op.out, op.started, op.timeout)),
             Callbacks.of(callback, on_success, on_exception),
             self.settings.send_timeout if timeout is None else timeout,
         )
@@ -518,7 +570,7 @@ class Producer:
         on_success: OnSuccess | None = None,
         on_exception: OnException | None = None,
         timeout: float | None = None,
-    ) -> asyncio.Future[SendResult]:
+    ) -> SendFuture:
         """``send(msg, selector, arg, SendCallback)``: the selector picks the queue once; failed
         attempts are retried on that queue."""
 
@@ -531,7 +583,8 @@ class Producer:
 
         return self._async.start(
             lambda: self._prepare(msg),
-            run,
+            self._async_op,
+            lambda op: op.run_coroutine(run(op.out, op.started, op.timeout)),
             Callbacks.of(callback, on_success, on_exception),
             self.settings.send_timeout if timeout is None else timeout,
         )
@@ -545,18 +598,6 @@ class Producer:
     def async_inflight(self) -> int:
         """Async sends holding an in-flight slot."""
         return self.async_budget.count
-
-    async def _send_default_async(self, out: Outgoing, started: float, timeout: float) -> SendResult:
-        result = await self._send_default(
-            out,
-            timeout,
-            False,
-            retries=self.settings.retry_times_when_send_async_failed,
-            retry_not_ok=False,
-            started=started,
-        )
-        assert result is not None
-        return result
 
     async def _send_selected_async(
         self, out: Outgoing, queue: MessageQueue, started: float, timeout: float

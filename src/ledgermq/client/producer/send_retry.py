@@ -99,6 +99,142 @@ async def _back_off(
     return True
 
 
+class Retries:
+    """The state of one ``send_with_retries``: which attempts were made, on which broker
+    groups, what failed last. Split into steps so a send can make its first attempt
+    without a coroutine (the producer's fast path, ``fast_send``) and hand the rest over
+    to ``run`` only when that attempt did not end the send."""
+
+    __slots__ = (
+        "attempt", "backoffs", "begin_first", "brokers", "call_timeout", "clock", "failed", "fault", "info",
+        "last_broker", "last_exc", "made", "moved", "oneway", "out", "result", "retry_not_ok", "timeout",
+        "times_total", "watch",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        out: Outgoing,
+        info: TopicPublishInfo,
+        attempt: Attempt,
+        fault: FaultStrategy,
+        clock: Clock,
+        times_total: int,
+        timeout: float,
+        begin_first: float,
+        retry_not_ok: bool,
+        oneway: bool,
+        watch: MasterWatch | None = None,
+    ) -> None:
+        self.out, self.info, self.attempt, self.fault, self.clock = out, info, attempt, fault, clock
+        self.times_total, self.timeout, self.begin_first = times_total, timeout, begin_first
+        self.retry_not_ok, self.oneway, self.watch = retry_not_ok, oneway, watch
+        self.last_broker: str | None = None
+        self.brokers: list[str] = []
+        self.last_exc: MQClientError | None = None
+        self.result: SendResult | None = None
+        self.call_timeout = False
+        self.made = self.backoffs = 0
+        self.failed: tuple[str, str] | None = None  # (broker name, address) of a master that failed
+        self.moved: MessageQueue | None = None  # the queue of an attempt abandoned for a new master
+
+    def remaining(self) -> float:
+        return self.timeout - (self.clock.monotonic() - self.begin_first)
+
+    def first_queue(self) -> MessageQueue | None:
+        """The first attempt's queue (no failure yet: nothing to back off from)."""
+        mq = select_queue(self.info, None, self.fault)
+        if mq is not None:
+            self.last_broker = mq.broker_name
+        return mq
+
+    async def next_queue(self) -> MessageQueue | None:
+        """The next attempt's queue, after a back-off when it is the group whose master just
+        failed; None when the topic has none or the time is spent (then ``call_timeout``)."""
+        if self.moved is not None:
+            mq, self.moved = self.moved, None
+        else:
+            picked = select_queue(self.info, self.last_broker, self.fault)
+            if picked is None:
+                return None
+            mq = picked
+            failed = self.failed
+            if failed is not None and mq.broker_name == failed[0] and await self._backed_off(mq, failed[1]):
+                mq = select_queue(self.info, self.last_broker, self.fault) or mq
+            self.failed = None
+        self.last_broker = mq.broker_name
+        if self.remaining() <= 0:
+            self.call_timeout = True
+            return None
+        self.brokers.append(mq.broker_name)
+        return mq
+
+    async def _backed_off(self, mq: MessageQueue, failed_addr: str) -> bool:
+        """A pause before retrying the group whose master just failed, then a fresher route."""
+        if not await _back_off(self.watch, mq, failed_addr, self.backoffs, self.remaining()):
+            return False
+        self.backoffs += 1
+        self.info = await _refreshed(self.info, self.watch, self.out.topic)
+        return True
+
+    def resume_at(self, mq: MessageQueue) -> None:
+        """The first queue was picked but no attempt made on it (no master address or open
+        connection yet): ``run`` makes it there."""
+        self.moved = mq
+
+    def abandoned(self, mq: MessageQueue, exc: MasterMovedError) -> None:
+        """An attempt given up for a new master: made again at once on the same queue."""
+        log.info("send to %s abandoned, trying its new master at once: %s", mq, exc)
+        self.last_exc = exc
+        self.moved = mq
+
+    async def failed_attempt(self, mq: MessageQueue, exc: MQClientError, begin: float) -> None:
+        """An attempt that failed: counted, reported to fault avoidance, the route looked up
+        again; a broker error that is not retriable is raised at once."""
+        self.made += 1
+        self.fault.update_fault_item(mq.broker_name, _elapsed_ms(self.clock, begin), True)
+        log.debug("send to %s failed (retried while attempts remain): %s", mq, exc)
+        self.last_exc = exc
+        if isinstance(exc, MQBrokerError) and not exc.retriable:
+            raise exc
+        self.failed = _failed_master(mq, exc)
+        self.info = await _refreshed(self.info, self.watch, self.out.topic)
+
+    def answered(self, mq: MessageQueue, result: SendResult | None, begin: float) -> bool:
+        """An attempt the broker answered (or a oneway one sent); True when the send is done."""
+        self.made += 1
+        if self.fault.enabled:  # else the latency is not recorded: not measured either
+            self.fault.update_fault_item(mq.broker_name, _elapsed_ms(self.clock, begin), False)
+        self.result = result
+        if self.oneway or result is None:
+            return True
+        return result.status is SendStatus.SEND_OK or not self.retry_not_ok
+
+    async def run(self) -> SendResult | None:
+        """Attempts until one ends the send or they are spent; then the last result, or
+        the error saying why there is none."""
+        while self.made < self.times_total:
+            mq = await self.next_queue()
+            if mq is None:
+                break
+            begin = self.clock.monotonic()
+            try:
+                result = await self.attempt(self.out, mq, self.timeout - (begin - self.begin_first), self.oneway)
+            except MasterMovedError as exc:
+                self.abandoned(mq, exc)
+                continue
+            except MQClientError as exc:  # broker codes, connection errors, timeouts, no master
+                await self.failed_attempt(mq, exc, begin)
+                continue
+            if self.answered(mq, result, begin):
+                return None if self.oneway else result
+        return self.gave_up()
+
+    def gave_up(self) -> SendResult | None:
+        if self.result is not None:
+            return self.result
+        raise gave_up_error(self.out, self.clock, self.begin_first, self.brokers, self.last_exc, self.call_timeout)
+
+
 async def send_with_retries(
     out: Outgoing,
     info: TopicPublishInfo,
@@ -116,72 +252,8 @@ async def send_with_retries(
     until ``timeout`` seconds after ``begin_first`` (a monotonic time). After a failed attempt
     ``watch`` (if given) brings a newer route: a master that died or stepped down is then
     left for the one that replaced it within the same send (see the module notes)."""
-    last_broker: str | None = None
-    brokers: list[str] = []
-    last_exc: MQClientError | None = None
-    result: SendResult | None = None
-    call_timeout = False
-    made = backoffs = 0
-    failed: tuple[str, str] | None = None  # (broker name, address) of a master that failed
-    moved: MessageQueue | None = None  # the queue of an attempt abandoned for a new master
-    while made < times_total:
-        if moved is not None:
-            mq, moved = moved, None
-        else:
-            picked = select_queue(info, last_broker, fault)
-            if picked is None:
-                break
-            mq = picked
-            if failed is not None and mq.broker_name == failed[0]:
-                remaining = timeout - (clock.monotonic() - begin_first)
-                if await _back_off(watch, mq, failed[1], backoffs, remaining):
-                    backoffs += 1
-                    info = await _refreshed(info, watch, out.topic)
-                    mq = select_queue(info, last_broker, fault) or mq
-            failed = None
-        last_broker = mq.broker_name
-        begin = clock.monotonic()
-        remaining = timeout - (begin - begin_first)
-        if remaining <= 0:
-            call_timeout = True
-            break
-        brokers.append(mq.broker_name)
-        try:
-            result = await attempt(out, mq, remaining, oneway)
-        except MasterMovedError as exc:
-            log.info("send to %s abandoned, trying its new master at once: %s", mq, exc)
-            last_exc = exc
-            moved = mq
-            continue
-        except MQBrokerError as exc:
-            made += 1
-            fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), True)
-            log.debug("send to %s failed (retried while attempts remain): %s", mq, exc)
-            last_exc = exc
-            if not exc.retriable:
-                raise
-            failed = _failed_master(mq, exc)
-            info = await _refreshed(info, watch, out.topic)
-            continue
-        except MQClientError as exc:  # connection errors, timeouts, a broker without master
-            made += 1
-            fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), True)
-            log.debug("send to %s failed (retried while attempts remain): %s", mq, exc)
-            last_exc = exc
-            failed = _failed_master(mq, exc)
-            info = await _refreshed(info, watch, out.topic)
-            continue
-        made += 1
-        if fault.enabled:  # else the latency is not recorded: not measured either
-            fault.update_fault_item(mq.broker_name, _elapsed_ms(clock, begin), False)
-        if oneway or result is None:
-            return None
-        if result.status is not SendStatus.SEND_OK and retry_not_ok:
-            continue
-        return result
-    if result is not None:
-        return result
-    raise gave_up_error(out, clock, begin_first, brokers, last_exc, call_timeout)
+    retries = Retries(out, info, attempt, fault, clock, times_total, timeout, begin_first, retry_not_ok, oneway, watch)
+    return await retries.run()
 
 
 def _failed_master(mq: MessageQueue, exc: MQClientError) -> tuple[str, str] | None:

@@ -18,27 +18,39 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from ledgermq.client.consumer.common import PULL_DELAY_WHEN_BROKER_FLOW_CONTROL, MessageModel
+from ledgermq.client.consumer.common import MessageModel
 from ledgermq.client.consumer.offset_store import ReadOffsetType
 from ledgermq.client.consumer.parts import BackgroundTasks, ConsumerParts
 from ledgermq.client.consumer.process_queue import ProcessQueue
 from ledgermq.client.consumer.rebalance import PullRequest
 from ledgermq.client.errors import MQBrokerError
-from ledgermq.client.instance.pull_api import PullStatus
+from ledgermq.client.instance.pull_result import PullStatus
 from ledgermq.client.push.consume_service import ConsumeMessageService
+from ledgermq.client.push.pull_decider import (
+    MIB,
+    PULL_DELAY_WHEN_SUSPENDED,
+    AfterPull,
+    Limits,
+    PullNow,
+    PullOutcome,
+    QueueFacts,
+    StartOffsetNeeded,
+    Stop,
+    Wait,
+    after_pull,
+    before_pull,
+    start_offset,
+)
 from ledgermq.client.push.state import PushState
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.admin_body import MessageQueue
-from ledgermq.protocol.codes import ResponseCode
+from ledgermq.protocol.message import MessageRecord
 from ledgermq.util.ratelog import limited
 
 __all__ = ["MIB", "PULL_DELAY_WHEN_SUSPENDED", "PullLoops"]
 
 # the consumer's logger: what its pulls report belongs to it
 log = logging.getLogger("ledgermq.client.push.consumer")
-
-MIB = 1024 * 1024
-PULL_DELAY_WHEN_SUSPENDED = 1.0
 
 
 class PullLoops:
@@ -123,53 +135,89 @@ class PullLoops:
                 await asyncio.sleep(delay)
 
     async def pull_once(self, req: PullRequest) -> float | None:
-        """One ``pullMessage`` round: the delay before the next one, None to stop."""
-        state, settings, parts = self._state, self._settings, self._parts
-        group = state.group
+        """One ``pullMessage`` round: the delay before the next one, None to stop. What to do
+        is ``pull_decider``'s; this carries it out."""
         pq, mq = req.process_queue, req.message_queue
-        if pq.dropped:
-            log.info("group %s: %s is dropped; its pulls stop", group, mq)
+        limits = self._limits()
+        decision = before_pull(self._facts(req), limits)
+        if isinstance(decision, StartOffsetNeeded):
+            found = await self._start_offset(mq)
+            start = start_offset(found, limits)
+            if isinstance(start, Wait):
+                return start.delay
+            if start < req.next_offset:
+                log.info("group %s: %s locked; starting at the broker's offset %d", self._state.group, mq, start)
+            req.previously_locked = True
+            req.next_offset = start
+            decision = before_pull(self._facts(req), limits)
+        if isinstance(decision, Stop):
+            log.info("group %s: %s is %s; its pulls stop", self._state.group, mq, decision.why)
             return None
-        pq.mark_pulled()
-        if state.paused:
-            return PULL_DELAY_WHEN_SUSPENDED
-        if pq.msg_count > state.queue_threshold_count or pq.msg_size // MIB > state.queue_threshold_mib:
-            self._flow_controlled(mq, pq, "cache")
-            return settings.flow_control_delay
-        if not state.orderly:
-            if pq.max_span > settings.consume_concurrently_max_span:
-                self._flow_controlled(mq, pq, "span")
-                return settings.flow_control_delay
-        elif pq.locked:
-            if not req.previously_locked:
-                try:
-                    offset = await parts.rebalance.compute_pull_from_where(mq)
-                except Exception as exc:
-                    limited.persisting(
-                        log,
-                        logging.WARNING,
-                        ("start-offset", group, mq),
-                        "group %s: the start offset of %s could not be computed: %s",
-                        group,
-                        mq,
-                        exc,
-                        grace=30.0,
-                    )
-                    return settings.pull_delay_when_exception
-                if offset < 0:
-                    return settings.pull_delay_when_exception
-                if offset < req.next_offset:
-                    log.info("group %s: %s locked; starting at the broker's offset %d", group, mq, offset)
-                req.previously_locked = True
-                req.next_offset = offset
-        else:
-            log.debug("group %s: %s is not locked yet; pulling later", group, mq)
-            return settings.pull_delay_when_exception
-        sub = state.subscriptions.get(mq.topic)
-        if sub is None:
-            log.debug("group %s: no subscription for %s (unsubscribed; the rebalance drops it)", group, mq)
-            return settings.pull_delay_when_exception
+        if isinstance(decision, Wait):
+            if decision.flow_control is not None:
+                self._flow_controlled(mq, pq, decision.flow_control)
+            else:
+                log.debug("group %s: %s not pulled: %s", self._state.group, mq, decision.why)
+            return decision.delay
+        if not isinstance(decision, PullNow):
+            raise AssertionError(f"unexpected decision {decision!r}")  # StartOffsetNeeded twice
+        asked = req.next_offset
+        outcome, messages = await self._pull(req)
+        act = after_pull(outcome, asked, limits)
+        self._carry_out(req, act, messages, asked)
+        return act.delay
 
+    def _limits(self) -> Limits:
+        state, settings = self._state, self._settings
+        return Limits(
+            threshold_count=state.queue_threshold_count,
+            threshold_mib=state.queue_threshold_mib,
+            max_span=settings.consume_concurrently_max_span,
+            flow_control_delay=settings.flow_control_delay,
+            pull_delay_when_exception=settings.pull_delay_when_exception,
+            pull_interval=settings.pull_interval,
+        )
+
+    def _facts(self, req: PullRequest) -> QueueFacts:
+        """The queue's state now; marks it pulled (the rebalance drops queues whose loop died)."""
+        pq, state = req.process_queue, self._state
+        if not pq.dropped:
+            pq.mark_pulled()
+        return QueueFacts(
+            dropped=pq.dropped,
+            paused=state.paused,
+            cached_count=pq.msg_count,
+            cached_bytes=pq.msg_size,
+            span=pq.max_span if not state.orderly else 0,
+            orderly=state.orderly,
+            locked=pq.locked,
+            previously_locked=req.previously_locked,
+            subscribed=req.message_queue.topic in state.subscriptions,
+        )
+
+    async def _start_offset(self, mq: MessageQueue) -> int | None:
+        """Where an orderly consumer starts once locked; None (logged) when unreadable."""
+        group = self._state.group
+        try:
+            return await self._parts.rebalance.compute_pull_from_where(mq)
+        except Exception as exc:
+            limited.persisting(
+                log,
+                logging.WARNING,
+                ("start-offset", group, mq),
+                "group %s: the start offset of %s could not be computed: %s",
+                group,
+                mq,
+                exc,
+                grace=30.0,
+            )
+            return None
+
+    async def _pull(self, req: PullRequest) -> tuple[PullOutcome, list[MessageRecord]]:
+        """The pull itself, its outcome as facts (a failure logged and reduced to its code)."""
+        state, settings, parts, group = self._state, self._settings, self._parts, self._state.group
+        pq, mq = req.process_queue, req.message_queue
+        sub = state.subscriptions[mq.topic]  # before_pull saw it; nothing awaited since
         commit_offset = 0
         if settings.message_model is MessageModel.CLUSTERING:
             memory = await parts.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
@@ -187,6 +235,7 @@ class PullLoops:
                 commit_offset=commit_offset,
                 suspend_ms=int(settings.broker_suspend_max_time * 1000),
                 timeout=settings.consumer_timeout_when_suspend,
+                post_subscription=settings.post_subscription_when_pull,
             )
         except LedgerError as exc:
             if not mq.topic.startswith("%RETRY%"):
@@ -202,52 +251,50 @@ class PullLoops:
                     exc,
                     grace=30.0,
                 )
-            if isinstance(exc, MQBrokerError) and exc.code == ResponseCode.FLOW_CONTROL:
-                return PULL_DELAY_WHEN_BROKER_FLOW_CONTROL
-            return settings.pull_delay_when_exception
+            code = exc.code if isinstance(exc, MQBrokerError) else 0
+            return PullOutcome(dropped=pq.dropped, error=code), []
         limited.reset(("pull", group, mq.broker_name))
-        if pq.dropped:
-            return None
-
+        msgs = result.messages
         if result.status is PullStatus.FOUND:
-            prev = req.next_offset
-            req.next_offset = result.next_begin_offset
-            msgs = result.messages
             state.stats.pulled(mq.topic, (state.clock.monotonic() - begin) * 1000, len(msgs))
-            if result.next_begin_offset < prev or (msgs and msgs[0].queue_offset < prev):
-                limited.log(
-                    log,
-                    logging.WARNING,
-                    ("before-offset", group, mq),
-                    "group %s: %s answered data before offset %d (next %d)",
-                    group,
-                    mq,
-                    prev,
-                    result.next_begin_offset,
-                )
-            if not msgs:
-                return 0.0
+        outcome = PullOutcome(
+            dropped=pq.dropped,
+            status=result.status,
+            next_begin_offset=result.next_begin_offset,
+            message_count=len(msgs),
+            first_queue_offset=msgs[0].queue_offset if msgs else None,
+            cached_count=pq.msg_count,
+            # filtered by a subscription replaced while the pull was out (held, say)
+            stale=state.subscriptions.get(mq.topic) is not sub,
+        )
+        return outcome, msgs
+
+    def _carry_out(self, req: PullRequest, act: AfterPull, msgs: list[MessageRecord], asked: int) -> None:
+        """``after_pull``'s decision, in the order its fields list."""
+        group, pq, mq = self._state.group, req.process_queue, req.message_queue
+        if act.next_offset is not None:
+            req.next_offset = act.next_offset
+        if act.went_back:
+            limited.log(
+                log,
+                logging.WARNING,
+                ("before-offset", group, mq),
+                "group %s: %s answered data before offset %d (next %d)",
+                group,
+                mq,
+                asked,
+                req.next_offset,
+            )
+        if act.deliver:
             dispatch = pq.put_message(msgs)
             self._service.submit(msgs, pq, mq, dispatch)
-            return settings.pull_interval
-        if result.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
-            req.next_offset = result.next_begin_offset
-            if pq.msg_count == 0:  # correctTagsOffset: nothing in flight, the offset may move on
-                parts.offset_store.update_offset(mq, req.next_offset, increase_only=True)
-            return 0.0
-        # OFFSET_ILLEGAL: stop here, record where to restart, let the rebalance re-add the queue
-        log.warning(
-            "group %s: offset %d of %s is illegal; restarting at %d",
-            group,
-            req.next_offset,
-            mq,
-            result.next_begin_offset,
-        )
-        req.next_offset = result.next_begin_offset
-        pq.dropped = True
-        offset = req.next_offset
-        self._background.spawn(functools.partial(self.fix_offset_later, mq, pq, offset), f"fixing the offset of {mq}")
-        return None
+        if act.commit:
+            self._parts.offset_store.update_offset(mq, req.next_offset, increase_only=True)
+        if act.fix_offset:
+            log.warning("group %s: offset %d of %s is illegal; restarting at %d", group, asked, mq, req.next_offset)
+            pq.dropped = True
+            fix = functools.partial(self.fix_offset_later, mq, pq, req.next_offset)
+            self._background.spawn(fix, f"fixing the offset of {mq}")
 
     async def fix_offset_later(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
         """After an illegal offset: commit where the broker said to restart, then let the

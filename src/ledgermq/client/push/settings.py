@@ -47,6 +47,9 @@ class PushSettings(ConsumerSettings):
     unlock_delay: float = 20.0
     offset_illegal_fix_delay: float = 10.0
     reset_offset_wait: float = 10.0
+    # Java's postSubscriptionWhenPull: False sends a pull's subscription only to a broker
+    # that may not hold it from our heartbeats (client/instance/announcements.py)
+    post_subscription_when_pull: bool = False
 
     def __post_init__(self) -> None:
         # Java's checkGroup after the blanks around the name are dropped

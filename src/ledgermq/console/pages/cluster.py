@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ledgermq.console.app import Console, console_of
 from ledgermq.console.cluster_view import ClusterView
 from ledgermq.console.render import render
+from ledgermq.console.state import Console, console_of
 
 routes = web.RouteTableDef()
 

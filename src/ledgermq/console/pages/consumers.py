@@ -4,7 +4,6 @@ delete."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,9 +11,10 @@ from aiohttp import web
 
 from ledgermq.admin import operations as ops
 from ledgermq.admin.model import AdminError, ConsumerConnection, ConsumeStats, OffsetWrapper
-from ledgermq.console.app import Console, console_of
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.console.pages.forms import FormError, input_time, local_time_ms, posted, text
 from ledgermq.console.render import failure_text, render
+from ledgermq.console.state import Console, console_of
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.admin_body import MessageQueue
 
@@ -76,7 +76,7 @@ async def _group_context(console: Console, group: str) -> dict[str, Any]:
     topics = sorted(
         {t.topic for t in detail.topics} | set(detail.connection.subscriptions if detail.connection else ())
     )
-    default_time = input_time(int(time.time() * 1000) - 3600_000)
+    default_time = input_time(SYSTEM_CLOCK.wall_ms() - 3600_000)
     return {"d": detail, "group": group, "reset_topics": topics, "default_time": default_time, "reset": None}
 
 

@@ -6,10 +6,10 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from ledgermq.console.app import console_of
 from ledgermq.console.auth import CURRENT_SESSION, cookie_name, current_session, set_cookie
 from ledgermq.console.pages.forms import posted, text
 from ledgermq.console.render import render
+from ledgermq.console.state import console_of
 from ledgermq.console.users import check_password
 
 routes = web.RouteTableDef()

@@ -5,7 +5,6 @@ group with resend."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from aiohttp import web
@@ -13,10 +12,11 @@ from aiohttp import web
 from ledgermq.admin import message_ops
 from ledgermq.admin import operations as ops
 from ledgermq.admin.model import DLQ_PREFIX, AdminError
-from ledgermq.console.app import Console, console_of
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.console.body_preview import preview
 from ledgermq.console.pages.forms import FormError, input_time, local_time_ms, posted, text
 from ledgermq.console.render import failure_text, render
+from ledgermq.console.state import Console, console_of
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.message import MessageRecord
 
@@ -33,7 +33,7 @@ async def messages_page(request: web.Request) -> web.StreamResponse:
     console = console_of(request)
     q = request.query
     mode = q.get("mode", "time")
-    now = int(time.time() * 1000)
+    now = SYSTEM_CLOCK.wall_ms()
     context: dict[str, Any] = {
         "mode": mode,
         "topic": q.get("topic", "").strip(),
@@ -147,7 +147,7 @@ async def _dlq_context(console: Console, group: str) -> dict[str, Any]:
     context: dict[str, Any] = {"group": group, "groups": [g.group for g in groups], "results": None, "more": False}
     if group:
         records, more = await message_ops.messages_by_time(
-            console.admin, DLQ_PREFIX + group, 0, int(time.time() * 1000) + 60_000, LIMIT
+            console.admin, DLQ_PREFIX + group, 0, SYSTEM_CLOCK.wall_ms() + 60_000, LIMIT
         )
         context["results"], context["more"] = records, more
     return context

@@ -6,8 +6,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from ledgermq.admin import operations as ops
-from ledgermq.console.app import console_of
 from ledgermq.console.render import failure_text, render
+from ledgermq.console.state import console_of
 from ledgermq.errors import LedgerError
 
 routes = web.RouteTableDef()

@@ -6,7 +6,6 @@ the page shows."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +15,11 @@ from ledgermq.admin import operations as ops
 from ledgermq.admin import timer_ops
 from ledgermq.admin.model import AdminError, AdminResponseError, select_broker_addr
 from ledgermq.client.message import Message
-from ledgermq.console.app import Console, console_of
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.console.cluster_view import TimerFacts
 from ledgermq.console.pages.forms import FormError, integer, local_time_ms, posted, properties, text
 from ledgermq.console.render import failure_text, render
+from ledgermq.console.state import Console, console_of
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.protocol.route import PERM_READ, PERM_WRITE
@@ -146,7 +146,7 @@ async def _broker_timers(console: Console, broker_name: str, addr: str, topic: s
         if facts is None:
             return BrokerTimers(broker_name, addr, None, None)
         # delivered: every step up to where the broker's delivery stands (now - how far behind)
-        delivered_to = int(time.time() * 1000) - facts.read_behind_s * 1000
+        delivered_to = SYSTEM_CLOCK.wall_ms() - facts.read_behind_s * 1000
         try:
             pending = await timer_ops.pending_timers(console.admin, addr, broker_name, topic, delivered_to)
         except AdminResponseError as exc:

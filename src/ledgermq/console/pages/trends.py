@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ledgermq.console.app import console_of
 from ledgermq.console.render import render
+from ledgermq.console.state import console_of
 
 routes = web.RouteTableDef()
 

@@ -14,10 +14,10 @@ import logging
 import os
 import ssl
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.errors import ConfigError
 from ledgermq.net.tls.settings import ClientAuth, TlsSettings
 
@@ -44,7 +44,7 @@ class ContextSource:
         files: tuple[str, ...],
         interval_s: float,
         *,
-        monotonic: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = SYSTEM_CLOCK.monotonic,
     ) -> None:
         self.what = what
         self._build = build

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.errors import ConfigError
 
 _MISSING = (
@@ -59,7 +60,7 @@ class DevCA:
         x509, hashes, _ser, ec, _eku, NameOID = _crypto()
         self._key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        now = dt.datetime.now(dt.UTC)
+        now = dt.datetime.fromtimestamp(SYSTEM_CLOCK.wall_ms() / 1000, dt.UTC)
         self.cert = (
             x509.CertificateBuilder()
             .subject_name(subject)
@@ -103,7 +104,7 @@ class DevCA:
         ``hosts`` (IP addresses or DNS names) as its subject alternative names."""
         x509, hashes, _ser, ec, EKU, NameOID = _crypto()
         key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.UTC)
+        now = dt.datetime.fromtimestamp(SYSTEM_CLOCK.wall_ms() / 1000, dt.UTC)
         start = valid_from or now - dt.timedelta(minutes=5)
         end = valid_until or now + dt.timedelta(days=30)
         names: list[Any] = []

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ledgermq.atomic_file import fsync_dir
 from ledgermq.errors import StoreClosedError, StoreError
 from ledgermq.failpoints import failpoint
 from ledgermq.store.damage import DamageRegistry
@@ -69,7 +70,6 @@ from ledgermq.store.dledger.segments import (
 )
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.mapped_file_queue import MappedFileQueue
-from ledgermq.util.atomic_file import fsync_dir
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@
 
 DLedger writes ``key=value`` lines through IOUtils.string2File (temp file, a ``.bak`` of
 the previous content, delete, rename: a crash between delete and rename loses the file).
-We write with ``util.atomic_file`` (temp, fsync, rename, fsync of the directory), so a
+We write with ``atomic_file`` (temp, fsync, rename, fsync of the directory), so a
 reader sees the old or the new content, never neither. We read strictly: a file that is
 present but does not parse, or lacks a key DLedger always writes, stops start-up with an
 error naming the file, because a term or vote silently reset to 0 lets a node vote twice
@@ -25,9 +25,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledgermq.atomic_file import fsync_dir, write_atomic
 from ledgermq.errors import StoreError
 from ledgermq.failpoints import failpoint
-from ledgermq.util.atomic_file import fsync_dir, write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ledgermq.util.atomic_file import write_atomic
+from ledgermq.atomic_file import write_atomic
 
 WIRE = struct.Struct(">qqqqqqq")  # the 56 bytes RocketMQ reads and sends
 _DONE = struct.Struct(">q")

@@ -1,0 +1,220 @@
+"""The broker's write turn: one end-of-turn step that turns a loop turn's facts into answers.
+
+Like etcd's ``Ready``: during a turn of the event loop, sends append to the store (each
+append returns a plain fact, its ``PutResult``), register what their answers wait for in
+the one waits table (waits.py), and note that the turn appended (``appended``); acks
+from slaves and commits of proposals note that replication moved (``changed``, ``settle``);
+the flush and reput threads post into the inbox (inbox.py, one thread-safe wake-up per
+batch). The first of these schedules the step once (``call_soon``), and the step runs
+after the turn's reads, always in this order:
+
+1. **dispatch**: the store writes the consume-queue units and index entries of what the
+   turn appended (``MessageStore.dispatch_appended``); the queues that grew, with those
+   the reput thread posted, go to the long-polling pulls;
+2. **pump replication links**: each idle slave link sends what was appended, one window
+   per link per turn however many sends appended (``Replication.pump``);
+3. **release waiters**: the inbox's durable offset or fsync failure, the replication
+   floor, settled proposals and expired deadlines go through the table;
+4. **write answers**: each released wait's ``on_released`` builds its answer and queues it
+   on its connection, which writes once for all answers of the turn.
+
+Answers that needed no wait were queued by their reads and leave at the end of each read
+(net/connection.py), before this step: a client that got SEND_OK and then reads finds the
+message dispatched, because the step runs before the loop reads anything else.
+
+The store never sees the loop: the broker tells it once that the appender dispatches
+(``MessageStore.set_appender_dispatches``) and calls ``dispatch_appended`` here. Time
+for deadlines is read from the injected clock; the loop's timer only wakes the step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from ledgermq.broker.write_turn.inbox import Inbox
+from ledgermq.broker.write_turn.waits import Need, Wait, Waits
+from ledgermq.clock import Clock
+from ledgermq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+ArrivalSink = Callable[[str, int, int], None]
+"""Told (topic, queue id, new max offset) of every queue that grew (long-polling pulls)."""
+
+
+class Replication(Protocol):
+    """What the step needs of a master's replication (ha/master.py's HAService)."""
+
+    def pump(self) -> None:
+        """Let every slave link send what was appended (loop thread)."""
+
+    def replication_floor(self) -> int:
+        """The offset the slaves the mode asks for acknowledged (-1: none can)."""
+
+    def holds(self, end: int) -> bool:
+        """Whether those slaves verifiably hold the message ending at ``end``."""
+
+
+class WriteTurn:
+    """One per broker; ``bind`` it to the loop before the first send."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        clock: Clock,
+        replication: Callable[[], Replication | None] = lambda: None,
+        on_arrival: ArrivalSink | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.replication = replication
+        self.on_arrival = on_arrival
+        self.waits = Waits()
+        self.inbox = Inbox(self._wake_threadsafe)
+        self.steps = 0  # end-of-turn steps run
+        self.failures = 0  # steps that raised (logged; the next step runs as usual)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._scheduled = False
+        self._appended = False
+        self._replication_moved = False
+        self._released: list[Wait] = []  # released outside the step, answered in it
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    # -- facts of the turn (loop thread) ---------------------------------------------
+    def appended(self) -> None:
+        """This turn appended to the commit log (a put, or a slave's raw append)."""
+        self._appended = True
+        self._schedule()
+
+    def changed(self) -> None:
+        """Replication moved: an ack, a slave gone, a new set of required slaves."""
+        self._replication_moved = True
+        self._schedule()
+
+    def add(self, wait: Wait) -> None:
+        """Answer ``wait`` (its ``on_released``) once the table releases it, in a step."""
+        released = self.waits.add(wait, self.clock.monotonic())
+        if released:
+            self._released += released
+        self._schedule()
+
+    def settle(self, wait: Wait, committed: bool, reason: str = "") -> None:
+        """A COMMITTED wait's proposal ended (a Raft future's callback)."""
+        released = self.waits.settle(wait, committed, reason, self.clock.monotonic())
+        if released:
+            self._released += released
+            self._schedule()
+
+    def stop(self) -> None:
+        """Answer every wait as missed (the broker is stopping) and disarm the timer."""
+        for wait in self.waits.clear("the broker is stopping"):
+            self._answer(wait)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = self._timer_at = None
+
+    # -- the step ----------------------------------------------------------------------
+    def _schedule(self) -> None:
+        if self._scheduled:
+            return
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("WriteTurn.bind(loop) before the first send")
+        self._scheduled = True
+        loop.call_soon(self.run)
+
+    def _wake_threadsafe(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return  # not serving yet: the first step drains the inbox
+        loop.call_soon_threadsafe(self._on_wake)
+
+    def _on_wake(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self.run()
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_at = None
+        if not self._scheduled:
+            self._scheduled = True
+            self.run()
+
+    def run(self) -> None:
+        """The end-of-turn step (see the module docstring for its order)."""
+        self._scheduled = False
+        self.steps += 1
+        try:
+            self._step()
+        except Exception:
+            self.failures += 1
+            log.exception("write turn: the end-of-turn step failed; the next one runs as usual")
+        finally:
+            self._arm_timer()
+
+    def _step(self) -> None:
+        facts = self.inbox.drain()
+        appended, self._appended = self._appended, False
+        self._replication_moved = False  # the floor is read below whenever a wait needs it
+        # 1. dispatch
+        arrivals = facts.arrivals
+        if appended:
+            for key, max_offset in self.store.dispatch_appended().items():
+                if arrivals.get(key, -1) < max_offset:
+                    arrivals[key] = max_offset
+        sink = self.on_arrival
+        if sink is not None:
+            for (topic, queue_id), max_offset in arrivals.items():
+                sink(topic, queue_id, max_offset)
+        # 2. pump replication links
+        replication = self.replication()
+        if replication is not None and (appended or arrivals):
+            replication.pump()
+        # 3. release waiters
+        now = self.clock.monotonic()
+        waits = self.waits
+        released, self._released = self._released, []
+        if facts.flush_failure:
+            released += waits.durable_failed(facts.flush_failure)
+        if facts.durable_offset >= 0:
+            released += waits.durable(facts.durable_offset, now)
+        if replication is not None and waits.waiting_for(Need.REPLICATED):
+            released += waits.replicated(replication.replication_floor(), replication.holds, now)
+        released += waits.expire(now)
+        # 4. write answers
+        for wait in released:
+            self._answer(wait)
+
+    @staticmethod
+    def _answer(wait: Wait) -> None:
+        callback = wait.on_released
+        if callback is None:
+            return
+        try:
+            callback(wait)
+        except Exception:
+            log.exception("write turn: answering a released send failed")
+
+    def _arm_timer(self) -> None:
+        """One loop timer, at or before the table's earliest deadline. It is moved only when
+        a deadline earlier than the armed one appears: the oldest deadline moves on with
+        nearly every step, and re-arming each time cost a timer per step; a timer that
+        fires early only runs a step that finds nothing due and arms the next one."""
+        at = self.waits.next_deadline()
+        if at is None or (self._timer_at is not None and self._timer_at <= at):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = self._loop
+        if loop is None:
+            self._timer = self._timer_at = None
+            return
+        self._timer_at = at
+        self._timer = loop.call_later(max(0.0, at - self.clock.monotonic()), self._on_timer)

@@ -1,0 +1,127 @@
+"""The write turn's end-of-turn step (broker/write_turn/turn.py) on a real event loop.
+
+The order is fixed (dispatch, pump replication links, release waiters, write answers), a
+turn runs one step however many sends appended, and the threads' posts wake the loop once
+per batch. A fake store and a fake replication record what the step asked of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, cast
+
+from ledgermq.broker.write_turn import Need, Wait, WriteTurn
+from ledgermq.clock import SYSTEM_CLOCK
+from ledgermq.store.message_store import MessageStore
+
+
+class _Store:
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def dispatch_appended(self) -> dict[tuple[str, int], int]:
+        self.calls.append("dispatch")
+        return {("T", 0): 7}
+
+
+class _Replication:
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+        self.floor = 0
+
+    def pump(self) -> None:
+        self.calls.append("pump")
+
+    def replication_floor(self) -> int:
+        return self.floor
+
+    def holds(self, end: int) -> bool:
+        return end <= self.floor
+
+
+def _turn(calls: list[str], replication: _Replication | None = None) -> WriteTurn:
+    store = cast(MessageStore, cast(Any, _Store(calls)))
+    turn = WriteTurn(store, SYSTEM_CLOCK, lambda: replication, lambda t, q, m: calls.append(f"arrived {t}-{q}:{m}"))
+    turn.bind(asyncio.get_running_loop())
+    return turn
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_one_step_per_turn_in_the_documented_order() -> None:
+    async def main() -> None:
+        calls: list[str] = []
+        replication = _Replication(calls)
+        turn = _turn(calls, replication)
+        replication.floor = 100  # the slave already holds the message: released in this step
+        for _ in range(3):  # three sends in one turn
+            turn.appended()
+        turn.add(Wait(100, Need.REPLICATED, 5.0, lambda w: calls.append(f"answer met={w.met}")))
+        assert calls == []  # nothing before the end of the turn
+        await _settle()
+        assert calls == ["dispatch", "arrived T-0:7", "pump", "answer met=True"]
+        assert turn.steps == 1
+
+    asyncio.run(main())
+
+
+def test_a_wait_is_not_answered_before_its_fact_and_is_after_it() -> None:
+    async def main() -> None:
+        calls: list[str] = []
+        replication = _Replication(calls)
+        turn = _turn(calls, replication)
+        turn.appended()
+        turn.add(Wait(200, Need.REPLICATED, 5.0, lambda w: calls.append("answer")))
+        await _settle()
+        assert "answer" not in calls
+        replication.floor = 199  # one byte short
+        turn.changed()
+        await _settle()
+        assert "answer" not in calls
+        replication.floor = 200
+        turn.changed()
+        await _settle()
+        assert calls.count("answer") == 1
+
+    asyncio.run(main())
+
+
+def test_flush_thread_posts_wake_the_loop_once_per_batch_and_release_durable_waits() -> None:
+    async def main() -> None:
+        calls: list[str] = []
+        turn = _turn(calls)
+        done = asyncio.Event()
+        turn.add(Wait(300, Need.DURABLE, 5.0, lambda w: (calls.append(f"answer met={w.met}"), done.set())))
+        await _settle()
+
+        def flush_thread() -> None:
+            for offset in (100, 200, 300):  # three fsyncs before the loop gets to run
+                turn.inbox.post_durable(offset, None)
+
+        poster = threading.Thread(target=flush_thread)
+        poster.start()
+        poster.join()  # the loop is blocked meanwhile: it cannot drain between the posts
+        await asyncio.wait_for(done.wait(), 5)
+        assert calls == ["answer met=True"]
+        assert turn.inbox.wakeups == 1
+
+    asyncio.run(main())
+
+
+def test_a_wait_past_its_deadline_is_answered_by_the_turn_timer() -> None:
+    async def main() -> None:
+        calls: list[str] = []
+        turn = _turn(calls, _Replication(calls))
+        done = threading.Event()
+        turn.add(
+            Wait(100, Need.REPLICATED, 0.05, lambda w: (calls.append(f"missed={Need.name(w.missed)}"), done.set()))
+        )
+        await asyncio.wait_for(asyncio.to_thread(done.wait, 5), 10)
+        assert calls == ["missed=REPLICATED"]
+        assert len(turn.waits) == 0
+
+    asyncio.run(main())

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from ledgermq.broker.write_turn import Need, Wait, WriteTurn
 from ledgermq.clock import SYSTEM_CLOCK
+from ledgermq.net.read_round import ReadRound
 from ledgermq.store.message_store import MessageStore
 
 
@@ -123,5 +124,47 @@ def test_a_wait_past_its_deadline_is_answered_by_the_turn_timer() -> None:
         await asyncio.wait_for(asyncio.to_thread(done.wait, 5), 10)
         assert calls == ["missed=REPLICATED"]
         assert len(turn.waits) == 0
+
+    asyncio.run(main())
+
+
+def test_facts_noted_during_a_read_run_the_step_when_the_read_ends() -> None:
+    """In a read round (a client's frames, a slave's acks) the step runs as the read ends,
+    after the read's own answers, and its released answers are queued in a round of its own."""
+
+    async def main() -> None:
+        calls: list[str] = []
+        replication = _Replication(calls)
+        read_round = ReadRound()
+        store = cast(MessageStore, cast(Any, _Store(calls)))
+        turn = WriteTurn(store, SYSTEM_CLOCK, lambda: replication, None, read_round)
+        turn.bind(asyncio.get_running_loop())
+        replication.floor = 100
+
+        def answer(wait: Wait) -> None:
+            calls.append(f"answer in round={read_round.open}")
+
+        read_round.enter()
+        turn.appended()
+        turn.add(Wait(100, Need.REPLICATED, 5.0, answer))
+        read_round.exit()
+        assert calls == ["dispatch", "pump", "answer in round=True"]  # no loop pass in between
+        await _settle()
+        assert turn.steps == 1  # nothing left for a call_soon'd step
+
+    asyncio.run(main())
+
+
+def test_a_slaves_append_outside_a_read_is_dispatched_at_once() -> None:
+    async def main() -> None:
+        calls: list[str] = []
+        read_round = ReadRound()
+        store = cast(MessageStore, cast(Any, _Store(calls)))
+        turn = WriteTurn(store, SYSTEM_CLOCK, lambda: None, None, read_round)
+        turn.bind(asyncio.get_running_loop())
+        turn.appended_now()
+        assert calls == ["dispatch"]
+        await _settle()
+        assert turn.steps == 1
 
     asyncio.run(main())

@@ -5,8 +5,11 @@ append returns a plain fact, its ``PutResult``), register what their answers wai
 the one waits table (waits.py), and note that the turn appended (``appended``); acks
 from slaves and commits of proposals note that replication moved (``changed``, ``settle``);
 the flush and reput threads post into the inbox (inbox.py, one thread-safe wake-up per
-batch). The first of these schedules the step once (``call_soon``), and the step runs
-after the turn's reads, always in this order:
+batch). A fact noted during a read (a client's frames, a slave's acknowledgements: the
+server's ``ReadRound``, net/read_round.py) makes the step run when that read ends, after
+the answers the read gave at once have been written; a fact from anywhere else (a timer,
+a task, the inbox's wake-up) schedules it once (``call_soon``). The step runs always in
+this order:
 
 1. **dispatch**: the store writes the consume-queue units and index entries of what the
    turn appended (``MessageStore.dispatch_appended``); the queues that grew, with those
@@ -19,8 +22,10 @@ after the turn's reads, always in this order:
    on its connection, which writes once for all answers of the turn.
 
 Answers that needed no wait were queued by their reads and leave at the end of each read
-(net/connection.py), before this step: a client that got SEND_OK and then reads finds the
-message dispatched, because the step runs before the loop reads anything else.
+(net/read_round.py), before this step: a client that got SEND_OK and then reads finds the
+message dispatched, because the step runs before the loop reads anything else. The step
+itself runs inside a round, so the answers it releases leave in one write per connection
+when it ends, not a loop pass later.
 
 The store never sees the loop: the broker tells it once that the appender dispatches
 (``MessageStore.set_appender_dispatches``) and calls ``dispatch_appended`` here. Time
@@ -37,6 +42,7 @@ from typing import Protocol
 from ledgermq.broker.write_turn.inbox import Inbox
 from ledgermq.broker.write_turn.waits import Need, Wait, Waits
 from ledgermq.clock import Clock
+from ledgermq.net.read_round import ReadRound
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -67,6 +73,7 @@ class WriteTurn:
         clock: Clock,
         replication: Callable[[], Replication | None] = lambda: None,
         on_arrival: ArrivalSink | None = None,
+        read_round: ReadRound | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -83,6 +90,10 @@ class WriteTurn:
         self._released: list[Wait] = []  # released outside the step, answered in it
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
+        self._round = read_round
+        self._stepping = False
+        if read_round is not None:
+            read_round.on_end = self._end_of_read
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -128,7 +139,27 @@ class WriteTurn:
         if loop is None:
             raise RuntimeError("WriteTurn.bind(loop) before the first send")
         self._scheduled = True
-        loop.call_soon(self.run)
+        if self._round is not None and self._round.open:
+            return  # the read's end runs the step (_end_of_read)
+        loop.call_soon(self._run_scheduled)
+
+    def _run_scheduled(self) -> None:
+        if self._scheduled:  # else a read's end ran the step first
+            self.run()
+
+    def _end_of_read(self) -> None:
+        if self._scheduled and not self._stepping:
+            self.run()
+
+    def appended_now(self) -> None:
+        """An append outside any read (a slave's receive task, after its acknowledgement
+        went out): the step runs now instead of a loop pass later."""
+        self._appended = True
+        if self._loop is not None and not (self._round is not None and self._round.open):
+            self._scheduled = True
+            self.run()
+        else:
+            self._schedule()
 
     def _wake_threadsafe(self) -> None:
         loop = self._loop
@@ -148,8 +179,13 @@ class WriteTurn:
             self.run()
 
     def run(self) -> None:
-        """The end-of-turn step (see the module docstring for its order)."""
+        """The end-of-turn step (see the module docstring for its order), inside a read
+        round, so the answers it releases leave in one write per connection at its end."""
+        read_round = self._round
+        if read_round is not None:
+            read_round.enter()
         self._scheduled = False
+        self._stepping = True
         self.steps += 1
         try:
             self._step()
@@ -158,6 +194,11 @@ class WriteTurn:
             log.exception("write turn: the end-of-turn step failed; the next one runs as usual")
         finally:
             self._arm_timer()
+            if self._scheduled and self._loop is not None:
+                self._loop.call_soon(self._run_scheduled)  # facts noted by the step itself: the next pass
+            if read_round is not None:
+                read_round.exit()  # the released answers leave (our own round: no step from its end)
+            self._stepping = False
 
     def _step(self) -> None:
         facts = self.inbox.drain()

@@ -200,7 +200,7 @@ class Connection(asyncio.Protocol):
             self.flush()  # big answers go at once, so the write-buffer bound holds as before
         elif not self._flush_scheduled:
             self._flush_scheduled = True
-            if self._round.open:
+            if self._round.depth:
                 self._round.defer_flush(self)  # leaves when the read ends
             else:
                 loop = self._loop if self._loop is not None else asyncio.get_running_loop()

@@ -37,10 +37,12 @@ class Flushable(Protocol):
 class ReadRound:
     """One per server (shared by its connections); a private one per client connection."""
 
-    __slots__ = ("_depth", "_flushes", "on_end")
+    __slots__ = ("_flushes", "depth", "on_end")
 
     def __init__(self) -> None:
-        self._depth = 0
+        self.depth = 0
+        """Reads being handled (nested: the write turn's step opens one of its own); while
+        above 0, output queued now leaves when the outermost read ends."""
         self._flushes: list[Flushable] = []
         self.on_end: Callable[[], None] | None = None
         """Run when the outermost read ends (the broker's write turn step)."""
@@ -48,27 +50,29 @@ class ReadRound:
     @property
     def open(self) -> bool:
         """Whether a read is being handled (output queued now leaves at its end)."""
-        return self._depth > 0
+        return self.depth > 0
 
     def enter(self) -> None:
-        self._depth += 1
+        self.depth += 1
 
     def exit(self) -> None:
         """Leave a read; the outermost one writes, runs ``on_end``, writes again."""
-        if self._depth > 1:
-            self._depth -= 1
+        if self.depth > 1:
+            self.depth -= 1
             return
         try:
-            self._flush_all()
+            if self._flushes:
+                self._flush_all()
             hook = self.on_end
             if hook is not None:
                 try:
                     hook()
                 except Exception:  # the reads go on; the hook's owner counts its own failures
                     log.exception("the end-of-read hook failed")
-            self._flush_all()
+            if self._flushes:
+                self._flush_all()
         finally:
-            self._depth = 0
+            self.depth = 0
 
     def defer_flush(self, conn: Flushable) -> None:
         """``conn`` queued output during the round: it is written when the round ends."""

@@ -139,7 +139,7 @@ class WriteTurn:
         if loop is None:
             raise RuntimeError("WriteTurn.bind(loop) before the first send")
         self._scheduled = True
-        if self._round is not None and self._round.open:
+        if self._round is not None and self._round.depth:
             return  # the read's end runs the step (_end_of_read)
         loop.call_soon(self._run_scheduled)
 
@@ -155,7 +155,7 @@ class WriteTurn:
         """An append outside any read (a slave's receive task, after its acknowledgement
         went out): the step runs now instead of a loop pass later."""
         self._appended = True
-        if self._loop is not None and not (self._round is not None and self._round.open):
+        if self._loop is not None and not (self._round is not None and self._round.depth):
             self._scheduled = True
             self.run()
         else:

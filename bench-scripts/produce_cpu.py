@@ -1,10 +1,11 @@
 """Broker CPU per message (issue #24): a name server, a master and its slave as processes,
-1 KiB messages, one sender awaiting each send ("sync") and 256 in flight on one connection.
+1 KiB messages, one sender awaiting each send ("sync") and 256 in flight on one connection
+(``--conns N``: both spread over N connections, e.g. N senders each awaiting its send).
 
 Run from the worktree root:
 
     .venv/bin/python bench-scripts/produce_cpu.py --src A_SRC,B_SRC [--order ABBA] [--role SYNC_MASTER]
-        [--sync 3000] [--inflight 20000] [--profile DIR] [--strace]
+        [--sync 3000] [--inflight 20000] [--conns 1] [--profile DIR] [--strace]
 
 Each letter of ``--order`` starts a fresh group from that tree's sources (PYTHONPATH), runs
 both workloads (after a warm-up) and prints one JSON line: for master and slave the CPU
@@ -79,6 +80,14 @@ async def drive(port: int, count: int, inflight: int) -> int:
     return ok
 
 
+async def drive_many(port: int, count: int, inflight: int, conns: int) -> int:
+    """``count`` messages over ``conns`` connections, each with at most ``inflight`` unanswered."""
+    if conns <= 1:
+        return await drive(port, count, inflight)
+    shares = [count // conns + (1 if i < count % conns else 0) for i in range(conns)]
+    return sum(await asyncio.gather(*(drive(port, n, inflight) for n in shares if n)))
+
+
 def switches(pid: int) -> int:
     total = 0
     for tid in os.listdir(f"/proc/{pid}/task"):
@@ -116,7 +125,7 @@ def user_sys(pid: int) -> tuple[float, float]:
 def run_workload(
     pids: dict[str, int], port: int, name: str, count: int, inflight: int, tag: str, args: argparse.Namespace
 ) -> dict[str, object]:
-    asyncio.run(drive(port, min(1000, count), inflight))  # warm-up: pages, caches, the slave's link
+    asyncio.run(drive_many(port, min(1000, count), inflight, args.conns))  # warm-up: pages, caches, the link
     time.sleep(0.3)
     tracers: list[subprocess.Popen[bytes]] = []
     if args.strace:
@@ -136,7 +145,7 @@ def run_workload(
     us0 = {r: user_sys(p) for r, p in pids.items()}
     load0 = load_average()
     t0 = time.monotonic()
-    asyncio.run(drive(port, count, inflight))
+    asyncio.run(drive_many(port, count, inflight, args.conns))
     wall = time.monotonic() - t0
     time.sleep(0.2)  # the slave finishes what it was sent
     out: dict[str, object] = {"wall_s": round(wall, 2), "msgs_s": round(count / wall), "load": [load0, load_average()]}
@@ -202,6 +211,7 @@ def main() -> None:
     parser.add_argument("--flush", default="ASYNC_FLUSH")
     parser.add_argument("--sync", type=int, default=3000)
     parser.add_argument("--inflight", type=int, default=20000)
+    parser.add_argument("--conns", type=int, default=1, help="connections the sends are spread over")
     parser.add_argument("--profile", default="")
     parser.add_argument("--strace", action="store_true")
     parser.add_argument("--strace-dir", default="/tmp")

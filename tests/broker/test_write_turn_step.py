@@ -128,9 +128,9 @@ def test_a_wait_past_its_deadline_is_answered_by_the_turn_timer() -> None:
     asyncio.run(main())
 
 
-def test_facts_noted_during_a_read_run_the_step_when_the_read_ends() -> None:
-    """In a read round (a client's frames, a slave's acks) the step runs as the read ends,
-    after the read's own answers, and its released answers are queued in a round of its own."""
+def test_facts_noted_during_a_read_run_one_step_after_it_whose_answers_are_in_a_round() -> None:
+    """Reads of several connections in one pass share one step (scheduled, not run at each
+    read's end), and the answers it releases are queued in the server's read round."""
 
     async def main() -> None:
         calls: list[str] = []
@@ -139,32 +139,33 @@ def test_facts_noted_during_a_read_run_the_step_when_the_read_ends() -> None:
         store = cast(MessageStore, cast(Any, _Store(calls)))
         turn = WriteTurn(store, SYSTEM_CLOCK, lambda: replication, None, read_round)
         turn.bind(asyncio.get_running_loop())
-        replication.floor = 100
+        replication.floor = 1000
 
         def answer(wait: Wait) -> None:
             calls.append(f"answer in round={read_round.open}")
 
-        read_round.enter()
-        turn.appended()
-        turn.add(Wait(100, Need.REPLICATED, 5.0, answer))
-        read_round.exit()
-        assert calls == ["dispatch", "pump", "answer in round=True"]  # no loop pass in between
+        for end in (100, 200):  # two connections' reads in one pass
+            read_round.enter()
+            turn.appended()
+            turn.add(Wait(end, Need.REPLICATED, 5.0, answer))
+            read_round.exit()
+        assert calls == []
         await _settle()
-        assert turn.steps == 1  # nothing left for a call_soon'd step
+        assert calls == ["dispatch", "pump", "answer in round=True", "answer in round=True"]
+        assert turn.steps == 1
 
     asyncio.run(main())
 
 
-def test_a_slaves_append_outside_a_read_is_dispatched_at_once() -> None:
+def test_a_slaves_append_from_its_task_is_dispatched_at_once() -> None:
     async def main() -> None:
         calls: list[str] = []
-        read_round = ReadRound()
         store = cast(MessageStore, cast(Any, _Store(calls)))
-        turn = WriteTurn(store, SYSTEM_CLOCK, lambda: None, None, read_round)
+        turn = WriteTurn(store, SYSTEM_CLOCK, lambda: None, None, ReadRound())
         turn.bind(asyncio.get_running_loop())
         turn.appended_now()
-        assert calls == ["dispatch"]
+        assert calls == ["dispatch"]  # no loop pass in between
         await _settle()
-        assert turn.steps == 1
+        assert turn.steps == 1  # and nothing left for a scheduled step
 
     asyncio.run(main())

@@ -1,9 +1,9 @@
-"""The read round (net/read_round.py): what one read answers leaves at its end, then the
-end-of-read hook runs and what it answers leaves too, with no extra pass of the loop.
+"""The read round (net/read_round.py): output queued during a read, or during the broker's
+end-of-turn step, leaves when the outermost of them ends, one write per connection.
 
-On a real server and loopback socket: a request answered later from a callback that runs
-inside a read (the way a slave's acknowledgement releases a SYNC_MASTER send) is written
-when that read ends, before the loop runs anything scheduled with ``call_soon``."""
+On a real server and loopback socket: answers released by a callback scheduled from the
+read (as the write turn's step releases SYNC_MASTER sends) are written when that callback
+ends, not by a flush that would need another pass of the event loop."""
 
 from __future__ import annotations
 
@@ -26,39 +26,33 @@ class _Conn:
         self.calls.append(f"flush {self.name}")
 
 
-def test_the_outermost_exit_writes_then_runs_the_hook_then_writes_its_answers() -> None:
+def test_only_the_outermost_exit_writes_each_connection_once() -> None:
     calls: list[str] = []
     rnd = ReadRound()
-    a, b = _Conn("a", calls), _Conn("b", calls)
-
-    def hook() -> None:
-        calls.append("hook")
-        assert rnd.open  # what the hook answers is queued, not written one by one
-        rnd.defer_flush(b)
-
-    rnd.on_end = hook
     rnd.enter()
-    rnd.defer_flush(a)
-    rnd.enter()  # a nested read (the step's own round) ends without the hook
+    rnd.defer_flush(_Conn("a", calls))
+    rnd.enter()  # a nested round (the step run from within a read)
+    rnd.defer_flush(_Conn("b", calls))
     rnd.exit()
-    assert calls == []
+    assert calls == [] and rnd.open
     rnd.exit()
-    assert calls == ["flush a", "hook", "flush b"]
+    assert calls == ["flush a", "flush b"]
     assert not rnd.open
 
 
-def test_a_failing_hook_is_logged_and_the_round_still_writes_and_closes() -> None:
+def test_a_failing_flush_is_logged_and_the_others_still_write() -> None:
     calls: list[str] = []
+
+    class _Broken:
+        def flush(self) -> None:
+            raise OSError("gone")
+
     rnd = ReadRound()
-
-    def hook() -> None:
-        rnd.defer_flush(_Conn("late", calls))
-        raise RuntimeError("boom")
-
-    rnd.on_end = hook
     rnd.enter()
+    rnd.defer_flush(_Broken())
+    rnd.defer_flush(_Conn("ok", calls))
     rnd.exit()
-    assert calls == ["flush late"]
+    assert calls == ["flush ok"]
     assert not rnd.open
 
 
@@ -66,46 +60,45 @@ def _frame(opaque: int) -> bytes:
     return RemotingCommand.request(300, {}, b"", opaque=opaque).encode()
 
 
-def test_an_answer_released_by_the_end_of_read_hook_is_written_before_call_soon_work() -> None:
-    """The hook stands for the broker's write turn: it releases an earlier request's answer
-    (as a slave's ack releases a SYNC_MASTER send), and that answer is handed to the
-    transport when the read ends, not by a flush scheduled for a later loop pass."""
+def test_answers_released_in_a_round_of_a_scheduled_callback_leave_before_the_next_pass() -> None:
+    """The scheduled callback stands for the broker's write turn step: it releases earlier
+    requests' answers inside the server's round, and they are handed to the transport as
+    it ends; a callback scheduled after it finds nothing left queued."""
 
     async def main() -> None:
         server = RemotingServer(HOST, 0, tls=None)
         held: list[Deferred] = []
-        queued_when_call_soon_ran: list[int] = []
+        queued_after: list[int] = []
 
-        def processor(ctx: RequestContext, cmd: RemotingCommand) -> Deferred | RemotingCommand:
-            if cmd.opaque == 1:
-                deferred = Deferred()
-                held.append(deferred)
-                return deferred
+        def step(ctx: RequestContext) -> None:
             loop = asyncio.get_running_loop()
-            loop.call_soon(lambda: queued_when_call_soon_ran.append(len(ctx.connection._out)))
-            return cmd.response(ResponseCode.SUCCESS, "now")
+            server.read_round.enter()
+            try:
+                for deferred in held:
+                    deferred.resolve(RemotingCommand(code=ResponseCode.SUCCESS, remark="released"))
+                loop.call_soon(lambda: queued_after.append(len(ctx.connection._out)))
+            finally:
+                server.read_round.exit()
 
-        def end_of_read() -> None:
-            while len(held) > 0 and server.connections:
-                held.pop().resolve(RemotingCommand(code=ResponseCode.SUCCESS, remark="released"))
+        def processor(ctx: RequestContext, cmd: RemotingCommand) -> Deferred:
+            deferred = Deferred()
+            held.append(deferred)
+            if len(held) == 3:
+                asyncio.get_running_loop().call_soon(step, ctx)
+            return deferred
 
         server.register(300, processor)
         await server.start()
         try:
             reader, writer = await asyncio.open_connection(HOST, server.port)
-            writer.write(_frame(1))
-            await writer.drain()
-            while not held:
-                await asyncio.sleep(0.001)
-            server.read_round.on_end = end_of_read
-            writer.write(_frame(2))
+            writer.write(b"".join(_frame(n) for n in (1, 2, 3)))
             answers = {}
-            for _ in range(2):
+            for _ in range(3):
                 (length,) = struct.unpack(">i", await reader.readexactly(4))
                 answer = decode_command(await reader.readexactly(length))
                 answers[answer.opaque] = answer.remark
-            assert answers == {1: "released", 2: "now"}
-            assert queued_when_call_soon_ran == [0]  # nothing was left for a later flush
+            assert answers == {1: "released", 2: "released", 3: "released"}
+            assert queued_after == [0]  # written as the round ended, not by a later flush
             writer.close()
         finally:
             await server.stop()

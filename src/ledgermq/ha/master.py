@@ -50,7 +50,6 @@ from ledgermq.ha.master_link import SlaveLink, SlaveStatus
 from ledgermq.ha.repair import describe
 from ledgermq.ha.repair_book import RepairBook
 from ledgermq.ha.session import CloseKind
-from ledgermq.net.read_round import ReadRound
 from ledgermq.net.tls.bridge import secure_accepted
 from ledgermq.store.message_store import MessageStore
 
@@ -90,8 +89,6 @@ class HAService:
         self.refused_connections = 0  # refused, or closed for reporting beyond our max (CloseKind)
         # Told of every accepted ack and change of the required set (the broker's write turn).
         self.on_replicated: Callable[[], None] | None = None
-        # The server's read round: a read of acks ends like a client's (the write turn's step).
-        self.read_round: ReadRound | None = None
         # Alone (no broker's write turn pumping the links): follow the store's arrivals.
         self.follow_store = follow_store
         self._disconnected: dict[str, SlaveStatus] = {}

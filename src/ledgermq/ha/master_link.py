@@ -24,7 +24,6 @@ from ledgermq.ha.master_handshake import handshake
 from ledgermq.ha.repair import Range
 from ledgermq.ha.repair_book import RepairBook
 from ledgermq.ha.session import Close, CloseKind, Heartbeat, Idle, MasterSession, Send
-from ledgermq.net.read_round import ReadRound
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger("ledgermq.ha.master")
@@ -63,7 +62,6 @@ class LinkHost(Protocol):
     clock: Clock
     epoch_keeper: MasterEpochs
     repairs: RepairBook
-    read_round: ReadRound | None
 
     def slave_acked(self, link: SlaveLink, offset: int) -> None:
         """An accepted report (the link's reader callback)."""
@@ -199,19 +197,6 @@ class SlaveLink:
             self._arm_housekeeping(session.last_read + session.housekeeping_interval - now + 0.001)
 
     def _on_readable(self) -> None:
-        """A read of reports, in the server's read round: the sends these acks release are
-        answered when it ends (the write turn's step), not a loop pass later."""
-        read_round = self.service.read_round
-        if read_round is None:
-            self._read_reports()
-            return
-        read_round.enter()
-        try:
-            self._read_reports()
-        finally:
-            read_round.exit()
-
-    def _read_reports(self) -> None:
         if self._ended is None or self._ended.done():
             return
         try:

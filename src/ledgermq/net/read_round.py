@@ -1,28 +1,20 @@
-"""A read round: what one read of a socket causes, finished before the loop reads anything else.
+"""A read round: output queued while a read (or the broker's write turn step) is handled
+leaves when it ends, one write per connection.
 
-A server's connections (and a broker's HA links to its slaves) share one round. While a
-read is handled the round is open: answers queued on any connection wait, and facts the
-read produced (appends, acknowledgements) only mark the broker's end-of-read step as due.
-When the read ends the round closes in a fixed order:
+A server's connections share one round. While a read's frames are handled, or while the
+broker's end-of-turn step releases waiting sends, answers queued on any connection wait;
+when the outermost of these ends, each connection with queued output writes it once.
 
-1. the answers queued so far leave, one write per connection (a send that needed no wait
-   is answered before the work it caused);
-2. ``on_end`` runs (the broker's write turn: dispatch, replicate, release waiters), with
-   the round still open, so the answers it releases are queued too;
-3. those answers leave, again one write per connection.
-
-Why not ``loop.call_soon``: each callback scheduled for "later in this turn" is another
-pass of the event loop (an ``epoll_wait``, the loop's bookkeeping), and a single sync send
-paid three of them on the master (the step after the client's read, the step after the
-slave's acknowledgement, the write of the answer it released). Ending the round at the
-end of the read does the same work in the same order without those passes. A round never
-spans an ``await``: it is entered and left within one callback.
+Why not a flush scheduled with ``loop.call_soon`` for answers released by the step: the
+step itself runs from ``call_soon``, and a callback scheduled from a scheduled callback
+runs only after the loop polled again: an extra pass (an ``epoll_wait``, the loop's
+bookkeeping) per released batch. A SYNC_MASTER sync send paid it on every ack. A round
+never spans an ``await``: it is entered and left within one callback.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Protocol
 
 log = logging.getLogger(__name__)
@@ -37,15 +29,13 @@ class Flushable(Protocol):
 class ReadRound:
     """One per server (shared by its connections); a private one per client connection."""
 
-    __slots__ = ("_flushes", "depth", "on_end")
+    __slots__ = ("_flushes", "depth")
 
     def __init__(self) -> None:
         self.depth = 0
-        """Reads being handled (nested: the write turn's step opens one of its own); while
-        above 0, output queued now leaves when the outermost read ends."""
+        """Reads (or steps) being handled; while above 0, output queued now leaves when the
+        outermost one ends."""
         self._flushes: list[Flushable] = []
-        self.on_end: Callable[[], None] | None = None
-        """Run when the outermost read ends (the broker's write turn step)."""
 
     @property
     def open(self) -> bool:
@@ -56,19 +46,11 @@ class ReadRound:
         self.depth += 1
 
     def exit(self) -> None:
-        """Leave a read; the outermost one writes, runs ``on_end``, writes again."""
+        """Leave a read; the outermost one writes what was queued."""
         if self.depth > 1:
             self.depth -= 1
             return
         try:
-            if self._flushes:
-                self._flush_all()
-            hook = self.on_end
-            if hook is not None:
-                try:
-                    hook()
-                except Exception:  # the reads go on; the hook's owner counts its own failures
-                    log.exception("the end-of-read hook failed")
             if self._flushes:
                 self._flush_all()
         finally:

@@ -5,11 +5,8 @@ append returns a plain fact, its ``PutResult``), register what their answers wai
 the one waits table (waits.py), and note that the turn appended (``appended``); acks
 from slaves and commits of proposals note that replication moved (``changed``, ``settle``);
 the flush and reput threads post into the inbox (inbox.py, one thread-safe wake-up per
-batch). A fact noted during a read (a client's frames, a slave's acknowledgements: the
-server's ``ReadRound``, net/read_round.py) makes the step run when that read ends, after
-the answers the read gave at once have been written; a fact from anywhere else (a timer,
-a task, the inbox's wake-up) schedules it once (``call_soon``). The step runs always in
-this order:
+batch). The first of these schedules the step once (``call_soon``), and the step runs
+after the turn's reads, always in this order:
 
 1. **dispatch**: the store writes the consume-queue units and index entries of what the
    turn appended (``MessageStore.dispatch_appended``); the queues that grew, with those
@@ -24,8 +21,14 @@ this order:
 Answers that needed no wait were queued by their reads and leave at the end of each read
 (net/read_round.py), before this step: a client that got SEND_OK and then reads finds the
 message dispatched, because the step runs before the loop reads anything else. The step
-itself runs inside a round, so the answers it releases leave in one write per connection
-when it ends, not a loop pass later.
+itself runs inside the server's read round, so the answers it releases leave in one write
+per connection when it ends, not from a flush scheduled for the next loop pass.
+
+Why ``call_soon`` for the step and a round for its answers: a callback scheduled from an
+I/O callback runs before the loop polls again (no extra ``epoll_wait``), and one step then
+serves every connection read in that pass (64 senders on 64 connections: one dispatch and
+one window to the slave, not 64); a callback scheduled from a scheduled callback (the old
+flush of a released answer) costs a pass of its own.
 
 The store never sees the loop: the broker tells it once that the appender dispatches
 (``MessageStore.set_appender_dispatches``) and calls ``dispatch_appended`` here. Time
@@ -91,9 +94,6 @@ class WriteTurn:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._round = read_round
-        self._stepping = False
-        if read_round is not None:
-            read_round.on_end = self._end_of_read
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -139,27 +139,23 @@ class WriteTurn:
         if loop is None:
             raise RuntimeError("WriteTurn.bind(loop) before the first send")
         self._scheduled = True
-        if self._round is not None and self._round.depth:
-            return  # the read's end runs the step (_end_of_read)
         loop.call_soon(self._run_scheduled)
 
     def _run_scheduled(self) -> None:
-        if self._scheduled:  # else a read's end ran the step first
-            self.run()
-
-    def _end_of_read(self) -> None:
-        if self._scheduled and not self._stepping:
+        if self._scheduled:  # else the step already ran (``appended_now``, a wake-up)
             self.run()
 
     def appended_now(self) -> None:
-        """An append outside any read (a slave's receive task, after its acknowledgement
-        went out): the step runs now instead of a loop pass later."""
+        """An append by a task (a slave's receive task, after its acknowledgement went out):
+        the step runs now. Scheduled from a task's step, it would cost a pass of the loop
+        of its own; the task appends one read's frames at a time, so nothing is batched by
+        waiting."""
         self._appended = True
-        if self._loop is not None and not (self._round is not None and self._round.depth):
-            self._scheduled = True
-            self.run()
-        else:
-            self._schedule()
+        if self._loop is None or (self._round is not None and self._round.depth):
+            self._schedule()  # within a read or a step: the scheduled step picks it up
+            return
+        self._scheduled = True
+        self.run()
 
     def _wake_threadsafe(self) -> None:
         loop = self._loop
@@ -185,7 +181,6 @@ class WriteTurn:
         if read_round is not None:
             read_round.enter()
         self._scheduled = False
-        self._stepping = True
         self.steps += 1
         try:
             self._step()
@@ -194,11 +189,8 @@ class WriteTurn:
             log.exception("write turn: the end-of-turn step failed; the next one runs as usual")
         finally:
             self._arm_timer()
-            if self._scheduled and self._loop is not None:
-                self._loop.call_soon(self._run_scheduled)  # facts noted by the step itself: the next pass
             if read_round is not None:
-                read_round.exit()  # the released answers leave (our own round: no step from its end)
-            self._stepping = False
+                read_round.exit()  # the released answers leave, one write per connection
 
     def _step(self) -> None:
         facts = self.inbox.drain()

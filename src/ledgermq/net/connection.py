@@ -5,18 +5,18 @@ resolve the matching pending request (by opaque); requests go to ``on_request``.
 Both sides can send requests (brokers call back into clients), so each connection has
 its own opaque counter and pending table, and closing fails every pending request.
 
-Writes are coalesced: ``send`` queues the encoded frame; during a read (the connection's
-``ReadRound``, net/read_round.py, shared by all of a server's connections) the queued
-frames leave when the read ends, and outside one the first send schedules one flush for
-the next loop pass, so the answers (or requests) produced together leave in one write
-instead of one system call each. A plain transport gets the frames as
+Writes are coalesced: ``send`` queues the encoded frame; during a read, or the broker's
+end-of-turn step (the connection's ``ReadRound``, net/read_round.py, shared by all of a
+server's connections), the queued frames leave when it ends, and outside one the first
+send schedules one flush for the next loop pass, so the answers (or requests) produced
+together leave in one write instead of one system call each. A plain transport gets the frames as
 they are (``writelines``: one ``writev``, no copy); a TLS transport gets them joined into
 one buffer, because it encrypts each buffer it is given into records of its own: 256 small
 answers written apart are 256 TLS records (a cipher call and a header each, and one
 ``SSLObject.read`` each at the peer), joined they are a few 16 KiB records. Answers given while a read's frames
-are handled leave together at the end of that read, before the round's end-of-read work
-(the broker's dispatch, replication to a slave): the sender is answered first, in one
-write per read. A flush happens before ``close``, so
+are handled leave together at the end of that read, before the work those requests
+scheduled for later in the turn (the broker's dispatch, replication to a slave): the
+sender is answered first, in one write per read. A flush happens before ``close``, so
 nothing sent before a close is dropped by it.
 
 Timeouts: each request has its own deadline, but a connection has one timer, armed at
@@ -153,7 +153,7 @@ class Connection(asyncio.Protocol):
                 elif self.on_request is not None:
                     self.on_request(self, frame)
         finally:
-            read_round.exit()  # writes what the frames answered, then the end-of-read work
+            read_round.exit()  # writes what the frames answered
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -201,7 +201,7 @@ class Connection(asyncio.Protocol):
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             if self._round.depth:
-                self._round.defer_flush(self)  # leaves when the read ends
+                self._round.defer_flush(self)  # leaves when the read (or step) ends
             else:
                 loop = self._loop if self._loop is not None else asyncio.get_running_loop()
                 loop.call_soon(self.flush)

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Two installs: what running a cluster and the console needs (`make run`: the package and its
 # run-time dependencies only, no test tools and no PySpark), and everything else on top of it
-# (`make install`, `make test`: the test and Spark extras).
+# (`make install`, `make test`: the test, Spark and Spark Connect extras).
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 # The Spark tests need a Java runtime (17 or 21), the console's browser tests Debian's
@@ -20,7 +20,7 @@ $(RUN_STAMP): pyproject.toml
 	touch $(RUN_STAMP)
 
 $(STAMP): $(RUN_STAMP)
-	$(BIN)/pip install --quiet -e '.[test,spark]'
+	$(BIN)/pip install --quiet -e '.[test,spark,spark-connect]'
 	touch $(STAMP)
 
 install-run: $(RUN_STAMP)
@@ -45,7 +45,7 @@ test: $(STAMP) java chromium
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not long" --durations=20
 
 # The whole-profile fault runs kept out of `make test` for time (the one-minute soak, the
-# SYNC_FLUSH data-fault profile, the TLS chaos profile).
+# SYNC_FLUSH data-fault profile, the TLS chaos profiles of the SYNC_MASTER and controller layouts).
 test-long: $(STAMP) java
 	$(BIN)/python -m pytest -q -m long
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig
 from ledgermq.raftio import driver as raft_driver
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from tests.background_errors import MARKER, BackgroundErrors, allow_list, collecting
 
 # Every Hypothesis test draws the same examples on every run (seeded from the test's own
@@ -105,7 +105,7 @@ def store_factory(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
         kwargs: dict[str, Any] = {}
         if clock is not None:
             kwargs["clock"] = clock
-        store = MessageStore(cfg, **kwargs)
+        store = open_message_store(cfg, **kwargs)
         store.start()
         made.append(store)
         return store

@@ -51,12 +51,12 @@ def test_a_member_that_keeps_up_under_load_stays_and_one_that_stalls_leaves_afte
         now = step * 0.01
         end += 100
         t.on_ack(SLAVE, end - 100, end, now)
-        assert t.next_proposal(now) is None, f"dropped a slave that keeps up at {now:.2f}s"
+        assert t.next_proposal(now, end) is None, f"dropped a slave that keeps up at {now:.2f}s"
     stalled_at = 6.0
     for step in range(1, 400):  # the slave stops acknowledging
         now = stalled_at + step * 0.01
         end += 100
-        proposal = t.next_proposal(now)
+        proposal = t.next_proposal(now, end)
         if proposal is not None:
             assert proposal == {ME}
             assert 2.95 < now - stalled_at < 3.1  # caught up as of its last passed mark, one step back
@@ -66,8 +66,22 @@ def test_a_member_that_keeps_up_under_load_stays_and_one_that_stalls_leaves_afte
 
 def test_a_member_that_never_connects_gets_the_lag_limit_to_do_so() -> None:
     t = tracker(frozenset({ME, SLAVE}))
-    assert t.next_proposal(2.9) is None
-    assert t.next_proposal(3.1) == {ME}
+    assert t.next_proposal(2.9, 0) is None
+    assert t.next_proposal(3.1, 0) == {ME}
+
+
+def test_an_idle_slave_that_holds_everything_stays_though_it_acks_less_often_than_the_lag_limit() -> None:
+    t = tracker(frozenset({ME, SLAVE}))
+    t.on_ack(SLAVE, 1000, 1000, 0.1)
+    for step in range(1, 200):  # 20 s idle, the slave's heartbeat ack every 5 s (haSendHeartbeatInterval)
+        now = step * 0.1
+        if step % 50 == 0:
+            t.on_ack(SLAVE, 1000, 1000, now)
+        assert t.next_proposal(now, 1000) is None, f"dropped an idle slave holding everything at {now:.1f}s"
+    # writes arrive and the slave does not copy them: it leaves once it lags past the limit
+    assert t.next_proposal(20.0, 1500) is None
+    assert t.next_proposal(22.9, 1500) is None
+    assert t.next_proposal(23.1, 1500) == {ME}
 
 
 def test_identity_files_keep_the_application_until_granted(tmp_path: Path) -> None:

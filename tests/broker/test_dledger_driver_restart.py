@@ -87,7 +87,7 @@ def test_a_torn_write_fails_the_driver_and_the_broker_restarts_it(
 
             await _wait_for("the restart", lambda: dl.state == "running" and dl.is_master)
             assert dl.driver_failures == failures and dl.driver_restarts == 1
-            ledger = h.app.broker.store.dledger
+            ledger = h.app.broker.store.commitlog
             assert ledger is not None and ledger.ledger.recovery is not None
             assert ledger.ledger.recovery.last_index == 5  # the NOOP and the 5 sends; the torn entry is gone
             assert any("data cut at" in r.getMessage() for r in caplog.records)  # found and cut by the first attempt

@@ -11,13 +11,13 @@ from pathlib import Path
 from ledgermq.broker.dledger_identity import UNKNOWN, StoreIdentity, store_identity
 from ledgermq.protocol.headers_dledger import StoreIdentityHeader
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import open_message_store
 from tests.conftest import small_config
 from tests.store.dledger.mode_helpers import TOPIC, open_store
 
 
 def _native(root: Path, count: int) -> None:
-    store = MessageStore(small_config(root))
+    store = open_message_store(small_config(root))
     store.start()
     try:
         for i in range(count):

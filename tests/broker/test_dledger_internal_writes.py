@@ -121,3 +121,24 @@ def test_a_dledger_leader_delivers_delayed_messages_and_the_service_follows_the_
         assert not schedule_running(app)
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_committed_send_is_dispatched_by_the_write_turn_before_its_answer(tmp_path: Path) -> None:
+    """A commit is dispatched by the broker's end-of-turn step (``after_commit``), not by a
+    reput-thread wake-up per commit: by the time SEND_OK is read the message is in its
+    consume queue, with the reput thread's own poll parked."""
+
+    async def main() -> None:
+        async with running_broker(tmp_path, store=one_node_group(tmp_path)) as h:
+            app = h.app
+            dledger = app.broker.dledger
+            assert dledger is not None and app.broker.store.reput is not None
+            await wait_for("leadership", lambda: dledger.is_master)
+            app.broker.store.reput.interval_s = 3600.0  # only a wake-up or the turn dispatches
+            await h.send("Turned", b"warm-up")  # the reput thread's pending poll, if any, goes now
+            for n in range(2, 12):
+                resp = await h.send("Turned", b"m%d" % n)
+                assert resp.code == 0, resp.remark
+                assert app.broker.store.max_offset_in_queue("Turned", 0) == n
+
+    asyncio.run(asyncio.wait_for(main(), 30))

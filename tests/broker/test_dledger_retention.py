@@ -52,11 +52,11 @@ def test_a_dledger_broker_deletes_expired_data_files_on_its_own(tmp_path: Path) 
         async with running_broker(tmp_path, store=one_node_group()) as h:
             dl = h.app.broker.dledger
             store = h.app.broker.store
-            assert dl is not None and store.dledger is not None
+            assert dl is not None and store.commitlog is not None
             assert isinstance(store.cleaner, DLedgerCleanService) and store.cleaner.alive
             assert dl.watch.keep_from in store.cleaner.ledger_guards
             await wait_for("leadership", lambda: dl.is_master)
-            ledger = store.dledger.ledger
+            ledger = store.commitlog.ledger
             sent = 0
             while len(ledger.data.files) < 5:
                 await h.send("Old", b"%04d" % sent + bytes(300))

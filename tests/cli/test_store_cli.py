@@ -27,9 +27,9 @@ def test_store_demo_then_inspect(tmp_path: Path) -> None:
 
 def test_inspect_reports_a_locked_store_clearly(tmp_path: Path) -> None:
     from ledgermq.config import StoreConfig
-    from ledgermq.store.message_store import MessageStore
+    from ledgermq.store.message_store import open_message_store
 
-    with MessageStore(StoreConfig(root_dir=str(tmp_path), mapped_file_size_commitlog=1 << 20)):
+    with open_message_store(StoreConfig(root_dir=str(tmp_path), mapped_file_size_commitlog=1 << 20)):
         result = CliRunner().invoke(cli, ["store", "inspect", str(tmp_path)])
     assert result.exit_code != 0
     assert "in use by another process" in result.output

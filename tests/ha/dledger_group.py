@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.config import StoreConfig
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import open_message_store
 from ledgermq.testing.ports import free_port
 from tests.compat.cluster import HOST, START_TIMEOUT, ServerProcess, route, tcp_open, wait_until
 from tests.ha.process_group import queue_bodies
@@ -114,7 +114,7 @@ class DLedgerGroup:
             dleger_group=GROUP,
             dleger_self_id=n,
         )
-        store = MessageStore(cfg)
+        store = open_message_store(cfg)
         store.start()
         try:
             return {q: queue_bodies(store, TOPIC, q) for q in range(QUEUES)}

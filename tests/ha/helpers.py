@@ -10,7 +10,7 @@ from pathlib import Path
 from ledgermq.config import BrokerRole
 from ledgermq.ha.config import HAConfig
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.results import GetStatus
 from tests.conftest import small_config
 
@@ -23,7 +23,9 @@ FAST = HAConfig(send_heartbeat_interval_ms=200, housekeeping_interval_ms=3000)
 def open_store(root: Path, role: BrokerRole, scrub: bool = True) -> MessageStore:
     """``scrub=False``: no background scrub, for tests that plant and report damage themselves
     (a scrub pass could find the same flip first, as a whole digest block)."""
-    store = MessageStore(small_config(root, broker_role=role, mapped_file_size_commitlog=SEG, store_scrub_enable=scrub))
+    store = open_message_store(
+        small_config(root, broker_role=role, mapped_file_size_commitlog=SEG, store_scrub_enable=scrub)
+    )
     store.start()
     return store
 

@@ -20,7 +20,7 @@ from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import decode_record
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.results import GetStatus
 from tests.compat.cluster import (
     HOST,
@@ -210,7 +210,7 @@ def assert_identical(master: BrokerProc, slave: BrokerProc, *, all_segments: boo
 def open_store(b: BrokerProc) -> MessageStore:
     """The (stopped) broker's store, opened in this process with the broker's segment sizes."""
     role = BrokerRole.SLAVE if b.broker_id else BrokerRole.ASYNC_MASTER
-    store = MessageStore(
+    store = open_message_store(
         StoreConfig(
             root_dir=str(b.store_dir),
             mapped_file_size_commitlog=SEG,

@@ -29,7 +29,7 @@ from ledgermq.ha.master import HAService
 from ledgermq.ha.master_link import SlaveLink
 from ledgermq.ha.slave import HAClient
 from ledgermq.store.dispatch import whole_records_end
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from tests.conftest import small_config
 from tests.ha.helpers import FAST, open_store, put, until
 
@@ -263,7 +263,7 @@ def test_a_bad_header_mid_read_keeps_the_frames_before_it_and_drops_the_connecti
 
 
 def _big_segment_master(root: Path, seg: int) -> MessageStore:
-    store = MessageStore(small_config(root, broker_role=BrokerRole.ASYNC_MASTER, mapped_file_size_commitlog=seg))
+    store = open_message_store(small_config(root, broker_role=BrokerRole.ASYNC_MASTER, mapped_file_size_commitlog=seg))
     store.start()
     return store
 

@@ -186,11 +186,16 @@ def test_storage_failure_stops_the_node_and_the_rest_carry_on(tmp_path: Path) ->
             d = leader.driver
             disk = BrokenDisk(leader.store)
             d.storage = disk
+            failure = asyncio.create_task(d.wait_failed())  # what a supervisor waits on
             await d.propose(b"fine")
+            await asyncio.sleep(0.05)
+            assert not failure.done()  # Readies come and go; it wakes for a failure only
             disk.broken = True
             with pytest.raises(ProposalOutcomeUnknownError, match="No space left"):
                 async with asyncio.timeout(3.0):
                     await d.propose(b"doomed")
+            async with asyncio.timeout(1.0):
+                assert "No space left" in await failure
             st = d.status()
             assert st.failed is not None and "No space left" in st.failed
             assert leader.roles[-1][0] is Role.FOLLOWER and leader.roles[-1][2] is None

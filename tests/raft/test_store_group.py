@@ -22,7 +22,7 @@ from ledgermq.raft import NotLeaderError, ProposalDroppedError, Role
 from ledgermq.raftio.driver import LeadershipLostError, RaftDriver, RaftDriverConfig
 from ledgermq.raftio.store_log import StoreLog
 from ledgermq.raftio.transport import RaftTransport, parse_peers
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.testing.ports import HOST, free_port
 from tests.store.dledger.mode_helpers import HOST as STORE_HOST
 from tests.store.dledger.mode_helpers import TOPIC, bodies_in_queue, dledger_config, encode
@@ -52,7 +52,7 @@ class StoreGroup:
         cfg = dledger_config(
             self.root / node_id, dleger_self_id=node_id, dleger_peers=self.peers, **self.config_overrides
         )
-        store = MessageStore(cfg, store_host=STORE_HOST, **self.store_kwargs)
+        store = open_message_store(cfg, store_host=STORE_HOST, **self.store_kwargs)
         await asyncio.to_thread(store.start)
         log = StoreLog(store)
         addr = parse_peers(self.peers)[node_id]
@@ -71,7 +71,7 @@ class StoreGroup:
             transport,
             on_commit=log.commit,
             on_role_change=role_changed,
-            applied=max(store.dledger.committed_index + 1, 0) if store.dledger else 0,
+            applied=max(store.commitlog.committed_index + 1, 0) if store.commitlog else 0,
         )
         node = Node(node_id, store, server, driver)
         self.nodes[node_id] = node

@@ -40,8 +40,8 @@ class DiskGauge:
 
 
 def ledger_of(store: MessageStore):  # type: ignore[no-untyped-def]
-    assert store.dledger is not None
-    return store.dledger.ledger
+    assert store.commitlog is not None
+    return store.commitlog.ledger
 
 
 def age_all_files(store: MessageStore, hours: float = 1000.0) -> None:

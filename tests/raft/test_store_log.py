@@ -7,12 +7,12 @@ from pathlib import Path
 from ledgermq.config import FlushDiskType
 from ledgermq.raft import Entry, EntryKind
 from ledgermq.raftio.store_log import StoreLog
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from tests.store.dledger.mode_helpers import HOST, TOPIC, dledger_config, encode
 
 
 def _store(root: Path, flush: FlushDiskType) -> MessageStore:
-    store = MessageStore(
+    store = open_message_store(
         dledger_config(root, flush_disk_type=flush, flush_interval_commitlog_ms=60_000), store_host=HOST
     )
     store.start()
@@ -29,8 +29,8 @@ def test_sync_flush_fsyncs_every_write_async_flush_at_most_every_interval(tmp_pa
         store = _store(tmp_path / flush.value, flush)
         try:
             log = StoreLog(store)
-            assert store.dledger is not None
-            ledger = store.dledger.ledger
+            assert store.commitlog is not None
+            ledger = store.commitlog.ledger
             durable = []
             for i in (1, 2, 3):
                 log.write([_entry(store, i)])

@@ -22,7 +22,7 @@ from ledgermq.raft import Entry, Role
 from ledgermq.raftio.driver import RaftDriver, RaftDriverConfig
 from ledgermq.raftio.store_log import StoreLog
 from ledgermq.raftio.transport import RaftTransport, parse_peers
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.testing.ports import HOST, free_port
 from tests.store.dledger.mode_helpers import HOST as STORE_HOST
 from tests.store.dledger.mode_helpers import TOPIC, dledger_config, encode
@@ -50,7 +50,7 @@ def test_where_entries_are_written_follows_the_flush_type(tmp_path: Path, flush:
     async def main() -> None:
         peers = f"n0-{HOST}:{free_port()}"
         cfg = dledger_config(tmp_path, dleger_peers=peers, flush_disk_type=flush, flush_interval_commitlog_ms=50)
-        store = MessageStore(cfg, store_host=STORE_HOST)
+        store = open_message_store(cfg, store_host=STORE_HOST)
         await asyncio.to_thread(store.start)
         log = WatchedLog(store)
         server = RemotingServer(HOST, int(parse_peers(peers)["n0"].rsplit(":", 1)[1]))
@@ -73,7 +73,7 @@ def test_where_entries_are_written_follows_the_flush_type(tmp_path: Path, flush:
             if flush is FlushDiskType.ASYNC_FLUSH:
                 assert set(log.write_threads) == {loop_thread}
                 # The timed fsync still happens, off the loop.
-                dl = store.dledger
+                dl = store.commitlog
                 assert dl is not None
                 deadline = asyncio.get_running_loop().time() + 5.0
                 while dl.ledger.persisted_index + 1 < driver.status().last_index:
@@ -95,7 +95,7 @@ def test_where_entries_are_written_follows_the_flush_type(tmp_path: Path, flush:
 
 
 def test_recent_entries_follow_a_truncation_and_stay_bounded(tmp_path: Path) -> None:
-    store = MessageStore(dledger_config(tmp_path), store_host=STORE_HOST)
+    store = open_message_store(dledger_config(tmp_path), store_host=STORE_HOST)
     store.start()
     try:
         log = StoreLog(store)

@@ -14,7 +14,7 @@ import time
 from ledgermq.config import FlushDiskType, StoreConfig
 from ledgermq.failpoints import arm_from_env
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import open_message_store
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
         flush_interval_commitlog_ms=20,
         flush_interval_consume_queue_ms=20,
     )
-    store = MessageStore(cfg)
+    store = open_message_store(cfg)
     store.start()
     rng = random.Random(start)
     deadline = time.monotonic() + 60

@@ -21,7 +21,7 @@ from ledgermq.protocol import message as M
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store import reads
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.record_check import stored_run_problem
 from ledgermq.store.results import GetStatus
 from tests.conftest import small_config
@@ -81,7 +81,7 @@ def _round(store: MessageStore) -> float:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = MessageStore(small_config(Path(tmp), mapped_file_size_commitlog=64 << 20))
+        store = open_message_store(small_config(Path(tmp), mapped_file_size_commitlog=64 << 20))
         store.start()
         try:
             for seq in range(MESSAGES):

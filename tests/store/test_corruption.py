@@ -25,7 +25,7 @@ from ledgermq.errors import CorruptRangeError
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.consumequeue import UNIT
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.results import GetStatus
 from ledgermq.testing.crash import abandon
 from tests.conftest import small_config
@@ -36,7 +36,7 @@ MIB = 1 << 20
 
 
 def _open(root: Path, **overrides: object) -> MessageStore:
-    store = MessageStore(small_config(root, **overrides))
+    store = open_message_store(small_config(root, **overrides))
     store.start()
     return store
 
@@ -201,7 +201,7 @@ def test_truncated_away_records_are_not_resurrected_by_crash_recovery(tmp_path: 
     store = _open(root)
     spans = _put(store, 120, body_size=400)
     cut = spans[60][0]
-    store.truncate_commitlog(cut)  # a slave realigning with its master
+    store.truncate_after_offset(cut)  # a slave realigning with its master
     new = _put(store, 5, body_size=100, start=1000)  # shorter records: old ones would follow
     abandon(store)
     store = _open(root)

@@ -17,7 +17,7 @@ import pytest
 
 from ledgermq import failpoints
 from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.queue_segment import QueueSegment
 from ledgermq.store.results import PutResult
 from ledgermq.testing.crash import abandon
@@ -126,7 +126,7 @@ def test_a_failed_write_stops_dispatch_at_the_first_record_it_left_out(store_fac
 
 def test_recovery_after_a_crash_in_the_middle_of_a_pass(tmp_path: Path) -> None:
     root = tmp_path / "store"
-    store = MessageStore(small_config(root))
+    store = open_message_store(small_config(root))
     store.start()
     _stopped_reput(store)
     results = _put_spread(store, 3 * (CQ_SEG_UNITS + 5), 3)  # each queue crosses a segment
@@ -142,7 +142,7 @@ def test_recovery_after_a_crash_in_the_middle_of_a_pass(tmp_path: Path) -> None:
         store.reput.dispatch_available()
     abandon(store)  # queue 0's first segment is written, nothing else; nothing was flushed
 
-    reopened = MessageStore(small_config(root))
+    reopened = open_message_store(small_config(root))
     reopened.start()
     try:
         assert reopened.wait_dispatched(timeout=10)

@@ -27,7 +27,7 @@ from ledgermq.store.appended import AppendedRecords
 from ledgermq.store.consumequeue import ConsumeQueue, Unit
 from ledgermq.store.dispatch import DispatchRequest, check_record
 from ledgermq.store.message_input import BatchInput, MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import open_message_store
 from tests.conftest import small_config
 
 HOST = ("127.0.0.1", 10911)
@@ -127,7 +127,7 @@ def _run(root: Path, ops: list[Any], facts: AppendedRecords) -> tuple[list[Dispa
     file it wrote (commit log, consume queues, index). The reput thread is stopped so
     passes happen where ``ops`` says ("dispatch"), as the broker's loop turns do."""
     clock = ManualClock(wall_ms=1_700_000_000_000)
-    store = MessageStore(small_config(root, message_delay_level="1s 5s 10s"), clock=clock, store_host=HOST)
+    store = open_message_store(small_config(root, message_delay_level="1s 5s 10s"), clock=clock, store_host=HOST)
     store.start()
     seen: list[DispatchRequest] = []
     store.add_dispatch_hook(lambda req: seen.append(DispatchRequest(**{f: getattr(req, f) for f in _FIELDS})))
@@ -205,7 +205,7 @@ def test_facts_equal_what_check_record_reads_back(msg: MessageInput, queue_offse
 def test_facts_of_a_cut_log_are_never_used(tmp_path: Path) -> None:
     """A slave realigning cuts its log and receives other records at the same offsets:
     facts queued for the old records must not describe the new ones."""
-    store = MessageStore(small_config(tmp_path / "s"), store_host=HOST)
+    store = open_message_store(small_config(tmp_path / "s"), store_host=HOST)
     store.start()
     try:
         assert store.reput is not None
@@ -214,7 +214,7 @@ def test_facts_of_a_cut_log_are_never_used(tmp_path: Path) -> None:
         store.put_message(MessageInput(topic="T", body=b"two", properties={"TAGS": "b"}))
         assert len(store.commitlog.appended) == 2
         assert first.append is not None
-        store.truncate_commitlog(first.append.next_offset)
+        store.truncate_after_offset(first.append.next_offset)
         assert len(store.commitlog.appended) == 0
         assert store.commitlog.appended.take(first.append.wrote_offset, 1 << 20) is None
     finally:

@@ -36,7 +36,7 @@ def _each(store: MessageStore, offset: int, max_msgs: int, flt: MessageFilter | 
     cq = store.queues.get("R", 0)
     assert cq is not None
     units = cq.read_units(offset, max(16000, max_msgs * 20) // 20)
-    return store._get_each(units, offset, max_msgs, flt, cq.min_offset, cq.max_offset)
+    return store.reads._get_each(units, offset, max_msgs, flt, cq.min_offset, cq.max_offset)
 
 
 def _same(a: GetResult, b: GetResult) -> None:

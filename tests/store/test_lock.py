@@ -18,7 +18,7 @@ import pytest
 
 from ledgermq.errors import StoreError, StoreLockedError
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import open_message_store
 from ledgermq.store.results import GetStatus, PutStatus
 from tests.conftest import small_config
 
@@ -31,7 +31,7 @@ _PREAMBLE = textwrap.dedent(
     from ledgermq.config import StoreConfig
     from ledgermq.errors import StoreLockedError
     from ledgermq.store.message_input import MessageInput
-    from ledgermq.store.message_store import MessageStore
+    from ledgermq.store.message_store import MessageStore, open_message_store
     cfg = StoreConfig(
         root_dir=sys.argv[1],
         mapped_file_size_commitlog=64 * 1024,
@@ -39,7 +39,7 @@ _PREAMBLE = textwrap.dedent(
         max_hash_slot_num=64,
         max_index_num=256,
     )
-    store = MessageStore(cfg)
+    store = open_message_store(cfg)
     """
 )
 
@@ -86,7 +86,7 @@ def run_child(script: str, root: Path) -> subprocess.CompletedProcess[str]:
 def test_a_second_store_in_the_same_process_is_refused(store_factory, tmp_path: Path) -> None:
     root = tmp_path / "store"
     first = store_factory()
-    second = MessageStore(small_config(root))
+    second = open_message_store(small_config(root))
     with pytest.raises(StoreLockedError) as info:
         second.start()
     text = str(info.value)
@@ -98,7 +98,7 @@ def test_a_second_store_in_the_same_process_is_refused(store_factory, tmp_path: 
     assert (root / "abort").exists()
     assert first.put_message_sync(MessageInput(topic="LockTopic", body=b"x")).status is PutStatus.PUT_OK
     with pytest.raises(StoreLockedError):
-        MessageStore(small_config(root)).start()
+        open_message_store(small_config(root)).start()
 
 
 def test_a_second_process_is_refused_while_the_first_holds_the_store(store_factory, tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ def test_shutdown_releases_the_lock(store_factory, tmp_path: Path) -> None:
     store = store_factory()
     assert store.put_message(MessageInput(topic="LockTopic", body=b"kept")).ok
     store.shutdown()
-    reopened = MessageStore(small_config(root))
+    reopened = open_message_store(small_config(root))
     try:
         reopened.start()
         assert reopened.wait_dispatched(timeout=5)
@@ -170,9 +170,9 @@ def test_shutdown_releases_the_lock(store_factory, tmp_path: Path) -> None:
         reopened.shutdown()
     # ... and so does a second shutdown of the same object (a no-op), and a context manager.
     store.shutdown()
-    with MessageStore(small_config(root)) as third:
+    with open_message_store(small_config(root)) as third:
         assert third.running
-    with MessageStore(small_config(root)) as fourth:
+    with open_message_store(small_config(root)) as fourth:
         assert fourth.running
 
 
@@ -181,13 +181,13 @@ def test_a_failed_start_releases_the_lock(tmp_path: Path) -> None:
     (root / "commitlog").mkdir(parents=True)
     bad = root / "commitlog" / f"{0:020d}"
     bad.write_bytes(b"\0" * 1000)  # not the configured segment size: start-up must stop
-    store = MessageStore(small_config(root))
+    store = open_message_store(small_config(root))
     with pytest.raises(StoreError, match="segment size"):
         store.start()
     assert not store.running
 
     bad.unlink()
-    retry = MessageStore(small_config(root))
+    retry = open_message_store(small_config(root))
     try:
         retry.start()
         assert retry.running

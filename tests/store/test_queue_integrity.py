@@ -25,7 +25,7 @@ from ledgermq.store.consumequeue import UNIT, UNIT_SIZE, ConsumeQueue
 from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.index import HEADER
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.results import GetStatus
 from ledgermq.testing.crash import abandon
 from tests.conftest import small_config
@@ -36,7 +36,7 @@ SEG = 64 * 1024
 
 
 def _open(root: Path, **overrides: object) -> MessageStore:
-    store = MessageStore(small_config(root, **overrides))
+    store = open_message_store(small_config(root, **overrides))
     store.start()
     return store
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ledgermq.protocol.message import decode_record
 from ledgermq.store.checkpoint import Checkpoint
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.testing.crash import abandon
 from tests.conftest import small_config
 from tests.store.recovery_helpers import (
@@ -33,7 +33,7 @@ from tests.store.recovery_helpers import (
 
 
 def _open(root: Path, **overrides: Any) -> MessageStore:
-    store = MessageStore(small_config(root, **overrides))
+    store = open_message_store(small_config(root, **overrides))
     store.start()
     return store
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ledgermq.config import FlushDiskType
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import open_message_store
 from tests.conftest import small_config
 from tests.store.recovery_helpers import assert_consistent_prefix, commitlog_seqs, put_numbered
 
@@ -62,7 +62,7 @@ def _read_acks(proc: subprocess.Popen[str], stop_after: int | None, timeout: flo
 
 
 def _reopen_and_check(root: Path, acked: int) -> None:
-    store = MessageStore(small_config(root))
+    store = open_message_store(small_config(root))
     store.start()
     try:
         assert store.recovery is not None and store.recovery.abnormal
@@ -110,7 +110,7 @@ def test_repeated_crashes_accumulate_nothing_wrong(tmp_path: Path) -> None:
     for _life in range(3):
         proc = _spawn(root, "ASYNC_FLUSH", total, 100_000)
         acked = _read_acks(proc, total + rng.randrange(30, 300))
-        store = MessageStore(small_config(root))
+        store = open_message_store(small_config(root))
         store.start()
         try:
             total = len(commitlog_seqs(store))

@@ -31,7 +31,7 @@ from ledgermq.clock import ManualClock
 from ledgermq.protocol.message import decode_record
 from ledgermq.store.consumequeue import UNIT_SIZE
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.results import GetStatus
 from tests.conftest import small_config
 
@@ -85,7 +85,7 @@ def open_store(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
 
     def make(clock: ManualClock, gauge: DiskGauge, *, root: Path | None = None, **overrides: Any) -> MessageStore:
         cfg = small_config(root or tmp_path / "store", **{**RETENTION, **overrides})
-        store = MessageStore(cfg, clock=clock, disk_usage=gauge)
+        store = open_message_store(cfg, clock=clock, disk_usage=gauge)
         made.append(store)
         store.start()
         return store

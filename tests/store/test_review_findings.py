@@ -70,7 +70,7 @@ def test_a_complete_record_with_nul_from_a_master_neither_stalls_nor_is_cut(
 def retention_store(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A store whose disk gauge says 87% (clean forcibly, still accept puts) and whose
     clean timer never fires: tests run rounds with clean_once()."""
-    from ledgermq.store.message_store import MessageStore
+    from ledgermq.store.message_store import MessageStore, open_message_store
     from tests.conftest import small_config
 
     made: list[MessageStore] = []
@@ -84,7 +84,7 @@ def retention_store(tmp_path: Path):  # type: ignore[no-untyped-def]
                 **overrides,
             },
         )
-        store = MessageStore(cfg, disk_usage=lambda _p: 0.87)
+        store = open_message_store(cfg, disk_usage=lambda _p: 0.87)
         store.start()
         made.append(store)
         return store
@@ -133,7 +133,7 @@ def test_retention_does_not_unmap_a_consume_queue_segment_a_reader_holds(
     assert result.status in (GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_TOO_SMALL, GetStatus.FOUND)
 
 
-# -- 3. truncate_commitlog (slave realignment) -------------------------------------------
+# -- 3. truncate_after_offset (slave realignment) -------------------------------------------
 
 
 def _master_bytes(store_factory: StoreFactory, root: Path, msgs: list[tuple[bytes, str]]) -> tuple[bytes, list[int]]:
@@ -146,8 +146,8 @@ def _master_bytes(store_factory: StoreFactory, root: Path, msgs: list[tuple[byte
     return data, offsets
 
 
-def test_truncate_commitlog_resets_the_index(store_factory: StoreFactory, tmp_path: Path) -> None:
-    """MessageStore.truncate_commitlog cuts the commit log and the consume queues but not
+def test_truncate_after_offset_resets_the_index(store_factory: StoreFactory, tmp_path: Path) -> None:
+    """MessageStore.truncate_after_offset cuts the commit log and the consume queues but not
     the index: IndexService._next_phy stays past the cut, so records the new master writes
     at the reused offsets are never indexed (build() takes them for replays), and the old
     entries keep answering key queries with whatever record now sits at their offset."""
@@ -160,7 +160,7 @@ def test_truncate_commitlog_resets_the_index(store_factory: StoreFactory, tmp_pa
     assert len(slave.query_message("T", "old", 32, 0, 2**62).messages) == 1
 
     cut = old_offs[1]
-    slave.truncate_commitlog(cut)
+    slave.truncate_after_offset(cut)
     slave.append_raw(cut, new[cut:])
     assert slave.wait_dispatched(timeout=5)
 
@@ -169,10 +169,10 @@ def test_truncate_commitlog_resets_the_index(store_factory: StoreFactory, tmp_pa
     assert slave.query_message("T", "old", 32, 0, 2**62).messages == [], "stale index entry"
 
 
-def test_truncate_commitlog_while_the_reput_thread_is_dispatching(
+def test_truncate_after_offset_while_the_reput_thread_is_dispatching(
     store_factory: StoreFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """truncate_commitlog takes no lock the reput thread respects. If the reput thread has
+    """truncate_after_offset takes no lock the reput thread respects. If the reput thread has
     already parsed a record beyond the cut, it still writes its consume-queue unit after
     truncate_dirty ran, and it then stores its own reput_from (past the cut) over the reset.
     The new master's records are then dispatched from the middle of a record (reput stuck)
@@ -197,7 +197,7 @@ def test_truncate_commitlog_while_the_reput_thread_is_dispatching(
     slave = store_factory(root=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
     slave.append_raw(0, old)
     assert entered.wait(5), "reput thread never reached the second record"
-    slave.truncate_commitlog(cut)  # the HA thread realigns while the reput thread is mid-segment
+    slave.truncate_after_offset(cut)  # the HA thread realigns while the reput thread is mid-segment
     release.set()
     assert slave.wait_dispatched(cut, timeout=5)
     slave.append_raw(cut, new[cut:])
@@ -213,7 +213,7 @@ def test_truncate_under_a_reader_does_not_sigbus(tmp_path: Path) -> None:
     """MappedFile.truncate_to shrinks the mapped file and grows it back (ftruncate twice)
     while MappedFile.wrote still says the tail is readable. A reader on another thread
     that checked wrote and touches the tail between the two calls gets SIGBUS, which kills
-    the whole process. At recovery nothing else runs; truncate_commitlog runs it live.
+    the whole process. At recovery nothing else runs; truncate_after_offset runs it live.
     Run in a child process: the reader is invoked at the racy moment from the hook."""
     import subprocess
     import sys
@@ -222,17 +222,17 @@ def test_truncate_under_a_reader_does_not_sigbus(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os
-        from ledgermq.store.message_store import MessageStore
+        from ledgermq.store.message_store import MessageStore, open_message_store
         from ledgermq.store.message_input import BatchInput, MessageInput
         from ledgermq.config import BrokerRole
         from tests.conftest import small_config
 
-        master = MessageStore(small_config({str(tmp_path / "m")!r}))
+        master = open_message_store(small_config({str(tmp_path / "m")!r}))
         master.start()
         offs = [master.put_message(MessageInput(topic="T", body=b"x" * 3000)).append.wrote_offset for _ in range(3)]
         data = master.read_commitlog(0, master.max_phy_offset)
         master.shutdown()
-        slave = MessageStore(small_config({str(tmp_path / "s")!r}, broker_role=BrokerRole.SLAVE))
+        slave = open_message_store(small_config({str(tmp_path / "s")!r}, broker_role=BrokerRole.SLAVE))
         slave.start()
         slave.append_raw(0, data)
         real = os.ftruncate
@@ -244,7 +244,7 @@ def test_truncate_under_a_reader_does_not_sigbus(tmp_path: Path) -> None:
                 # another thread (a pull, the HA sender, the reput) reading the last record now
                 slave.commitlog.read(offs[2], 100)
         os.ftruncate = ftruncate
-        slave.truncate_commitlog(offs[1])
+        slave.truncate_after_offset(offs[1])
         os.ftruncate = real
         slave.shutdown()
         print("ok")
@@ -331,7 +331,7 @@ def test_failed_start_closes_every_segment_it_mapped(store_factory: StoreFactory
     already opened (fd + mmap each) are never closed, even though start() calls
     _close_files(). A supervisor retrying start() leaks one fd per good segment per try."""
     from ledgermq.errors import StoreError
-    from ledgermq.store.message_store import MessageStore
+    from ledgermq.store.message_store import open_message_store
 
     root = tmp_path / "store"
     store = store_factory(root=root)
@@ -345,7 +345,7 @@ def test_failed_start_closes_every_segment_it_mapped(store_factory: StoreFactory
 
     before = _open_fds()
     with pytest.raises(StoreError):
-        MessageStore(cfg).start()
+        open_message_store(cfg).start()
     import gc
 
     gc.collect()
@@ -366,7 +366,7 @@ def test_store_lock_excludes_a_java_style_posix_lock(tmp_path: Path) -> None:
     import sys
 
     from ledgermq.errors import StoreLockedError
-    from ledgermq.store.message_store import MessageStore
+    from ledgermq.store.message_store import open_message_store
     from tests.conftest import small_config
 
     root = tmp_path / "store"
@@ -387,7 +387,7 @@ def test_store_lock_excludes_a_java_style_posix_lock(tmp_path: Path) -> None:
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "locked"
-        store = MessageStore(small_config(root))
+        store = open_message_store(small_config(root))
         try:
             with pytest.raises(StoreLockedError):
                 store.start()

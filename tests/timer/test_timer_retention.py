@@ -20,7 +20,7 @@ import pytest
 from ledgermq.clock import ManualClock
 from ledgermq.protocol import properties as P
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.timer.intercept import TIMER_TOPIC
 from ledgermq.store.timer.retention import guard_pending_timers
 from ledgermq.store.timer.timer_store import TimerStore
@@ -40,7 +40,7 @@ def make_store(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
     def make(clock: ManualClock, *, dledger: bool = False, disk: float = FORCIBLE, **overrides: Any) -> MessageStore:
         root = tmp_path / f"s{len(made)}"
         cfg = (dledger_config if dledger else small_config)(root, **{**RETENTION, **overrides})
-        store = MessageStore(cfg, clock=clock, store_host=HOST, disk_usage=lambda _p: disk)
+        store = open_message_store(cfg, clock=clock, store_host=HOST, disk_usage=lambda _p: disk)
         store.start()
         made.append(store)
         return store
@@ -132,8 +132,8 @@ def test_in_dledger_mode_the_entry_of_a_pending_timer_is_kept(make_store: Callab
     # diskMaxUsedSpaceRatio (75%) but under 85%, and files older than fileReservedTime + 1 h
     store = make_store(clock, dledger=True, disk=0.80, mapped_file_size_commitlog=4096)
     d = Driver(store)
-    assert store.dledger is not None
-    ledger = store.dledger.ledger
+    assert store.commitlog is not None
+    ledger = store.commitlog.ledger
 
     def propose(msg: MessageInput) -> None:
         encoded = store.encode_message(msg)
@@ -141,7 +141,7 @@ def test_in_dledger_mode_the_entry_of_a_pending_timer_is_kept(make_store: Callab
         messages, topic, queue_id, _wait = encoded
         bodies = store.prepare_append(list(messages), topic, queue_id)
         first = d.last_index + 1
-        store.write_entries([(first + k, d.term, b) for k, b in enumerate(bodies)])
+        store.append_entries([(first + k, d.term, b) for k, b in enumerate(bodies)])
 
     propose(MessageInput(topic="Orders", body=b"t", properties={P.TIMER_DELAY_MS: "5000"}))
     while len(ledger.data.files) < 4:

@@ -7,7 +7,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from ledgermq.bench.timer_bench import TIMER_TOPIC, TimerBroker, _settled_rss, send_all, wait_status
+from ledgermq.bench.timer_bench import (
+    TIMER_TOPIC,
+    BurstFigures,
+    BurstRound,
+    TimerBroker,
+    _settled_rss,
+    send_all,
+    wait_status,
+)
 from ledgermq.client import Message
 
 TIMERS = 10_000
@@ -36,3 +44,15 @@ def test_ten_thousand_pending_timers_do_not_grow_the_broker_heap(tmp_path: Path)
           f"file RSS {idle[1] / MIB:.1f} -> {pending[1] / MIB:.1f} MiB")  # fmt: skip
     assert int(status["timerPending"]) == TIMERS and int(status["timerDelivered"]) == 0
     assert growth <= ANON_GROWTH_MAX, f"the heap grew {growth / MIB:.1f} MiB with {TIMERS:,} pending timers"
+
+
+def test_burst_ratios_pair_each_burst_round_with_the_round_beside_it() -> None:
+    def r(i: int, with_burst: bool, per_s: float) -> BurstRound:
+        return BurstRound(i, with_burst, per_s, 1.0, 10.0, 0, 1.0)
+
+    abba = BurstFigures(10, (r(1, False, 100.0), r(2, True, 90.0), r(3, True, 60.0), r(4, False, 50.0)))
+    assert abba.ratios == [0.9, 1.2] and abba.ratio == 1.05  # A1 B1, then B2 A2: not B / mean(all A)
+    more = (r(5, False, 100.0), r(6, True, 70.0), r(7, True, 50.0), r(8, False, 100.0))
+    twice = BurstFigures(10, (*abba.rounds, *more))
+    assert twice.ratios == [0.9, 1.2, 0.7, 0.5] and twice.ratio == 0.8
+    assert abba.rounds[0].broker_busy == 0.1

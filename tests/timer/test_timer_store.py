@@ -100,7 +100,7 @@ def test_after_a_kill_the_wheel_learns_units_filed_past_the_checkpoint(store_fac
     ts.wheel.put(slot_ms, ts.wheel.slot(slot_ms).first_pos, ts.log.end - 2 * 52, 5)  # type: ignore[union-attr]
     # "killed": the last unit reached the log but not its slot; nothing is flushed or closed
     ts.log.files.flush()
-    ts.wheel.mm.flush()
+    ts.wheel.flush()
     crashed = timer_store(store, clock)
     assert crashed.enqueue() == 5  # filed again from the checkpoint's master offset (RocketMQ's rule)
     bodies = drain(crashed, store, clock.wall_ms() + 2000)

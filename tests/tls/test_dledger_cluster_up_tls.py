@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -26,21 +25,9 @@ from ledgermq.admin.model import DLedgerStatus
 from ledgermq.client.tls import TlsOptions
 from ledgermq.testing.ports import free_port
 from tests.cli.cluster_proc import ClusterUp
-from tests.tls.tls_group import plain_probe
+from tests.tls.tls_group import PLAIN_REFUSED, banner_python_example, plain_probe, wait_for_log_file
 
 NODES = ("n0", "n1", "n2")
-PLAIN_REFUSED = "a plain (non-TLS) connection, and this port enforces TLS"
-
-
-def _python_example(banner: list[str]) -> str:
-    """The banner's example for our client, as a script: the indented lines after its heading."""
-    start = next(i for i, line in enumerate(banner) if line.startswith("Send and receive with our client"))
-    code: list[str] = []
-    for line in banner[start + 1 :]:
-        if line.strip() and not line.startswith("  "):
-            break
-        code.append(line)
-    return textwrap.dedent("".join(code))
 
 
 def _statuses(ns: str, addrs: list[str], tls: TlsOptions) -> list[DLedgerStatus]:
@@ -65,16 +52,6 @@ def _wait_raft_caught_up(ns: str, addrs: list[str], tls: TlsOptions, timeout: fl
         time.sleep(0.2)
 
 
-def _wait_log(path: Path, text: str, timeout: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
-            if text in line:
-                return line
-        time.sleep(0.05)
-    raise AssertionError(f"{path.name} has no line with {text!r}")
-
-
 @pytest.mark.timeout(150)
 def test_dledger_group_with_mutual_tls_serves_the_banner_example_and_refuses_plain(tmp_path: Path) -> None:
     ns_port = free_port()
@@ -89,7 +66,7 @@ def test_dledger_group_with_mutual_tls_serves_the_banner_example_and_refuses_pla
         assert "from rocketmq.client" not in text and "C++ client" in text and "has no TLS" in text, text
         assert "ledgermq admin --tls --tls-trust-cert" in text, text
 
-        example = _python_example(banner)
+        example = banner_python_example(banner)
         assert "use_tls=True" in example, example
         ran = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, timeout=60, check=False)
         assert ran.returncode == 0, f"{example}\n{ran.stdout}\n{ran.stderr}"
@@ -107,7 +84,7 @@ def test_dledger_group_with_mutual_tls_serves_the_banner_example_and_refuses_pla
             (logs / f"broker-a-{n}.log", p + offset) for n, p in zip(NODES, ports, strict=True) for offset in (0, 1)
         ]:
             assert plain_probe(port) == b"", f"port {port} answered a plain connection"
-            line = _wait_log(log, f"port {port}: {PLAIN_REFUSED}")
+            line = wait_for_log_file(log, f"port {port}: {PLAIN_REFUSED}")
             assert "TLS: refused 127.0.0.1:" in line
         assert up.interrupt() == 0, up.output
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from tests.compat.cluster import HOST, ServerProcess, free_port, tail, tcp_open,
 CLUSTER = "TlsCluster"
 GROUP = "broker-tls"
 START_TIMEOUT = 30.0
+PLAIN_REFUSED = "a plain (non-TLS) connection, and this port enforces TLS"
 
 
 @dataclass
@@ -149,3 +151,25 @@ def wait_for_log(member: Member, text: str, timeout: float = 10.0) -> str:
                 return line
         time.sleep(0.05)
     raise AssertionError(f"{member.name}'s log has no line with {text!r}:\n{tail(member.log)}")
+
+
+def wait_for_log_file(path: Path, text: str, timeout: float = 10.0) -> str:
+    """The first line of the log at ``path`` containing ``text`` (polled until ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
+            if text in line:
+                return line
+        time.sleep(0.05)
+    raise AssertionError(f"{path.name} has no line with {text!r}")
+
+
+def banner_python_example(banner: list[str]) -> str:
+    """``cluster up``'s example for our client, as a script: the indented lines after its heading."""
+    start = next(i for i, line in enumerate(banner) if line.startswith("Send and receive with our client"))
+    code: list[str] = []
+    for line in banner[start + 1 :]:
+        if line.strip() and not line.startswith("  "):
+            break
+        code.append(line)
+    return textwrap.dedent("".join(code))

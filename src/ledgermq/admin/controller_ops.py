@@ -39,6 +39,6 @@ async def sync_state_sets(
     """GET_SYNC_STATE_DATA from the controller leader (found from any of ``controller_addrs``,
     ``host:port[;host:port]``): each broker group's master, master epoch and SyncStateSet.
     ``client``: the connections to use (an admin client's, with its TLS and signing); by
-    default a plain one of its own."""
+    default one of its own, which follows the process's TLS profile (plain where none is installed)."""
     async with ControllerClient(controller_addrs, client=client, request_timeout=timeout) as ctl:
         return await ctl.get_sync_state_data(broker_names)

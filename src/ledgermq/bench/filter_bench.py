@@ -2,7 +2,7 @@
 
 ``python -m ledgermq.bench.filter_bench [--messages N] [--bodies 100,1024,4096]`` fills a
 throwaway store with messages none of which match ``a > 1000 AND region = 'eu'``, then
-pulls them all through ``MessageStore.get_message`` three ways, in the same run:
+pulls them all through ``NativeMessageStore.get_message`` three ways, in the same run:
 
 * ``decode``: read each whole record and decode it (``decode_record``), then evaluate:
   the straightforward way, and the baseline;
@@ -39,7 +39,7 @@ from ledgermq.protocol.properties import encode_properties
 from ledgermq.store.dispatch import DispatchRequest
 from ledgermq.store.message_filter import MessageFilter, PropertyFilter, TagFilter
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 
 EXPRESSION = "a > 1000 AND region = 'eu'"
 
@@ -68,7 +68,7 @@ class _RecordFilter(_DecodeFilter):
         return self._inner.matches_record(record)
 
 
-def _drain(store: MessageStore, topic: str, count: int, message_filter: MessageFilter) -> float:
+def _drain(store: NativeMessageStore, topic: str, count: int, message_filter: MessageFilter) -> float:
     """Seconds to pull the whole queue (nothing matches: every pull skips its whole window)."""
     start = time.perf_counter()
     offset = 0
@@ -79,7 +79,7 @@ def _drain(store: MessageStore, topic: str, count: int, message_filter: MessageF
     return time.perf_counter() - start
 
 
-def _dispatch_cost(cache: DispatchMatchCache, topic: str, store: MessageStore, count: int) -> float:
+def _dispatch_cost(cache: DispatchMatchCache, topic: str, store: NativeMessageStore, count: int) -> float:
     """µs per message ``on_dispatch`` spends evaluating (replaying the queue's records)."""
     reqs = []
     for record in store.get_message(topic, 0, 0, 32).messages[:32]:
@@ -112,7 +112,7 @@ def run(messages: int, body_sizes: list[int], rounds: int = 3) -> list[tuple[int
     root = Path(tempfile.mkdtemp(prefix="ledgermq-filter-bench-"))
     out = []
     try:
-        store = MessageStore(StoreConfig(root_dir=str(root)))
+        store = NativeMessageStore(StoreConfig(root_dir=str(root)))
         store.add_dispatch_hook(cache.on_dispatch)
         store.start()
         try:

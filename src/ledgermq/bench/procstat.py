@@ -10,6 +10,7 @@ that died mid-run does not cost the figures already measured.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -56,6 +57,31 @@ def rss_split(pid: int) -> tuple[int, int]:
     except (OSError, ValueError, IndexError):
         return -1, -1
     return anon, file
+
+
+@dataclass(frozen=True, slots=True)
+class ProcMemory:
+    """VmRSS, RssAnon and RssFile of a process in bytes (-1 each when unreadable): the whole
+    resident set, the memory the process owns, and pages of files it maps (page cache the
+    kernel may evict; RssShmem, the rest of VmRSS, is about 0 for our processes)."""
+
+    rss: int
+    anon: int
+    file: int
+
+
+def memory(pid: int) -> ProcMemory:
+    """``ProcMemory`` of ``pid`` from /proc/<pid>/status."""
+    values = {"VmRSS:": -1, "RssAnon:": -1, "RssFile:": -1}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key = line.split(":", 1)[0] + ":"
+                if key in values:
+                    values[key] = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return ProcMemory(-1, -1, -1)
+    return ProcMemory(values["VmRSS:"], values["RssAnon:"], values["RssFile:"])
 
 
 def cpu_seconds(pid: int) -> float:

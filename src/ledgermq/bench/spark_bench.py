@@ -8,7 +8,8 @@ One run, one machine: a name server and a broker process, a local SparkSession
 * **read**: ``spark.read.format("ledgermq")`` of the N messages into the ``noop`` sink
   (every row materialised), best of ``--repeats``;
 
-each against baselines measured in the same run:
+each against baselines measured in the same run (one untimed Spark read of each kind first,
+then the cases in ABBA rounds: the Spark cases measure warm workers, as a long job sees them):
 
 * **raw pulls**: the same messages pulled by one process with the same pull size, one
   coroutine per queue, bodies not decoded (what the broker and the wire allow);
@@ -56,6 +57,13 @@ class Rate:
     case: str
     rows: int
     seconds: list[float] = field(default_factory=list)
+    # CPU seconds by role (broker, spark JVM, python workers, bench process) over every run
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    def us_per_row(self) -> dict[str, float]:
+        """CPU microseconds per row by role, averaged over the runs."""
+        rows = self.rows * max(1, len(self.seconds))
+        return {k: round(v * 1e6 / rows, 3) for k, v in self.cpu.items()} if rows else {}
 
     @property
     def best(self) -> float:
@@ -79,6 +87,7 @@ class SparkBenchResult:
     raw_pull: Rate
     decode: Rate
     arrow_yield: Rate
+    load: tuple[float, float] = (-1.0, -1.0)  # the host's 1-minute load average at start and end
 
     def rows(self) -> list[tuple[str, Rate, Rate]]:
         """(case, measured, baseline) pairs for the table."""
@@ -259,10 +268,34 @@ def _session(master: str) -> tuple[Any, bool]:
     return spark, active is None
 
 
-def _timed(action: Any) -> float:
+class _Roles:
+    """Names the processes of the run for ``proctree.tree_cpu``."""
+
+    def __init__(self, servers: _Servers) -> None:
+        self.names = {os.getpid(): "bench process"}
+        self.names.update({p.pid: name for p, name in zip(servers.procs, ("namesrv", "broker"), strict=False)})
+
+    def __call__(self, pid: int, command: str) -> str:
+        if pid in self.names:
+            return self.names[pid]
+        return "spark JVM" if command == "java" else "python workers"
+
+
+def _timed(action: Any, roles: _Roles | None = None, rate: Rate | None = None) -> float:
+    from ledgermq.bench.proctree import spent, tree_cpu
+
+    before = tree_cpu(os.getpid(), roles) if roles is not None else {}
     started = time.perf_counter()
     action()
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    if roles is not None and rate is not None:
+        for k, v in spent(before, tree_cpu(os.getpid(), roles)).items():
+            rate.cpu[k] = rate.cpu.get(k, 0.0) + v
+    return seconds
+
+
+def _noop_write(reader: Any) -> Any:
+    return lambda: reader.load().write.format("noop").mode("overwrite").save()
 
 
 def _sample_batch(rows: int, body_size: int) -> Any:
@@ -329,6 +362,44 @@ except ImportError:  # pragma: no cover - pyspark is the 'spark' extra
     MemoryBatches = None  # type: ignore[assignment,misc]
 
 
+def _measure_reads(
+    spark: Any, servers: _Servers, messages: int, body_size: int, queues: int, pull_size: int, repeats: int
+) -> tuple[Rate, Rate, Rate, Rate]:
+    """The read cases (raw pulls, pull + decode, the Spark read, Spark from memory) in ABBA
+    rounds, each timed and its CPU charged by process."""
+    ns = servers.namesrv
+    roles = _Roles(servers)
+    raw = Rate(f"raw pulls of {pull_size}, no decode", messages)
+    decode = Rate(f"pulls of {pull_size} + Arrow decode, 1 process", messages)
+    read = Rate("spark read -> noop", messages)
+    arrow_yield = Rate("spark, Arrow batches from memory -> noop", messages)
+    source = spark.read.format("ledgermq").option("namesrvAddr", ns).option("subscribe", TOPIC)
+    source = source.option("pullBatchSize", str(pull_size))
+    memory = spark.read.format("ledgermq_bench_memory").option("rows", str(messages)).option("parts", str(queues))
+    memory = memory.option("size", str(body_size))
+
+    def pulls(rate: Rate, decoded: bool) -> None:
+        rate.rows, seconds = pull_all(ns, TOPIC, pull_size, decode=decoded)
+        rate.seconds.append(seconds)
+
+    # the cases interleaved, each round in the opposite order of the one before (ABBA), so
+    # that a change of the host's load falls on every case alike
+    cases: list[tuple[Rate, Any]] = [
+        (raw, lambda: pulls(raw, False)),
+        (decode, lambda: pulls(decode, True)),
+        (read, lambda: read.seconds.append(_timed(_noop_write(source)))),
+        (arrow_yield, lambda: arrow_yield.seconds.append(_timed(_noop_write(memory)))),
+    ]
+    # one untimed read of each Spark case first: the Python workers' start (imports) and the
+    # JVM's warm-up belong to no steady-state figure
+    _noop_write(source)()
+    _noop_write(memory)()
+    for round_ in range(repeats):
+        for rate, run in cases if round_ % 2 == 0 else reversed(cases):
+            _timed(run, roles, rate)
+    return raw, decode, read, arrow_yield
+
+
 def bench_spark(
     messages: int,
     body_size: int,
@@ -339,6 +410,9 @@ def bench_spark(
     master: str = "local[2]",
     workdir: Path | None = None,
 ) -> SparkBenchResult:
+    from ledgermq.bench.procstat import load_average
+
+    load_start = load_average()
     base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-bench-spark-"))
     base.mkdir(parents=True, exist_ok=True)
     pull_size = min(pull_cap, 2048) if pull_cap > 32 else 32
@@ -361,41 +435,25 @@ def bench_spark(
                 producer = Rate("producer, send_batch of 128, 4 in flight", messages // 4)
                 producer.seconds.append(produce_batches(ns, TOPIC + "Producer", messages // 4, body_size, 128))
 
-                raw = Rate(f"raw pulls of {pull_size}, no decode", messages)
-                decode = Rate(f"pulls of {pull_size} + Arrow decode, 1 process", messages)
-                for _ in range(repeats):
-                    n, seconds = pull_all(ns, TOPIC, pull_size, decode=False)
-                    raw.rows = n
-                    raw.seconds.append(seconds)
-                    n, seconds = pull_all(ns, TOPIC, pull_size, decode=True)
-                    decode.rows = n
-                    decode.seconds.append(seconds)
-
-                read = Rate("spark read -> noop", messages)
-                source = (
-                    spark.read.format("ledgermq")
-                    .option("namesrvAddr", ns)
-                    .option("subscribe", TOPIC)
-                    .option("pullBatchSize", str(pull_size))
+                raw, decode, read, arrow_yield = _measure_reads(
+                    spark, servers, messages, body_size, queues, pull_size, repeats
                 )
-                for _ in range(repeats):
-                    read.seconds.append(_timed(lambda: source.load().write.format("noop").mode("overwrite").save()))
-                arrow_yield = Rate("spark, Arrow batches from memory -> noop", messages)
-                memory = (
-                    spark.read.format("ledgermq_bench_memory")
-                    .option("rows", str(messages))
-                    .option("parts", str(queues))
-                    .option("size", str(body_size))
-                )
-                for _ in range(repeats):
-                    arrow_yield.seconds.append(
-                        _timed(lambda: memory.load().write.format("noop").mode("overwrite").save())
-                    )
             finally:
                 if ours:
                     spark.stop()
         return SparkBenchResult(
-            messages, body_size, queues, pull_cap, master, sink, producer, read, raw, decode, arrow_yield
+            messages,
+            body_size,
+            queues,
+            pull_cap,
+            master,
+            sink,
+            producer,
+            read,
+            raw,
+            decode,
+            arrow_yield,
+            (load_start, load_average()),
         )
     finally:
         if workdir is None:

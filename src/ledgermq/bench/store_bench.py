@@ -25,7 +25,7 @@ from pathlib import Path
 from ledgermq.config import FlushDiskType, StoreConfig
 from ledgermq.protocol.message import encode_record
 from ledgermq.store.message_input import BatchInput, MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 from ledgermq.testing.crash import abandon
 
 
@@ -104,7 +104,7 @@ def run_store_bench(workdir: Path | None, messages: int, body_size: int, infligh
         raw_s = _raw_append(base / "raw", records, sync_each=False)
         msgs = [_message(i, body) for i in range(messages)]
         root = base / "async"
-        store = MessageStore(_config(root))
+        store = NativeMessageStore(_config(root))
         store.start()
         put_s = _timed(lambda: [store.put_message(m) for m in msgs])
         store.wait_dispatched(timeout=120)
@@ -120,7 +120,7 @@ def run_store_bench(workdir: Path | None, messages: int, body_size: int, infligh
             shutil.rmtree(base, ignore_errors=True)
 
 
-def _bench_pulls(store: MessageStore, root: Path, records: list[bytes]) -> BenchRow:
+def _bench_pulls(store: NativeMessageStore, root: Path, records: list[bytes]) -> BenchRow:
     """Pulls of 32 from each queue until drained vs a pread of the same bytes."""
 
     def pull_all() -> None:
@@ -153,7 +153,7 @@ def _first_segment(root: Path) -> Path:
     return sorted((root / "commitlog").iterdir())[0]
 
 
-def _bench_recovery(store: MessageStore, root: Path, records: list[bytes]) -> BenchRow:
+def _bench_recovery(store: NativeMessageStore, root: Path, records: list[bytes]) -> BenchRow:
     """Abnormal recovery (queues and index rebuilt) vs one sequential read of the commit log."""
     abandon(store)
     (root / "checkpoint").unlink(missing_ok=True)
@@ -167,7 +167,7 @@ def _bench_recovery(store: MessageStore, root: Path, records: list[bytes]) -> Be
             f.read(total)
 
     read_s = _timed(read_log)
-    recovered = MessageStore(_config(root))
+    recovered = NativeMessageStore(_config(root))
     rec_s = _timed(recovered.start)
     recovered.shutdown()
     return BenchRow("crash recovery + rebuild", len(records), rec_s, "read the commit log once", read_s)
@@ -175,7 +175,7 @@ def _bench_recovery(store: MessageStore, root: Path, records: list[bytes]) -> Be
 
 def _bench_batch_puts(root: Path, body: bytes, messages: int, raw_s: float) -> BenchRow:
     """Batch puts of 32 vs writing the encoded records."""
-    store = MessageStore(_config(root))
+    store = NativeMessageStore(_config(root))
     store.start()
     batches = [
         BatchInput("BenchTopic", [(0, body, {"KEYS": f"k{i + j}"}) for j in range(32)], queue_id=i % 8)
@@ -193,7 +193,7 @@ def _bench_sync_flush(base: Path, records: list[bytes], msgs: list[MessageInput]
     messages = len(msgs)
     sync_n = max(inflight * 20, messages // 5)
     sync_raw_s = _raw_append(base / "rawsync", records[:sync_n], sync_each=True)
-    store = MessageStore(_config(base / "sync", flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    store = NativeMessageStore(_config(base / "sync", flush_disk_type=FlushDiskType.SYNC_FLUSH))
     store.start()
 
     def run_sync() -> None:

@@ -62,7 +62,9 @@ from ledgermq.net.server import RemotingServer
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.startup import bind_failed, store_locked
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.dledger.mode_store import DLedgerMessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
+from ledgermq.store.native_store import NativeMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +121,7 @@ class BrokerApp:
         dledger_mode = store_config.enable_dleger_commit_log
         self.ha_config = ha_config or HAConfig()
         self.clock = clock
-        store = MessageStore(store_config, clock=clock, store_host=(config.broker_ip1, config.listen_port))
+        store = open_message_store(store_config, clock=clock, store_host=(config.broker_ip1, config.listen_port))
         self.broker = self._build_broker(config, store_config, store)
         self.server = RemotingServer(
             config.listen_host,
@@ -272,16 +274,17 @@ class BrokerApp:
     def _wire_dledger_mode(self) -> None:
         """A Raft member; it syncs metadata from whichever broker the leader's is."""
         cfg = self.config
-        self.broker.dledger = BrokerDLedger(
-            self.broker.store, self.store_config, cfg.listen_host, self._on_dledger_role
-        )
+        store = self.broker.store
+        assert isinstance(store, DLedgerMessageStore)  # open_message_store: enableDLegerCommitLog
+        self.broker.dledger = BrokerDLedger(store, self.store_config, cfg.listen_host, self._on_dledger_role)
+        self.broker.dledger.after_commit = self._notify_ha  # the turn's step dispatches commits
         self.slave_sync = self._slave_synchronizer()
 
     def _wire_master(self) -> None:
         """A fixed master: serves its slaves' HA connections, and reconciles offsets they hold."""
         cfg = self.config
         self.broker.ha = HAService(
-            self.broker.store,
+            self.broker.native_store,
             cfg.listen_host,
             cfg.ha_port,
             self.ha_config,
@@ -296,7 +299,7 @@ class BrokerApp:
         """A fixed slave: copies the commit log from the master (from the name servers, or
         haMasterAddress) and its metadata."""
         self.ha_client = HAClient(
-            self.broker.store,
+            self.broker.native_store,
             lambda: self.master_ha_addr or self.ha_config.master_address or None,
             self.ha_config,
             clock=self.clock,
@@ -320,7 +323,7 @@ class BrokerApp:
     def _wire_controller_mode(self, ctl: ControllerModeConfig, master_role: BrokerRole) -> None:
         """Controller mode: every role's parts are built now and started by the role the
         controller gives (controller_mode/roles.py); none runs before it."""
-        b, cfg, store = self.broker, self.config, self.broker.store
+        b, cfg, store = self.broker, self.config, self.broker.native_store
         self.ha_service = HAService(
             store,
             cfg.listen_host,
@@ -401,7 +404,8 @@ class BrokerApp:
         assert turn is not None
         turn.bind(asyncio.get_running_loop())
         b.store.set_appender_dispatches(True)  # the turn's step dispatches what the loop appended
-        b.store.report_flushes(turn.inbox.post_durable)
+        if isinstance(b.store, NativeMessageStore):  # DLedger mode: the Raft driver flushes
+            b.store.report_flushes(turn.inbox.post_durable)
         b.topics.load()
         b.topics.persist()
         b.offsets.load()
@@ -540,7 +544,8 @@ class BrokerApp:
                     sync.start()
 
     def _notify_ha(self) -> None:
-        """The timer service wrote: the end of this turn dispatches and replicates it."""
+        """The store was written outside a send (the timer service, a DLedger commit): the
+        end of this turn dispatches (and replicates) it."""
         if self.broker.turn is not None:
             self.broker.turn.appended()
 

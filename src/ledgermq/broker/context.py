@@ -28,6 +28,7 @@ from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.broker.write_turn import WriteTurn
 from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig
+from ledgermq.errors import StoreError
 from ledgermq.ha.master import HAService
 from ledgermq.ha.slave import HAClient
 from ledgermq.protocol.message import Host
@@ -35,6 +36,7 @@ from ledgermq.protocol.properties import WAIT
 from ledgermq.protocol.route import PERM_READ, PERM_WRITE, DataVersion
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 from ledgermq.store.results import PutResult
 from ledgermq.util.unique_ids import UniqueIdGenerator
 
@@ -116,10 +118,20 @@ class Broker:
             return self.dledger.propose(msg)
         if (refused := self.refuse_write(wait)) is not None:
             return refused
-        result = self.store.put_message(msg) if isinstance(msg, MessageInput) else self.store.put_messages(msg)
+        store = self.native_store
+        result = store.put_message(msg) if isinstance(msg, MessageInput) else store.put_messages(msg)
         if result.append is not None and self.turn is not None:
             self.turn.appended()
         return result
+
+    @property
+    def native_store(self) -> NativeMessageStore:
+        """The store, for what only a native store has (puts, HA, flush reports); a broker in
+        DLedger mode has none of them (it proposes to its Raft group), and asking is an error."""
+        store = self.store
+        if not isinstance(store, NativeMessageStore):
+            raise StoreError("this broker's store is in DLedger mode: it writes through its Raft group")
+        return store
 
     @property
     def store_host(self) -> Host:

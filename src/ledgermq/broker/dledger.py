@@ -29,7 +29,7 @@ logged at ERROR and shown (``state`` "failed" in dledgerStatus, the driver's ``f
 reason, ``ledgermq_dledger_driver_failures_total``); the driver already told the broker it
 is a follower with no leader, so it registers as a slave and refuses sends. Then the
 failed driver is stopped, the DLedger files are re-recovered in place
-(``MessageStore.reopen_dledger``: a torn tail is cut, committed entries are kept and
+(``DLedgerMessageStore.reopen_ledger``: a torn tail is cut, committed entries are kept and
 checkpointed again) and a new driver is built on the same store, retrying with back-off
 (``RestartPolicy``) while that fails, e.g. while the disk is still full. The new driver
 catches up from the leader like any follower, and may be elected again.
@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Sequence
 
@@ -50,16 +51,16 @@ from ledgermq.net.client import RemotingClient
 from ledgermq.net.server import RemotingServer, RequestContext
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.raft import NotLeaderError, ProposalDroppedError, Role
+from ledgermq.raft import Entry, NotLeaderError, ProposalDroppedError, Role
 from ledgermq.raftio.driver import ProposalOutcomeUnknownError, RaftDriver, RaftDriverConfig, RaftStatus
 from ledgermq.raftio.member_watch import MemberWatch
 from ledgermq.raftio.store_log import StoreLog
 from ledgermq.raftio.transport import RaftTransport, parse_peers
 from ledgermq.store.commitlog import EncodedMessage
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
+from ledgermq.store.dledger.mode_store import DLedgerMessageStore
 from ledgermq.store.dledger.scrub import LedgerScrubService
 from ledgermq.store.message_input import BatchInput, MessageInput
-from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import PutResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ def check_settings(cfg: StoreConfig) -> None:
 class BrokerDLedger:
     def __init__(
         self,
-        store: MessageStore,
+        store: DLedgerMessageStore,
         cfg: StoreConfig,
         listen_host: str,
         on_role: RoleListener,
@@ -137,6 +138,7 @@ class BrokerDLedger:
             tick_interval_ms=tick,
             heartbeat_ticks=heartbeat_ticks,
             election_timeout_ticks=max(3 * heartbeat_ticks, cfg.dleger_election_timeout_ms // tick),
+            eager_commit_notice=False,
         )
         self.restart_policy = restart or RestartPolicy()
         self.log: StoreLog | None = None
@@ -154,6 +156,10 @@ class BrokerDLedger:
         # Retention: what connected followers still need, and who is stuck (raftio/member_watch.py).
         self.watch = MemberWatch(self.self_id)
         self._watch_task: asyncio.Task[None] | None = None
+        self.after_commit: Callable[[], None] | None = None
+        """Told on the loop after each commit reached the store: the broker's write turn then
+        dispatches the committed messages in its end-of-turn step. (Waking the reput thread
+        for every commit instead cost each member a thread hand-off per Raft round.)"""
         self.scrub: LedgerScrubService | None = None
         """Digests sealed data files and re-reads them (store/dledger/scrub.py); damage it finds
         fail-stops the driver like a corrupt read (``on_corrupt_read``)."""
@@ -172,11 +178,10 @@ class BrokerDLedger:
         finally:
             await client.close()
         self._loop = asyncio.get_running_loop()
-        if self.store.dledger is not None:
-            self.store.dledger.on_corrupt = self.on_corrupt_read
-            if self.scrub is None:
-                self.scrub = LedgerScrubService(self.store.dledger, self.store.scrub_settings, self.store.clock)
-                self.scrub.start()
+        self.store.commitlog.on_corrupt = self.on_corrupt_read
+        if self.scrub is None:
+            self.scrub = LedgerScrubService(self.store.commitlog, self.store.scrub_settings, self.store.clock)
+            self.scrub.start()
         driver = self._new_driver()
         await driver.start()
         self.state = "running"
@@ -216,17 +221,23 @@ class BrokerDLedger:
 
     def _new_driver(self) -> RaftDriver:
         self.log = StoreLog(self.store)
-        dl = self.store.dledger
-        applied = max(dl.committed_index + 1, 0) if dl is not None else 0
+        applied = max(self.store.commitlog.committed_index + 1, 0)
         self.driver = RaftDriver(
             self.driver_config,
             self.log,
             self.transport,
-            on_commit=self.log.commit,
+            on_commit=functools.partial(self._committed, self.log),
             on_role_change=self._role_changed,
             applied=applied,
         )
         return self.driver
+
+    def _committed(self, log: StoreLog, entries: Sequence[Entry]) -> None:
+        """The driver's ``on_commit``: the entries become readable, then ``after_commit``."""
+        log.commit(entries)
+        hook = self.after_commit
+        if hook is not None:
+            hook()
 
     # -- fail-stop and restart ----------------------------------------------------------
     async def _supervise(self) -> None:
@@ -239,7 +250,7 @@ class BrokerDLedger:
                 driver = self.driver
                 assert driver is not None
                 started = loop.time()
-                st = await self._failure_of(driver)
+                reason = await driver.wait_failed()
                 self.state = "failed"
                 self.driver_failures += 1
                 if loop.time() - started >= policy.healthy_after_s:
@@ -248,7 +259,7 @@ class BrokerDLedger:
                     "DLedger %s: the Raft driver failed (%s); this broker serves as a slave without Raft "
                     "until it is restarted: stopping it, re-recovering the DLedger store, new driver in %.1f s",
                     self.self_id,
-                    st.failed,
+                    reason,
                     delay,
                 )
                 with contextlib.suppress(Exception):
@@ -261,12 +272,6 @@ class BrokerDLedger:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, policy.max_delay_s)
 
-    @staticmethod
-    async def _failure_of(driver: RaftDriver) -> RaftStatus:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                return await driver.wait_for(lambda s: s.failed is not None, timeout=60.0)
-
     async def _restart(self, delay: float) -> float:
         """Re-recover the store and start a new driver, retrying with back-off until one
         starts; returns the back-off the next failure starts from."""
@@ -277,7 +282,7 @@ class BrokerDLedger:
             delay = min(delay * 2, policy.max_delay_s)
             attempt += 1
             try:
-                self._reopen = asyncio.ensure_future(asyncio.to_thread(self.store.reopen_dledger))
+                self._reopen = asyncio.ensure_future(asyncio.to_thread(self.store.reopen_ledger))
                 await asyncio.shield(self._reopen)
                 self._count_damage()
                 if self.driver is not None:
@@ -309,8 +314,7 @@ class BrokerDLedger:
             return delay
 
     def _count_damage(self) -> None:
-        dl = self.store.dledger
-        rec = dl.ledger.recovery if dl is not None else None
+        rec = self.store.commitlog.ledger.recovery
         if rec is not None and rec.damage_found:
             self.repairs_started += 1
 
@@ -409,7 +413,7 @@ class Proposal:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: DLedgerMessageStore,
         bodies: list[bytearray],
         futures: list[asyncio.Future[int]],
         topic: str,
@@ -466,9 +470,8 @@ class Proposal:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(failure))
         if failure is not None:
             return PutResult(PutStatus.UNKNOWN_ERROR, remark=f"{type(failure).__name__}: {failure}")
-        dl = self.store.dledger
-        assert dl is not None
-        positions = [dl.ledger.entry_span(f.result() - 1)[0] for f in self.futures]
+        ledger = self.store.commitlog.ledger
+        positions = [ledger.entry_span(f.result() - 1)[0] for f in self.futures]
         return PutResult(
             PutStatus.PUT_OK, DLedgerCommitLog.append_result(self.bodies, positions, self.topic, self.queue_id)
         )

@@ -44,6 +44,7 @@ from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers import MissingField
 from ledgermq.protocol.headers_dledger import StoreIdentityHeader
+from ledgermq.store.dledger.mode_store import DLedgerMessageStore
 from ledgermq.store.mapped_file import SegmentGoneError
 from ledgermq.store.message_store import MessageStore
 
@@ -89,17 +90,18 @@ class StoreIdentity:
 
 def store_identity(store: MessageStore) -> StoreIdentity:
     """This store's identity (blocking: walks the last old segment's record heads)."""
-    dl = store.dledger
-    if dl is None:
+    if not isinstance(store, DLedgerMessageStore):
         return StoreIdentity(0, 0, 0)
+    dl = store.commitlog
+    old_segments = dl.old_log.queue
     if dl.divided_offset == 0:
         first = dl.ledger.data.first()
-        if not dl.queue.files and first is not None and first.start_offset > 0:
+        if not old_segments.files and first is not None and first.start_offset > 0:
             # Retention deleted the old native log (the divided offset is no longer known)
             # or the first DLedger data files: a member like this cannot be told apart.
             return StoreIdentity(UNKNOWN, UNKNOWN, 0)
         return StoreIdentity(0, 0, 0)
-    last = dl.queue.find(dl.divided_offset - 1)
+    last = old_segments.find(dl.divided_offset - 1)
     if last is None or not last.pin():
         return StoreIdentity(dl.divided_offset, UNKNOWN, 0)
     try:

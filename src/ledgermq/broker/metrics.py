@@ -359,7 +359,7 @@ class BrokerCollector:
             (
                 "ledgermq_dledger_first_index",
                 "First index this member still stores (retention moves it).",
-                dl.store.dledger.ledger.first_index + 1 if dl is not None and dl.store.dledger is not None else 1,
+                dl.store.commitlog.ledger.first_index + 1 if dl is not None else 1,
             ),
         ):
             g = self.gauge(metric, doc, ("group",))

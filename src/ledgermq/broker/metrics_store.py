@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.metrics_core import Metric
 
+from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 from ledgermq.store.retention import disk_usage_ratio
 
 if TYPE_CHECKING:
@@ -43,6 +45,12 @@ def _disk_ratio(path: Path) -> float:
         return disk_usage_ratio(path)
     except OSError:
         return -1.0
+
+
+def _scrubbed_bytes(store: MessageStore) -> int:
+    """Bytes the commit-log scrub re-read (a native store's; DLedger mode scrubs in broker/dledger.py)."""
+    scrubber = store.scrubber if isinstance(store, NativeMessageStore) else None
+    return scrubber.scrubbed_bytes if scrubber is not None else 0
 
 
 _G, _C = Kind.GAUGE, Kind.COUNTER
@@ -87,7 +95,7 @@ FAMILIES: tuple[Family, ...] = (
         _G,
         "ledgermq_store_commitlog_size_bytes",
         "Bytes of commit-log segment files on disk (segments times their fixed size).",
-        lambda b: sum(mf.size for mf in list(b.store.commitlog.queue.files)),
+        lambda b: sum(mf.size for mf in b.store.commitlog.segment_files()),
     ),
     Family(
         _G,
@@ -130,7 +138,7 @@ FAMILIES: tuple[Family, ...] = (
         _C,
         "ledgermq_store_scrubbed_bytes",
         "Sealed commit-log bytes re-read by the scrub.",
-        lambda b: b.store.scrubber.scrubbed_bytes if b.store.scrubber else 0,
+        lambda b: _scrubbed_bytes(b.store),
     ),
     Family(
         _C,

@@ -24,12 +24,14 @@ from pathlib import Path
 from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.json_file import load_json, save_json
 from ledgermq.clock import Clock
+from ledgermq.errors import StoreError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.message import decode_record
 from ledgermq.store.consumequeue import UNIT
 from ledgermq.store.dispatch import SCHEDULE_TOPIC
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 from ledgermq.store.results import PutResult
 
 log = logging.getLogger(__name__)
@@ -112,7 +114,7 @@ class ScheduleService:
     def _deliver_level(self, level: int, budget: int) -> int:
         count = 0
         for next_offset, msg in self._due(level, budget):
-            if msg is not None and not self._accepted(msg, self.store.put_message(msg)):
+            if msg is not None and not self._accepted(msg, self._put_now(msg)):
                 break  # the store refused it (full, shutting down): try again later
             self._advance(level, next_offset)
             count += 1
@@ -159,7 +161,15 @@ class ScheduleService:
         return result.ok
 
     async def _put_native(self, msg: MessageInput) -> PutResult:
-        return self.store.put_message(msg)
+        return self._put_now(msg)
+
+    def _put_now(self, msg: MessageInput) -> PutResult:
+        """A put straight into a native store (``deliver_due`` and a service built without a
+        ``put``); a store in DLedger mode writes through its Raft group, so ``put`` must be given."""
+        store = self.store
+        if not isinstance(store, NativeMessageStore):
+            raise StoreError("DLedger mode: delayed delivery writes through the broker's put (its Raft group)")
+        return store.put_message(msg)
 
     def _real_message(self, record: bytes) -> MessageInput | None:
         """The scheduled record as a message for its real topic and queue, DELAY cleared."""

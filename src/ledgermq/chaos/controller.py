@@ -22,6 +22,11 @@ it (its listen port and the name server stay direct):
 * ``raft:cJ->cK`` (three nodes): cJ's Raft messages to cK, as the DLedger layout does it
   (each node's ``controllerDLegerPeers`` names the others by proxy).
 
+With ``tls`` (``chaos run --tls``) every process, the controller nodes included, runs in
+enforcing mode with mutual TLS: the brokers' requests and heartbeats to the controller and
+the controller's Raft messages go over TLS through their proxies, and the harness asks the
+controller and the brokers over TLS with the run's client certificate.
+
 What is not proxied: the controller's NOTIFY_BROKER_ROLE_CHANGED (sent to a broker's listen
 address), and a controller request a broker sends to the leader address a follower named
 in a CONTROLLER_NOT_LEADER answer (it goes through that follower's Raft proxy instead; a
@@ -33,7 +38,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ledgermq.admin.client import AdminClient
 from ledgermq.chaos.layout import (
     CLUSTER,
     CQ_SEGMENT,
@@ -49,7 +53,10 @@ from ledgermq.chaos.layout import (
     node_env,
 )
 from ledgermq.chaos.process import ChildProcess
+from ledgermq.chaos.tls import ChaosTls
+from ledgermq.client.instance.tls import client_tls
 from ledgermq.controller.client import ControllerClient
+from ledgermq.net.tls.profile import ClientTls
 from ledgermq.protocol.route import TopicRouteData
 from ledgermq.testing.ports import free_port
 
@@ -83,10 +90,19 @@ class ControllerLayout(ProcessLayout):
     name = "controller"
     roles_move = True
 
-    def __init__(self, root: Path, *, controllers: int = 1, extra_props: dict[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        controllers: int = 1,
+        extra_props: dict[str, object] | None = None,
+        tls: ChaosTls | None = None,
+    ) -> None:
         if controllers not in (1, 3):
             raise ValueError(f"a controller group of {controllers} nodes: choose 1 (inside the name server) or 3")
-        super().__init__(root)
+        super().__init__(root, tls)
+        # The harness's own controller requests (it installs no process TLS profile).
+        self._controller_tls: ClientTls | None = client_tls(tls is not None, self.client_tls)
         self.controller_ids = CONTROLLER_IDS[:controllers]
         self.embedded = controllers == 1
         # A controller node's real address: the name server's port when embedded (it also
@@ -152,6 +168,7 @@ class ControllerLayout(ProcessLayout):
             "controllerDLegerSelfId": self_id,
             "controllerStorePath": self.root / "controller" / self_id,
             **CONTROLLER_KEYS,
+            **self.server_props(),
         }
         if self.embedded:
             props["enableControllerInNamesrv"] = "true"
@@ -187,6 +204,7 @@ class ControllerLayout(ProcessLayout):
             "checkSyncStateSetPeriod": 250,
             "haMaxTimeSlaveNotCatchup": 2000,
             "syncFlushTimeout": 2500,  # past haMaxTimeSlaveNotCatchup: a stalled slave is dropped first
+            **self.server_props(),
             **extra,
         }
         conf = _write(home / "broker.properties", props)
@@ -206,7 +224,7 @@ class ControllerLayout(ProcessLayout):
 
     async def controller_view(self) -> tuple[str | None, str]:
         """(the master's address, its SyncStateSet "1,2") as the controller holds them now."""
-        async with ControllerClient(self.controller_addrs, request_timeout=1.0) as client:
+        async with ControllerClient(self.controller_addrs, request_timeout=1.0, tls=self._controller_tls) as client:
             hdr, sss = await client.get_replica_info(GROUP)
         members = ",".join(str(i) for i in sorted(sss.sync_state_set))
         return hdr.master_address, members
@@ -231,7 +249,7 @@ class ControllerLayout(ProcessLayout):
                 if not proc.alive or proc.paused:
                     continue
                 try:
-                    async with ControllerClient([addr], request_timeout=1.0) as client:
+                    async with ControllerClient([addr], request_timeout=1.0, tls=self._controller_tls) as client:
                         meta = await client.get_metadata(addr)
                 except Exception:
                     continue
@@ -282,7 +300,7 @@ class ControllerLayout(ProcessLayout):
     async def runtime(self, name: str) -> dict[str, str]:
         """The broker's runtime info ({} when it does not answer)."""
         try:
-            async with AdminClient(self.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+            async with self.admin(timeout=2.0, connect_timeout=1.0) as admin:
                 return await admin.broker_runtime_info(self.nodes[name].addr)
         except Exception:
             return {}

@@ -125,9 +125,7 @@ def make_layout(
     if kind == "dledger":
         return DLedgerLayout(root, extra_props=props, tls=tls)
     if kind == "controller":
-        if tls is not None:
-            raise ValueError("--tls is not supported with the controller layout yet")
-        return ControllerLayout(root, controllers=controllers, extra_props=props)
+        return ControllerLayout(root, controllers=controllers, extra_props=props, tls=tls)
     raise ValueError(f"unknown layout {kind!r} (sync, async, dledger, controller)")
 
 

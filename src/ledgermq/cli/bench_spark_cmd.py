@@ -55,9 +55,11 @@ def spark_bench(
         }
         for case, run, base in r.rows()
     ]
+    cpu = {rate.case: rate.us_per_row() for rate in (r.read, r.raw_pull, r.decode, r.arrow_yield)}
     verdict = "met" if r.read.rate >= READ_GOAL else "not met"
     if as_json:
-        click.echo(json.dumps({"setup": _setup(r), "rows": rows, "read_goal": READ_GOAL, "goal": verdict}, indent=2))
+        doc = {"setup": _setup(r), "load": r.load, "rows": rows, "cpu_us_per_row": cpu}
+        click.echo(json.dumps({**doc, "read_goal": READ_GOAL, "goal": verdict}, indent=2))
         return
     t = Table(title=f"ledgermq bench spark: {_setup(r)}")
     for col in ("case", "rows/s", "baseline", "baseline rows/s", "ratio"):
@@ -66,6 +68,14 @@ def spark_bench(
         ratio = f"{run.rate / base.rate:.3f}" if base.rate else "-"
         t.add_row(case, f"{run.rate:,.0f}", base.case, f"{base.rate:,.0f}", ratio)
     Console().print(t)
+    c = Table(title="CPU microseconds per row, by process (user + system)")
+    roles = sorted({k for v in cpu.values() for k in v})
+    for col in ("case", *roles):
+        c.add_column(col)
+    for case, by_role in cpu.items():
+        c.add_row(case, *(f"{by_role.get(k, 0.0):.2f}" for k in roles))
+    Console().print(c)
+    click.echo(f"load average (1 min) {r.load[0]:.2f} at the start, {r.load[1]:.2f} at the end")
     click.echo(f"read {r.read.rate:,.0f} rows/s (goal >= {READ_GOAL:,}: {verdict})")
 
 

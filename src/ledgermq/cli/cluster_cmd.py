@@ -21,7 +21,8 @@ Ctrl-C / SIGTERM: brokers first, then the name server. The group is either
 
 Every broker serves Prometheus metrics on its listen port + 2 (``--no-metrics`` turns
 them off). ``--tls`` makes a throw-away CA under <data>/tls and runs every server in
-enforcing mode with mutual TLS: client ports, HA and Raft links, registration (docs/tls.md).
+enforcing mode with mutual TLS: client ports, HA and Raft links, registration, the
+controller (brokers' requests and heartbeats, its Raft port) (docs/tls.md).
 Everything listens on ``--host``, metrics included (127.0.0.1: a development cluster
 is not reachable from other machines unless asked). The web console (``ledgermq console``)
 runs as one more supervised process on ``--console-port``, always on 127.0.0.1 (it has no
@@ -171,8 +172,6 @@ def up(
     """Start a name server and a broker group (master + slave, a controller-mode pair, or a
     DLedger group) in the foreground, restart what dies; Ctrl-C stops them."""
     data = data.resolve()
-    if tls and mode == "controller":  # its role watch and SyncStateSet wait speak plain remoting
-        raise click.UsageError("--tls is not supported with --mode controller yet; use --mode master-slave or dledger")
     ns = f"{advertised(host)}:{namesrv_port}"
     cluster_tls = make_cluster_tls(data / "tls", (advertised(host), "localhost")) if tls else None
     client_tls = cluster_tls.client_options() if cluster_tls is not None else None
@@ -313,7 +312,8 @@ def _plan_controller(layout: _Layout, broker_port: int, slave_port: int | None, 
         store = layout.data / name
         conf = layout.conf_dir / f"{name}.properties"
         metrics_port = layout.metrics_port(p)
-        conf.write_text(controller_mode.broker_properties(GROUP, p, layout.ns, store, host, adv, metrics_port))
+        props = controller_mode.broker_properties(GROUP, p, layout.ns, store, host, adv, metrics_port)
+        conf.write_text(props + layout.tls_keys)
         spec = MemberSpec(name, who, ("broker", "-c", str(conf)), layout.logs / f"{name}.log", f"{adv}:{p}")
         layout.add(spec, BrokerLine(who, f"{host}:{p}", f"HA port {p + 1}", url, store, layout.sup.pid_file(spec)))
 
@@ -366,7 +366,7 @@ def _roles_banner(
     """The broker lines with the roles the cluster settled on, the mode's extra lines, and
     (controller mode) what the supervisor runs on each poll to print role changes."""
     if mode == "controller":
-        return _controller_banner(layout.ns, raft_port, layout.specs, layout.lines, timeout)
+        return _controller_banner(layout.ns, raft_port, layout.specs, layout.lines, timeout, cluster_tls)
     if mode != "dledger":
         return layout.lines, [], None
     master = _dledger_master(layout.sup, layout.specs)
@@ -398,12 +398,19 @@ def _catch_stop_signals() -> Callable[[], bool]:
 
 
 def _controller_banner(
-    ns: str, raft_port: int, specs: list[MemberSpec], lines: list[BrokerLine], timeout: float
+    ns: str,
+    raft_port: int,
+    specs: list[MemberSpec],
+    lines: list[BrokerLine],
+    timeout: float,
+    cluster_tls: ClusterTls | None,
 ) -> tuple[list[BrokerLine], list[str], Callable[[], None]]:
     """Each broker's role once the slave is in the master's SyncStateSet (bounded), what to
-    try, and the watch that reports later role changes."""
+    try, and the watch that reports later role changes (over TLS in a ``--tls`` cluster)."""
     addrs = [s.addr for s in specs if s.addr is not None]
-    states = controller_mode.wait_in_sync(ns, addrs, timeout)
+    tls = cluster_tls.client_options() if cluster_tls is not None else None
+    tls_flags = cluster_tls.admin_flags() if cluster_tls is not None else ""
+    states = controller_mode.wait_in_sync(ns, addrs, timeout, tls=tls)
     lines = [
         dataclasses.replace(ln, role=states[s.addr].role.lower() if s.addr in states else "")
         for ln, s in zip(lines, specs, strict=True)
@@ -413,11 +420,11 @@ def _controller_banner(
     extra = [
         f"controller       {controller_mode.CONTROLLER_SELF_ID} inside the name server (controllerAddr={ns}, "
         f"raft port {raft_port}); {GROUP} master {master or 'not elected yet'}, in sync: {in_sync or '-'}",
-        f"  roles:    ledgermq admin getSyncStateSet -a {ns} -b {GROUP}",
+        f"  roles:    ledgermq admin{tls_flags} getSyncStateSet -a {ns} -b {GROUP}",
         "  failover: kill -9 the master's pid (pid file above): the other broker takes writes within ~1 s,",
         "            the killed one is restarted and returns as its slave",
     ]
-    watch = controller_mode.RoleWatch(ns, {s.addr: s.label for s in specs if s.addr is not None}, _echo)
+    watch = controller_mode.RoleWatch(ns, {s.addr: s.label for s in specs if s.addr is not None}, _echo, tls=tls)
     watch.seed(states)
     return lines, extra, watch
 

@@ -17,7 +17,8 @@ from ledgermq.errors import LedgerError
 from ledgermq.protocol.message import decode_records
 from ledgermq.store.dledger.reseed import reseed_store
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
+from ledgermq.store.native_store import NativeMessageStore
 from ledgermq.store.verify import verify_store
 
 console = Console()
@@ -61,7 +62,7 @@ def _summary(s: MessageStore) -> None:
     t = Table(title="commit log")
     for col in ("segment", "start offset", "bytes used"):
         t.add_column(col)
-    for mf in s.commitlog.queue.files:
+    for mf in s.commitlog.segment_files():
         t.add_row(mf.path.name, str(mf.start_offset), str(mf.wrote))
     console.print(t)
     console.print(
@@ -102,7 +103,7 @@ def inspect(data: Path, conf: Path | None) -> None:
     Segment sizes come from --conf, or else from the files already in DATA.
     """
     try:
-        with MessageStore(_store_config(data, conf, None)) as s:
+        with open_message_store(_store_config(data, conf, None)) as s:
             _summary(s)
     except LedgerError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -160,7 +161,7 @@ def verify(data: Path, conf: Path | None, as_json: bool) -> None:
 def demo(data: Path, count: int) -> None:
     """Append COUNT messages to a store under DATA, read some back, and show the store."""
     try:
-        with MessageStore(_store_config(data, None, 1024 * 1024)) as s:
+        with NativeMessageStore(_store_config(data, None, 1024 * 1024)) as s:
             first = s.max_offset_in_queue("DemoTopic", 0)
             for i in range(count):
                 r = s.put_message(

@@ -22,6 +22,7 @@ from types import TracebackType
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import LedgerError
 from ledgermq.net.client import RemotingClient
+from ledgermq.net.tls.profile import PROCESS_TLS, ClientTls, ProcessDefault
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.controller_body import (
@@ -76,14 +77,17 @@ class ControllerClient:
         *,
         client: RemotingClient | None = None,
         request_timeout: float = 3.0,
+        tls: ClientTls | ProcessDefault | None = PROCESS_TLS,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.clock = clock
         self.addrs = parse_controller_addrs(addrs) if isinstance(addrs, str) else list(addrs)
         if not self.addrs:
             raise ValueError("no controller address given")
+        if client is not None and tls is not PROCESS_TLS:
+            raise ValueError("give the TLS of a given client to that client, not to ControllerClient")
         self._own_client = client is None
-        self.client = client if client is not None else RemotingClient(connect_timeout=1.0)
+        self.client = client if client is not None else RemotingClient(connect_timeout=1.0, tls=tls)
         self.request_timeout = request_timeout
         self.leader_addr: str | None = None
 

@@ -51,7 +51,7 @@ from ledgermq.ha.repair import describe
 from ledgermq.ha.repair_book import RepairBook
 from ledgermq.ha.session import CloseKind
 from ledgermq.net.tls.bridge import secure_accepted
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class HAService:
 
     def __init__(
         self,
-        store: MessageStore,
+        store: NativeMessageStore,
         host: str,
         port: int,
         config: HAConfig | None = None,

@@ -22,7 +22,7 @@ from ledgermq.ha.epochs import Decision, EpochLog, reconcile
 from ledgermq.ha.handshake import Hello
 from ledgermq.ha.repair import Range
 from ledgermq.store.dispatch import RECORD_HEAD_SIZE, starts_record
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ _FINGERPRINT_BYTES = 64
 
 
 class MasterEpochs:
-    def __init__(self, store: MessageStore, config: HAConfig, *, sync_master: bool) -> None:
+    def __init__(self, store: NativeMessageStore, config: HAConfig, *, sync_master: bool) -> None:
         self.store = store
         self.config = config
         self.sync_master = sync_master

@@ -24,7 +24,7 @@ from ledgermq.ha.master_handshake import handshake
 from ledgermq.ha.repair import Range
 from ledgermq.ha.repair_book import RepairBook
 from ledgermq.ha.session import Close, CloseKind, Heartbeat, Idle, MasterSession, Send
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 
 log = logging.getLogger("ledgermq.ha.master")
 
@@ -57,7 +57,7 @@ class LinkHost(Protocol):
     in so this module does not import that one: the store and settings, the epoch keeper
     and repair book of the handshake, and where accepted acks and damage go."""
 
-    store: MessageStore
+    store: NativeMessageStore
     config: HAConfig
     clock: Clock
     epoch_keeper: MasterEpochs

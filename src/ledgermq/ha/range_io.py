@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from ledgermq.errors import CorruptRangeError
 from ledgermq.ha.codec import HEADER, HEADER_SIZE, HAProtocolError, encode_header, frame_buffers
 from ledgermq.ha.repair import Transfer
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ Receive = Callable[[int], Awaitable[bytes]]
 
 
 async def send_range(
-    loop: asyncio.AbstractEventLoop, sock: socket.socket, store: MessageStore, low: int, high: int, batch: int
+    loop: asyncio.AbstractEventLoop, sock: socket.socket, store: NativeMessageStore, low: int, high: int, batch: int
 ) -> int:
     """Send ``[low, high)`` of our log; returns where we stopped (``high`` unless our copy
     ends or is damaged first: the peer learns that from the closing header-only frame)."""
@@ -67,7 +67,7 @@ async def receive_range(recv: Receive, low: int, high: int) -> bytes:
         expect += size
 
 
-def read_exact(store: MessageStore, offset: int, size: int) -> bytes:
+def read_exact(store: NativeMessageStore, offset: int, size: int) -> bytes:
     """``size`` bytes of our log from ``offset`` across segments (shorter at its end).
     Raises CorruptRangeError when they overlap a damaged range. Blocking: call in a thread."""
     out = bytearray()
@@ -79,7 +79,7 @@ def read_exact(store: MessageStore, offset: int, size: int) -> bytes:
     return bytes(out)
 
 
-def borders_differ(store: MessageStore, t: Transfer, data: bytes) -> str:
+def borders_differ(store: NativeMessageStore, t: Transfer, data: bytes) -> str:
     """Why ``data`` (the peer's [t.low, t.high)) cannot repair [t.start, t.end) here, or "":
     the bytes around the damaged range must be exactly ours. Blocking: call in a thread."""
     if len(data) != t.size:
@@ -99,7 +99,7 @@ def borders_differ(store: MessageStore, t: Transfer, data: bytes) -> str:
     return ""
 
 
-async def apply_repair(store: MessageStore, t: Transfer, data: bytes, source: str) -> str:
+async def apply_repair(store: NativeMessageStore, t: Transfer, data: bytes, source: str) -> str:
     """Rewrite [t.start, t.end) from ``data`` (the peer's [t.low, t.high)) after checking its
     borders; why it was not, or "" (the store validates the records and logs the repair)."""
     problem = await asyncio.to_thread(borders_differ, store, t, data)

@@ -2,7 +2,7 @@
 
 Both ends keep one: a master counts the ranges it took from slaves and gave to them, a
 slave the ranges it took from its master. The damaged ranges themselves live in the store
-(``MessageStore.damaged_ranges``); ``damaged`` is a copy the event loop reads on every
+(``NativeMessageStore.damaged_ranges``); ``damaged`` is a copy the event loop reads on every
 transfer plan without taking the store's lock, refreshed whenever the ranges may have
 changed (a damage listener's hop to the loop, a repair). A range nobody could repair
 keeps a note saying why, logged once at ERROR and shown by ``admin haStatus`` as "no
@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ledgermq.ha.repair import Range, first_damage_at_or_after
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class RepairStatus:
 
 
 class RepairBook:
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: NativeMessageStore) -> None:
         self.store = store
         self.damaged: list[Range] = []
         self.taken = 0

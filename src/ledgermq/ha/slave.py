@@ -59,7 +59,7 @@ from ledgermq.ha.session import Reject, SlaveSession
 from ledgermq.ha.slave_repair import hello_damage, note_after_agreement, take_repair
 from ledgermq.net.tls.bridge import secure_connected
 from ledgermq.store.dispatch import starts_record
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def parse_address(addr: str) -> tuple[str, int]:
 class HAClient:
     def __init__(
         self,
-        store: MessageStore,
+        store: NativeMessageStore,
         master_address: MasterAddressProvider,
         config: HAConfig | None = None,
         *,
@@ -403,7 +403,7 @@ class HAClient:
         end = await asyncio.to_thread(store.whole_records_end)
         if end < store.max_phy_offset:
             log.info("HA client: trimming a partly received record at %d (log end %d)", end, store.max_phy_offset)
-            await asyncio.to_thread(store.truncate_commitlog, end)
+            await asyncio.to_thread(store.truncate_after_offset, end)
         end = store.max_phy_offset
         start = store.min_phy_offset if end else 0
         epoch = self.epochs.epoch_at(end)
@@ -456,7 +456,7 @@ class HAClient:
                 self.truncations += 1
                 self.truncated_bytes += end - decision.offset
                 log.error("HA client: %s", describe_truncation(end, decision.offset))
-                await asyncio.to_thread(store.truncate_commitlog, decision.offset)
+                await asyncio.to_thread(store.truncate_after_offset, decision.offset)
             assert epochs is not None
             if epochs != self.epochs:
                 await asyncio.to_thread(self.epoch_file.save, EpochState(epochs))
@@ -534,11 +534,11 @@ async def _send_all(loop: asyncio.AbstractEventLoop, sock: socket.socket, data: 
         await loop.sock_sendall(sock, data[sent:])
 
 
-def _fits_in_current_segment(store: MessageStore, total: int) -> bool:
+def _fits_in_current_segment(store: NativeMessageStore, total: int) -> bool:
     last = store.commitlog.queue.last()
     return last is not None and total <= _INLINE_APPEND_MAX and total <= last.remaining()
 
 
-def _commitlog_empty(store: MessageStore) -> bool:
+def _commitlog_empty(store: NativeMessageStore) -> bool:
     # The facade has no "commit log has no segment" query yet; append_raw's own rule uses this.
     return store.commitlog.queue.empty

@@ -26,6 +26,14 @@ class RaftConfig:
     unapplied log reads it from storage in slices instead of all at once."""
     append_noop_on_election: bool = True
     """A new leader appends an empty entry so earlier terms' entries can commit (Raft §5.4.2, §8)."""
+    eager_commit_notice: bool = True
+    """When the commit index moves and a follower has no new entries to be sent, tell it at
+    once with an empty Append (etcd's way). False: it learns the new commit index from the
+    next Append that carries entries, or from the next heartbeat (DLedger's way: a commit
+    alone is pushed at most once a second there). An empty Append costs a message each way
+    per follower per commit, the price of a whole Raft round when clients send one message
+    at a time; followers only apply later (commitment, and so acknowledgements, are the
+    leader's alone and do not change)."""
     seed: int = 0
     """Seeds the election-timeout jitter when no ``random.Random`` is injected."""
 

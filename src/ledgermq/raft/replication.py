@@ -16,6 +16,8 @@ def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True, *, pro
     so a follower catching up from far behind never makes the leader load its log.
     """
     pr = st.prs[to]
+    if not send_if_empty and not probe_compacted and pr.next == st.log.last_index + 1:
+        return False  # nothing new for it: the common case of every Ready and every ack, kept cheap
     if pr.is_paused():
         return False
     prev_index = pr.next - 1
@@ -75,7 +77,8 @@ def flush_deferred_bcast(st: RaftState) -> None:
     A leader under load takes many proposals and acknowledgements between two Readies;
     broadcasting after each would send one Append per peer per proposal (and one more per
     commit advance). Deferring to ``ready()`` sends one Append per peer with every new
-    entry, or an empty one only to a peer that has not yet heard the current commit index.
+    entry, or an empty one only to a peer that has not yet heard the current commit index
+    (and, without ``eager_commit_notice``, not even that: the next Append or heartbeat tells it).
     """
     if not st.bcast_pending:
         return
@@ -83,8 +86,9 @@ def flush_deferred_bcast(st: RaftState) -> None:
     if st.role is not Role.LEADER:
         return
     committed = st.log.committed
+    eager = st.cfg.eager_commit_notice
     for peer in st.peers:
-        maybe_send_append(st, peer, send_if_empty=st.prs[peer].sent_commit < committed)
+        maybe_send_append(st, peer, send_if_empty=eager and st.prs[peer].sent_commit < committed)
 
 
 def bcast_heartbeat(st: RaftState) -> None:

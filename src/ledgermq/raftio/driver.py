@@ -113,6 +113,8 @@ class RaftDriverConfig:
     max_entries_per_append: int = 64
     max_bytes_per_append: int = 1 << 20
     append_noop_on_election: bool = True
+    eager_commit_notice: bool = True
+    """See ``RaftConfig.eager_commit_notice``; a broker's DLedger group turns it off."""
     commit_checkpoint_interval_ms: int = 1000
     """How often a moved commit index is written to DLedger's ``checkpoint`` (it is lazy state)."""
     seed: int | None = None
@@ -143,6 +145,7 @@ class RaftDriverConfig:
             max_entries_per_append=self.max_entries_per_append,
             max_bytes_per_append=self.max_bytes_per_append,
             append_noop_on_election=self.append_noop_on_election,
+            eager_commit_notice=self.eager_commit_notice,
             seed=self.seed or 0,
         )
 
@@ -206,6 +209,7 @@ class RaftDriver:
         self._flush_due = False
         self._reported: tuple[Role, int, str | None] = (self.node.role, self.node.term, self.node.leader)
         self._changed = asyncio.Event()
+        self._failed_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._persist_task: asyncio.Task[None] | None = None
         self._sync_task: asyncio.Future[None] | None = None
@@ -334,6 +338,14 @@ class RaftDriver:
                     return st
                 event = self._changed
                 await event.wait()
+
+    async def wait_failed(self) -> str:
+        """Wait until the driver fail-stops; its ``status().failed`` reason.
+
+        For a supervisor that waits for nothing else: ``wait_for`` would wake it after
+        every Ready (hundreds a second under load) only to find the driver still running."""
+        await self._failed_event.wait()
+        return self.status().failed or "failed"
 
     def leadership_current(self) -> bool:
         """Leader, and the tick loop ran within the last election timeout.
@@ -536,6 +548,7 @@ class RaftDriver:
         if self.failed is not None:
             return
         self.failed = exc
+        self._failed_event.set()
         log.error("raft %s: failed while %s; the node stops: %r", self.config.self_id, doing, exc, exc_info=exc)
         self._proposals.fail(
             lambda i, t: ProposalOutcomeUnknownError(

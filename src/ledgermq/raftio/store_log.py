@@ -1,7 +1,7 @@
 """``StoreLog``: the Raft log of a broker in DLedger mode, which is its message store.
 
 ``LedgerStorage`` reads and writes a bare DLedgerStore. A broker's Raft log is the same
-DLedgerStore, owned by its ``MessageStore`` in DLedger mode, and every write must go
+DLedgerStore, owned by its ``DLedgerMessageStore``, and every write must go
 through that store: it fills each message's PHYSICALOFFSET with the entry's position (the
 same on every node, since data files roll alike), moves the next queue offsets past what a
 follower copies, and rebuilds them after a truncation. Reads, flushes and the term/vote and
@@ -27,14 +27,14 @@ from ledgermq.config import FlushDiskType
 from ledgermq.errors import StoreError
 from ledgermq.raft.types import Entry, EntryKind
 from ledgermq.raftio.ledger_storage import LedgerStorage
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.dledger.mode_store import DLedgerMessageStore
 
 
 class StoreLog(LedgerStorage):
-    def __init__(self, store: MessageStore) -> None:
-        if store.dledger is None:
+    def __init__(self, store: DLedgerMessageStore) -> None:
+        if not isinstance(store, DLedgerMessageStore):  # callers outside the type checker
             raise StoreError("a Raft log needs a store in DLedger mode (enableDLegerCommitLog=true)")
-        super().__init__(store.dledger.ledger)
+        super().__init__(store.commitlog.ledger)
         self.message_store = store
         self.sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self.flush_interval_s = store.config.flush_interval_commitlog_ms / 1000
@@ -75,8 +75,8 @@ class StoreLog(LedgerStorage):
                 raise ValueError(f"entry {e.index} is NORMAL with no data; empty bodies mean NOOP on disk")
         first = entries[0].index
         if first <= self.last_index():
-            self.message_store.truncate_after(first - 2)  # keep raft first - 1 = DLedger first - 2
-        self.message_store.write_entries(
+            self.message_store.truncate_after_index(first - 2)  # keep raft first - 1 = DLedger first - 2
+        self.message_store.append_entries(
             [(e.index - 1, e.term, b"" if e.kind is EntryKind.NOOP else e.data) for e in entries], placed=own
         )
         self.remember(entries)
@@ -84,4 +84,4 @@ class StoreLog(LedgerStorage):
     def commit(self, entries: Sequence[Entry]) -> None:
         """The driver's ``on_commit``: these entries (in index order) are committed."""
         if entries:
-            self.message_store.commit_to(entries[-1].index - 1)
+            self.message_store.commit_to_index(entries[-1].index - 1)

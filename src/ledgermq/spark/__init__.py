@@ -15,14 +15,19 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
 NAME = "ledgermq"
 
 __all__ = ["NAME", "register"]
 
 
-def register(spark: SparkSession) -> None:
-    """Make ``format("ledgermq")`` available in ``spark`` (``spark.dataSource.register``)."""
+def register(spark: SparkSession | RemoteSparkSession) -> None:
+    """Make ``format("ledgermq")`` available in ``spark`` (``spark.dataSource.register``).
+
+    ``spark`` may be a Spark Connect session (``SparkSession.builder.remote(...)``): the
+    class is then pickled by reference and sent to the server, whose Python workers import
+    ``ledgermq`` themselves (docs/spark.md, "Spark Connect")."""
     from ledgermq.spark.source import LedgerMQDataSource
 
     spark.dataSource.register(LedgerMQDataSource)

@@ -43,6 +43,7 @@ from ledgermq.spark.options import ReadOptions, parse_read_options
 from ledgermq.spark.planner import plan_batch, resolve_start, subscribed_queues
 from ledgermq.spark.planning import DataLossError, QueueRange, ranges_between, split_ranges
 from ledgermq.spark.reading import read_range
+from ledgermq.spark.worker_gc import freeze_long_lived
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -88,6 +89,7 @@ class QueuePartition(InputPartition):
 def _read(opts: ReadOptions, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, QueuePartition):  # Spark reads InputPartition(None) for no partitions
         return iter(())
+    freeze_long_lived()  # an executor's Python worker: see worker_gc
     return read_range(opts, partition.range)
 
 

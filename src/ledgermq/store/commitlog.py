@@ -50,6 +50,10 @@ def queue_key(topic: str, queue_id: int) -> str:
 
 
 class CommitLog:
+    """The native commit log: appends (puts, a slave's raw bytes), online truncation by
+    offset, and reads. In DLedger mode it only serves what was stored before the switch
+    (``DLedgerCommitLog.old_log``)."""
+
     def __init__(self, directory: Path, segment_size: int, clock: Clock) -> None:
         self.queue = MappedFileQueue(directory, segment_size, clock)
         self.segment_size = segment_size
@@ -84,6 +88,10 @@ class CommitLog:
     @property
     def flushed_offset(self) -> int:
         return self.queue.flushed_offset()
+
+    def segment_files(self) -> list[MappedFile]:
+        """The segment files, oldest first (tools and metrics list and size them)."""
+        return list(self.queue.files)
 
     # -- appends ---------------------------------------------------------------------
     def append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> AppendResult:
@@ -178,8 +186,9 @@ class CommitLog:
                     room -= len(part)
                 mf.append_through_fd(take)
 
-    def truncate_after(self, offset: int) -> None:
-        """Online truncation (slave realignment); the caller also holds the dispatch lock."""
+    def truncate_after_offset(self, offset: int) -> None:
+        """Drop the bytes from commit-log ``offset`` on (a slave realigning online); the
+        caller also holds the dispatch lock."""
         with self.put_lock:
             self.appended.clear()
             self.queue.truncate_after(offset, online=True)
@@ -242,26 +251,41 @@ class CommitLog:
 
     def record_at(self, offset: int) -> bytes | None:
         """The whole stored record starting at ``offset``."""
-        head = self.read(offset, 8)
-        if head is None:
-            return None
-        size, magic = _BLANK.unpack(head)
-        if magic != M.MESSAGE_MAGIC_CODE or size <= 0:
-            return None
-        return self.read(offset, size)
+        return record_at(self.read, offset)
 
     def store_timestamp_at(self, offset: int, size: int) -> int:
         """Store time of the record at ``offset`` or -1 (``pickupStoreTimestamp``)."""
-        rec = self.read(offset, min(size, M.BORNHOST_POS + 20 + 8))
-        if rec is None or len(rec) < M.BORNHOST_POS + 16:
-            return -1
-        sysflag = struct.unpack_from(">i", rec, M.SYSFLAG_POS)[0]
-        pos = M.store_timestamp_pos(sysflag)
-        if pos + 8 > len(rec):
-            return -1
-        return int(struct.unpack_from(">q", rec, pos)[0])
+        return store_timestamp_at(self.read, offset, size)
 
     def close(self) -> None:
         with self.put_lock:
             self.closed = True
             self.queue.close()
+
+
+ReadAt = Callable[[int, int], bytes | None]
+"""``read(offset, size)`` of a commit log: the bytes, or None if any of them is gone."""
+
+
+def record_at(read: ReadAt, offset: int) -> bytes | None:
+    """The whole stored record starting at ``offset``, read through ``read`` (shared by
+    both modes' commit logs)."""
+    head = read(offset, 8)
+    if head is None:
+        return None
+    size, magic = _BLANK.unpack(head)
+    if magic != M.MESSAGE_MAGIC_CODE or size <= 0:
+        return None
+    return read(offset, size)
+
+
+def store_timestamp_at(read: ReadAt, offset: int, size: int) -> int:
+    """Store time of the ``size``-byte record at ``offset`` or -1 (``pickupStoreTimestamp``)."""
+    rec = read(offset, min(size, M.BORNHOST_POS + 20 + 8))
+    if rec is None or len(rec) < M.BORNHOST_POS + 16:
+        return -1
+    sysflag = struct.unpack_from(">i", rec, M.SYSFLAG_POS)[0]
+    pos = M.store_timestamp_pos(sysflag)
+    if pos + 8 > len(rec):
+        return -1
+    return int(struct.unpack_from(">q", rec, pos)[0])

@@ -1,6 +1,6 @@
 """The store's corruption interface: damaged ranges, their listeners, and repair.
 
-``MessageStore`` inherits these methods (as it inherits its reads from ``StoreReads``).
+``NativeMessageStore`` holds a ``StoreIntegrity`` and forwards its public methods to it.
 Commit-log offsets are physical offsets and ranges are half-open ``[start, end)``. A
 master's and a slave's commit logs are byte-identical at the same offsets, so a damaged
 range on one replica is repaired with the other's bytes for exactly that range
@@ -18,36 +18,44 @@ from collections.abc import Callable
 from ledgermq.config import StoreConfig
 from ledgermq.errors import CorruptRangeError
 from ledgermq.store.commitlog import CommitLog
-from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable
-from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.consumequeue import ConsumeQueue
+from ledgermq.store.core import StoreCore
 from ledgermq.store.derived_scrub import DerivedScrub
 from ledgermq.store.digests import SegmentDigests
-from ledgermq.store.index import IndexFile, IndexService
+from ledgermq.store.index import IndexFile
 from ledgermq.store.queue_check import QueueCheckContext, check_tails, rederive
 from ledgermq.store.record_walk import walk_records
 from ledgermq.store.recovery import RecoveryResult
 from ledgermq.store.repair import validate_repair
-from ledgermq.store.reput import ReputService, redispatch
+from ledgermq.store.reput import DispatchService, redispatch
 from ledgermq.store.scrub import ScrubService
 
 log = logging.getLogger(__name__)
 
 
 class StoreIntegrity:
-    """Damage bookkeeping and repair for ``MessageStore`` (annotations: what its
-    ``__init__`` provides)."""
+    """Damage bookkeeping, scrubbing and repair of a native store's commit log and of what
+    derives from it."""
 
-    config: StoreConfig
-    commitlog: CommitLog
-    queues: ConsumeQueueTable
-    index: IndexService | None
-    damage: DamageRegistry
-    digests: SegmentDigests
-    reput: ReputService | None
-    delay_levels_ms: list[int]
-    scrubber: ScrubService | None
-    _repair_lock: threading.Lock
-    _repair_hints: dict[int, int]  # where earlier repairs ended -> the record boundary before it
+    def __init__(self, core: StoreCore, commitlog: CommitLog) -> None:
+        self.core = core  # its reput is set at start
+        self.commitlog = commitlog
+        self.queues = core.queues
+        self.index = core.index
+        self.damage = core.damage
+        self.delay_levels_ms = core.delay_levels_ms
+        self.digests = SegmentDigests(core.root / "digests" / "commitlog", core.config.mapped_file_size_commitlog)
+        self.scrubber: ScrubService | None = None  # set by the store's start
+        self._repair_lock = threading.Lock()
+        self._repair_hints: dict[int, int] = {}  # where earlier repairs ended -> the record boundary before it
+
+    @property
+    def config(self) -> StoreConfig:
+        return self.core.config
+
+    @property
+    def reput(self) -> DispatchService | None:
+        return self.core.reput
 
     def damaged_ranges(self) -> list[tuple[int, int]]:
         """Commit-log ranges known corrupt and not yet repaired (sorted, disjoint)."""
@@ -114,7 +122,7 @@ class StoreIntegrity:
     def _queue_check_context(self) -> QueueCheckContext:
         return QueueCheckContext(self.commitlog, self.queues, self.damage, self.delay_levels_ms)
 
-    def _check_derived_at_start(self, recovery: RecoveryResult, index_rebuild_from: int | None) -> None:
+    def check_derived_at_start(self, recovery: RecoveryResult, index_rebuild_from: int | None) -> None:
         """After recovery, before dispatch starts. After a crash (queue writes may be torn,
         or ahead of or behind the commit log): re-derive queues whose tail disagrees with
         the commit log. A clean stop flushed consistent queues; rot while stopped is the
@@ -152,26 +160,11 @@ class StoreIntegrity:
             start = self.index.drop_from(bad)
             self._reindex(start, reput.reput_from if reput is not None else self.commitlog.max_offset)
 
-    def _derived_scrub(self) -> DerivedScrub:
+    def derived_scrub(self) -> DerivedScrub:
         return DerivedScrub(self._queue_check_context(), self.index, self._rederive_online, self._rebuild_index_online)
 
-    def _refuse_damaged(self, start: int, end: int) -> None:
-        """CorruptRangeError if [start, end) overlaps a damaged range."""
-        self.damage.check(start, end)
-
-    def integrity_info(self) -> dict[str, str]:
-        stats = self.queues.stats
+    def scrub_info(self) -> dict[str, str]:
         return {
-            "storeDamagedRanges": str(len(self.damage.ranges())),
-            "storeDamagedBytes": str(self.damage.damaged_bytes),
-            "storeCorruptionsFound": str(self.damage.corruptions_found),
-            "storeRepairs": str(self.damage.repairs),
             "storeScrubbedBytes": str(self.scrubber.scrubbed_bytes if self.scrubber else 0),
             "storeLastScrubMillis": str(self.scrubber.last_pass_ms if self.scrubber else 0),
-            "storeQueueRebuilds": str(stats.queue_rebuilds),
-            "storeQueueUnitsRewritten": str(stats.units_rewritten),
-            "storeQueuePlaceholders": str(stats.placeholders),
-            "storeQueueUnitsChecked": str(stats.units_checked),
-            "storeQueueUnexplainedGaps": str(stats.unexplained_gaps),
-            "storeIndexRebuilds": str(self.index.files_dropped if self.index is not None else 0),
         }

@@ -1,23 +1,23 @@
 """The store's read side: pulls from a consume queue, queue offsets and times, lookups.
 
-``MessageStore`` inherits these methods from ``StoreReads`` rather than delegating to a
-reader object: the methods stay on the store (the broker, HA and the tests call them
-there, and tests tune ``memory_budget`` on the store between reads), and a pull pays no
-extra call or attribute hop for having its code in its own module. Everything here only
-reads: the consume queues, the commit log and the index, lock-free, from any thread.
+Both modes' facades hold a ``StoreReads`` over their commit log (the native one, or
+DLedger mode's, through the ``LogReads`` protocol) and forward their read methods to it.
+Everything here only reads: the consume queues, the commit log and the index, lock-free,
+from any thread.
 """
 
 from __future__ import annotations
+
+import os
 
 from ledgermq.config import StoreConfig
 from ledgermq.errors import CorruptRangeError, LedgerError, RemoteProtocolError
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.msgid import decode_offset_msg_id
-from ledgermq.store.commitlog import CommitLog
-from ledgermq.store.consumequeue import UNIT, UNIT_SIZE, ConsumeQueueTable
-from ledgermq.store.damage import DamageRegistry
-from ledgermq.store.index import IndexService
+from ledgermq.store.consumequeue import UNIT, UNIT_SIZE
+from ledgermq.store.core import StoreCore
+from ledgermq.store.log_reads import LogReads
 from ledgermq.store.message_filter import MessageFilter, PropertyFilter, TagFilter
 from ledgermq.store.record_check import stored_record_problem, stored_run_problem
 from ledgermq.store.results import GetResult, GetStatus, QueryResult
@@ -30,18 +30,29 @@ def _filters_records(message_filter: MessageFilter) -> bool:
     return getattr(type(message_filter), "matches_record", None) is not TagFilter.matches_record
 
 
+def _total_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
 class StoreReads:
-    """The read methods of ``MessageStore``, over the parts of the store it sets up.
+    """The read side of a message store: pulls, queue offsets and times, lookups."""
 
-    The annotations below are what ``MessageStore.__init__`` provides; this class is not
-    meant to be instantiated on its own."""
+    def __init__(self, core: StoreCore, commitlog: LogReads) -> None:
+        self.core = core
+        self.commitlog = commitlog
+        self.queues = core.queues
+        self.index = core.index
+        self.damage = core.damage  # ranges never served (store/damage.py)
+        # Bytes from the commit log's head that count as "in memory" (accessMessageInMemoryMaxRatio).
+        self.memory_budget = _total_memory() * core.config.access_message_in_memory_max_ratio // 100
 
-    config: StoreConfig
-    commitlog: CommitLog
-    queues: ConsumeQueueTable
-    index: IndexService | None
-    memory_budget: int  # bytes from the commit log's head that count as "in memory"
-    damage: DamageRegistry  # ranges never served (store/damage.py)
+    @property
+    def config(self) -> StoreConfig:
+        """The store's config as it is now (a role change replaces it)."""
+        return self.core.config
 
     def get_message(
         self,

@@ -1,10 +1,11 @@
-"""The replication side of ``MessageStore``: what HA slaves, recovering masters and Raft
-followers do to the commit log (raw appends at our end, reads for transfer, online
-truncation, record boundaries).
+"""The replication side of a native store: what HA slaves and recovering masters do to
+the commit log (raw appends at our end, reads for transfer, online truncation by offset,
+record boundaries).
 
-``MessageStore`` inherits these methods, as it inherits its reads from ``StoreReads``: the
-HA code calls them on the store. They touch the commit log, the consume queues and the
-index under the reput service's lock where dispatch must not run meanwhile.
+``NativeMessageStore`` holds a ``StoreReplication`` and forwards these methods to it (the
+HA code calls them on the store). They touch the commit log, the consume queues and the
+index under the reput service's lock where dispatch must not run meanwhile. (DLedger
+mode replicates by Raft index instead: store/dledger/writes.py.)
 """
 
 from __future__ import annotations
@@ -15,25 +16,23 @@ from collections.abc import Callable, Sequence
 from ledgermq.config import StoreConfig
 from ledgermq.errors import StoreError
 from ledgermq.store.commitlog import CommitLog, queue_key
-from ledgermq.store.consumequeue import ConsumeQueueTable
-from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.core import StoreCore
 from ledgermq.store.dispatch import whole_records_end
-from ledgermq.store.index import IndexService
-from ledgermq.store.reput import ReputService
 
 
 class StoreReplication:
-    """Methods of ``MessageStore``; the annotations are what its ``__init__`` provides."""
+    """Raw appends, transfer reads and truncation by offset, over a native commit log."""
 
-    config: StoreConfig
-    commitlog: CommitLog
-    queues: ConsumeQueueTable
-    index: IndexService | None
-    damage: DamageRegistry
-    reput: ReputService | None
+    def __init__(self, core: StoreCore, commitlog: CommitLog) -> None:
+        self.core = core  # its reput is set at start
+        self.commitlog = commitlog
+        self.queues = core.queues
+        self.index = core.index
+        self.damage = core.damage
 
-    def _fail(self, reason: str) -> None:
-        raise NotImplementedError
+    @property
+    def config(self) -> StoreConfig:
+        return self.core.config
 
     def append_raw(self, offset: int, data: bytes | memoryview | Sequence[bytes | memoryview]) -> None:
         """Append a master's commit-log bytes at ``offset`` (= our max offset).
@@ -42,17 +41,18 @@ class StoreReplication:
         try:
             self.commitlog.append_raw(offset, data)
         except OSError as exc:
-            self._fail(f"raw append failed: {exc}")
+            self.core.fail(f"raw append failed: {exc}")
             raise
-        if self.reput is not None:
-            self.reput.after_append()
+        reput = self.core.reput
+        if reput is not None:
+            reput.after_append()
 
     def adopt_raw_tail(self, timeout: float = 60.0) -> None:
         """After a master took records back with ``append_raw``: dispatch them and continue
         each queue's offsets after them (puts assign queue offsets from that table)."""
-        if self.reput is not None and not self.reput.wait_for(self.commitlog.max_offset, timeout):
+        reput = self.core.reput
+        if reput is not None and not reput.wait_for(self.commitlog.max_offset, timeout):
             raise StoreError(f"records taken back were not dispatched within {timeout:.0f}s")
-        reput = self.reput
         with reput.lock if reput is not None else contextlib.nullcontext():
             for cq in self.queues.all():
                 self.commitlog.queue_offsets[queue_key(cq.topic, cq.queue_id)] = cq.max_offset
@@ -60,8 +60,8 @@ class StoreReplication:
     def hold_dispatch_while(self, hold: Callable[[], bool] | None) -> None:
         """A replica's HA client: pause background dispatch while ``hold()`` is True (bounded;
         see ``ReputService``), so a bulk copy does not share the interpreter with it."""
-        if self.reput is not None:
-            self.reput.hold_off = hold
+        if self.core.reput is not None:
+            self.core.reput.hold_off = hold
 
     def read_commitlog(self, offset: int, max_bytes: int) -> bytes:
         """Commit-log bytes from ``offset`` within one segment (HA transfer);
@@ -71,19 +71,7 @@ class StoreReplication:
             self.damage.check(offset, offset + len(data))
         return data
 
-    @property
-    def max_phy_offset(self) -> int:
-        return self.commitlog.max_offset
-
-    @property
-    def min_phy_offset(self) -> int:
-        return self.commitlog.min_offset
-
-    @property
-    def flushed_phy_offset(self) -> int:
-        return self.commitlog.flushed_offset
-
-    def truncate_commitlog(self, offset: int) -> None:
+    def truncate_after_offset(self, offset: int) -> None:
         """Drop commit-log bytes from ``offset`` on, and the units that point there.
 
         For a slave realigning with its master while it keeps serving reads: the reput
@@ -91,9 +79,9 @@ class StoreReplication:
         readers holding cut segments keep them until they let go, and the index forgets
         its progress past the cut (stale entries are filtered out by key on lookup).
         """
-        reput = self.reput
+        reput = self.core.reput
         with reput.lock if reput is not None else contextlib.nullcontext():
-            self.commitlog.truncate_after(offset)
+            self.commitlog.truncate_after_offset(offset)
             for cq in self.queues.all():
                 cq.truncate_dirty(offset)
                 self.commitlog.queue_offsets[queue_key(cq.topic, cq.queue_id)] = cq.max_offset
@@ -110,9 +98,9 @@ class StoreReplication:
         A slave's log may end inside a record (HA frames are cut by size, not by record) or,
         after a bad copy, in bytes that are no record at all; replication agrees on offsets
         only at record boundaries."""
-        reput = self.reput
-        pos = (reput.reput_from if reput is not None else self.min_phy_offset) if start is None else start
-        end = self.max_phy_offset
+        reput = self.core.reput
+        pos = (reput.reput_from if reput is not None else self.commitlog.min_offset) if start is None else start
+        end = self.commitlog.max_offset
         segment = self.config.mapped_file_size_commitlog
         while pos < end:
             data = self.commitlog.read_from(pos, min(end - pos, 8 * 1024 * 1024))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import abstractmethod
 from collections.abc import Callable
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
@@ -28,6 +29,7 @@ from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable, Unit, U
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, INCOMPLETE, DispatchRequest, Verdict, check_record
 from ledgermq.store.index import IndexService
+from ledgermq.store.log_reads import LogReads
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.record_check import next_sound_record
 from ledgermq.util.service import ServiceThread
@@ -83,12 +85,20 @@ def redispatch(req: DispatchRequest, queues: ConsumeQueueTable, index: IndexServ
     return changed
 
 
-class ReputService(ServiceThread):
+class DispatchService(ServiceThread):
+    """What dispatch is in either mode: the thread (woken by appenders, polling every
+    50 ms, holding off for a replica's copy), dispatch of a record with its failure and
+    recovery, dispatch hooks, arrival listeners and ``wait_for``. A subclass walks its own
+    log in ``_dispatch_available`` (the native commit log's segments here, DLedger entries
+    in store/dledger/reput.py)."""
+
     name = "reput"
+
+    commitlog: LogReads
 
     def __init__(
         self,
-        commitlog: CommitLog,
+        commitlog: LogReads,
         queues: ConsumeQueueTable,
         index: IndexService | None,
         start_offset: int,
@@ -195,39 +205,9 @@ class ReputService(ServiceThread):
         with self.lock:
             return self._dispatch_available(None)
 
+    @abstractmethod
     def _dispatch_available(self, hold: HoldOff | None) -> int:
-        arrivals: dict[tuple[str, int], int] = {}
-        count = 0
-        self._held = False
-        while self.reput_from < self.commitlog.max_offset:
-            mf = self.commitlog.queue.find(self.reput_from)
-            if mf is None:
-                low = self.commitlog.min_offset
-                if low <= self.reput_from:
-                    break
-                log.warning("reput: %d was deleted; skipping to %d", self.reput_from, low)
-                self.reput_from = low
-                continue
-            if not mf.pin():
-                low = self.commitlog.min_offset  # a segment being deleted: go past it
-                if low > self.reput_from:
-                    log.warning("reput: %d is being deleted; skipping to %d", self.reput_from, low)
-                    self.reput_from = low
-                    continue
-                break
-            before = self.reput_from
-            failures = self.dispatch_failures
-            try:
-                count += self._dispatch_segment(mf, arrivals, hold)
-            finally:
-                mf.unpin()
-            if self.stuck_reason is not None or self._held or self.reput_from == before:
-                break  # stuck, held off, or the tail record is still arriving (a slave)
-            if self.dispatch_failures != failures:
-                break  # a record could not be dispatched: the next pass tries it again
-        self._notify_progress()
-        self._notify(arrivals)
-        return count
+        """Dispatch what the log holds past ``reput_from`` (under ``lock``); how many records."""
 
     def _notify_progress(self) -> None:
         """Wake ``wait_for`` callers; skips the condition's lock when nobody waits (every
@@ -236,56 +216,6 @@ class ReputService(ServiceThread):
         if self._waiting:
             with self._progress:
                 self._progress.notify_all()
-
-    def _dispatch_segment(self, mf: MappedFile, arrivals: dict[tuple[str, int], int], hold: HoldOff | None) -> int:
-        """Dispatch the records of ``mf`` from ``reput_from`` on (see ``_SegmentPass``)."""
-        return _SegmentPass(self, mf, arrivals, hold).run()
-
-    def _finish_round(
-        self,
-        staged: list[DispatchRequest],
-        units: dict[ConsumeQueue, list[Unit]],
-        arrivals: dict[tuple[str, int], int],
-        failed_next: tuple[DispatchRequest, Exception] | None,
-    ) -> int:
-        """Write the units of ``staged`` records, then index, hook and announce the records
-        in order up to the first whose unit or index entries could not be written (or
-        ``failed_next``, the record after them, which could not be staged). Returns how
-        many records are dispatched; the rest are tried again from the first of them,
-        which is idempotent for what already went through."""
-        done = len(staged)
-        failure = failed_next
-        for cq, cq_units in units.items():
-            try:
-                cq.put_units(cq_units)
-            except UnitsNotWritten as exc:
-                first = cq_units[exc.placed][5]
-                if first < done:
-                    done = first
-                    failure = (staged[first], exc.__cause__ if isinstance(exc.__cause__, Exception) else exc)
-            self.queues.mark_dirty(cq)
-        index = self.index
-        hooks = self.dispatch_hooks
-        for i in range(done):
-            req = staged[i]
-            if index is not None:
-                try:
-                    index.build(req)
-                except Exception as exc:
-                    done = i
-                    failure = (req, exc)
-                    break
-            if hooks:
-                self._after_dispatch(req)
-            if not req.sysflag & _NO_QUEUE_ENTRY:
-                arrivals[(req.topic, req.queue_id)] = req.queue_offset + 1
-        if done:
-            self.dispatched_ts = staged[done - 1].store_timestamp
-        if failure is not None:
-            self._dispatch_failed(*failure)
-        elif self.dispatch_error is not None and done:
-            self._dispatch_recovered()
-        return done
 
     def dispatch_one(self, req: DispatchRequest) -> bool:
         """Dispatch one record; on failure record why (sticky until it succeeds)."""
@@ -338,6 +268,108 @@ class ReputService(ServiceThread):
                 return self._progress.wait_for(lambda: self.reput_from >= offset, timeout)
             finally:
                 self._waiting -= 1
+
+
+class ReputService(DispatchService):
+    """Dispatch of the native commit log: segment by segment, record by record, with the
+    facts of what this process appended instead of re-parsing them (store/appended.py)."""
+
+    commitlog: CommitLog
+
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: ConsumeQueueTable,
+        index: IndexService | None,
+        start_offset: int,
+        delay_levels_ms: list[int],
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__(commitlog, queues, index, start_offset, delay_levels_ms, clock)
+
+    def _dispatch_available(self, hold: HoldOff | None) -> int:
+        arrivals: dict[tuple[str, int], int] = {}
+        count = 0
+        self._held = False
+        while self.reput_from < self.commitlog.max_offset:
+            mf = self.commitlog.queue.find(self.reput_from)
+            if mf is None:
+                low = self.commitlog.min_offset
+                if low <= self.reput_from:
+                    break
+                log.warning("reput: %d was deleted; skipping to %d", self.reput_from, low)
+                self.reput_from = low
+                continue
+            if not mf.pin():
+                low = self.commitlog.min_offset  # a segment being deleted: go past it
+                if low > self.reput_from:
+                    log.warning("reput: %d is being deleted; skipping to %d", self.reput_from, low)
+                    self.reput_from = low
+                    continue
+                break
+            before = self.reput_from
+            failures = self.dispatch_failures
+            try:
+                count += self._dispatch_segment(mf, arrivals, hold)
+            finally:
+                mf.unpin()
+            if self.stuck_reason is not None or self._held or self.reput_from == before:
+                break  # stuck, held off, or the tail record is still arriving (a slave)
+            if self.dispatch_failures != failures:
+                break  # a record could not be dispatched: the next pass tries it again
+        self._notify_progress()
+        self._notify(arrivals)
+        return count
+
+    def _dispatch_segment(self, mf: MappedFile, arrivals: dict[tuple[str, int], int], hold: HoldOff | None) -> int:
+        """Dispatch the records of ``mf`` from ``reput_from`` on (see ``_SegmentPass``)."""
+        return _SegmentPass(self, mf, arrivals, hold).run()
+
+    def _finish_round(
+        self,
+        staged: list[DispatchRequest],
+        units: dict[ConsumeQueue, list[Unit]],
+        arrivals: dict[tuple[str, int], int],
+        failed_next: tuple[DispatchRequest, Exception] | None,
+    ) -> int:
+        """Write the units of ``staged`` records, then index, hook and announce the records
+        in order up to the first whose unit or index entries could not be written (or
+        ``failed_next``, the record after them, which could not be staged). Returns how
+        many records are dispatched; the rest are tried again from the first of them,
+        which is idempotent for what already went through."""
+        done = len(staged)
+        failure = failed_next
+        for cq, cq_units in units.items():
+            try:
+                cq.put_units(cq_units)
+            except UnitsNotWritten as exc:
+                first = cq_units[exc.placed][5]
+                if first < done:
+                    done = first
+                    failure = (staged[first], exc.__cause__ if isinstance(exc.__cause__, Exception) else exc)
+            self.queues.mark_dirty(cq)
+        index = self.index
+        hooks = self.dispatch_hooks
+        for i in range(done):
+            req = staged[i]
+            if index is not None:
+                try:
+                    index.build(req)
+                except Exception as exc:
+                    done = i
+                    failure = (req, exc)
+                    break
+            if hooks:
+                self._after_dispatch(req)
+            if not req.sysflag & _NO_QUEUE_ENTRY:
+                arrivals[(req.topic, req.queue_id)] = req.queue_offset + 1
+        if done:
+            self.dispatched_ts = staged[done - 1].store_timestamp
+        if failure is not None:
+            self._dispatch_failed(*failure)
+        elif self.dispatch_error is not None and done:
+            self._dispatch_recovered()
+        return done
 
 
 class _SegmentPass:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import shutil
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from ledgermq.config import StoreConfig, parse_delete_when
 from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.index import IndexService
+from ledgermq.store.log_reads import LogReads
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.util.service import ServiceThread
 
@@ -76,13 +78,19 @@ def disk_usage_ratio(path: Path) -> float:
     return usage.used / usage.total if usage.total else 0.0
 
 
-class CleanService(ServiceThread):
+class RetentionRounds(ServiceThread):
+    """The cleaning rounds both modes share: when a round runs and by which rule, the
+    disk-full flag, and dropping consume-queue and index files below the log's start. A
+    subclass says which files go (``delete_files``) and which disk counts (``disk_ratio``):
+    commit-log segments here, DLedger data files in store/dledger/retention.py."""
+
     name = "clean-files"
+    commitlog: LogReads
 
     def __init__(
         self,
         config: StoreConfig,
-        commitlog: CommitLog,
+        commitlog: LogReads,
         queues: ConsumeQueueTable,
         index: IndexService | None,
         clock: Clock,
@@ -95,7 +103,6 @@ class CleanService(ServiceThread):
         self.index = index
         self.clock = clock
         self.disk_usage = disk_usage
-        self.guards: list[RetentionGuard] = []
         self.manual_requests = 0
         self.disk_full = False
         self.delete_hours = parse_delete_when(config.delete_when)
@@ -111,11 +118,6 @@ class CleanService(ServiceThread):
 
     def step(self) -> None:
         self.clean_once()
-
-    def protected_from(self) -> int | None:
-        needed = [g() for g in self.guards]
-        live = [n for n in needed if n is not None]
-        return min(live) if live else None
 
     def plan_round(self) -> CleanRound | None:
         """Whether this round deletes anything, and by which rule (None: not time to clean).
@@ -145,9 +147,13 @@ class CleanService(ServiceThread):
     def reserved_hours(self) -> float:
         return self.config.file_reserved_time_hours
 
+    @abstractmethod
     def disk_ratio(self) -> float:
         """Used/total of the partition the files to delete live on."""
-        return self.disk_usage(self.commitlog.queue.directory) if self.commitlog.queue.files else 0.0
+
+    @abstractmethod
+    def delete_files(self, plan: CleanRound) -> int:
+        """Delete what ``plan`` lets go; returns how many files were deleted."""
 
     def paced(self, condition: Callable[[MappedFile], bool]) -> Callable[[MappedFile], bool]:
         """``condition`` with deleteCommitLogFilesInterval between deletions."""
@@ -162,6 +168,50 @@ class CleanService(ServiceThread):
         removed = self.delete_files(plan)
         self.clean_derived()
         return removed
+
+    def _update_disk_full(self, ratio: float) -> None:
+        full = ratio > DISK_FULL_RATIO
+        if full and not self.disk_full:
+            log.error("disk %.0f%% full: refusing puts until retention frees space", ratio * 100)
+        elif self.disk_full and not full:
+            log.warning("disk back to %.0f%%: accepting puts again", ratio * 100)
+        self.disk_full = full
+
+    def clean_derived(self) -> None:
+        """Drop consume-queue and index files that only point at deleted segments."""
+        low = self.commitlog.min_offset
+        for cq in self.queues.all():
+            cq.delete_expired(low)
+            cq.correct_min_offset(low)
+        if self.index is not None:
+            self.index.delete_expired(low)
+
+
+class CleanService(RetentionRounds):
+    """Retention of native commit-log segments, behind the retention guards (offsets a
+    connected slave still needs)."""
+
+    commitlog: CommitLog
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        commitlog: CommitLog,
+        queues: ConsumeQueueTable,
+        index: IndexService | None,
+        clock: Clock,
+        disk_usage: DiskUsage = disk_usage_ratio,
+    ) -> None:
+        super().__init__(config, commitlog, queues, index, clock, disk_usage)
+        self.guards: list[RetentionGuard] = []
+
+    def protected_from(self) -> int | None:
+        needed = [g() for g in self.guards]
+        live = [n for n in needed if n is not None]
+        return min(live) if live else None
+
+    def disk_ratio(self) -> float:
+        return self.disk_usage(self.commitlog.queue.directory) if self.commitlog.queue.files else 0.0
 
     def delete_files(self, plan: CleanRound) -> int:
         """Delete expired leading commit-log segments no retention guard protects."""
@@ -184,20 +234,3 @@ class CleanService(ServiceThread):
                 ", ".join(m.path.name for m in removed),
             )
         return len(removed)
-
-    def _update_disk_full(self, ratio: float) -> None:
-        full = ratio > DISK_FULL_RATIO
-        if full and not self.disk_full:
-            log.error("disk %.0f%% full: refusing puts until retention frees space", ratio * 100)
-        elif self.disk_full and not full:
-            log.warning("disk back to %.0f%%: accepting puts again", ratio * 100)
-        self.disk_full = full
-
-    def clean_derived(self) -> None:
-        """Drop consume-queue and index files that only point at deleted segments."""
-        low = self.commitlog.min_offset
-        for cq in self.queues.all():
-            cq.delete_expired(low)
-            cq.correct_min_offset(low)
-        if self.index is not None:
-            self.index.delete_expired(low)

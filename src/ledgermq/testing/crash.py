@@ -8,17 +8,16 @@ what was written to the mappings). Tests then damage files to model lost pages.
 
 from __future__ import annotations
 
+from ledgermq.store.dledger.mode_store import DLedgerMessageStore
 from ledgermq.store.message_store import MessageStore
 
 
 def abandon(store: MessageStore) -> None:
-    services = (store.scrubber, store.cleaner, store.reput, store.segment_creator, store.commitlog_flusher,
-                store.queue_flusher)  # fmt: skip
-    for svc in services:
+    for svc in store.services():
         if svc is not None:
             svc.stop(final_step=False)
     store.running = False
-    if store.dledger is not None:
-        store.dledger.abandon()  # no flush, no committed-index checkpoint
-    store._close_files()
+    if isinstance(store, DLedgerMessageStore):
+        store.commitlog.abandon()  # no flush, no committed-index checkpoint
+    store.close_files()
     store.lock.release()

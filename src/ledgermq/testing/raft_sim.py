@@ -368,6 +368,7 @@ class Simulation:
             max_inflight=cfg.max_inflight,
             max_entries_per_append=cfg.max_entries_per_append,
             append_noop_on_election=cfg.append_noop,
+            eager_commit_notice=cfg.eager_commit_notice,
         )
         rng = random.Random(self.rng.getrandbits(64))
         return RaftNode(rc, self.ids, disk.hard_state, disk.storage, rng=rng, repair=disk.repair)

@@ -28,6 +28,8 @@ class SimConfig:
     max_inflight: int = 4
     max_entries_per_append: int = 3
     append_noop: bool = True
+    eager_commit_notice: bool = True
+    """RaftConfig.eager_commit_notice; False as a broker's DLedger group runs (tests set it)."""
     corrupt_rate: float = 0.0
     """Chance per tick that one node's disk rots: the node is crashed, its log cut at a random
     entry (recovery truncating at the first bad one) and restarted repairing. At most one node

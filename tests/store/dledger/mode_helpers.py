@@ -1,7 +1,7 @@
 """Helpers for the DLedger-mode message store tests: a stand-in for the Raft driver.
 
-``Driver`` plays a single node's Raft driver against ``MessageStore``'s DLedger interface:
-encode, ``prepare_append`` (leader), ``write_entries``, ``commit_to``; ``follow`` writes
+``Driver`` plays a single node's Raft driver against ``DLedgerMessageStore``:
+encode, ``prepare_append`` (leader), ``append_entries``, ``commit_to_index``; ``follow`` writes
 another node's entry bytes as a follower would.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.store.commitlog import EncodedMessage, queue_key
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from tests.conftest import small_config
 
 HOST: M.Host = ("127.0.0.1", 10911)
@@ -26,7 +26,7 @@ def dledger_config(root: Path, **overrides: Any) -> Any:
 
 
 def open_store(root: Path, **overrides: Any) -> MessageStore:
-    store = MessageStore(dledger_config(root, **overrides), store_host=HOST)
+    store = open_message_store(dledger_config(root, **overrides), store_host=HOST)
     store.start()
     return store
 
@@ -53,8 +53,8 @@ class Driver:
 
     @property
     def last_index(self) -> int:
-        assert self.store.dledger is not None
-        return self.store.dledger.ledger.last_index
+        assert self.store.commitlog is not None
+        return self.store.commitlog.ledger.last_index
 
     def propose(self, bodies: list[bytes], *, queue_id: int = 0, topic: str = TOPIC, **kw: Any) -> list[int]:
         """Leader: prepare and write (uncommitted); returns the new entries' indices."""
@@ -62,24 +62,24 @@ class Driver:
         entry_bodies = self.store.prepare_append(msgs, topic, queue_id)
         first = self.last_index + 1
         indices = list(range(first, first + len(entry_bodies)))
-        self.store.write_entries([(i, self.term, b) for i, b in zip(indices, entry_bodies, strict=True)])
+        self.store.append_entries([(i, self.term, b) for i, b in zip(indices, entry_bodies, strict=True)])
         return indices
 
     def noop(self) -> int:
         index = self.last_index + 1
-        self.store.write_entries([(index, self.term, b"")])
+        self.store.append_entries([(index, self.term, b"")])
         return index
 
     def commit(self, index: int | None = None) -> None:
-        self.store.commit_to(self.last_index if index is None else index)
+        self.store.commit_to_index(self.last_index if index is None else index)
         assert self.store.wait_dispatched(timeout=5)
 
     def checkpoint(self) -> None:
         """What the driver does to make the committed index survive a crash."""
-        assert self.store.dledger is not None
-        ledger = self.store.dledger.ledger
+        assert self.store.commitlog is not None
+        ledger = self.store.commitlog.ledger
         ledger.flush()
-        ledger.save_committed_index(self.store.dledger.committed_index)
+        ledger.save_committed_index(self.store.commitlog.committed_index)
 
 
 def bodies_in_queue(store: MessageStore, queue_id: int = 0, topic: str = TOPIC) -> list[bytes]:

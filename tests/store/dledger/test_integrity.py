@@ -160,7 +160,7 @@ def test_the_scrub_digests_sealed_files_and_reports_a_flip_like_a_corrupt_read(t
             d.propose([b])
         d.commit()
         d.checkpoint()
-        dl = store.dledger
+        dl = store.commitlog
         assert dl is not None
         heard: list[BaseException] = []
         dl.on_corrupt = heard.append
@@ -186,7 +186,7 @@ def test_the_scrub_digests_sealed_files_and_reports_a_flip_like_a_corrupt_read(t
         assert ledger.damage.overlapping(at, at + 1) is not None  # recorded: never served, cut at the next recovery
         scrub.step()
         assert len(heard) == 1  # reported once
-        store.reopen_dledger()  # what the broker does once the driver fail-stopped
+        store.reopen_ledger()  # what the broker does once the driver fail-stopped
         rec = dl.ledger.recovery
         assert rec is not None and rec.damage_found and dl.ledger.last_index < 199
         assert dl.ledger.data.files[-1].start_offset <= at and dl.ledger.repair is not None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ledgermq.protocol import message as M
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import open_message_store
 from ledgermq.testing.crash import abandon
 from tests.conftest import small_config
 from tests.store.dledger.mode_helpers import TOPIC, Driver, bodies_in_queue, open_store
@@ -33,7 +33,7 @@ def test_clean_restart_keeps_committed_and_hides_uncommitted(tmp_path: Path) -> 
     store = open_store(root)
     try:
         d = Driver(store)
-        assert store.dledger is not None and store.dledger.committed_index == 19
+        assert store.commitlog is not None and store.commitlog.committed_index == 19
         assert bodies_in_queue(store, 1) == _numbered(20)
         assert store.commitlog.queue_offsets == {f"{TOPIC}-1": 22}  # past the stored tail
         d.commit()
@@ -58,7 +58,7 @@ def test_crash_cuts_queues_to_the_checkpointed_commit(tmp_path: Path) -> None:
     store = open_store(root)
     try:
         assert store.recovery is not None and store.recovery.abnormal
-        assert store.dledger is not None and store.dledger.committed_index == 14
+        assert store.commitlog is not None and store.commitlog.committed_index == 14
         assert store.max_offset_in_queue(TOPIC, 0) == 15
         assert bodies_in_queue(store) == _numbered(15)
         assert store.commitlog.queue_offsets == {f"{TOPIC}-0": 30}
@@ -77,7 +77,7 @@ def test_crash_rebuilds_lost_consume_queues_from_committed_entries(tmp_path: Pat
     d.noop()
     d.commit(30)
     d.checkpoint()
-    assert store.dledger is not None and len(store.dledger.ledger.data.files) == 2
+    assert store.commitlog is not None and len(store.commitlog.ledger.data.files) == 2
     abandon(store)
     shutil.rmtree(root / "consumequeue")
     shutil.rmtree(root / "index", ignore_errors=True)
@@ -98,7 +98,7 @@ def test_crash_rebuilds_lost_consume_queues_from_committed_entries(tmp_path: Pat
 
 def test_switch_from_a_native_commit_log(tmp_path: Path) -> None:
     root = tmp_path / "s"
-    native = MessageStore(small_config(root))
+    native = open_message_store(small_config(root))
     native.start()
     old = _numbered(25)
     for b in old:
@@ -111,8 +111,8 @@ def test_switch_from_a_native_commit_log(tmp_path: Path) -> None:
 
     store = open_store(root)
     try:
-        assert store.dledger is not None
-        divided = store.dledger.divided_offset
+        assert store.commitlog is not None
+        divided = store.commitlog.divided_offset
         assert divided >= old_end and divided % (64 * 1024) == 0
         assert bodies_in_queue(store) == old
         assert M.decode_record(store.look_message_by_offset(old_phy) or b"").body == old[3]
@@ -129,7 +129,7 @@ def test_switch_from_a_native_commit_log(tmp_path: Path) -> None:
 
     store = open_store(root)
     try:
-        assert store.dledger is not None and store.dledger.divided_offset == divided
+        assert store.commitlog is not None and store.commitlog.divided_offset == divided
         assert bodies_in_queue(store) == [*old, b"new-0", b"new-1"]
         Driver(store).propose([b"new-2"])
         Driver(store).commit()
@@ -153,7 +153,7 @@ def test_commit_wakes_the_reput_and_arrival_listeners(tmp_path: Path) -> None:
         d.propose([b"x", b"y"], queue_id=4)
         time.sleep(0.1)
         assert not arrived.is_set()  # written, not committed
-        store.commit_to(d.last_index)
+        store.commit_to_index(d.last_index)
         assert arrived.wait(2)
         assert seen[-1] == (TOPIC, 4, 2)
     finally:
@@ -173,7 +173,7 @@ def test_after_a_crash_a_follower_cuts_its_uncommitted_tail(tmp_path: Path) -> N
     store = open_store(root)
     try:
         assert store.commitlog.queue_offsets == {f"{TOPIC}-0": 10}
-        store.truncate_after(5)  # the new leader's log diverges after index 5
+        store.truncate_after_index(5)  # the new leader's log diverges after index 5
         assert store.commitlog.queue_offsets == {f"{TOPIC}-0": 6}
         d = Driver(store, term=2)
         d.propose([b"after-cut"])

@@ -1,5 +1,5 @@
 """Re-recovering a DLedger-mode store in place after a write failed part-way
-(``MessageStore.reopen_dledger``, what a broker does before it restarts a fail-stopped
+(``MessageStore.reopen_ledger``, what a broker does before it restarts a fail-stopped
 Raft driver): a torn entry, an entry whose index file could not be created, a data file
 closed by a blank whose successor could not be created, a failed checkpoint write. Every
 committed entry stays readable, the torn tail is cut, and the log goes on at the right
@@ -50,9 +50,9 @@ def _committed_then_fail(store: MessageStore, point: str, fill: Callable[[Driver
 
 def _reopen_and_go_on(store: MessageStore, d: Driver, committed: list[bytes]) -> None:
     last_before = d.last_index
-    store.reopen_dledger()
+    store.reopen_ledger()
     assert store.failed_reason is None
-    dl = store.dledger
+    dl = store.commitlog
     assert dl is not None
     assert dl.committed_index >= len(committed) - 1
     assert dl.ledger.last_index <= last_before + 1
@@ -71,7 +71,7 @@ def test_torn_entry_is_cut(store: MessageStore) -> None:
     d, committed = _committed_then_fail(store, "dledger.after_entry_head", lambda _d: None)
     assert store.failed_reason is not None  # the failed append failed the store
     _reopen_and_go_on(store, d, committed)
-    dl = store.dledger
+    dl = store.commitlog
     assert dl is not None and dl.ledger.recovery is not None
     assert dl.ledger.recovery.dirty_tail  # the head without a body was found and cut
 
@@ -85,7 +85,7 @@ def test_failed_checkpoint_write_fails_the_reopen_until_the_disk_is_free(store: 
     d, committed = _committed_then_fail(store, "dledger.after_entry_head", lambda _d: None)
     failpoints.arm("atomic_file.before_fsync", _enospc)
     with pytest.raises(OSError):
-        store.reopen_dledger()  # the checkpoint could not be written: still failed
+        store.reopen_ledger()  # the checkpoint could not be written: still failed
     assert store.failed_reason is not None
     failpoints.disarm("atomic_file.before_fsync")
     _reopen_and_go_on(store, d, committed)

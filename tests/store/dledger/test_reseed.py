@@ -23,7 +23,7 @@ def make_member(root: Path, self_id: str, bodies: list[bytes], term: TermState) 
         d.propose(bodies)
         d.commit()
         d.checkpoint()
-        store.dledger.ledger.save_term_state(term)  # type: ignore[union-attr]
+        store.commitlog.ledger.save_term_state(term)  # type: ignore[union-attr]
     finally:
         store.shutdown()
 
@@ -40,7 +40,7 @@ def test_the_copy_opens_as_the_target_with_the_sources_entries_and_its_own_vote(
     store = open_store(dst, dleger_self_id="n2")
     try:
         assert bodies_in_queue(store) == [b"a", b"b", b"c"]
-        assert store.dledger.ledger.committed_index == 2  # type: ignore[union-attr]
+        assert store.commitlog.ledger.committed_index == 2  # type: ignore[union-attr]
     finally:
         store.shutdown()
 

@@ -24,11 +24,10 @@ import pytest
 
 from ledgermq.clock import ManualClock
 from ledgermq.protocol import message as M
-from ledgermq.store import message_store
-from ledgermq.store.dledger import INDEX_UNIT_SIZE
+from ledgermq.store.dledger import INDEX_UNIT_SIZE, mode_store
 from ledgermq.store.dledger.retention import DLedgerCleanService
 from ledgermq.store.message_input import MessageInput
-from ledgermq.store.message_store import MessageStore
+from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.results import GetStatus
 from ledgermq.testing.crash import abandon
 from tests.conftest import small_config
@@ -67,10 +66,10 @@ def open_store(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
 
     def make(clock: ManualClock, gauge: DiskGauge, **overrides: Any) -> MessageStore:
         cfg = dledger_config(tmp_path / "s", **{**RETENTION, **overrides})
-        store = MessageStore(cfg, clock=clock, store_host=HOST, disk_usage=gauge)
+        store = open_message_store(cfg, clock=clock, store_host=HOST, disk_usage=gauge)
         made.append(store)
         store.start()
-        assert store.dledger.ledger.index.file_size == INDEX_FILE  # type: ignore[union-attr]
+        assert store.commitlog.ledger.index.file_size == INDEX_FILE  # type: ignore[union-attr]
         return store
 
     yield make
@@ -81,10 +80,8 @@ def open_store(tmp_path: Path) -> Iterator[Callable[..., MessageStore]]:
 @pytest.fixture(autouse=True)
 def small_index_files(monkeypatch: pytest.MonkeyPatch) -> None:
     """8 units per index file, so index-file deletion shows (the broker config has no key)."""
-    real = message_store.dledger_store_config
-    monkeypatch.setattr(
-        message_store, "dledger_store_config", lambda cfg: replace(real(cfg), index_file_size=INDEX_FILE)
-    )
+    real = mode_store.dledger_store_config
+    monkeypatch.setattr(mode_store, "dledger_store_config", lambda cfg: replace(real(cfg), index_file_size=INDEX_FILE))
 
 
 def cleaner(store: MessageStore) -> DLedgerCleanService:
@@ -94,7 +91,7 @@ def cleaner(store: MessageStore) -> DLedgerCleanService:
 
 def fill(d: Driver, files: int, *, commit: bool = True) -> int:
     """Propose ~300-byte messages until the data has ``files`` files; returns the count."""
-    ledger = d.store.dledger.ledger  # type: ignore[union-attr]
+    ledger = d.store.commitlog.ledger  # type: ignore[union-attr]
     n = 0
     while len(ledger.data.files) < files:
         d.propose([b"%06d" % n + bytes(200)], props={"KEYS": f"key{n}"})
@@ -106,7 +103,7 @@ def fill(d: Driver, files: int, *, commit: bool = True) -> int:
 
 
 def data_paths(store: MessageStore) -> list[Path]:
-    return [mf.path for mf in store.dledger.ledger.data.files]  # type: ignore[union-attr]
+    return [mf.path for mf in store.commitlog.ledger.data.files]  # type: ignore[union-attr]
 
 
 def set_ages(clock: ManualClock, paths: list[Path], hours: list[float]) -> None:
@@ -116,7 +113,7 @@ def set_ages(clock: ManualClock, paths: list[Path], hours: list[float]) -> None:
 
 
 def first_entry_index(store: MessageStore, path: Path) -> int:
-    ledger = store.dledger.ledger  # type: ignore[union-attr]
+    ledger = store.commitlog.ledger  # type: ignore[union-attr]
     mf = next(m for m in ledger.data.files if m.path == path)
     return int.from_bytes(mf.mm[8:16], "big")  # magic, size, then the index
 
@@ -133,11 +130,11 @@ def test_expired_files_go_at_a_delete_hour_and_the_first_index_moves(open_store)
     paths = data_paths(store)
     set_ages(clock, paths, [OLD_H] * 3 + [BORDER_H] + [YOUNG_H] * 2)
     new_first = first_entry_index(store, paths[3])
-    index_files_before = [mf.path for mf in store.dledger.ledger.index.files]  # type: ignore[union-attr]
+    index_files_before = [mf.path for mf in store.commitlog.ledger.index.files]  # type: ignore[union-attr]
 
     assert cleaner(store).clean_once() == 3  # 72.5 h is not past fileReservedTime + 1
     assert [p.exists() for p in paths] == [False] * 3 + [True] * 3
-    ledger = store.dledger.ledger  # type: ignore[union-attr]
+    ledger = store.commitlog.ledger  # type: ignore[union-attr]
     assert ledger.first_index == new_first
     assert store.min_phy_offset == 3 * DATA_FILE
     # Index files holding only units below the new first index are gone, the rest stay.
@@ -228,13 +225,13 @@ def test_uncommitted_or_not_checkpointed_entries_are_never_deleted(open_store) -
 
     # Checkpointed up to the last entry of file 1: file 0 may go, file 1 not (its successor's
     # first entry, the new first index, is not committed durably yet).
-    store.dledger.ledger.flush()  # type: ignore[union-attr]
-    store.dledger.ledger.save_committed_index(boundary - 1)  # type: ignore[union-attr]
+    store.commitlog.ledger.flush()  # type: ignore[union-attr]
+    store.commitlog.ledger.save_committed_index(boundary - 1)  # type: ignore[union-attr]
     assert cleaner(store).clean_once() == 1
-    store.dledger.ledger.save_committed_index(boundary)  # type: ignore[union-attr]
+    store.commitlog.ledger.save_committed_index(boundary)  # type: ignore[union-attr]
     assert cleaner(store).clean_once() == 1
     assert [p.exists() for p in paths] == [False, False, True, True]
-    assert store.dledger.ledger.first_index == boundary  # type: ignore[union-attr]
+    assert store.commitlog.ledger.first_index == boundary  # type: ignore[union-attr]
 
 
 def test_a_ledger_guard_holds_files_back_until_the_disk_is_critical(open_store) -> None:
@@ -246,7 +243,7 @@ def test_a_ledger_guard_holds_files_back_until_the_disk_is_critical(open_store) 
     needed: dict[str, int | None] = {"n1": first_entry_index(store, paths[1])}
     store.add_ledger_guard(lambda: needed["n1"])
     assert cleaner(store).clean_once() == 1  # only what the member no longer needs
-    assert store.dledger.ledger.first_index == needed["n1"]  # type: ignore[union-attr]
+    assert store.commitlog.ledger.first_index == needed["n1"]  # type: ignore[union-attr]
     gauge.ratio = 0.90  # past 85%: a full disk would stop the group; the member is given up
     assert cleaner(store).clean_once() == 3
     needed["n1"] = None
@@ -260,12 +257,12 @@ def test_first_index_and_queues_survive_a_restart_after_deletion(open_store) -> 
     paths = data_paths(store)
     set_ages(clock, paths, [OLD_H] * 2 + [YOUNG_H] * 3)
     assert cleaner(store).clean_once() == 2
-    first = store.dledger.ledger.first_index  # type: ignore[union-attr]
-    last = store.dledger.ledger.last_index  # type: ignore[union-attr]
+    first = store.commitlog.ledger.first_index  # type: ignore[union-attr]
+    last = store.commitlog.ledger.last_index  # type: ignore[union-attr]
     store.shutdown()
 
     store = open_store(clock, DiskGauge())
-    ledger = store.dledger.ledger  # type: ignore[union-attr]
+    ledger = store.commitlog.ledger  # type: ignore[union-attr]
     assert (ledger.first_index, ledger.last_index) == (first, last)
     assert [p.exists() for p in paths] == [False, False, True, True, True]  # recovery deleted nothing more
     assert ledger.committed_index == last
@@ -283,20 +280,20 @@ def test_first_index_and_queues_survive_a_restart_after_deletion(open_store) -> 
 def test_recovery_after_a_crash_with_deleted_files_comes_up_with_the_right_first_index(tmp_path: Path) -> None:
     clock = clock_at(4)
     cfg = dledger_config(tmp_path / "s", **RETENTION)
-    store = MessageStore(cfg, clock=clock, store_host=HOST, disk_usage=DiskGauge())
+    store = open_message_store(cfg, clock=clock, store_host=HOST, disk_usage=DiskGauge())
     store.start()
     d = Driver(store)
     fill(d, 5)
     paths = data_paths(store)
     set_ages(clock, paths, [OLD_H] * 3 + [YOUNG_H] * 2)
     assert cleaner(store).clean_once() == 3
-    first = store.dledger.ledger.first_index  # type: ignore[union-attr]
+    first = store.commitlog.ledger.first_index  # type: ignore[union-attr]
     abandon(store)  # as SIGKILL would leave it
 
-    store = MessageStore(cfg, clock=clock, store_host=HOST, disk_usage=DiskGauge())
+    store = open_message_store(cfg, clock=clock, store_host=HOST, disk_usage=DiskGauge())
     store.start()
     try:
-        assert store.dledger.ledger.first_index == first  # type: ignore[union-attr]
+        assert store.commitlog.ledger.first_index == first  # type: ignore[union-attr]
         assert [p.exists() for p in paths] == [False] * 3 + [True] * 2
         assert store.min_offset_in_queue(TOPIC, 0) == first
     finally:
@@ -305,7 +302,7 @@ def test_recovery_after_a_crash_with_deleted_files_comes_up_with_the_right_first
 
 def test_a_switched_stores_old_log_goes_first_then_dledger_files(open_store, tmp_path: Path) -> None:
     root = tmp_path / "s"
-    native = MessageStore(small_config(root, mapped_file_size_commitlog=DATA_FILE))
+    native = open_message_store(small_config(root, mapped_file_size_commitlog=DATA_FILE))
     native.start()
     olds = 0
     while len(native.commitlog.queue.files) < 3:
@@ -316,11 +313,11 @@ def test_a_switched_stores_old_log_goes_first_then_dledger_files(open_store, tmp
 
     clock = clock_at(4)
     store = open_store(clock, DiskGauge())
-    assert store.dledger is not None
-    divided = store.dledger.divided_offset
+    assert store.commitlog is not None
+    divided = store.commitlog.divided_offset
     d = Driver(store)
     news = fill(d, 3)
-    old_paths = [mf.path for mf in store.dledger.queue.files]
+    old_paths = [mf.path for mf in store.commitlog.old_log.queue.files]
     paths = data_paths(store)
     set_ages(clock, old_paths + paths, [OLD_H] * (len(old_paths) + len(paths)))
 
@@ -332,13 +329,13 @@ def test_a_switched_stores_old_log_goes_first_then_dledger_files(open_store, tmp
     assert store.get_message(TOPIC, 0, 0, 32).status is GetStatus.OFFSET_TOO_SMALL
     # Then the DLedger files, as in any DLedger store.
     assert cleaner(store).clean_once() == 2
-    first = store.dledger.ledger.first_index
+    first = store.commitlog.ledger.first_index
     low = store.min_offset_in_queue(TOPIC, 0)
     assert low > olds
     store.shutdown()
 
     store = open_store(clock, DiskGauge())  # no old log left: the store starts as a plain DLedger one
-    assert store.dledger is not None and store.dledger.ledger.first_index == first
+    assert store.commitlog is not None and store.commitlog.ledger.first_index == first
     assert store.min_offset_in_queue(TOPIC, 0) == low
     assert store.max_offset_in_queue(TOPIC, 0) == olds + news
     got = store.get_message(TOPIC, 0, low, 32)
@@ -351,7 +348,7 @@ def test_a_file_a_reader_holds_is_removed_when_the_reader_lets_go(open_store) ->
     fill(Driver(store), 3)
     paths = data_paths(store)
     set_ages(clock, paths, [OLD_H, YOUNG_H, YOUNG_H])
-    ledger = store.dledger.ledger  # type: ignore[union-attr]
+    ledger = store.commitlog.ledger  # type: ignore[union-attr]
     held = ledger.data.files[0]
     assert held.pin()
     new_first = first_entry_index(store, paths[1])

@@ -62,10 +62,11 @@ class WriteGate:
                     f"{self.cfg.heartbeat_timeout_ms}: writes are fenced (another master may be elected) until it does"
                 ),
             )
+        if not wait or self.cfg.min_in_sync_replicas <= 1:
+            return None  # the master itself is always in its SyncStateSet: nothing to count per send
         tracker = self.tracker()
         if (
-            wait
-            and tracker is not None
+            tracker is not None
             and self.waits_for_replicas()
             and tracker.in_sync_count() < self.cfg.min_in_sync_replicas
         ):

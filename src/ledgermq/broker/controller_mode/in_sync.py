@@ -13,7 +13,11 @@ propose (CONTROLLER_ALTER_SYNC_STATE_SET), one proposal at a time.
   t* means it has since acknowledged everything the master held at t: each ack below the
   log end records (log end, now) as a mark, and an ack that passes a mark dates the slave's
   catch-up to that mark. A slave that keeps up under a steady load passes marks all the
-  time; one that stalls passes none.
+  time; one that stalls passes none. A connected slave whose last ack reaches the log end
+  as it is at the check is caught up then: on an idle master nothing new arrives to pass,
+  and the slave's acks come only every haSendHeartbeatInterval (5 s by default, longer than
+  the 3 s lag limit), so without this an idle, fully copied slave left and rejoined the set
+  every few seconds.
 * **Relied on only once accepted**, conservatively: for acknowledgements
   (allAckInSyncStateSet) a message needs the members of the accepted set *and* of a
   proposal in flight (a slave being added must hold it, a slave being removed still
@@ -45,6 +49,7 @@ class InSyncTracker:
         self.accepted = SyncState(frozenset({self_id}), 0)
         self.pending: frozenset[int] | None = None
         self.caught_up_at: dict[int, float] = {}
+        self.last_ack: dict[int, int] = {}
         self.connected: set[int] = set()
         self._seen: set[int] = set()  # slaves connected since this broker became master
         self._marks: dict[int, collections.deque[tuple[int, float]]] = {}
@@ -55,6 +60,7 @@ class InSyncTracker:
         self.accepted = SyncState(members | {self.self_id}, epoch)
         self.pending = None
         self.caught_up_at.clear()
+        self.last_ack.clear()
         self._marks.clear()
         self._seen = set(self.connected)
         self._since = now
@@ -85,6 +91,7 @@ class InSyncTracker:
         propose if this ack lets the slave in."""
         self.connected.add(broker_id)
         self._seen.add(broker_id)
+        self.last_ack[broker_id] = ack
         marks = self._marks.setdefault(broker_id, collections.deque())
         if ack >= log_end:
             self.caught_up_at[broker_id] = now
@@ -105,19 +112,23 @@ class InSyncTracker:
         self.connected.discard(broker_id)
         self._marks.pop(broker_id, None)
         self.caught_up_at.pop(broker_id, None)
+        self.last_ack.pop(broker_id, None)
         if broker_id in self.accepted.members and self.pending is None:
             return self._target(drop={broker_id})
         return None
 
-    def next_proposal(self, now: float) -> frozenset[int] | None:
-        """The periodic look (checkSyncStateSetPeriod, and after every answer): members gone,
-        behind for longer than haMaxTimeSlaveNotCatchup, or never connected within that
-        long of this broker becoming master, leave. Slaves join from ``on_ack``."""
+    def next_proposal(self, now: float, log_end: int) -> frozenset[int] | None:
+        """The periodic look (checkSyncStateSetPeriod, and after every answer) while the
+        master's log ends at ``log_end``: members gone, behind for longer than
+        haMaxTimeSlaveNotCatchup, or never connected within that long of this broker becoming
+        master, leave. Slaves join from ``on_ack``."""
         if self.pending is not None:
             return None
         drop: set[int] = set()
         grace_over = now - self._since > self.max_lag_s
         for b in self.accepted.members - {self.self_id}:
+            if b in self.connected and self.last_ack.get(b, -1) >= log_end:
+                self.caught_up_at[b] = now  # it holds all the master holds: idle, not behind
             if b not in self.connected:
                 if b in self._seen or grace_over:
                     drop.add(b)

@@ -113,11 +113,11 @@ class ControllerRoles:
         app = self.app
         b = app.broker
         await self._stop_slave_side()
-        store = b.store
+        store = b.native_store
         end = await asyncio.to_thread(store.whole_records_end)
         if end < store.max_phy_offset:
             log.info("controller mode: cutting a partly copied record at %d (log end %d)", end, store.max_phy_offset)
-            await asyncio.to_thread(store.truncate_commitlog, end)
+            await asyncio.to_thread(store.truncate_after_offset, end)
         await asyncio.to_thread(store.adopt_raw_tail)
         self._set_store_role(self.master_role)
         ha = app.ha_service

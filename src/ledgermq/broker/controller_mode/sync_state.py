@@ -115,7 +115,7 @@ class SyncStateSetKeeper:
         tracker = self.tracker
         if tracker is None or not self.is_master():
             return
-        proposal = tracker.next_proposal(self.clock.monotonic())
+        proposal = tracker.next_proposal(self.clock.monotonic(), self.log_end())
         if proposal is not None:
             self._propose(proposal)
 

@@ -46,7 +46,7 @@ def dledger_status_doc(broker: Broker, dl: BrokerDLedger, st: RaftStatus) -> dic
         {"id": peer, "matchIndex": match, "lag": max(0, st.last_index - match), "stuck": peer in stuck}
         for peer, match in sorted(st.match.items())
     ]
-    ledger = dl.store.dledger
+    ledger = dl.store.commitlog
     return {
         "group": broker.store_config.dleger_group,
         "selfId": dl.self_id,

@@ -43,6 +43,7 @@ from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import decode_record
+from ledgermq.store.native_store import NativeMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -167,12 +168,18 @@ def ha_runtime_info(broker: Broker) -> dict[str, Any]:
         # ledgermq's own: epochs and the recovery of a master that lost its tail (ha/epochs.py)
         "epoch": ha.epochs.last_epoch if ha is not None else 0,
         "recovering": ha.recovering if ha is not None else False,
-        "writeFence": broker.store.write_fence or "",
+        "writeFence": _write_fence(broker),
         "recoveryNote": ha.recovery_note if ha is not None else "",
         "truncatedSlaves": ha.truncated_slaves if ha is not None else 0,
         "tookBackBytes": ha.took_back_bytes if ha is not None else 0,
         **_repair_info(ha.repairs if ha is not None else ha_client.repairs if ha_client is not None else None),
     }
+
+
+def _write_fence(broker: Broker) -> str:
+    """Why the store refuses puts for now (a recovering master); DLedger mode has no fence."""
+    store = broker.store
+    return (store.write_fence or "") if isinstance(store, NativeMessageStore) else ""
 
 
 def _repair_info(book: RepairBook | None) -> dict[str, Any]:

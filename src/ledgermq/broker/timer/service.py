@@ -37,6 +37,7 @@ from ledgermq.clock import Clock
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol import properties as P
 from ledgermq.store.dispatch import DispatchRequest
+from ledgermq.store.dledger.mode_store import DLedgerMessageStore
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import PutResult
@@ -196,8 +197,8 @@ class TimerService:
         master's last deliveries included (DLedger: committed by this new leader's first
         entry), so the progress they carry is known. Bounded: without a quorum nothing
         commits, and then nothing can be delivered anyway."""
-        dledger = self.store.dledger
-        target = dledger.end_pos if dledger is not None else self.store.commitlog.max_offset
+        store = self.store
+        target = store.commitlog.end_pos if isinstance(store, DLedgerMessageStore) else store.commitlog.max_offset
         if not self.store.wait_dispatched(target, CATCH_UP_S):
             log.warning(
                 "timer delivery starts before this broker dispatched all it holds (to %d) within %.0fs: "

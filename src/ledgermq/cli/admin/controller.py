@@ -1,7 +1,8 @@
 """Controller-mode commands, as RocketMQ 5's mqadmin spells them: ``getControllerMetaData``,
 ``getSyncStateSet``, ``electMaster``, ``cleanBrokerMetadata`` (to the controller, ``-a``;
 several addresses separated by ``;``, the leader is found from any of them) and
-``getBrokerEpoch`` (to the brokers found through the name server)."""
+``getBrokerEpoch`` (to the brokers found through the name server). ``ledgermq admin --tls``'s
+options reach the controller too."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import click
 
 from ledgermq.admin import controller_ops
 from ledgermq.admin.client import AdminClient
-from ledgermq.cli.admin.plumbing import namesrv_option, run_repeating
+from ledgermq.cli.admin.plumbing import TLS_META, namesrv_option, run_repeating
+from ledgermq.client.instance.tls import client_tls
 from ledgermq.controller.client import ControllerClient
 from ledgermq.errors import LedgerError
 from ledgermq.protocol.codes import ResponseCode
@@ -25,9 +27,16 @@ controller_option = click.option(
 )
 
 
+def _controller_client(addrs: str) -> ControllerClient:
+    """A client of the controller at ``addrs``, over TLS when ``ledgermq admin --tls`` was given."""
+    ctx = click.get_current_context(silent=True)
+    tls = ctx.meta.get(TLS_META) if ctx is not None else None
+    return ControllerClient(addrs, tls=client_tls(tls is not None, tls))
+
+
 def _run_controller(addrs: str, fn: Callable[[ControllerClient], Awaitable[T]]) -> T:
     async def main() -> T:
-        async with ControllerClient(addrs) as client:
+        async with _controller_client(addrs) as client:
             return await fn(client)
 
     try:
@@ -64,7 +73,7 @@ def get_sync_state_set(
         raise click.UsageError("give exactly one of -b brokerName or -c clusterName")
 
     async def show(names: list[str]) -> None:
-        async with ControllerClient(controller_addr) as ctl:
+        async with _controller_client(controller_addr) as ctl:
             info = await ctl.get_sync_state_data(names)
         for name, r in info.replicas_info_table.items():
             click.echo(

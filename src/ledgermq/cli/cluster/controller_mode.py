@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledgermq.admin.client import AdminClient
+from ledgermq.client.tls import TlsOptions
 from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.errors import LedgerError
 
@@ -84,12 +85,13 @@ class ReplicaState:
     sync_state_set: str  # the master's accepted set: "1,2"
 
 
-def replica_states(namesrv: str, addrs: list[str]) -> dict[str, ReplicaState]:
-    """Each broker's own word on its role (GET_BROKER_RUNTIME_INFO), one short query each."""
+def replica_states(namesrv: str, addrs: list[str], tls: TlsOptions | None = None) -> dict[str, ReplicaState]:
+    """Each broker's own word on its role (GET_BROKER_RUNTIME_INFO), one short query each
+    (over TLS with ``tls``: a ``--tls`` cluster's brokers take nothing else)."""
 
     async def ask() -> dict[str, ReplicaState]:
         out: dict[str, ReplicaState] = {}
-        async with AdminClient(namesrv, timeout=ASK_TIMEOUT_S, connect_timeout=ASK_TIMEOUT_S) as admin:
+        async with AdminClient(namesrv, timeout=ASK_TIMEOUT_S, connect_timeout=ASK_TIMEOUT_S, tls=tls) as admin:
             for addr in addrs:
                 try:
                     info = await admin.broker_runtime_info(addr)
@@ -107,12 +109,14 @@ def replica_states(namesrv: str, addrs: list[str]) -> dict[str, ReplicaState]:
         return {addr: ReplicaState("down", "", "") for addr in addrs}
 
 
-def wait_in_sync(namesrv: str, addrs: list[str], timeout: float, poll_s: float = 0.2) -> dict[str, ReplicaState]:
+def wait_in_sync(
+    namesrv: str, addrs: list[str], timeout: float, poll_s: float = 0.2, tls: TlsOptions | None = None
+) -> dict[str, ReplicaState]:
     """Until one replica is master with every replica in its SyncStateSet (bounded: the
     last states seen either way). Until then a master's loss would have no one to elect."""
     deadline = SYSTEM_CLOCK.monotonic() + timeout
     while True:
-        states = replica_states(namesrv, addrs)
+        states = replica_states(namesrv, addrs, tls)
         masters = [s for s in states.values() if s.role == "MASTER"]
         if len(masters) == 1 and len([m for m in masters[0].sync_state_set.split(",") if m]) == len(addrs):
             return states
@@ -133,8 +137,10 @@ class RoleWatch:
         echo: Callable[[str], None],
         every_s: float = 0.5,
         clock: Callable[[], float] = SYSTEM_CLOCK.monotonic,
+        tls: TlsOptions | None = None,
     ) -> None:
         self.namesrv = namesrv
+        self.tls = tls
         self.labels = labels  # addr -> "broker-a 1"
         self.echo = echo
         self.every_s = every_s
@@ -150,7 +156,7 @@ class RoleWatch:
         if now < self._next:
             return
         self._next = now + self.every_s
-        for addr, state in replica_states(self.namesrv, list(self.labels)).items():
+        for addr, state in replica_states(self.namesrv, list(self.labels), self.tls).items():
             if state.role not in ("MASTER", "SLAVE") or self.seen.get(addr) == _shown(state):
                 continue  # down, starting or switching: the supervisor's lines say what happens
             before = self.seen.get(addr, ("", ""))

@@ -11,16 +11,21 @@ Writes come in two steps because a Raft leader proposes first and commits later:
 
 - ``prepare_append(messages, topic, queue_id)`` (leader) assigns queue offsets and the
   store time under the put lock and returns the entry bodies;
-- ``write_entries([(index, term, body), ...])`` (leader and followers) appends them and
+- ``append_entries([(index, term, body), ...])`` (leader and followers) appends them and
   fills each message's PHYSICALOFFSET with its body position; a follower learns queue
   offsets from the bytes it writes;
-- ``commit_to(index)`` moves the committed position and wakes the reput;
-- ``truncate_after(index)`` drops an uncommitted divergent tail (never a committed entry)
-  and rebuilds the next-offset table.
+- ``commit_to_index(index)`` moves the committed position and wakes the reput;
+- ``truncate_after_index(index)`` drops an uncommitted divergent tail (never a committed
+  entry); the store then rebuilds the next-offset table.
+
+Every method that takes a Raft (DLedger) position says ``index`` in its name; the read
+side takes physical offsets (data positions), as the native commit log's does.
 
 Offsets below ``divided_offset`` belong to a native commit log that was in place when the
-store switched to DLedger (RocketMQ's dividedCommitlogOffset); ``CommitLog``'s own queue
-(the ``commitlog/`` directory) keeps serving them read-only.
+store switched to DLedger (RocketMQ's dividedCommitlogOffset); that log (the
+``commitlog/`` directory) is held as ``old_log``, a ``CommitLog`` nothing appends to any
+more, and keeps serving them read-only. This class is not a ``CommitLog``: it has none of
+the native writes (a put, a slave's raw bytes, truncation by offset) to refuse.
 """
 
 from __future__ import annotations
@@ -36,11 +41,12 @@ from ledgermq.clock import Clock
 from ledgermq.errors import CorruptRangeError, StoreClosedError, StoreError
 from ledgermq.protocol import message as M
 from ledgermq.protocol import sysflag as SF
-from ledgermq.store.commitlog import CommitLog, EncodedMessage
+from ledgermq.store.commitlog import CommitLog, EncodedMessage, record_at, store_timestamp_at
 from ledgermq.store.dispatch import DispatchRequest, Placement, check_record, read_placement
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.entry import BODY_OFFSET, entry_body_problem
 from ledgermq.store.dledger.ledger_store import DLedgerStore
+from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.results import AppendResult
 
 log = logging.getLogger(__name__)
@@ -51,17 +57,25 @@ _BLANK = struct.Struct(">ii")
 EntryToWrite = tuple[int, int, bytes | bytearray | memoryview]  # index, term, body
 
 
-class DLedgerCommitLog(CommitLog):
-    """A ``CommitLog`` whose appends go to a ``DLedgerStore`` (see the module docstring).
+class DLedgerCommitLog:
+    """The message store's commit log in DLedger mode, over a ``DLedgerStore`` (see the
+    module docstring).
 
-    The read side (``read``, ``read_from``, ``record_at``, ``store_timestamp_at``,
-    ``min_offset``, ``max_offset``, ``flushed_offset``, ``queue_offsets``) has the same
-    meaning as the native commit log's, over data positions; the native write methods
-    (``append``, ``append_raw``) refuse: writes go through the Raft driver.
+    The read side (``read``, ``read_from``, ``record_at``, ``properties_at``,
+    ``store_timestamp_at``, ``min_offset``, ``max_offset``, ``flushed_offset``) has the
+    same meaning as the native commit log's (store/log_reads.py), over data positions;
+    writes are the Raft driver's, by index.
     """
 
     def __init__(self, old_dir: Path, segment_size: int, clock: Clock, ledger_config: DLedgerStoreConfig) -> None:
-        super().__init__(old_dir, segment_size, clock)
+        self.old_log = CommitLog(old_dir, segment_size, clock)  # read-only: below ``divided_offset``
+        self.clock = clock
+        self.put_lock = threading.Lock()
+        # Next consume-queue offset per "topic-queueId" (as CommitLog.queue_offsets), of
+        # every stored entry, committed or not.
+        self.queue_offsets: dict[str, int] = {}
+        self.last_store_timestamp = 0
+        self.closed = False  # set under the put lock at shutdown: later writes are refused
         self.ledger_config = ledger_config
         self._ledger: DLedgerStore | None = None
         self.divided_offset = 0  # offsets below it are the old native commit log's
@@ -76,6 +90,10 @@ class DLedgerCommitLog(CommitLog):
         unlinked (it would then stay mapped, and retention stuck on it)."""
 
     # -- opening ---------------------------------------------------------------------
+    def load(self) -> None:
+        """Map the old native log's segments (the DLedger files open in ``open_ledger``)."""
+        self.old_log.load()
+
     def ledger_has_data(self) -> bool:
         data_dir = self.ledger_config.data_dir
         return data_dir.is_dir() and any(p.name.isdigit() for p in data_dir.iterdir())
@@ -83,7 +101,7 @@ class DLedgerCommitLog(CommitLog):
     def seal_old_log(self) -> int:
         """First start in DLedger mode over a native commit log: end its last segment with a
         blank (as DLedgerCommitLog.recover does) and return where DLedger data begins."""
-        last = self.queue.last()
+        last = self.old_log.queue.last()
         if last is None:
             return 0
         if last.wrote < last.size:
@@ -153,8 +171,8 @@ class DLedgerCommitLog(CommitLog):
     # -- offsets ---------------------------------------------------------------------
     @property
     def min_offset(self) -> int:
-        if self.queue.files:
-            return super().min_offset
+        if self.old_log.queue.files:
+            return self.old_log.min_offset
         if self._ledger is None:
             return 0
         # The first data file still readable (one retention is deleting may wait for a
@@ -169,14 +187,19 @@ class DLedgerCommitLog(CommitLog):
         """The end of the last committed entry (RocketMQ's getMaxOffset in DLedger mode);
         before the DLedger files are open (migration), the old commit log's end."""
         if self._ledger is None:
-            return super().max_offset
+            return self.old_log.max_offset
         return self._committed_end
 
     @property
     def flushed_offset(self) -> int:
         if self._ledger is None:
-            return super().flushed_offset
+            return self.old_log.flushed_offset
         return self._ledger.data.flushed_offset() if not self._ledger.data.empty else self._committed_end
+
+    def segment_files(self) -> list[MappedFile]:
+        """The old native log's segments, then the DLedger data files, oldest first."""
+        data = list(self._ledger.data.files) if self._ledger is not None else []
+        return self.old_log.segment_files() + data
 
     @property
     def committed_index(self) -> int:
@@ -205,11 +228,11 @@ class DLedgerCommitLog(CommitLog):
     # -- the two-step write ----------------------------------------------------------
     def prepare_append(self, messages: Sequence[EncodedMessage], topic: str, queue_id: int) -> list[bytearray]:
         """Assign queue offsets and the store time (leader, under the put lock); return one
-        entry body per message. PHYSICALOFFSET is filled later by ``write_entries``.
+        entry body per message. PHYSICALOFFSET is filled later by ``append_entries``.
 
         The offsets are taken whether or not the entries are ever written: a driver whose
         proposal fails calls ``rebuild_queue_offsets`` (with the reput's help, see
-        MessageStore.rebuild_dledger_queue_offsets) so the gap closes."""
+        DLedgerMessageStore.rebuild_queue_offsets) so the gap closes."""
         bodies: list[bytearray] = []
         with self.put_lock:
             if self.closed:
@@ -226,7 +249,7 @@ class DLedgerCommitLog(CommitLog):
             self.last_store_timestamp = now
         return bodies
 
-    def write_entries(self, entries: Sequence[EntryToWrite], *, placed: bool = False) -> list[int]:
+    def append_entries(self, entries: Sequence[EntryToWrite], *, placed: bool = False) -> list[int]:
         """Append entries (leader after ``prepare_append``, or a follower with the leader's
         bytes) and return each entry's data position. Each non-empty body must be one
         stored message; its PHYSICALOFFSET is set to its body position (pos + 48), which a
@@ -258,7 +281,7 @@ class DLedgerCommitLog(CommitLog):
                     self.last_store_timestamp = fact.store_timestamp
         return positions
 
-    def commit_to(self, index: int) -> int:
+    def commit_to_index(self, index: int) -> int:
         """Entries up to ``index`` (capped at the last stored one) are committed: move the
         committed position (never back) and wake the reput. Returns the committed index."""
         self._set_committed(index)
@@ -267,9 +290,9 @@ class DLedgerCommitLog(CommitLog):
             wake()
         return self._committed_index
 
-    def truncate_entries_after(self, index: int) -> None:
+    def truncate_after_index(self, index: int) -> None:
         """Drop stored entries after ``index``; refused for ``index`` below the committed index.
-        The caller (MessageStore.dledger_truncate_after) rebuilds the queue offsets."""
+        The caller (DLedgerWrites.truncate_after_index) rebuilds the queue offsets."""
         if index < self._committed_index:
             raise StoreError(f"truncate after {index} would drop committed index {self._committed_index}")
         with self.put_lock:
@@ -301,23 +324,13 @@ class DLedgerCommitLog(CommitLog):
             if isinstance(v, DispatchRequest):
                 yield v
 
-    # -- native writes refused -------------------------------------------------------
-    def append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> AppendResult:
-        raise StoreError("DLedger mode: messages are written through the Raft driver (prepare_append)")
-
-    def append_raw(self, offset: int, data: bytes | memoryview | Sequence[bytes | memoryview]) -> None:
-        raise StoreError("DLedger mode: replication is the Raft driver's (write_entries)")
-
-    def truncate_after(self, offset: int) -> None:
-        raise StoreError("DLedger mode: truncate by Raft index (truncate_entries_after)")
-
     # -- reads -----------------------------------------------------------------------
     def read(self, offset: int, size: int) -> bytes | None:
         """A stored message (``size`` bytes at ``offset``); when it is a whole entry body, its
         entry's body CRC is checked first: a corrupt record is never returned (CorruptRangeError,
         and ``on_corrupt`` hears of it so the member repairs its log)."""
         if offset < self.divided_offset or self._ledger is None:
-            return super().read(offset, size)
+            return self.old_log.read(offset, size)
         if offset + size > self._committed_end:
             return None
         raw = self._ledger.read_body_at(offset - BODY_OFFSET, size + BODY_OFFSET)
@@ -338,9 +351,25 @@ class DLedgerCommitLog(CommitLog):
             raise exc
         return raw[BODY_OFFSET:]
 
+    def record_at(self, offset: int) -> bytes | None:
+        """The whole stored message at ``offset`` (checked as ``read`` checks it)."""
+        return record_at(self.read, offset)
+
+    def store_timestamp_at(self, offset: int, size: int) -> int:
+        """Store time of the ``size``-byte message at ``offset`` or -1."""
+        return store_timestamp_at(self.read, offset, size)
+
+    def properties_at(self, offset: int, size: int) -> str | None:
+        """The properties text of the ``size``-byte message at ``offset`` (what a property
+        filter needs), or None if it is gone; the entry is checked as ``read`` checks it."""
+        if offset < self.divided_offset or self._ledger is None:
+            return self.old_log.properties_at(offset, size)
+        record = self.read(offset, size)
+        return M.record_properties_text(record) if record is not None else None
+
     def read_from(self, offset: int, max_bytes: int) -> bytes:
         if offset < self.divided_offset or self._ledger is None:
-            return super().read_from(offset, max_bytes)
+            return self.old_log.read_from(offset, max_bytes)
         mf = self._ledger.data.find(offset)
         if mf is None:
             return b""
@@ -355,7 +384,7 @@ class DLedgerCommitLog(CommitLog):
             if self.closed:
                 return
             self.closed = True
-            self.queue.close()
+            self.old_log.close()
         ledger = self._ledger
         if ledger is not None:
             try:
@@ -371,7 +400,7 @@ class DLedgerCommitLog(CommitLog):
             if self.closed:
                 return
             self.closed = True
-            self.queue.close()
+            self.old_log.close()
         if self._ledger is not None:
             self._ledger.close(flush=False)
 

@@ -18,13 +18,16 @@ from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import DispatchRequest, Verdict, check_record
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.index import IndexService
-from ledgermq.store.reput import HoldOff, ReputService
+from ledgermq.store.reput import DispatchService, HoldOff
 
 log = logging.getLogger(__name__)
 
 
-class DLedgerReputService(ReputService):
+class DLedgerReputService(DispatchService):
+    """Dispatch of committed DLedger entries (module docstring)."""
+
     name = "dledger-reput"
+    commitlog: DLedgerCommitLog
 
     def __init__(
         self,
@@ -36,13 +39,12 @@ class DLedgerReputService(ReputService):
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__(commitlog, queues, index, start_offset, delay_levels_ms, clock)
-        self.dledger = commitlog
 
     def _dispatch_available(self, hold: HoldOff | None) -> int:
         arrivals: dict[tuple[str, int], int] = {}
         count = 0
         self._held = False
-        cl = self.dledger
+        cl = self.commitlog
         ledger = cl.ledger
         if self.reput_from < cl.divided_offset:
             self.reput_from = cl.divided_offset  # the old log was dispatched at the switch

@@ -1,8 +1,8 @@
 """Retention in DLedger mode: delete expired DLedger data files and what only they needed.
 
 The decision of *whether* a round deletes (deleteWhen, diskMaxUsedSpaceRatio, an
-operator's request, the forcible ratio) is the native ``CleanService``'s, unchanged; this
-subclass only changes *what* goes, as RocketMQ's DLedgerCommitLog hands its settings to
+operator's request, the forcible ratio) is the one both modes share (``RetentionRounds``,
+store/retention.py); this class only decides *what* goes, as RocketMQ's DLedgerCommitLog hands its settings to
 DLedger's CleanSpaceService:
 
 * files expire after fileReservedTime + 1 hours (DLedgerCommitLog passes
@@ -36,7 +36,7 @@ from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.entry import EntryInfo
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import MappedFile
-from ledgermq.store.retention import DELETE_FILES_BATCH_MAX, CleanRound, CleanService, DiskUsage
+from ledgermq.store.retention import DELETE_FILES_BATCH_MAX, CleanRound, DiskUsage, RetentionRounds
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,11 @@ log = logging.getLogger(__name__)
 LedgerGuard = Callable[[], int | None]
 
 
-class DLedgerCleanService(CleanService):
-    """The native clean service's rounds, deleting DLedger data files (module docstring)."""
+class DLedgerCleanService(RetentionRounds):
+    """The shared cleaning rounds, deleting DLedger data files (module docstring)."""
 
     name = "dledger-clean-files"
+    commitlog: DLedgerCommitLog
 
     def __init__(
         self,
@@ -60,7 +61,6 @@ class DLedgerCleanService(CleanService):
         dispatched_to: Callable[[], int],
     ) -> None:
         super().__init__(config, commitlog, queues, index, clock, disk_usage)
-        self.dledger = commitlog
         self.dispatched_to = dispatched_to  # the data position the reput has dispatched up to
         self.ledger_guards: list[LedgerGuard] = []
         self._held_by: str | None = None
@@ -75,7 +75,7 @@ class DLedgerCleanService(CleanService):
     def disk_ratio(self) -> float:
         """The fuller of the store root's and the data directory's partitions (DLedger
         checks both storeBaseDir and the data path)."""
-        paths = (Path(self.config.root_dir), self.dledger.ledger_config.data_dir)
+        paths = (Path(self.config.root_dir), self.commitlog.ledger_config.data_dir)
         return max((self.disk_usage(p) for p in paths if p.exists()), default=0.0)
 
     def guard_floor(self) -> int | None:
@@ -83,13 +83,13 @@ class DLedgerCleanService(CleanService):
         return min(needed) if needed else None
 
     def delete_files(self, plan: CleanRound) -> int:
-        if self.dledger.queue.files:
+        if self.commitlog.old_log.queue.files:
             return self._delete_old_log(plan)
-        with self.dledger.files_lock:  # a driver restart's re-recovery waits for this pass
+        with self.commitlog.files_lock:  # a driver restart's re-recovery waits for this pass
             return self._delete_ledger_files(plan)
 
     def _delete_ledger_files(self, plan: CleanRound) -> int:
-        ledger = self.dledger.ledger
+        ledger = self.commitlog.ledger
         floor = None if plan.critical else self.guard_floor()
         dispatched = self.dispatched_to()
         held: list[str] = []
@@ -129,7 +129,7 @@ class DLedgerCleanService(CleanService):
     def _delete_old_log(self, plan: CleanRound) -> int:
         """The sealed native log below the divided offset: every expired segment, the last
         one included (nothing is ever appended to it again)."""
-        removed = self.dledger.queue.delete_first_while(
+        removed = self.commitlog.old_log.queue.delete_first_while(
             self.paced(plan.expired),
             DELETE_FILES_BATCH_MAX,
             self.config.destroy_mapped_file_interval_forcibly_ms / 1000,

@@ -99,7 +99,8 @@ def _divided_offset(
     recorded = load_log_start(commitlog.ledger_config.default_path)
     if recorded is not None:
         return recorded.data_begin  # where index 0 was written, even once retention or a repair emptied the log
-    if not commitlog.queue.files:
+    old_log = commitlog.old_log
+    if not old_log.queue.files:
         return 0
     data_dir = commitlog.ledger_config.data_dir
     if commitlog.ledger_has_data():
@@ -107,7 +108,7 @@ def _divided_offset(
         return min(starts)
     # First start in DLedger mode over a native commit log.
     native = recover(
-        commitlog,
+        old_log,
         queues,
         index,
         checkpoint,
@@ -116,7 +117,7 @@ def _divided_offset(
         delay_levels_ms=delay_levels_ms,
         index_rebuild_from=index_rebuild_from,
     )
-    ReputService(commitlog, queues, index, native.reput_from, delay_levels_ms).dispatch_available()
+    ReputService(old_log, queues, index, native.reput_from, delay_levels_ms).dispatch_available()
     queues.flush()
     if index is not None:
         index.flush()

@@ -1,9 +1,9 @@
-"""The Raft driver's side of ``MessageStore`` in DLedger mode (enableDLegerCommitLog).
+"""The Raft driver's side of a store in DLedger mode (enableDLegerCommitLog).
 
-``MessageStore`` inherits these methods, as it inherits its reads from ``StoreReads``; in
-native mode they raise. Order and meaning: docs/architecture.md, "DLedger mode in the
-message store". All are synchronous; one driver thread calls them at a time, and a leader
-writes entries in the order it prepared them.
+``DLedgerMessageStore`` holds a ``DLedgerWrites`` and forwards these methods to it. Every
+position they take is a Raft (DLedger) index. Order and meaning: docs/architecture.md,
+"DLedger mode in the message store". All are synchronous; one driver thread calls them at
+a time, and a leader writes entries in the order it prepared them.
 """
 
 from __future__ import annotations
@@ -11,67 +11,61 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 
-from ledgermq.errors import StoreClosedError, StoreError
+from ledgermq.errors import StoreClosedError
 from ledgermq.store.commitlog import EncodedMessage, queue_key
-from ledgermq.store.consumequeue import ConsumeQueueTable
+from ledgermq.store.core import StoreCore
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog, EntryToWrite
-from ledgermq.store.index import IndexService
-from ledgermq.store.reput import ReputService
 
 DLEDGER_APPEND_FAILED = "DLedger append failed"
 
 
 class DLedgerWrites:
-    """Methods of ``MessageStore``; the annotations are what its ``__init__`` provides."""
+    """Writes by Raft index to a DLedger-mode store's log, and what they change around it."""
 
-    dledger: DLedgerCommitLog | None
-    reput: ReputService | None
-    queues: ConsumeQueueTable
-    index: IndexService | None
-    running: bool
-    failed_reason: str | None
-
-    def _fail(self, reason: str) -> None:
-        raise NotImplementedError
+    def __init__(self, core: StoreCore, commitlog: DLedgerCommitLog) -> None:
+        self.core = core  # its reput is set at start
+        self.commitlog = commitlog
+        self.queues = core.queues
+        self.index = core.index
 
     def prepare_append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> list[bytearray]:
         """Leader: assign queue offsets and the store time to encoded messages (one message,
         or a batch of one topic-queue); returns one entry body per message, to propose."""
         return self._dledger_log().prepare_append(messages, topic, queue_id)
 
-    def write_entries(self, entries: Sequence[EntryToWrite], *, placed: bool = False) -> list[int]:
+    def append_entries(self, entries: Sequence[EntryToWrite], *, placed: bool = False) -> list[int]:
         """Leader and followers: append ``(index, term, body)`` entries to the DLedger log
         (each body's PHYSICALOFFSET becomes its data position + 48); returns entry positions.
-        Nothing is readable or dispatched before ``commit_to`` covers it. ``placed``: the
+        Nothing is readable or dispatched before ``commit_to_index`` covers it. ``placed``: the
         bodies came from this store's ``prepare_append`` (their queue offsets are counted)."""
         try:
-            return self._dledger_log().write_entries(entries, placed=placed)
+            return self._dledger_log().append_entries(entries, placed=placed)
         except OSError as exc:
-            self._fail(f"{DLEDGER_APPEND_FAILED}: {exc}")
+            self.core.fail(f"{DLEDGER_APPEND_FAILED}: {exc}")
             raise
 
-    def commit_to(self, index: int) -> int:
+    def commit_to_index(self, index: int) -> int:
         """Entries up to ``index`` are committed: they become readable and are dispatched."""
-        return self._dledger_log().commit_to(index)
+        return self._dledger_log().commit_to_index(index)
 
-    def truncate_after(self, index: int) -> None:
+    def truncate_after_index(self, index: int) -> None:
         """Follower: drop the uncommitted entries after Raft (DLedger) ``index`` and rebuild
         the next queue offsets from what is left. Refused if it would drop a committed entry
         (``index`` below the committed index)."""
         dl = self._dledger_log()
-        reput = self.reput
+        reput = self.core.reput
         with reput.lock if reput is not None else contextlib.nullcontext():
-            dl.truncate_entries_after(index)
+            dl.truncate_after_index(index)
         self.rebuild_queue_offsets()
 
-    def reopen_dledger(self) -> None:
+    def reopen_ledger(self) -> None:
         """Re-recover the DLedger files after a Raft driver failed on a write (see
         ``DLedgerCommitLog.reopen_ledger``), then clear the failure a failed append left and
         rebuild the next queue offsets from what recovery kept. The reput waits meanwhile.
         Raises (the store stays failed) if the files cannot be recovered or the checkpoint
         cannot be written; a caller retries later."""
         dl = self._dledger_log()
-        reput = self.reput
+        reput = self.core.reput
         with reput.lock if reput is not None else contextlib.nullcontext():
             ledger = dl.reopen_ledger()
             rec = ledger.recovery
@@ -85,25 +79,27 @@ class DLedgerWrites:
                     self.index.forget_after(end)
                 if reput is not None and reput.reput_from > end:
                     reput.reput_from = end
-        if self.failed_reason is not None and self.failed_reason.startswith(DLEDGER_APPEND_FAILED):
-            self.failed_reason = None
+        failed = self.core.failed_reason
+        if failed is not None and failed.startswith(DLEDGER_APPEND_FAILED):
+            self.core.failed_reason = None
         self.rebuild_queue_offsets()
 
     def rebuild_queue_offsets(self) -> None:
         """Recompute the next queue offset of every queue from the consume queues and every
         stored entry past them, committed or not (after a truncation, on becoming leader,
         or after a proposal that was never written)."""
-        self._rebuild_queue_offsets(self._dledger_log())
+        self._dledger_log()
+        self.recount_queue_offsets()
 
-    def _rebuild_queue_offsets(self, dl: DLedgerCommitLog) -> None:
-        reput = self.reput
+    def recount_queue_offsets(self) -> None:
+        """``rebuild_queue_offsets``'s work, for a store that is still starting."""
+        dl = self.commitlog
+        reput = self.core.reput
         with reput.lock if reput is not None else contextlib.nullcontext():
             base = {queue_key(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
             dl.rebuild_queue_offsets(base, reput.reput_from if reput is not None else dl.max_offset)
 
     def _dledger_log(self) -> DLedgerCommitLog:
-        if self.dledger is None:
-            raise StoreError("not in DLedger mode (enableDLegerCommitLog=false)")
-        if not self.running:
+        if not self.core.running:
             raise StoreClosedError("the store is not running")
-        return self.dledger
+        return self.commitlog

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.entry import BODY_OFFSET
 from ledgermq.store.message_store import MessageStore
+from ledgermq.store.native_store import NativeMessageStore
 from ledgermq.util.ratelog import limited
 
 log = logging.getLogger(__name__)
@@ -31,10 +32,10 @@ Floor = Callable[[], int | None]
 def guard_pending_timers(store: MessageStore, floor: Floor) -> None:
     """Register ``floor`` (the lowest commit-log offset a pending timer needs) with the
     store's retention: as an offset natively, as the Raft index of that entry in DLedger mode."""
-    dledger = store.dledger
-    if dledger is None:
+    if isinstance(store, NativeMessageStore):
         store.add_retention_guard(lambda: _guarded(floor, lambda: 0))
     else:
+        dledger = store.commitlog
         store.add_ledger_guard(lambda: _guarded(lambda: _entry_index(dledger, floor()), lambda: 0))
 
 

@@ -1,0 +1,172 @@
+"""Server CPU per acknowledged send, per process: what one replication round costs each node.
+
+``python -m ledgermq.bench.round_cost dledger|sync|controller [--messages N] [--inflight K]``
+
+Wall-clock rates on a shared 2-core machine say more about the neighbours than about the
+code; the user + system CPU each server process spends per message (``/proc``) does not
+depend on who else runs. The layouts are the produce benches' own (a 3-node DLedger group,
+a SYNC_MASTER with one slave, a controller-mode pair with allAckInSyncStateSet), one
+layout per run. After a warm-up and a quiet moment, the host's idle CPU of every process
+is sampled for two seconds (ticks, heartbeats, timers: a cost per second, not per
+message, but it lands in the per-message figure of a slow run), then one Producer sends
+``--messages`` messages ``--inflight`` at a time and each process's CPU is read again.
+Run it several times alternating the variants (A, B, B, A) and compare the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledgermq.admin.client import AdminClient
+from ledgermq.bench.broker_bench import _wait_port
+from ledgermq.bench.controller_bench import ControllerPair
+from ledgermq.bench.procstat import load_average
+from ledgermq.bench.replication_bench import MIB, DLedgerTrio, Group, HAPair, _wait_quiet
+
+__all__ = ["ProcessCost", "RoundCost", "main", "measure"]
+
+TOPIC = "RoundCostTopic"
+IDLE_SAMPLE_S = 2.0
+_TICKS = 100  # USER_HZ: /proc/<pid>/stat counts CPU in these
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessCost:
+    name: str
+    role: str
+    user_us: float
+    """User CPU per message, microseconds."""
+    sys_us: float
+    idle_ms_per_s: float
+    """CPU the process used per second while nobody sent (ticks, heartbeats, timers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RoundCost:
+    layout: str
+    messages: int
+    inflight: int
+    load: float
+    rate: float
+    p50_ms: float
+    processes: list[ProcessCost]
+
+    def render(self) -> str:
+        head = (
+            f"{self.layout}: {self.messages} sends, {self.inflight} in flight, load {self.load:.2f}, "
+            f"{self.rate:,.0f} msgs/s, p50 {self.p50_ms:.2f} ms"
+        )
+        rows = [
+            f"  {p.name:<10} {p.role:<9} user {p.user_us:6.0f} us  sys {p.sys_us:5.0f} us  "
+            f"total {p.user_us + p.sys_us:6.0f} us per message   idle {p.idle_ms_per_s:4.1f} ms/s"
+            for p in self.processes
+        ]
+        return "\n".join([head, *rows])
+
+
+def _cpu(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of ``pid``."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) / _TICKS, int(fields[12]) / _TICKS
+
+
+async def _roles(layout: str, group: Group) -> list[str]:
+    if layout != "dledger":
+        return ["master", "slave"]
+    async with AdminClient(group.namesrv, timeout=2.0) as admin:
+        return [(await admin.dledger_status(addr)).role for addr in group.members()]
+
+
+async def _drive(
+    layout: str, group: Group, brokers: list[subprocess.Popen[bytes]], count: int, inflight: int, size: int
+) -> RoundCost:
+    from ledgermq.client import Message, Producer
+
+    body = b"x" * size
+    async with Producer("round-cost", group.namesrv, send_timeout=10.0) as producer:
+        for _ in range(200):  # routes, connections, topic creation, warm caches
+            await producer.send(Message(TOPIC, body))
+        await _wait_quiet(group, 30.0)
+        roles = await _roles(layout, group)
+        idle0 = [_cpu(p.pid) for p in brokers]
+        await asyncio.sleep(IDLE_SAMPLE_S)
+        before = [_cpu(p.pid) for p in brokers]
+        latencies: list[float] = []
+        remaining = count
+        failures: list[str] = []
+
+        async def sender() -> None:
+            nonlocal remaining
+            while remaining > 0:
+                remaining -= 1
+                t0 = time.perf_counter()
+                result = await producer.send(Message(TOPIC, body))
+                latencies.append((time.perf_counter() - t0) * 1000)
+                if result.status.name != "SEND_OK":
+                    failures.append(result.status.name)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(sender() for _ in range(inflight)))
+        elapsed = time.perf_counter() - started
+        after = [_cpu(p.pid) for p in brokers]
+    if failures:
+        raise RuntimeError(f"{len(failures)} sends were not SEND_OK (first: {failures[0]})")
+    costs = [
+        ProcessCost(
+            f"broker{i}",
+            roles[i],
+            (a[0] - b[0]) / count * 1e6,
+            (a[1] - b[1]) / count * 1e6,
+            (sum(b) - sum(i0)) / IDLE_SAMPLE_S * 1000,
+        )
+        for i, (i0, b, a) in enumerate(zip(idle0, before, after, strict=True))
+    ]
+    return RoundCost(layout, count, inflight, load_average(), count / elapsed, statistics.median(latencies), costs)
+
+
+def measure(layout: str, count: int, inflight: int = 1, size: int = 256, workdir: Path | None = None) -> RoundCost:
+    """Start ``layout`` ("dledger", "sync" or "controller") as processes, measure, stop them."""
+    base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-round-cost-"))
+    try:
+        if layout == "dledger":
+            with DLedgerTrio(base / "dledger", 64 * MIB) as trio:
+                trio.start()
+                return asyncio.run(_drive(layout, trio, trio.procs[1:], count, inflight, size))
+        if layout == "sync":
+            with HAPair(base / "sync", "SYNC_MASTER", 64 * MIB) as pair:
+                pair.start_master()
+                slave = pair.spawn_slave()
+                _wait_port(pair.slave_port, slave)
+                return asyncio.run(_drive(layout, pair, pair.procs[1:], count, inflight, size))
+        if layout == "controller":
+            with ControllerPair(base / "controller", 64 * MIB) as ctl:
+                ctl.start()
+                return asyncio.run(_drive(layout, ctl, ctl.procs[1:], count, inflight, size))
+        raise ValueError(f"unknown layout {layout!r}: dledger, sync or controller")
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m ledgermq.bench.round_cost", description=__doc__)
+    parser.add_argument("layout", choices=["dledger", "sync", "controller"])
+    parser.add_argument("--messages", type=int, default=3000)
+    parser.add_argument("--inflight", type=int, default=1)
+    parser.add_argument("--body-size", type=int, default=256)
+    args = parser.parse_args(argv)
+    print(measure(args.layout, args.messages, args.inflight, args.body_size).render())
+
+
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # chromium (driven by Playwright; never `playwright install`); apt-get installs them when missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install install-run java chromium test test-long run lint bench bench-timers chaos chaos-rot soak example-spark clean
+.PHONY: install install-run java chromium test test-long run lint bench bench-timers chaos chaos-rot soak example-spark spark-faults clean
 
 $(RUN_STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -48,6 +48,17 @@ test: $(STAMP) java chromium
 # SYNC_FLUSH data-fault profile, the TLS chaos profiles of the SYNC_MASTER and controller layouts).
 test-long: $(STAMP) java
 	$(BIN)/python -m pytest -q -m long
+
+# The Spark sink's fault test at full length (docs/spark.md, "Exactly-once writing"): a
+# standalone Spark cluster, SPARK_FAULT_ROUNDS rounds of executor SIGKILLs and driver
+# kill/restart with exactlyOnce=true (every row exactly once) and half as many with it off
+# (duplicates expected); `make test` runs 2 rounds. Figures are printed at the end.
+SPARK_FAULT_ROUNDS ?= 20
+SPARK_FAULT_SEED ?= 1
+spark-faults: $(STAMP) java
+	mkdir -p data
+	LEDGERMQ_SPARK_FAULT_ROUNDS=$(SPARK_FAULT_ROUNDS) LEDGERMQ_SPARK_FAULT_SEED=$(SPARK_FAULT_SEED) \
+	  $(BIN)/python -m pytest -q -s -p no:cacheprovider --basetemp=./data/spark-faults tests/spark/test_exactly_once_faults.py
 
 example-spark: $(STAMP) java
 	$(BIN)/python examples/spark_pipeline.py

@@ -112,12 +112,25 @@ def tail(path: Path, lines: int = 40) -> str:
 
 
 class ServerProcess:
-    """One ``ledgermq -v <args>`` process; stdout and stderr go to a log file (appended across restarts)."""
+    """One ``ledgermq -v <args>`` process; stdout and stderr go to a log file (appended across restarts).
 
-    def __init__(self, name: str, args: list[str], log_path: Path) -> None:
+    ``env`` adds variables to the child's environment; ``module`` runs another entry point
+    with the same command line (``ledgermq.cli.chaos_child`` arms LEDGERMQ_FAILPOINTS first)."""
+
+    def __init__(
+        self,
+        name: str,
+        args: list[str],
+        log_path: Path,
+        *,
+        module: str = "ledgermq.cli.main",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.args = args
         self.log_path = log_path
+        self.module = module
+        self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -127,11 +140,12 @@ class ServerProcess:
         self._log.write(f"===== start {self.name}: {' '.join(self.args)}\n".encode())
         self._log.flush()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ledgermq.cli.main", "-v", *self.args],
+            [sys.executable, "-m", self.module, "-v", *self.args],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={**os.environ, **self.env} if self.env else None,
         )
 
     @property

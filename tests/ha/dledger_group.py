@@ -20,12 +20,20 @@ GROUP = "dl-group"
 TOPIC = "DLedgerProcTopic"
 QUEUES = 4
 SEG = 1024 * 1024
+FAILPOINTS_ENV = "LEDGERMQ_FAILPOINTS"
 
 
 class DLedgerGroup:
     def __init__(
-        self, root: Path, *, metrics: bool = False, extra: dict[str, object] | None = None, segment: int = SEG
+        self,
+        root: Path,
+        *,
+        metrics: bool = False,
+        extra: dict[str, object] | None = None,
+        segment: int = SEG,
+        failpoints: str | None = None,
     ) -> None:
+        """``failpoints``: LEDGERMQ_FAILPOINTS for every broker (run through chaos_child, which arms them)."""
         self.root = root
         self.segment = segment
         self.namesrv_port = free_port()
@@ -50,7 +58,13 @@ class DLedgerGroup:
             }  # fmt: skip
             conf = root / f"{n}.conf"
             conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            self.brokers[n] = ServerProcess(n, ["broker", "-c", str(conf)], root / f"{n}.log")
+            self.brokers[n] = ServerProcess(
+                n,
+                ["broker", "-c", str(conf)],
+                root / f"{n}.log",
+                module="ledgermq.cli.chaos_child" if failpoints else "ledgermq.cli.main",
+                env={FAILPOINTS_ENV: failpoints} if failpoints else None,
+            )
 
     def addr(self, n: str) -> str:
         return f"{HOST}:{self.ports[n]}"

@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from ledgermq.admin.client import AdminClient
 from ledgermq.client import Message, Producer
 from ledgermq.client.message import SendStatus
+from ledgermq.failpoints import STALL_IF
+from ledgermq.net.client import RemotingClient
+from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.message import decode_records
 from tests.compat.cluster import tcp_open, wait_until
-from tests.ha.dledger_group import TOPIC, DLedgerGroup
+from tests.ha.dledger_group import QUEUES, TOPIC, DLedgerGroup
 
 SEGMENT = 64 * 1024
 MESSAGES = 3000
@@ -245,3 +252,125 @@ def test_bytes_changing_under_a_running_follower_then_the_running_leader_are_fou
         served = group.store_queues(n)
         missing = [b[:12] for b, (q, off) in acked.items() if served[q].get(off) != b]
         assert not missing, f"{n}: {len(missing)} of {len(acked)} acknowledged messages missing, e.g. {missing[:5]}"
+
+
+_PULL_FIELDS = {"consumerGroup": "rot-reader", "topic": TOPIC, "maxMsgNums": 32, "sysFlag": 4, "commitOffset": 0,
+                "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0}  # fmt: skip
+
+
+async def _pull(client: RemotingClient, addr: str, queue_id: int, offset: int) -> RemotingCommand:
+    cmd = RemotingCommand.request(
+        RequestCode.PULL_MESSAGE, {**_PULL_FIELDS, "queueId": queue_id, "queueOffset": offset}
+    )
+    return await client.invoke(addr, cmd, 5.0)
+
+
+def _pull_once(group: DLedgerGroup, n: str, queue_id: int, offset: int) -> RemotingCommand | None:
+    async def run() -> RemotingCommand:
+        client = RemotingClient(connect_timeout=2.0)
+        try:
+            return await _pull(client, group.addr(n), queue_id, offset)
+        finally:
+            await client.close()
+
+    try:
+        return asyncio.run(run())
+    except Exception:
+        return None
+
+
+def _consume(
+    group: DLedgerGroup, n: str, ends: dict[int, int], deadline_s: float
+) -> tuple[dict[int, dict[int, bytes]], int]:
+    """Read every queue of ``n`` up to ``ends`` as a RocketMQ consumer does: on SUCCESS,
+    PULL_RETRY_IMMEDIATELY, PULL_NOT_FOUND and PULL_OFFSET_MOVED it goes on from the
+    answer's nextBeginOffset (what the answer tells it to skip is skipped), on any other
+    answer it backs off and pulls the same offset again. Returns what it read and how many
+    SYSTEM_BUSY answers it met."""
+
+    async def run() -> tuple[dict[int, dict[int, bytes]], int]:
+        client = RemotingClient(connect_timeout=2.0)
+        got: dict[int, dict[int, bytes]] = {q: {} for q in ends}
+        busy = 0
+        deadline = time.monotonic() + deadline_s
+        try:
+            for q, end in ends.items():
+                offset = 0
+                while offset < end and time.monotonic() < deadline:
+                    resp = await _pull(client, group.addr(n), q, offset)
+                    if resp.code == ResponseCode.SUCCESS:
+                        for rec in decode_records(resp.body, check_crc=False):
+                            got[q][rec.queue_offset] = rec.body
+                    elif resp.code not in _MOVES_ON:
+                        busy += resp.code == ResponseCode.SYSTEM_BUSY
+                        await asyncio.sleep(0.05)
+                        continue
+                    nxt = int(resp.ext_fields.get("nextBeginOffset", offset))
+                    if nxt == offset:
+                        await asyncio.sleep(0.05)  # nothing new there yet: a consumer's long poll
+                    offset = nxt
+        finally:
+            await client.close()
+        return got, busy
+
+    return asyncio.run(run())
+
+
+_MOVES_ON = (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_NOT_FOUND,
+             ResponseCode.PULL_OFFSET_MOVED)  # fmt: skip
+
+
+def test_a_follower_re_recovering_its_log_refuses_pulls_for_now_and_a_consumer_skips_nothing(tmp_path: Path) -> None:
+    """Bytes change under a running follower; its scrub finds them, its driver fail-stops and
+    it re-recovers its DLedger files, which the failpoint holds open (the store's files are
+    closed meanwhile, as for the second or so this takes on a big log). Every pull is then
+    refused with SYSTEM_BUSY at its own offset, where it used to answer "retry immediately"
+    with the next offset past a whole batch of units (a consumer skipped them; the chaos
+    read stopped there). A consumer reading through the window gets every acknowledged
+    message of the follower, which is repaired."""
+    flag = tmp_path / "hold-the-reopen.flag"
+    group = DLedgerGroup(
+        tmp_path,
+        segment=SEGMENT,
+        extra={"storeScrubIntervalSeconds": 1},
+        failpoints=f"dledger.reopen_after_close={STALL_IF}{flag}",
+    )
+    acked: Acked = {}
+    try:
+        group.start()
+        _send(group, acked, "a", 2000)
+        leader = group.master()
+        assert leader is not None and len(acked) >= 1980, f"{len(acked)} acknowledged{group.explain()}"
+        follower = _a_follower(group, leader)
+        group.wait_caught_up(follower, leader)
+        target = _digested_middle_file(group, follower)
+        flag.touch()
+        _pwrite_middle(target)
+        seen: list[RemotingCommand | None] = []
+        wait_until(
+            f"{follower} to refuse pulls while it re-recovers its log",
+            lambda: (
+                (seen.append(_pull_once(group, follower, 0, 0)) or seen[-1]) is not None
+                and seen[-1].code == ResponseCode.SYSTEM_BUSY
+            ),
+            30,
+            0.05,
+            lambda: f" last answer {seen[-1] if seen else None}{group.explain()}",
+        )
+        ends = {q: 1 + max(off for qq, off in acked.values() if qq == q) for q in range(QUEUES)}
+        for q in range(QUEUES):
+            for offset in (0, ends[q] // 2):
+                resp = _pull_once(group, follower, q, offset)
+                assert resp is not None and resp.code == ResponseCode.SYSTEM_BUSY, (q, offset, resp)
+                assert resp.ext_fields.get("nextBeginOffset") == str(offset) and "re-recovering" in (resp.remark or "")
+        threading.Timer(1.0, flag.unlink).start()  # the re-recovery goes on while the consumer reads
+        served, busy = _consume(group, follower, ends, 40)
+        assert busy >= 1, "the consumer never met the re-recovery"
+        _wait_repaired(group, follower, 1)
+        missing = [b[:12] for b, (q, off) in acked.items() if served[q].get(off) != b]
+        assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages skipped, e.g. {missing[:5]}"
+        for b in group.brokers.values():
+            assert b.stop() == 0, group.explain()
+    finally:
+        flag.unlink(missing_ok=True)
+        group.close()

@@ -19,7 +19,8 @@ def test_bench_spark_reports_every_case(spark: Any, tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output[result.output.index("{") :])
-    assert [r["case"] for r in doc["rows"]] == ["spark read -> noop"] * 3 + ["spark write (sink)"]
+    sinks = ["spark write (sink)"] + ["spark write (sink, exactlyOnce)"] * 2
+    assert [r["case"] for r in doc["rows"]] == ["spark read -> noop"] * 3 + sinks
     assert all(r["rows"] in (3000, 750) and r["per_s"] > 0 and r["baseline_per_s"] > 0 for r in doc["rows"])
     # CPU per row by process: the read charged to the Spark JVM, its Python workers and the broker; the baselines
     # without Spark to the bench process and the broker
@@ -27,6 +28,7 @@ def test_bench_spark_reports_every_case(spark: Any, tmp_path: Path) -> None:
     read = cpu["spark read -> noop"]
     assert read["spark JVM"] > 0 and read["python workers"] > 0 and read["broker"] > 0, cpu
     raw = next(v for k, v in cpu.items() if k.startswith("raw pulls"))
-    assert raw["bench process"] > 0 and raw["broker"] > 0, cpu
+    # a few thousand raw pulls can cost the broker less than one 10 ms clock tick: present, maybe 0
+    assert raw["bench process"] > 0 and raw["broker"] >= 0, cpu
     assert len(doc["load"]) == 2
     assert spark.range(3).count() == 3  # the shared session is still alive

@@ -4,7 +4,9 @@ One run, one machine: a name server and a broker process, a local SparkSession
 (``local[2]`` by default) in this process. Measured:
 
 * **sink**: ``spark.range(N)`` with ``value`` bodies of ``--body-size`` bytes written with
-  ``df.write.format("ledgermq")`` (this also fills the topic the reads use);
+  ``df.write.format("ledgermq")`` (this also fills the topic the reads use), with
+  ``exactlyOnce`` off and on, alternated (off, on, on, off, ...) over ``--repeats``, best of
+  each;
 * **read**: ``spark.read.format("ledgermq")`` of the N messages into the ``noop`` sink
   (every row materialised), best of ``--repeats``;
 
@@ -82,6 +84,7 @@ class SparkBenchResult:
     pull_cap: int
     master: str
     sink: Rate
+    sink_eo: Rate
     producer: Rate
     read: Rate
     raw_pull: Rate
@@ -96,6 +99,8 @@ class SparkBenchResult:
             ("spark read -> noop", self.read, self.decode),
             ("spark read -> noop", self.read, self.arrow_yield),
             ("spark write (sink)", self.sink, self.producer),
+            ("spark write (sink, exactlyOnce)", self.sink_eo, self.producer),
+            ("spark write (sink, exactlyOnce)", self.sink_eo, self.sink),
         ]
 
 
@@ -420,17 +425,28 @@ def bench_spark(
         with _Servers(base, pull_cap) as servers:
             ns = servers.namesrv
             asyncio.run(_create_topic(ns, servers.broker_addr, TOPIC, queues))
-            asyncio.run(_create_topic(ns, servers.broker_addr, TOPIC + "Producer", queues))
+            for extra in ("Producer", "Eo", "Again"):
+                asyncio.run(_create_topic(ns, servers.broker_addr, TOPIC + extra, queues))
             spark, ours = _session(master)
             try:
                 from pyspark.sql import functions as F
 
                 sink = Rate("spark write (sink)", messages)
+                sink_eo = Rate("spark write (sink, exactlyOnce)", messages)
                 frame = spark.range(messages).select(F.lit(b"x" * body_size).alias("value"))
-                sink.seconds.append(
-                    _timed(lambda: frame.write.format("ledgermq").option("namesrvAddr", ns).option("topic", TOPIC)
-                           .mode("append").save())
-                )  # fmt: skip
+
+                roles = _Roles(servers)
+
+                def write(topic: str, rate: Rate) -> None:
+                    w = frame.write.format("ledgermq").option("namesrvAddr", ns).option("topic", topic)
+                    w = w.option("exactlyOnce", "true" if rate is sink_eo else "false").mode("append")
+                    rate.seconds.append(_timed(w.save, roles, rate))
+
+                write(TOPIC, sink)  # the first write fills the topic the reads use
+                for i in range(repeats):  # alternated: on | off, on | on, off | ...
+                    for rate in (sink_eo, sink) if i % 2 == 0 else (sink, sink_eo):
+                        if rate is sink_eo or i > 0 or repeats == 1:
+                            write(TOPIC + ("Eo" if rate is sink_eo else "Again"), rate)
                 asyncio.run(_wait_dispatched(ns, servers.broker_addr, TOPIC, messages))
                 producer = Rate("producer, send_batch of 128, 4 in flight", messages // 4)
                 producer.seconds.append(produce_batches(ns, TOPIC + "Producer", messages // 4, body_size, 128))
@@ -448,6 +464,7 @@ def bench_spark(
             pull_cap,
             master,
             sink,
+            sink_eo,
             producer,
             read,
             raw,

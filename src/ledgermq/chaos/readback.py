@@ -28,6 +28,7 @@ from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import decode_records
 
 READ_GROUP = "chaos-checker"
+BUSY_RETRY_S = 0.1
 PULL_BATCH = 32
 FLAG_SUBSCRIPTION = 0x4
 Entry = tuple[int, int] | None  # (seq, sender)
@@ -40,6 +41,7 @@ class ReadBack:
     errors: list[str] = field(default_factory=list)
     digests: dict[int, dict[int, str]] = field(default_factory=dict)  # queue -> offset -> body hash
     corrupt_pulls: int = 0  # answers whose records did not decode
+    busy_answers: int = 0  # SYSTEM_BUSY answers, each followed by the same pull again
 
     def keep(self, queue_id: int, offset: int, body: bytes) -> None:
         entry = parse_body(body)
@@ -97,6 +99,12 @@ async def read_broker(
                     break
                 if resp.code == ResponseCode.PULL_OFFSET_MOVED and offset == 0:
                     offset = int(resp.ext_fields.get("minOffset", 0))
+                    continue
+                if resp.code == ResponseCode.SYSTEM_BUSY:
+                    # Refused for now (a DLedger member re-recovering its log): the same
+                    # offset again, as a consumer does, until the read's deadline.
+                    out.busy_answers += 1
+                    await asyncio.sleep(BUSY_RETRY_S)
                     continue
                 if resp.code != ResponseCode.SUCCESS:
                     if resp.code not in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):

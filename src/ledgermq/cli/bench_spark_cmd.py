@@ -55,7 +55,8 @@ def spark_bench(
         }
         for case, run, base in r.rows()
     ]
-    cpu = {rate.case: rate.us_per_row() for rate in (r.read, r.raw_pull, r.decode, r.arrow_yield)}
+    cases = (r.read, r.raw_pull, r.decode, r.arrow_yield, r.sink, r.sink_eo)
+    cpu = {rate.case: rate.us_per_row() for rate in cases}
     verdict = "met" if r.read.rate >= READ_GOAL else "not met"
     if as_json:
         doc = {"setup": _setup(r), "load": r.load, "rows": rows, "cpu_us_per_row": cpu}

@@ -18,6 +18,7 @@ from ledgermq.client.producer.async_send import AsyncBackPressureError, SendCall
 from ledgermq.client.producer.failover import FailoverSettings
 from ledgermq.client.producer.producer import Producer
 from ledgermq.client.producer.transaction import (
+    HalfMessage,
     LocalTransactionState,
     TransactionProducer,
     TransactionSendResult,
@@ -44,6 +45,7 @@ __all__ = [
     "ConsumeOrderlyStatus",
     "Credentials",
     "FailoverSettings",
+    "HalfMessage",
     "LitePullConsumer",
     "LocalTransactionState",
     "MQBrokerError",

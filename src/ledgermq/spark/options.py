@@ -57,7 +57,12 @@ READ_BOTH: Final = (
 )
 READ_BATCH_ONLY: Final = ("endingOffsets",)
 READ_STREAM_ONLY: Final = ("maxOffsetsPerTrigger",)
-WRITE: Final = ("topic", "producerGroup", "sendBatchSize", "sendTimeoutMs", "retryTimes")
+WRITE: Final = ("topic", "producerGroup", "sendBatchSize", "sendTimeoutMs", "retryTimes", "exactlyOnce", "commitTopic")
+DEFAULT_WRITER_GROUP: Final = "ledgermq-spark-writer"
+# exactlyOnce=true: the producer group of the half messages (its producers answer every
+# broker check with ROLLBACK, so it must serve nothing else) and the topic of commit records.
+DEFAULT_EO_GROUP: Final = "ledgermq-spark-eo"
+DEFAULT_COMMIT_TOPIC: Final = "LEDGERMQ_SPARK_COMMITS"
 
 
 class OptionError(ValueError):
@@ -152,6 +157,10 @@ class WriteOptions:
     retry_times: int = 2
     api_timeout_ms: int = 3000
     tls: TlsOptions | None = None  # useTLS=true: how to connect (None: plain)
+    exactly_once: bool = False
+    commit_topic: str = DEFAULT_COMMIT_TOPIC
+    # where a streaming query checkpoints (the key of its commit records); None in a batch write
+    checkpoint_location: str | None = None
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -355,9 +364,14 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = (opts.get("topic") or "").strip() or None
     if topic is not None:
         _topic("topic", topic)
-    group = (opts.get("producerGroup") or "").strip() or "ledgermq-spark-writer"
+    exactly_once = _bool(opts, "exactlyOnce", False)
+    default_group = DEFAULT_EO_GROUP if exactly_once else DEFAULT_WRITER_GROUP
+    group = (opts.get("producerGroup") or "").strip() or default_group
     if not _GROUP_RE.fullmatch(group):
         raise OptionError(f"option 'producerGroup': {group!r} is not a valid group name")
+    commit_topic = (opts.get("commitTopic") or "").strip()
+    if commit_topic and not exactly_once:
+        raise OptionError("option 'commitTopic' needs exactlyOnce=true")
     return WriteOptions(
         namesrv=_namesrv(opts),
         topic=topic,
@@ -367,6 +381,9 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         retry_times=_int(opts, "retryTimes", minimum=0, maximum=16) if opts.has("retryTimes") else 2,  # type: ignore[arg-type]
         api_timeout_ms=_int(opts, "apiTimeoutMs", minimum=1) or 3000,
         tls=_tls(opts),
+        exactly_once=exactly_once,
+        commit_topic=_topic("commitTopic", commit_topic) if commit_topic else DEFAULT_COMMIT_TOPIC,
+        checkpoint_location=(opts.get("checkpointLocation") or "").strip() or None,
     )
 
 

@@ -211,6 +211,14 @@ class CommitLog:
         finally:
             mf.unpin()
 
+    def unreadable_reason(self, offset: int, size: int) -> str | None:
+        """Why ``read(offset, size)`` found nothing although a consume-queue unit points
+        there, when that is only for now (the reader must ask again at the same offset);
+        None when the bytes are gone for good (retention deleted their segment: the reader
+        moves past them, RocketMQ's MESSAGE_WAS_REMOVING). A native log only ever loses
+        bytes to retention."""
+        return None
+
     def properties_at(self, offset: int, size: int) -> str | None:
         """The properties text of the ``size``-byte record at ``offset``, read without its
         body (what a property filter needs to skip a message), or None if it is gone.

@@ -178,8 +178,12 @@ class StoreReads:
                         continue
             data = self.commitlog.read(phy, size)
             if data is None:
+                why = self.commitlog.unreadable_reason(phy, size)
+                if why is not None:  # coming back: never moved past (that would lose it)
+                    at = offset + i // UNIT_SIZE - 1
+                    return self._stop_at(GetStatus.STORE_UNAVAILABLE, why, messages, total, at, low, high)
                 if not messages:
-                    status = GetStatus.MESSAGE_WAS_REMOVING
+                    status = GetStatus.MESSAGE_WAS_REMOVING  # retention deleted it
                 continue
             problem = stored_record_problem(data, 0, size, phy)
             if problem is not None:
@@ -209,12 +213,18 @@ class StoreReads:
         low: int,
         high: int,
     ) -> GetResult:
-        """A pull reached a corrupt record at queue offset ``at``: the messages before it
-        are answered (the next pull starts at it); with none before it, the pull is refused
-        with CORRUPT_RANGE and the error's text (never an empty answer, never a skip)."""
+        """A pull reached a corrupt record at queue offset ``at``: see ``_stop_at``."""
+        return self._stop_at(GetStatus.CORRUPT_RANGE, str(error), messages, total, at, low, high)
+
+    def _stop_at(
+        self, status: GetStatus, why: str, messages: list[bytes], total: int, at: int, low: int, high: int
+    ) -> GetResult:
+        """A pull reached a record it may not or cannot serve now at queue offset ``at``: the
+        messages before it are answered (the next pull starts at it); with none before it,
+        the pull is refused with ``status`` and ``why`` (never an empty answer, never a skip)."""
         if messages:
             return GetResult(GetStatus.FOUND, at, low, high, messages, len(messages), total, False)
-        return GetResult(GetStatus.CORRUPT_RANGE, at, low, high, remark=str(error))
+        return GetResult(status, at, low, high, remark=why)
 
     def _batch_full(self, size: int, max_msgs: int, total: int, count: int, in_disk: bool) -> bool:
         if total == 0 or count == 0:

@@ -77,6 +77,11 @@ class GetStatus(enum.Enum):
     CORRUPT_RANGE = "CORRUPT_RANGE"
     """The next message lies in a commit-log range known corrupt (``remark`` says which):
     refused, not skipped, until a replica repairs it."""
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    """The next message cannot be read *for now* (``remark`` says why: a DLedger member
+    re-recovering its log, or refilling entries a repair cut): refused, not skipped, so
+    the reader asks again at the same offset. Unlike MESSAGE_WAS_REMOVING, whose readers
+    move past the units (retention deleted their messages), nothing here is gone."""
 
 
 @dataclass(slots=True)
@@ -93,7 +98,7 @@ class GetResult:
     message_count: int = 0
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
-    remark: str = ""  # CORRUPT_RANGE: the CorruptRangeError text
+    remark: str = ""  # CORRUPT_RANGE: the CorruptRangeError text; STORE_UNAVAILABLE: why
 
     @property
     def messages(self) -> list[bytes]:

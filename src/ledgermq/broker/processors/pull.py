@@ -43,6 +43,9 @@ _STATUS = {
     # (with the CorruptRangeError text as remark) and retries later, after a replica's
     # bytes repaired the range; never an empty answer that would move its offset on.
     GetStatus.CORRUPT_RANGE: ResponseCode.SYSTEM_ERROR,
+    # The next message is not readable *now* (a DLedger member re-recovering its log, or
+    # refilling what a repair cut): the client backs off and pulls the same offset again.
+    GetStatus.STORE_UNAVAILABLE: ResponseCode.SYSTEM_BUSY,
 }
 
 

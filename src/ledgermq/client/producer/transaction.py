@@ -22,6 +22,11 @@ asked). It gets the message (``MessageExt``, topic and queue the real ones; its
 ``msg_id`` is the transaction id, the UNIQ_KEY) and returns a state, which goes back as
 END_TRANSACTION with ``fromTransactionCheck=true`` to the broker that asked.
 
+Two-phase use without an executor (a coordinator decides later, elsewhere):
+``send_half(msg)`` stores a half message and ends nothing; ``end_transaction(half, state)``
+resolves one, given the ``HalfMessage`` the send returned (picklable, so it can travel to
+another process), and awaits the broker's answer instead of sending oneway.
+
 Both callables may be plain functions or coroutine functions. Plain ones run in a worker
 thread (``asyncio.to_thread``), so a blocking local transaction (a database call) stalls
 neither this producer's heartbeats nor other sends; coroutine functions run on the event
@@ -39,17 +44,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledgermq.client.errors import MQClientError
+from ledgermq.client.errors import MQBrokerError, MQClientError, MQConnectError
 from ledgermq.client.message import Message, MessageQueue, SendResult, SendStatus
 from ledgermq.client.producer.producer import Producer
+from ledgermq.net.client import ConnectError
+from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
-from ledgermq.protocol.codes import RequestCode
+from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.protocol.msgid import decode_offset_msg_id
 
-__all__ = ["CheckListener", "LocalTransactionState", "TransactionExecutor", "TransactionProducer",
+__all__ = ["CheckListener", "HalfMessage", "LocalTransactionState", "TransactionExecutor", "TransactionProducer",
            "TransactionSendResult"]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -84,6 +91,23 @@ class TransactionSendResult:
     queue_offset: int
     transaction_id: str
     local_state: LocalTransactionState
+
+
+@dataclass(frozen=True, slots=True)
+class HalfMessage:
+    """What END_TRANSACTION needs to name a stored half message: its broker group, its
+    commit-log offset and its offset in the half queue (``tranStateTableOffset``), and the
+    transaction id (its UNIQ_KEY)."""
+
+    broker_name: str
+    commit_log_offset: int
+    queue_offset: int
+    msg_id: str
+
+    @classmethod
+    def of(cls, sent: SendResult) -> HalfMessage:
+        _host, commit_log_offset = decode_offset_msg_id(sent.offset_msg_id)
+        return cls(sent.queue.broker_name, commit_log_offset, sent.queue_offset, sent.msg_id)
 
 
 async def _call(fn: Callable[..., StateOrAwaitable], *args: Any) -> tuple[LocalTransactionState, BaseException | None]:
@@ -151,16 +175,7 @@ class TransactionProducer(Producer):
         run = executor or self.executor
         if run is None:
             raise MQClientError("no local-transaction executor given (tranExecutor is null)")
-        half = Message(
-            msg.topic,
-            msg.body,
-            tags=msg.tags,
-            keys=msg.keys,
-            properties={**msg.properties, P.TRAN_MSG: "true", P.PGROUP: self.group},
-            delay_level=0,
-            flag=msg.flag,
-            wait_store_msg_ok=msg.wait_store_msg_ok,
-        )
+        half = self._half_of(msg)
         out = self._prepare(half)
         out.sysflag |= SF.TRANSACTION_PREPARED_TYPE
         half.properties[P.UNIQ_KEY] = out.msg_id  # what the executor sees: the transaction id
@@ -189,6 +204,74 @@ class TransactionProducer(Producer):
             sent.transaction_id or sent.msg_id,
             state,
         )
+
+    def _half_of(self, msg: Message) -> Message:
+        return Message(
+            msg.topic,
+            msg.body,
+            tags=msg.tags,
+            keys=msg.keys,
+            properties={**msg.properties, P.TRAN_MSG: "true", P.PGROUP: self.group},
+            delay_level=0,
+            flag=msg.flag,
+            wait_store_msg_ok=msg.wait_store_msg_ok,
+        )
+
+    async def send_half(
+        self, msg: Message, queue: MessageQueue | None = None, *, timeout: float | None = None
+    ) -> SendResult:
+        """Store ``msg`` as a half message and end nothing: it stays invisible until
+        ``end_transaction`` (from this or any process) or the broker's check resolves it.
+        With ``queue``, one attempt on that queue; without, the usual retries (a retry after
+        a timeout may leave an earlier copy on another broker group, unresolved: only the
+        returned one is named by the result). Raises ``MQClientError`` unless SEND_OK (a
+        half stored without its flush or slave guarantee is rolled back at once)."""
+        self._check_running()
+        out = self._prepare(self._half_of(msg))
+        out.sysflag |= SF.TRANSACTION_PREPARED_TYPE
+        if queue is None:
+            sent = await self._send_default(out, timeout, oneway=False)
+        else:
+            sent = await self._send_selected(out, queue, timeout)
+        assert sent is not None
+        if sent.status is not SendStatus.SEND_OK:
+            try:
+                await self.end_transaction(HalfMessage.of(sent), LocalTransactionState.ROLLBACK_MESSAGE)
+            except MQClientError as exc:
+                log.warning("rolling back half message %s (%s) failed: %s", sent.msg_id, sent.status.value, exc)
+            raise MQClientError(f"half message {sent.msg_id} stored as {sent.status.value}, not SEND_OK: rolled back")
+        return sent
+
+    async def end_transaction(
+        self, half: HalfMessage, state: LocalTransactionState, *, timeout: float | None = None
+    ) -> None:
+        """END_TRANSACTION for ``half`` to the master of its broker group, awaiting the answer:
+        returns when the broker wrote the resolution, raises ``MQBrokerError`` when it refused
+        and ``MQConnectError`` when no answer came (the broker may or may not have applied
+        it: an END is not idempotent, a second COMMIT of one half writes its message twice)."""
+        self._check_running()
+        addr = await self._broker_addr(MessageQueue("", half.broker_name, 0))
+        header = {
+            "producerGroup": self.group,
+            "tranStateTableOffset": str(half.queue_offset),
+            "commitLogOffset": str(half.commit_log_offset),
+            "commitOrRollback": str(_END_CODE[state]),
+            "fromTransactionCheck": "false",
+            "msgId": half.msg_id,
+            "transactionId": half.msg_id,
+        }
+        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header)
+        timeout = self.settings.send_timeout if timeout is None else timeout
+        try:
+            resp = await self.remoting.invoke(addr, cmd, timeout)
+        except ConnectError as exc:
+            raise MQConnectError(str(exc), addr) from None
+        except ConnectionClosedError as exc:
+            raise MQConnectError(f"{addr} closed the connection: {exc}", addr) from None
+        except RequestTimeoutError as exc:
+            raise MQConnectError(str(exc), addr, timeout=True) from None
+        if resp.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(resp.code, resp.remark, addr, what=f"END_TRANSACTION of {half.msg_id}")
 
     async def _end_transaction(
         self, sent: SendResult, state: LocalTransactionState, error: BaseException | None

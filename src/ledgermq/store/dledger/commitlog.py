@@ -33,12 +33,14 @@ from __future__ import annotations
 import logging
 import struct
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 from ledgermq.clock import Clock
 from ledgermq.errors import CorruptRangeError, StoreClosedError, StoreError
+from ledgermq.failpoints import failpoint
 from ledgermq.protocol import message as M
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, record_at, store_timestamp_at
@@ -84,6 +86,8 @@ class DLedgerCommitLog:
         self.on_commit: Callable[[], None] | None = None  # wakes the reput
         self.on_corrupt: Callable[[BaseException], None] | None = None
         """Hears of a corrupt entry a read found (from the reading thread): the broker repairs."""
+        self._reads_refused: str | None = None
+        """Why reads are refused for now (``refusing_reads``): a re-recovery under way."""
         self.files_lock = threading.Lock()
         """Held while retention deletes data files and while ``reopen_ledger`` re-opens them, so
         a re-recovery never maps a file that retention has taken off the list but not yet
@@ -144,6 +148,7 @@ class DLedgerCommitLog:
             old = self._ledger
             if old is not None:
                 old.close(flush=False)  # its bytes stay in the page cache the new maps read
+            failpoint("dledger.reopen_after_close")
             new = DLedgerStore.open(self.ledger_config)
             self._ledger = new
             rec = new.recovery
@@ -161,6 +166,18 @@ class DLedgerCommitLog:
             self._set_committed(max(committed, new.committed_index))
             new.save_committed_index(self._committed_index)
             return new
+
+    @contextmanager
+    def refusing_reads(self, reason: str) -> Iterator[None]:
+        """Refuse reads of the DLedger log (``unreadable_reason`` says ``reason``) while the
+        block runs: a re-recovery closes the files, cuts the log and then the consume queues
+        (the store's ``reopen_ledger``), and a pull meeting the closed files, or a unit the
+        cut has not yet reached, must be told to ask again, not that its messages are gone."""
+        self._reads_refused = reason
+        try:
+            yield
+        finally:
+            self._reads_refused = None
 
     @property
     def ledger(self) -> DLedgerStore:
@@ -366,6 +383,32 @@ class DLedgerCommitLog:
             return self.old_log.properties_at(offset, size)
         record = self.read(offset, size)
         return M.record_properties_text(record) if record is not None else None
+
+    def unreadable_reason(self, offset: int, size: int) -> str | None:
+        """Why a record a consume-queue unit points at cannot be read now (the reader asks
+        again at the same offset), or None when retention deleted it (the reader moves on).
+
+        In DLedger mode bytes a unit points at are only ever gone for good below the log's
+        first readable file. Anywhere else they are coming back: the log is being
+        re-recovered (its files closed), or a repair cut it below the unit and the leader
+        is re-sending the entries (the unit lies past the committed end)."""
+        ledger = self._ledger
+        if offset < self.divided_offset or ledger is None:
+            return self.old_log.unreadable_reason(offset, size)
+        refused = self._reads_refused
+        if refused is not None:
+            return refused
+        if ledger.closed:
+            return "the DLedger log is closed while it is re-recovered"
+        end = offset + size
+        if end > self._committed_end:
+            return (
+                f"commit log [{offset}, {end}) lies past what this member's DLedger log holds committed "
+                f"({self._committed_end}); the group's leader is re-sending it"
+            )
+        if offset < self.min_offset:
+            return None
+        return f"commit log [{offset}, {end}) could not be read from this member's DLedger log; it stays in place"
 
     def read_from(self, offset: int, max_bytes: int) -> bytes:
         if offset < self.divided_offset or self._ledger is None:

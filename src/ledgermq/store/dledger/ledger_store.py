@@ -196,6 +196,11 @@ class DLedgerStore:
 
     # -- positions -------------------------------------------------------------------
     @property
+    def closed(self) -> bool:
+        """Closed: its files are unmapped, and every read of them finds nothing."""
+        return self._closed
+
+    @property
     def first_index(self) -> int:
         return self._first_index
 

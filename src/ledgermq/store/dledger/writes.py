@@ -17,6 +17,7 @@ from ledgermq.store.core import StoreCore
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog, EntryToWrite
 
 DLEDGER_APPEND_FAILED = "DLedger append failed"
+RERECOVERY_UNDER_WAY = "this member is re-recovering its DLedger log; ask again shortly"
 
 
 class DLedgerWrites:
@@ -61,12 +62,17 @@ class DLedgerWrites:
     def reopen_ledger(self) -> None:
         """Re-recover the DLedger files after a Raft driver failed on a write (see
         ``DLedgerCommitLog.reopen_ledger``), then clear the failure a failed append left and
-        rebuild the next queue offsets from what recovery kept. The reput waits meanwhile.
+        rebuild the next queue offsets from what recovery kept. The reput waits meanwhile,
+        and pulls are refused (asked to come again, never told their messages are gone)
+        until the consume queues end where the re-recovered log does.
         Raises (the store stays failed) if the files cannot be recovered or the checkpoint
         cannot be written; a caller retries later."""
         dl = self._dledger_log()
         reput = self.core.reput
-        with reput.lock if reput is not None else contextlib.nullcontext():
+        with (
+            reput.lock if reput is not None else contextlib.nullcontext(),
+            dl.refusing_reads(RERECOVERY_UNDER_WAY),
+        ):
             ledger = dl.reopen_ledger()
             rec = ledger.recovery
             if rec is not None and rec.damage_found:

@@ -48,3 +48,6 @@ if os.environ.get("WT_COUNT"):
 
     threading.Thread(target=_loop, daemon=True).start()
     atexit.register(_dump)
+
+if os.environ.get("LMQ_PROFILE_DIR"):
+    import profiling  # noqa: F401  (SIGUSR1 starts a cProfile of the loop thread, SIGUSR2 writes it)

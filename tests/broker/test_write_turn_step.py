@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from ledgermq.broker.write_turn import Need, Wait, WriteTurn
 from ledgermq.clock import SYSTEM_CLOCK
+from ledgermq.net.read_round import ReadRound
 from ledgermq.store.message_store import MessageStore
 
 
@@ -123,5 +124,48 @@ def test_a_wait_past_its_deadline_is_answered_by_the_turn_timer() -> None:
         await asyncio.wait_for(asyncio.to_thread(done.wait, 5), 10)
         assert calls == ["missed=REPLICATED"]
         assert len(turn.waits) == 0
+
+    asyncio.run(main())
+
+
+def test_facts_noted_during_a_read_run_one_step_after_it_whose_answers_are_in_a_round() -> None:
+    """Reads of several connections in one pass share one step (scheduled, not run at each
+    read's end), and the answers it releases are queued in the server's read round."""
+
+    async def main() -> None:
+        calls: list[str] = []
+        replication = _Replication(calls)
+        read_round = ReadRound()
+        store = cast(MessageStore, cast(Any, _Store(calls)))
+        turn = WriteTurn(store, SYSTEM_CLOCK, lambda: replication, None, read_round)
+        turn.bind(asyncio.get_running_loop())
+        replication.floor = 1000
+
+        def answer(wait: Wait) -> None:
+            calls.append(f"answer in round={read_round.open}")
+
+        for end in (100, 200):  # two connections' reads in one pass
+            read_round.enter()
+            turn.appended()
+            turn.add(Wait(end, Need.REPLICATED, 5.0, answer))
+            read_round.exit()
+        assert calls == []
+        await _settle()
+        assert calls == ["dispatch", "pump", "answer in round=True", "answer in round=True"]
+        assert turn.steps == 1
+
+    asyncio.run(main())
+
+
+def test_a_slaves_append_from_its_task_is_dispatched_at_once() -> None:
+    async def main() -> None:
+        calls: list[str] = []
+        store = cast(MessageStore, cast(Any, _Store(calls)))
+        turn = WriteTurn(store, SYSTEM_CLOCK, lambda: None, None, ReadRound())
+        turn.bind(asyncio.get_running_loop())
+        turn.appended_now()
+        assert calls == ["dispatch"]  # no loop pass in between
+        await _settle()
+        assert turn.steps == 1  # and nothing left for a scheduled step
 
     asyncio.run(main())

@@ -166,13 +166,14 @@ class BrokerApp:
         """The write turn (broker/write_turn) pumps the HA links and releases the sends their
         acks cover; a slave's raw appends are dispatched by it too."""
         b = self.broker
-        turn = b.turn = WriteTurn(b.store, self.clock, lambda: b.ha, b.pull_hold.arrived)
+        # the step's released answers leave as it ends, one write per connection (net/read_round.py)
+        turn = b.turn = WriteTurn(b.store, self.clock, lambda: b.ha, b.pull_hold.arrived, self.server.read_round)
         for ha in (b.ha, self.ha_service):
             if ha is not None:
                 ha.follow_store = False
                 ha.on_replicated = turn.changed
         if self.ha_client is not None:
-            self.ha_client.on_appended = turn.appended
+            self.ha_client.on_appended = turn.appended_now  # after its ack: dispatch at once
 
     # -- the settings, held once (by the broker context) ---------------------------------
     @property

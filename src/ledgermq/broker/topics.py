@@ -7,6 +7,7 @@ writes the whole file (startup, a slave adopting its master's table, shutdown).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -34,8 +35,11 @@ MAX_TOPIC_LENGTH = TOPIC_MAX_LENGTH
 TABLE_KEY = "topicConfigTable"
 
 
+@functools.lru_cache(maxsize=4096)
 def topic_error(topic: str) -> str | None:
-    """Why a client may not send to ``topic``, or None (``AbstractSendMessageProcessor.msgCheck``)."""
+    """Why a client may not send to ``topic``, or None (``AbstractSendMessageProcessor.msgCheck``).
+    Cached: every send asks, and a regular expression per send cost more than the rest of
+    the check (a pure function of the name; the cache is bounded)."""
     if not topic:
         return "The specified topic is blank."
     if len(topic) > MAX_TOPIC_LENGTH:

@@ -130,8 +130,8 @@ class HAClient:
         self.last_error = ""
         self.current_address = ""
         self.session: SlaveSession | None = None
-        # Told after each append (loop thread): the broker's write turn dispatches what the
-        # turn appended at its end, after the report. None: the store's reput thread does.
+        # Told after each append, once its report went out (loop thread): the broker's write
+        # turn dispatches it then. None: the store's reput thread does.
         self.on_appended: Callable[[], None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._bulk_until = 0.0  # clock.monotonic() until which we count as receiving a backlog
@@ -338,14 +338,21 @@ class HAClient:
                 have += n
                 session.on_bytes(clock.monotonic())
                 frames, pos, error = scan_frames(buf, 0, have, MAX_FRAME_BODY)
-                if frames:
-                    await self._apply(session, view, frames)
+                appended = await self._apply(session, view, frames) if frames else False
                 if error:
                     raise _Drop(f"bad stream from master: {error}")
                 if pos:
                     have -= pos
                     view[:have] = view[pos : pos + have]
                 self._count_burst(n)
+                if appended:  # report what we hold at once (a SYNC_MASTER waits for it), then dispatch
+                    now = clock.monotonic()
+                    due = session.report_due(store.max_phy_offset, now)
+                    if due is not None:
+                        await _send_all(loop, sock, encode_report(due))
+                        session.on_reported(due, now)
+                    if self.on_appended is not None:
+                        self.on_appended()
                 read_last_round = True  # more may be waiting: the next read does not wait, so yield then
         finally:
             ready.close()
@@ -466,9 +473,10 @@ class HAClient:
         stopped = await send_range(loop, sock, self.store, fetch.start, fetch.end, self.config.transfer_batch_size)
         self.served_bytes += stopped - fetch.start
 
-    async def _apply(self, session: SlaveSession, view: memoryview, frames: list[FrameSpan]) -> None:
+    async def _apply(self, session: SlaveSession, view: memoryview, frames: list[FrameSpan]) -> bool:
         """Check every frame against our end, then append the bodies accepted before any
-        rejected one (in a worker thread when a segment file has to be created)."""
+        rejected one (in a worker thread when a segment file has to be created); whether
+        anything was appended (a rejected frame raises after the append)."""
         store = self.store
         local_max = store.max_phy_offset
         empty = _commitlog_empty(store)
@@ -500,10 +508,11 @@ class HAClient:
                 store.append_raw(first, bodies)  # pwritev into the page cache: not worth a thread hop
             else:
                 await asyncio.to_thread(store.append_raw, first, bodies)  # may create a segment file
-            if self.on_appended is not None:
-                self.on_appended()
         if reject:
+            if bodies and self.on_appended is not None:
+                self.on_appended()  # what came before the bad frame is kept and dispatched
             raise _Drop(reject)
+        return bool(bodies)
 
 
 async def _recv_exact(loop: asyncio.AbstractEventLoop, sock: socket.socket, n: int) -> bytes:

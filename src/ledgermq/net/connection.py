@@ -5,15 +5,17 @@ resolve the matching pending request (by opaque); requests go to ``on_request``.
 Both sides can send requests (brokers call back into clients), so each connection has
 its own opaque counter and pending table, and closing fails every pending request.
 
-Writes are coalesced: ``send`` queues the encoded frame and the first send of a loop
-turn schedules one flush for the next, so the answers (or requests) produced in one turn
-leave in one write instead of one system call each. A plain transport gets the frames as
+Writes are coalesced: ``send`` queues the encoded frame; during a read, or the broker's
+end-of-turn step (the connection's ``ReadRound``, net/read_round.py, shared by all of a
+server's connections), the queued frames leave when it ends, and outside one the first
+send schedules one flush for the next loop pass, so the answers (or requests) produced
+together leave in one write instead of one system call each. A plain transport gets the frames as
 they are (``writelines``: one ``writev``, no copy); a TLS transport gets them joined into
 one buffer, because it encrypts each buffer it is given into records of its own: 256 small
 answers written apart are 256 TLS records (a cipher call and a header each, and one
 ``SSLObject.read`` each at the peer), joined they are a few 16 KiB records. Answers given while a read's frames
 are handled leave together at the end of that read, before the work those requests
-scheduled for later in the turn (the store's dispatch, replication to a slave): the
+scheduled for later in the turn (the broker's dispatch, replication to a slave): the
 sender is answered first, in one write per read. A flush happens before ``close``, so
 nothing sent before a close is dropped by it.
 
@@ -40,6 +42,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from ledgermq.errors import LedgerError, RemoteProtocolError
+from ledgermq.net.read_round import ReadRound
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, BadFrame, FrameDecoder
 
@@ -83,6 +86,7 @@ class Connection(asyncio.Protocol):
         *,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         max_write_buffer: int = 64 * 1024 * 1024,
+        read_round: ReadRound | None = None,
     ) -> None:
         self.decoder = FrameDecoder(max_frame_size)
         self.on_request = on_request
@@ -102,7 +106,7 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0
         self._flush_scheduled = False
         self._join_writes = False  # a TLS transport: one buffer per flush, so few and full records
-        self._reading = False  # in data_received: its end flushes what its frames answered
+        self._round = read_round if read_round is not None else ReadRound()  # a server's is shared
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadlines: list[_Deadline] = []  # a heap; entries of ended requests (no future) linger until popped
         self._timer: asyncio.TimerHandle | None = None
@@ -129,7 +133,8 @@ class Connection(asyncio.Protocol):
             log.warning("closing %s: %s", self.peer, exc)
             self.close()
             return
-        self._reading = True
+        read_round = self._round
+        read_round.enter()
         try:
             for frame in frames:
                 if not self.is_open:
@@ -148,9 +153,7 @@ class Connection(asyncio.Protocol):
                 elif self.on_request is not None:
                     self.on_request(self, frame)
         finally:
-            self._reading = False
-            if self._out and not self._flush_scheduled:
-                self.flush()
+            read_round.exit()  # writes what the frames answered
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -195,10 +198,13 @@ class Connection(asyncio.Protocol):
         self._out_bytes += len(frame)
         if self._out_bytes >= _FLUSH_AT:
             self.flush()  # big answers go at once, so the write-buffer bound holds as before
-        elif not self._flush_scheduled and not self._reading:
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
-            loop = self._loop if self._loop is not None else asyncio.get_running_loop()
-            loop.call_soon(self.flush)
+            if self._round.depth:
+                self._round.defer_flush(self)  # leaves when the read (or step) ends
+            else:
+                loop = self._loop if self._loop is not None else asyncio.get_running_loop()
+                loop.call_soon(self.flush)
 
     def flush(self) -> None:
         """Write what ``send`` queued, in one call (plain: uvloop writes it with writev; TLS:

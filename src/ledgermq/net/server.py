@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledgermq.net.connection import Connection
+from ledgermq.net.read_round import ReadRound
 from ledgermq.net.tls import profile
 from ledgermq.net.tls.counters import COUNTERS, INBOUND, PLAIN
 from ledgermq.net.tls.listener import TlsListener
@@ -137,6 +138,7 @@ class RemotingServer:
         max_inflight_total: int = 10_000,
         idle_timeout: float = 120.0,
         tls: ServerTls | ProcessDefault | None = PROCESS_TLS,
+        read_round: ReadRound | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -152,6 +154,9 @@ class RemotingServer:
         self.on_disconnect: list[Callable[[Connection], None]] = []
         self.gate: Gate | None = None
         self.inflight = 0
+        # Shared by every connection: what a read answers leaves at its end, after which
+        # ``read_round.on_end`` runs (a broker's write turn), net/read_round.py.
+        self.read_round = read_round if read_round is not None else ReadRound()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle_task: asyncio.Task[None] | None = None
@@ -209,6 +214,7 @@ class RemotingServer:
             self._on_bad_frame,
             self._on_close,
             max_frame_size=self.max_frame_size,
+            read_round=self.read_round,
         )
         self.connections.add(conn)
         return conn

@@ -57,10 +57,10 @@ def _resolve_topic(
 
 def _admit(broker: Broker, cmd: RemotingCommand, hdr: SendMessageRequestHeader) -> RemotingCommand | None:
     """The refusals that need no topic: a read-only broker, an illegal or system topic name."""
-    if not broker.writable and (refused := broker.refuse_write(False)) is not None:
-        # controller mode: a slave says why (SERVICE_NOT_AVAILABLE: clients look for the master)
-        return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {refused.remark}")
     if not broker.writable:
+        if (refused := broker.refuse_write(False)) is not None:
+            # controller mode: a slave says why (SERVICE_NOT_AVAILABLE: clients look for the master)
+            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {refused.remark}")
         return cmd.response(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_addr}] sending message is forbidden",

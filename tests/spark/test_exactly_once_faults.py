@@ -21,10 +21,10 @@ import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (the 'spark' extra)")
 
-from ledgermq.spark.sink import BEFORE_COMMIT  # noqa: E402
-from tests.compat.cluster import Cluster  # noqa: E402
-from tests.spark.eo_faults import run_rounds  # noqa: E402
-from tests.spark.standalone import SparkStandalone  # noqa: E402
+from ledgermq.spark.sink import BEFORE_COMMIT
+from tests.compat.cluster import Cluster
+from tests.spark.eo_faults import run_rounds
+from tests.spark.standalone import SparkStandalone
 
 pytestmark = pytest.mark.slow
 

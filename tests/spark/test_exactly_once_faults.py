@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 ROUNDS = int(os.environ.get("LEDGERMQ_SPARK_FAULT_ROUNDS", "2"))
 SEED = int(os.environ.get("LEDGERMQ_SPARK_FAULT_SEED", "1"))
 # a round is two driver start-ups (JVMs) and a few micro-batches: about a minute on a loaded machine
-TIMEOUT = 600 + 240 * ROUNDS
+TIMEOUT = 1200 + 300 * ROUNDS
 
 
 @pytest.fixture(scope="module")

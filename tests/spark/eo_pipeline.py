@@ -13,6 +13,12 @@ import argparse
 import os
 import sys
 
+# Spark gives a driver's Python worker (the streaming source, a commit) a fixed 10 s to start
+# and connect back; on a loaded two-core host the interpreter's imports alone can take longer,
+# and the query then fails with this. Only this failure restarts the query.
+WORKER_START_TIMEOUT = "Python worker failed to connect back"
+WORKER_START_RETRIES = 5
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
@@ -74,11 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.mode == "drain":
         writer = writer.trigger(availableNow=True)
-    query = writer.start()
-    print(f"query {query.id} started", flush=True)
-    query.awaitTermination()
-    failed = query.exception()
-    print(f"query ended: {failed}", flush=True)
+    for attempt in range(1, WORKER_START_RETRIES + 2):
+        query = writer.start()
+        print(f"query {query.id} started (attempt {attempt})", flush=True)
+        query.awaitTermination()
+        failed = query.exception()
+        print(f"query ended: {failed}", flush=True)
+        if failed is None or WORKER_START_TIMEOUT not in str(failed):
+            break
+        # restarting from the checkpoint is what any supervisor of a streaming query does
+        print("the query failed because Spark's Python worker started too slowly: restarting it", flush=True)
     spark.stop()
     return 3 if failed is not None else 0
 

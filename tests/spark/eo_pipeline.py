@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.errors import StreamingQueryException
     from pyspark.sql import SparkSession
 
     import ledgermq.spark
@@ -83,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     for attempt in range(1, WORKER_START_RETRIES + 2):
         query = writer.start()
         print(f"query {query.id} started (attempt {attempt})", flush=True)
-        query.awaitTermination()
+        try:
+            query.awaitTermination()
+        except StreamingQueryException:
+            pass  # a failed query raises here; query.exception() has it
         failed = query.exception()
         print(f"query ended: {failed}", flush=True)
         if failed is None or WORKER_START_TIMEOUT not in str(failed):

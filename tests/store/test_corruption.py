@@ -510,3 +510,47 @@ def test_a_repair_that_leaves_its_block_differing_registers_the_rest_of_the_bloc
         assert store.damaged_ranges() == []
     finally:
         store.shutdown()
+
+
+def test_a_flip_below_a_cut_is_still_found_after_the_segment_is_sealed_again(tmp_path: Path) -> None:
+    """A store timestamp flipped (a field no record check sees) in a digested segment, which
+    is then cut further on and refilled with the replica's bytes (a slave realigning, or a
+    torn write cut by recovery). The segment's new digest keeps the CRCs its blocks below
+    the cut had before it, so the scrub still finds the flip; a digest taken over the flip
+    would have hidden it for good (a 5-cycle chaos run found one that way)."""
+    root = tmp_path / "s"
+    seg = 4 * 64 * 1024  # four digest blocks
+    store = _open(root, mapped_file_size_commitlog=seg, store_scrub_enable=False)  # digests only, no passes
+    try:
+        spans = _put(store, 400)  # ~400 KiB: segment 0 sealed
+        end = spans[-1][1]
+        assert _wait(lambda: store.digests.has(0))
+        before = store.digests.get(0)
+        replica = _copy_bytes(root, 0, end, seg)
+        victim = spans[5]
+        cut = next(s for s, _ in spans if s >= 2 * 64 * 1024)  # in block 2: blocks 0 and 1 lie below
+        fd = os.open(root / "commitlog" / f"{0:020d}", os.O_RDWR)
+        try:
+            at = victim[0] + 63  # the store timestamp's last byte
+            os.pwrite(fd, bytes([os.pread(fd, 1, at)[0] ^ 0x01]), at)
+        finally:
+            os.close(fd)
+        store.truncate_after_offset(cut)
+        assert not store.digests.has(0) and store.digests.kept_path_for(0).exists()
+        store.append_raw(cut, replica[cut:])
+        assert store.wait_dispatched()
+    finally:
+        store.shutdown()
+    # Sealed again before this start: the scrub walks its records (they pass: the flip is in
+    # a timestamp), digests it, and the digest keeps block 0's CRC from before the flip.
+    store = _open(root, mapped_file_size_commitlog=seg, store_scrub_bytes_per_second=64 * MIB,
+                  store_scrub_interval_seconds=0)  # fmt: skip
+    try:
+        assert _wait(lambda: bool(store.damaged_ranges())), "the flip below the cut was never found"
+        assert store.digests.get(0) == before and not store.digests.kept_path_for(0).exists()
+        (start, stop), *rest = store.damaged_ranges()
+        assert not rest and start <= victim[0] and victim[1] <= stop <= 64 * 1024 + 2048
+        store.repair_range(start, replica[start:stop], "replica")
+        assert store.damaged_ranges() == []
+    finally:
+        store.shutdown()

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from ledgermq.client import LocalTransactionState, MessageExt, TransactionProducer
 from ledgermq.client import records as R
 from ledgermq.client.errors import MQClientError
+from ledgermq.failpoints import failpoint
 from ledgermq.spark.broker import BrokerSession, Status
 from ledgermq.spark.commit_records import (
     Found,
@@ -55,6 +56,12 @@ IN_FLIGHT_ENDS = 64
 FINISH_ATTEMPTS = 3
 SCAN_CHUNK = 256  # commit records read per pull when looking back through the commit topic
 READER_GROUP = "ledgermq-spark-eo-reader"
+# Crash points of a fresh commit, for the fault tests (tests/spark/fault_points.py holds the
+# driver at one and kills it): after the ``started`` record, after each answered END (the
+# other ENDs in flight still land: a commit cut in the middle), before the ``done`` record.
+AFTER_STARTED = "spark.eo.after_started"
+AFTER_END = "spark.eo.after_end"
+BEFORE_DONE = "spark.eo.before_done"
 
 
 class CommitError(MQClientError):
@@ -192,6 +199,9 @@ class Coordinator:
                 except MQClientError as exc:
                     log.warning("END %s of half %s failed: %s", state.value, halves.msg_ids[i], exc)
                     failed.append(i)
+                    continue
+                if state is LocalTransactionState.COMMIT_MESSAGE:
+                    failpoint(AFTER_END)
 
         await asyncio.gather(*(worker() for _ in range(IN_FLIGHT_ENDS)))
         return sorted(failed)
@@ -256,7 +266,9 @@ class Coordinator:
             return "nothing to commit", False
         record = StartedRecord(uuid.uuid4().hex, halves, await self.start_offsets(halves))
         await self._send_record_messages(started_messages(self.opts.commit_topic, self.write_id, self.batch_id, record))
+        failpoint(AFTER_STARTED)
         await self.finish(record, fresh=True)
+        failpoint(BEFORE_DONE)
         await self._send_record_messages([done_message(self.opts.commit_topic, self.write_id, self.batch_id)])
         return f"{len(halves)} rows committed", False
 

@@ -276,7 +276,9 @@ class BrokerApp:
         cfg = self.config
         store = self.broker.store
         assert isinstance(store, DLedgerMessageStore)  # open_message_store: enableDLegerCommitLog
-        self.broker.dledger = BrokerDLedger(store, self.store_config, cfg.listen_host, self._on_dledger_role)
+        self.broker.dledger = BrokerDLedger(
+            store, self.store_config, cfg.listen_host, self._on_dledger_role, clock=self.clock
+        )
         self.broker.dledger.after_commit = self._notify_ha  # the turn's step dispatches commits
         self.slave_sync = self._slave_synchronizer()
 

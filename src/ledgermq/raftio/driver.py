@@ -39,6 +39,7 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import ConfigError
 from ledgermq.raft import RaftConfig, RaftNode
 from ledgermq.raft.types import Entry, Message, Ready, Role
@@ -187,6 +188,7 @@ class RaftDriver:
         on_commit: CommitCallback | None = None,
         on_role_change: RoleCallback | None = None,
         applied: int = 0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if transport.self_id != config.self_id or set(transport.peers) != set(config.peer_addresses):
             raise ConfigError("the transport and the driver config name different nodes")
@@ -195,6 +197,8 @@ class RaftDriver:
         self.transport = transport
         self.on_commit = on_commit
         self.on_role_change = on_role_change
+        self.clock = clock
+        """Paces the ticks and dates the last one (``leadership_current``); a test may drive it."""
         self.node = self._make_node(applied)
         self.failed: BaseException | None = None
         self._running = False
@@ -358,7 +362,7 @@ class RaftDriver:
         if self.node.role is not Role.LEADER or self.failed is not None or self._last_tick_at is None:
             return False
         timeout_s = self.config.tick_interval_ms * self.config.election_timeout_ticks / 1000
-        return asyncio.get_running_loop().time() - self._last_tick_at <= timeout_s
+        return self.clock.monotonic() - self._last_tick_at <= timeout_s
 
     @property
     def pending_proposals(self) -> int:
@@ -379,18 +383,19 @@ class RaftDriver:
         self._wake.set()
 
     async def _tick_loop(self) -> None:
-        loop = asyncio.get_running_loop()
+        now = self.clock.monotonic
         interval = self.config.tick_interval_ms / 1000
         checkpoint_every = max(1, round(self.config.commit_checkpoint_interval_ms / self.config.tick_interval_ms))
         ticks = 0
-        due = loop.time()
+        due = now()
         while True:
             due += interval
-            await asyncio.sleep(max(0.0, due - loop.time()))
+            await asyncio.sleep(max(0.0, due - now()))
             missed = 0
-            if loop.time() - due > 5 * interval:
-                missed = int((loop.time() - due) / interval)
-                due = loop.time()  # after a stall, do not fire a burst of catch-up ticks...
+            woke = now()
+            if woke - due > 5 * interval:
+                missed = int((woke - due) / interval)
+                due = woke  # after a stall, do not fire a burst of catch-up ticks...
             if self.failed is not None:
                 continue
             try:
@@ -412,7 +417,7 @@ class RaftDriver:
                 continue
             except Exception:
                 log.exception("raft %s: tick failed", self.config.self_id)
-            self._last_tick_at = loop.time()
+            self._last_tick_at = now()
             ticks += 1
             if ticks % checkpoint_every == 0 and self._commit_hint > self.storage.saved_commit:
                 self._checkpoint_due = True

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ledgermq.client.errors import MQBrokerError, MQClientError, ResponseCode
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.spark.broker import BrokerSession, Pulled, Status
 from ledgermq.spark.columnar import RowBuffer
 from ledgermq.spark.options import ReadOptions
@@ -45,8 +46,11 @@ class ReadTimeoutError(MQClientError):
 class RangeReader:
     """Reads one range through a session; ``batches()`` yields RecordBatches."""
 
-    def __init__(self, opts: ReadOptions, rng: QueueRange, session: BrokerSession) -> None:
+    def __init__(
+        self, opts: ReadOptions, rng: QueueRange, session: BrokerSession, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.opts = opts
+        self.clock = clock  # how long a stalled read has waited (against pollTimeoutMs)
         self.rng = rng
         self.session = session
         self.rows = RowBuffer(rng.queue.topic, rng.queue.broker, rng.queue.queue_id, opts.tag_set)
@@ -176,7 +180,7 @@ class RangeReader:
         self._backoff = BACKOFF_START
 
     def _stall(self, why: str, *, retriable: bool) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self._stalled_since is None:
             self._stalled_since = now
         waited = now - self._stalled_since

@@ -81,7 +81,6 @@ from ledgermq.client.instance.client_instance import ClientInstance, local_ip
 from ledgermq.client.instance.routes import TopicPublishInfo
 from ledgermq.client.message import Message, SendResult
 from ledgermq.client.producer.async_send import (
-    AsyncSendBudget,
     AsyncSends,
     Callbacks,
     OnException,
@@ -104,6 +103,7 @@ from ledgermq.client.producer.outgoing import (
     prepare_message,
 )
 from ledgermq.client.producer.selector import QueueSelector
+from ledgermq.client.producer.send_budget import AsyncSendBudget
 from ledgermq.client.producer.send_codec import read_send_response, send_request
 from ledgermq.client.producer.send_retry import send_to_queue_with_retries, send_with_retries
 from ledgermq.client.producer.settings import ProducerSettings

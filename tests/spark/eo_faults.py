@@ -25,7 +25,8 @@ from typing import IO
 
 from ledgermq.client import Message, Producer
 from ledgermq.client import records as R
-from ledgermq.spark.broker import BrokerSession, Status
+from ledgermq.spark.broker import BrokerSession
+from ledgermq.spark.broker import PullStatus as Status
 from tests.compat.cluster import Cluster, tail
 from tests.spark.standalone import SparkStandalone
 

@@ -48,6 +48,8 @@ ALLOWED = {
     "util/ratelog.py": "util/ is stdlib-only (it cannot import ledgermq.clock); the limiter takes its "
     "clock as a parameter and defaults to time.monotonic",
 }
+
+
 def time_reads(source: str, filename: str = "<source>") -> list[str]:
     """``line: what`` for every time read in ``source``."""
     tree = ast.parse(source, filename=filename)

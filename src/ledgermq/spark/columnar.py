@@ -23,9 +23,9 @@ IPv6 host, a compressed body, a malformed record) take the per-record loop
 (``_add_records``) instead, which gathers rows in lists across pulls, uses the general
 decoder for IPv6 and compressed records and raises the precise error for a malformed one.
 
-The header layout both paths read is the client's (``client.records``, ``V4_HEAD`` and
-``V4_FIELDS``); the cached index arrays and buffer
-helpers of the vectorised path are in ``arrow_kernels``.
+The header layout both paths read is the client's (``client.records``: ``V4_HEAD``,
+``V4_FIELDS``); the cached index arrays and buffer helpers of the vectorised path are in
+``arrow_kernels``.
 """
 
 from __future__ import annotations

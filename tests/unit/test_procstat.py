@@ -55,10 +55,10 @@ def test_switches_of_a_child_that_blocks(child: subprocess.Popen[bytes]) -> None
 
 def test_cpu_of_a_child_whole_split_and_by_thread(child: subprocess.Popen[bytes]) -> None:
     user, system = cpu_split(child.pid)
-    assert user + system >= 0.29 and cpu_seconds(child.pid) == pytest.approx(user + system)  # it waits: no CPU
-    # the burner thread ended: its time is in the process's total, but it has no entry of its own
+    assert user + system >= 0.29 and cpu_seconds(child.pid) == pytest.approx(user + system, abs=0.02)  # it waits
+    # the main thread's own time leaves out the burner's 0.3 s (ticks of 10 ms may round each figure)
     threads = thread_cpu_seconds(child.pid)
-    assert set(threads) == {child.pid} and threads[child.pid] < user + system
+    assert threads[child.pid] <= user + system - 0.28
 
 
 def test_the_command_is_cut_at_its_last_bracket(child: subprocess.Popen[bytes]) -> None:

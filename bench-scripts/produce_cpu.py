@@ -36,7 +36,13 @@ sys.path.insert(0, str(ROOT))
 
 from tests.compat.cluster import HOST, wait_until  # noqa: E402
 
-from ledgermq.bench.procstat import cpu_seconds, load_average  # noqa: E402
+from ledgermq.bench.procstat import (  # noqa: E402
+    cpu_seconds,
+    cpu_split,
+    load_average,
+    thread_cpu_seconds,
+    voluntary_switches,
+)
 from ledgermq.protocol import properties as P  # noqa: E402
 from ledgermq.protocol.codes import RequestCode  # noqa: E402
 from ledgermq.protocol.command import RemotingCommand, decode_command  # noqa: E402
@@ -88,40 +94,6 @@ async def drive_many(port: int, count: int, inflight: int, conns: int) -> int:
     return sum(await asyncio.gather(*(drive(port, n, inflight) for n in shares if n)))
 
 
-def switches(pid: int) -> int:
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith("voluntary_ctxt_switches"):
-                        total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
-
-
-def thread_cpu(pid: int) -> dict[int, float]:
-    """CPU seconds of each thread of ``pid`` (tid -> utime+stime)."""
-    out: dict[int, float] = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[int(tid)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            pass
-    return out
-
-
-def user_sys(pid: int) -> tuple[float, float]:
-    """(utime, stime) seconds of ``pid``."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
-
-
 def run_workload(
     pids: dict[str, int], port: int, name: str, count: int, inflight: int, tag: str, args: argparse.Namespace
 ) -> dict[str, object]:
@@ -140,9 +112,9 @@ def run_workload(
             os.kill(pid, signal.SIGUSR1)
         time.sleep(0.2)
     cpu0 = {r: cpu_seconds(p) for r, p in pids.items()}
-    sw0 = {r: switches(p) for r, p in pids.items()}
-    th0 = {r: thread_cpu(p) for r, p in pids.items()}
-    us0 = {r: user_sys(p) for r, p in pids.items()}
+    sw0 = {r: voluntary_switches(p) for r, p in pids.items()}
+    th0 = {r: thread_cpu_seconds(p) for r, p in pids.items()}
+    us0 = {r: cpu_split(p) for r, p in pids.items()}
     load0 = load_average()
     t0 = time.monotonic()
     asyncio.run(drive_many(port, count, inflight, args.conns))
@@ -152,10 +124,10 @@ def run_workload(
     for role, pid in pids.items():
         out[role] = {
             "cpu_us": round((cpu_seconds(pid) - cpu0[role]) * 1e6 / count, 1),
-            "switches": round((switches(pid) - sw0[role]) / count, 2),
-            "sys_us": round((user_sys(pid)[1] - us0[role][1]) * 1e6 / count, 1),
+            "switches": round((voluntary_switches(pid) - sw0[role]) / count, 2),
+            "sys_us": round((cpu_split(pid)[1] - us0[role][1]) * 1e6 / count, 1),
             "other_threads_us": round(
-                sum(v - th0[role].get(t, 0.0) for t, v in thread_cpu(pid).items() if t != pid) * 1e6 / count, 1
+                sum(v - th0[role].get(t, 0.0) for t, v in thread_cpu_seconds(pid).items() if t != pid) * 1e6 / count, 1
             ),
         }
     if args.profile:

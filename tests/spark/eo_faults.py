@@ -36,7 +36,8 @@ from typing import IO, TypeVar
 
 from ledgermq.client import Message, Producer
 from ledgermq.client import records as R
-from ledgermq.spark.broker import BrokerSession, Status
+from ledgermq.spark.broker import BrokerSession
+from ledgermq.spark.broker import PullStatus as Status
 from ledgermq.spark.eo_commit import AFTER_END, AFTER_STARTED, BEFORE_DONE
 from ledgermq.spark.sink import BEFORE_COMMIT
 from tests.compat.cluster import Cluster, tail

@@ -35,8 +35,9 @@ from collections.abc import Iterable, Sequence
 from ledgermq.client import LocalTransactionState, MessageExt, TransactionProducer
 from ledgermq.client import records as R
 from ledgermq.client.errors import MQClientError
+from ledgermq.client.instance.pull_api import PullStatus
 from ledgermq.failpoints import failpoint
-from ledgermq.spark.broker import BrokerSession, Status
+from ledgermq.spark.broker import BrokerSession
 from ledgermq.spark.commit_records import (
     Found,
     StartedRecord,
@@ -124,12 +125,12 @@ class Coordinator:
         offset = start
         while offset < end:
             pulled = await self.session.pull(q, group, offset, min(SCAN_CHUNK, end - offset))
-            if pulled.status is Status.OFFSET_ILLEGAL:
+            if pulled.status is PullStatus.OFFSET_ILLEGAL:
                 if pulled.min_offset > offset:  # retention removed the front: read on from what is left
                     offset = pulled.min_offset
                     continue
                 raise CommitError(f"reading {q} at {offset}: the broker answers OFFSET_ILLEGAL")
-            if pulled.status is Status.FOUND:
+            if pulled.status is PullStatus.FOUND:
                 out.extend(r for r in R.decode_records(pulled.raw, check_crc=False, inflate=True))
             if pulled.next_offset <= offset:
                 break

@@ -28,6 +28,7 @@ from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.flush import ConsumeQueueFlushService
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
+from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
 from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.recovery import RecoveryResult
@@ -171,6 +172,18 @@ class StoreCore:
         if queue_id < 0:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"queue id {queue_id} is negative")
         return None
+
+    def refuse_message(self, msg: MessageInput, fence: str | None) -> PutResult | None:
+        """Why ``msg`` cannot be written now (``refuse_put``, then its properties), or None."""
+        return self.refuse_put(msg.topic, len(msg.body), msg.queue_id, fence) or self.refuse_text(msg.properties)
+
+    def refuse_batch(self, batch: BatchInput, fence: str | None) -> PutResult | None:
+        """Why ``batch`` cannot be written now (``refuse_put`` of its whole body, then each
+        message's properties), or None."""
+        refused = self.refuse_put(batch.topic, sum(len(b) for _, b, _ in batch.entries), batch.queue_id, fence)
+        for _flag, _body, props in batch.entries:
+            refused = refused or self.refuse_text(props)
+        return refused
 
     @staticmethod
     def refuse_text(props: dict[str, str]) -> PutResult | None:

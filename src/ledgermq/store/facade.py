@@ -2,8 +2,11 @@
 
 ``StoreFacade`` is the common base of ``NativeMessageStore`` (store/native_store.py) and
 ``DLedgerMessageStore`` (store/dledger/mode_store.py). It holds the shared parts
-(``StoreCore``) and the read side (``StoreReads``) and forwards to them; it has no write
-method, so neither mode inherits one it would have to refuse. Each mode adds its own
+(``StoreCore``) and the read side (``StoreReads``) and forwards to them, typed by the
+mode's commit log, dispatch and retention services (its type parameters), so a mode
+declares only what is its own; it has no write method, so neither mode inherits one it
+would have to refuse. The checks a message must pass before it is written are the core's
+(``refuse_message``, ``refuse_batch``), the same for a put and a Raft proposal. Each mode adds its own
 writes, named by what they take: a native store appends messages and raw bytes and
 truncates by commit-log offset; a DLedger-mode store appends, commits and truncates Raft
 entries by index.
@@ -24,10 +27,11 @@ import logging
 from abc import abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
+from typing import Generic, Self, TypeVar
 
 from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig
+from ledgermq.errors import StoreError
 from ledgermq.protocol import message as M
 from ledgermq.store import encoding, queue_positions
 from ledgermq.store.checkpoint import Checkpoint
@@ -55,12 +59,19 @@ from ledgermq.util.service import ServiceThread
 log = logging.getLogger(__name__)
 
 
-class StoreFacade:
-    """The shared surface of both modes' stores (module docstring)."""
+LogT = TypeVar("LogT", bound=LogReads)
+ReputT = TypeVar("ReputT", bound=DispatchService)
+CleanerT = TypeVar("CleanerT", bound=RetentionRounds)
 
-    commitlog: LogReads
 
-    def __init__(self, core: StoreCore, commitlog: LogReads) -> None:
+class StoreFacade(Generic[LogT, ReputT, CleanerT]):
+    """The shared surface of both modes' stores (module docstring), typed by the mode's
+    commit log, dispatch service and retention service."""
+
+    reput_type: type[ReputT]
+    cleaner_type: type[CleanerT]
+
+    def __init__(self, core: StoreCore, commitlog: LogT) -> None:
         self.core = core
         self.commitlog = commitlog
         self.reads = StoreReads(core, commitlog)
@@ -128,8 +139,11 @@ class StoreFacade:
         return self.core.open_file_budget
 
     @property
-    def reput(self) -> DispatchService | None:
-        return self.core.reput
+    def reput(self) -> ReputT | None:
+        """The mode's dispatch service, once started."""
+        reput = self.core.reput
+        assert reput is None or isinstance(reput, self.reput_type)
+        return reput
 
     @property
     def queue_flusher(self) -> ConsumeQueueFlushService | None:
@@ -140,8 +154,19 @@ class StoreFacade:
         return self.core.segment_creator
 
     @property
-    def cleaner(self) -> RetentionRounds | None:
-        return self.core.cleaner
+    def cleaner(self) -> CleanerT | None:
+        """The mode's retention service, once started."""
+        cleaner = self.core.cleaner
+        assert cleaner is None or isinstance(cleaner, self.cleaner_type)
+        return cleaner
+
+    def started_cleaner(self) -> CleanerT:
+        """The retention service, for adding what it must keep; StoreError before ``start``
+        (a guard added then would be lost when the service is made)."""
+        cleaner = self.cleaner
+        if cleaner is None:
+            raise StoreError("start the store before adding retention guards")
+        return cleaner
 
     @property
     def recovery(self) -> RecoveryResult | None:

@@ -1,0 +1,200 @@
+"""Dispatch of records read in bulk: a replica's received window, a backlog.
+
+The reput's ``_SegmentPass`` stages one ``DispatchRequest`` per record: the facts a put
+left behind (store/appended.py) or ``check_record``'s parse. A replica has no such facts
+for anything, so its pass read every record with ``check_record`` and then wrote its unit,
+index entries and arrival one record at a time: 53-67% of a slave's event-loop CPU went
+there (docs/benchmarks.md). ``ScanPass`` does the same work a window at a time: rows read
+by ``record_scan.scan_records`` (one struct read per record, the three properties found in
+the raw bytes), units staged per queue and written with one write per queue per round,
+the round's index entries added under one lock (``IndexService.build_rows``), arrivals
+taken per queue from its last unit. A ``DispatchRequest`` is built only for a record a
+``PropertyHook`` asks for, or for a failure's message.
+
+It runs only where it gives the same results as ``_SegmentPass``: no facts are queued (the
+records this process appended go there), no registered damage (stepping over it is the
+record pass's), and every hook is a ``PropertyHook``. Whatever the scan will not vouch for
+(a blank, a record still arriving, a bad one) it hands to ``_SegmentPass`` at that very
+position, which decides as it always did. Rounds, failure and hold-off rules are the
+record pass's: a round is at most ``ROUND_RECORDS`` records; a unit, index entry or queue
+that cannot be made ends the round before that record, which the next pass tries again
+(idempotent for what went through); a replica's hold-off is looked at between scans of
+``HOLD_CHECK_RECORDS``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ledgermq.store.consumequeue import ConsumeQueue, Unit, UnitsNotWritten
+from ledgermq.store.dispatch import DispatchRequest
+from ledgermq.store.dispatch_hooks import PropertyHook
+from ledgermq.store.index import IndexNotBuilt
+from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.record_scan import (
+    PHYS,
+    PROPS,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    SIZE,
+    STORE_TS,
+    SYSFLAG,
+    TAGS_CODE,
+    TOPIC,
+    Row,
+    request_of,
+    scan_records,
+)
+
+if TYPE_CHECKING:
+    from ledgermq.store.reput import Arrivals, HoldOff, ReputService
+
+log = logging.getLogger(__name__)
+
+HOLD_CHECK_RECORDS = 64  # records scanned between two looks at a replica's ``hold_off``
+
+
+class ScanPass:
+    """One pass over one mapped file from the reput's position, window by window."""
+
+    __slots__ = ("arrivals", "count", "hold", "mf", "no_queue_entry", "pos", "rows", "service", "start", "units")
+
+    def __init__(
+        self, service: ReputService, mf: MappedFile, arrivals: Arrivals, hold: HoldOff | None, no_queue_entry: int
+    ) -> None:
+        self.service = service
+        self.mf = mf
+        self.arrivals = arrivals
+        self.hold = hold
+        self.no_queue_entry = no_queue_entry  # the SYSFLAG bit of records without a unit
+        self.start = mf.start_offset
+        self.pos = service.reput_from - mf.start_offset  # relative to the file
+        self.count = 0
+        self.rows: list[Row] = []
+        self.units: dict[ConsumeQueue, list[Unit]] = {}
+
+    def run(self, round_records: int) -> tuple[int, bool]:
+        """Dispatch what the scan vouches for; move ``reput_from`` past it. Returns how many
+        records and whether the record pass must go on from ``reput_from`` (the scan
+        stopped at something it leaves to ``check_record``)."""
+        mf, service = self.mf, self.service
+        limit = mf.wrote
+        delay_levels = service.delay_levels_ms
+        hold = self.hold
+        hand_over = False
+        while self.pos < limit:
+            want = min(round_records - len(self.rows), HOLD_CHECK_RECORDS if hold is not None else round_records)
+            rows, end = scan_records(mf.mm, self.pos, limit, self.start, mf.size, want, delay_levels)
+            if not rows:
+                hand_over = True
+                break
+            if not self._stage(rows):
+                break
+            self.pos = end
+            if len(self.rows) >= round_records and not self._finish_round(None):
+                break
+            if hold is not None and hold() and service.clock.monotonic() >= service._run_until:
+                service._held = True
+                break
+        if self.rows:
+            self._finish_round(None)
+        service.reput_from = self.start + self.pos
+        return self.count, hand_over
+
+    def _stage(self, rows: list[Row]) -> bool:
+        """Add ``rows`` and their units to the round; False if a queue could not be made
+        (the rows before that record are staged, the round is finished with the failure)."""
+        staged = self.rows
+        units = self.units
+        queues = self.service.queues
+        by_queue: dict[tuple[str, int], list[Unit]] = {}
+        no_entry = self.no_queue_entry
+        n = len(staged)
+        for j, row in enumerate(rows):
+            if row[SYSFLAG] & no_entry:
+                continue
+            key = (row[TOPIC], row[QUEUE_ID])
+            cq_units = by_queue.get(key)
+            if cq_units is None:
+                try:
+                    cq = queues.find_or_create(key[0], key[1])
+                except Exception as exc:
+                    staged.extend(rows[:j])  # their units are staged; the failed record's is not
+                    self.pos = rows[j][PHYS] - self.start
+                    self._finish_round((request_of(rows[j]), exc))
+                    return False
+                cq_units = units.get(cq)
+                if cq_units is None:
+                    cq_units = units[cq] = []
+                by_queue[key] = cq_units
+            cq_units.append((row[PHYS], row[SIZE], row[TAGS_CODE], row[QUEUE_OFFSET], row[STORE_TS], n + j))
+        staged.extend(rows)
+        return True
+
+    def _finish_round(self, failed_next: tuple[DispatchRequest, Exception] | None) -> bool:
+        """Write the round's units (one write per queue), index its rows, call the hooks that
+        asked for them and note the queues that grew, up to the first record that could not
+        be dispatched; True if every record of the round was."""
+        service = self.service
+        rows, units = self.rows, self.units
+        done = len(rows)
+        failure: tuple[int, Exception] | None = None
+        for cq, cq_units in units.items():
+            try:
+                cq.put_units(cq_units)
+            except UnitsNotWritten as exc:
+                first = cq_units[exc.placed][5]
+                if first < done:
+                    done = first
+                    failure = (first, exc.__cause__ if isinstance(exc.__cause__, Exception) else exc)
+            service.queues.mark_dirty(cq)
+        index = service.index
+        if index is not None and done:
+            try:
+                index.build_rows(rows, done)
+            except IndexNotBuilt as exc:
+                done = exc.failed
+                failure = (done, exc.__cause__ if isinstance(exc.__cause__, Exception) else exc)
+        if service.dispatch_hooks and done:
+            self._call_hooks(done)
+        arrivals = self.arrivals
+        for cq, cq_units in units.items():
+            for unit in reversed(cq_units):
+                if unit[5] < done:
+                    arrivals[(cq.topic, cq.queue_id)] = unit[3] + 1
+                    break
+        if done:
+            service.dispatched_ts = rows[done - 1][STORE_TS]
+        self.count += done
+        if failure is not None:
+            service._dispatch_failed(request_of(rows[failure[0]]), failure[1])
+        elif failed_next is not None:
+            service._dispatch_failed(*failed_next)
+        elif service.dispatch_error is not None and done:
+            service._dispatch_recovered()
+        complete = done == len(rows)
+        if not complete:
+            self.pos = rows[done][PHYS] - self.start
+        self.rows, self.units = [], {}
+        return complete and failed_next is None
+
+    def _call_hooks(self, done: int) -> None:
+        """The hooks (all ``PropertyHook``s here) with the records whose raw properties
+        name their property, in commit-log order."""
+        hooks = self.service.dispatch_hooks
+        rows = self.rows
+        for i in range(done):
+            props = rows[i][PROPS]
+            req = None
+            for hook in hooks:
+                assert isinstance(hook, PropertyHook)
+                if hook.raw_name in props:
+                    if req is None:
+                        req = request_of(rows[i])
+                    try:
+                        hook.hook(req)
+                    except Exception:
+                        log.exception(
+                            "dispatch hook failed for %s-%d offset %d", req.topic, req.queue_id, req.queue_offset
+                        )

@@ -28,12 +28,12 @@ from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable, Unit, UnitsNotWritten
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, INCOMPLETE, DispatchRequest, Verdict, check_record
-from ledgermq.store.dispatch_hooks import DispatchHook, PropertyHook
+from ledgermq.store.dispatch_hooks import DispatchHook
 from ledgermq.store.index import IndexService
 from ledgermq.store.log_reads import LogReads
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.record_check import next_sound_record
-from ledgermq.store.window_dispatch import ScanPass
+from ledgermq.store.window_dispatch import ScanPass, hooks_name_their_records
 from ledgermq.util.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -287,6 +287,8 @@ class ReputService(DispatchService):
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__(commitlog, queues, index, start_offset, delay_levels_ms, clock)
+        self._hooks_checked = 0  # how many hooks ``_hooks_named`` was worked out for
+        self._hooks_named = True
 
     def _dispatch_available(self, hold: HoldOff | None) -> int:
         arrivals: dict[tuple[str, int], int] = {}
@@ -341,7 +343,11 @@ class ReputService(DispatchService):
         damage = self.damage
         if damage is not None and damage.any:
             return False
-        return all(isinstance(h, PropertyHook) for h in self.dispatch_hooks)
+        hooks = self.dispatch_hooks
+        if len(hooks) != self._hooks_checked:  # hooks are only ever added
+            self._hooks_checked = len(hooks)
+            self._hooks_named = hooks_name_their_records(hooks)
+        return self._hooks_named
 
     def _finish_round(
         self,

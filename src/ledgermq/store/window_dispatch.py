@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from ledgermq.store.consumequeue import ConsumeQueue, Unit, UnitsNotWritten
 from ledgermq.store.dispatch import DispatchRequest
-from ledgermq.store.dispatch_hooks import PropertyHook
+from ledgermq.store.dispatch_hooks import DispatchHook, PropertyHook
 from ledgermq.store.index import IndexNotBuilt
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.record_scan import (
@@ -48,67 +48,43 @@ from ledgermq.store.record_scan import (
 )
 
 if TYPE_CHECKING:
-    from ledgermq.store.reput import Arrivals, HoldOff, ReputService
+    from ledgermq.store.reput import Arrivals, DispatchService, HoldOff, ReputService
 
 log = logging.getLogger(__name__)
 
 HOLD_CHECK_RECORDS = 64  # records scanned between two looks at a replica's ``hold_off``
 
 
-class ScanPass:
-    """One pass over one mapped file from the reput's position, window by window."""
+def hooks_name_their_records(hooks: list[DispatchHook]) -> bool:
+    """Whether every hook is a ``PropertyHook``: rows can be dispatched without a request
+    per record."""
+    return all(isinstance(hook, PropertyHook) for hook in hooks)
 
-    __slots__ = ("arrivals", "count", "hold", "mf", "no_queue_entry", "pos", "rows", "service", "start", "units")
 
-    def __init__(
-        self, service: ReputService, mf: MappedFile, arrivals: Arrivals, hold: HoldOff | None, no_queue_entry: int
-    ) -> None:
+class RowRound:
+    """One dispatch round of rows (at most the caller's round size): their units staged
+    per queue, then written, indexed, handed to the hooks that asked and announced, up to
+    the first record that could not be dispatched. Shared by ``ScanPass`` (a native log's
+    windows) and the DLedger reput (one row per committed entry)."""
+
+    __slots__ = ("arrivals", "by_queue", "count", "no_queue_entry", "rows", "service", "units")
+
+    def __init__(self, service: DispatchService, arrivals: Arrivals, no_queue_entry: int) -> None:
         self.service = service
-        self.mf = mf
         self.arrivals = arrivals
-        self.hold = hold
         self.no_queue_entry = no_queue_entry  # the SYSFLAG bit of records without a unit
-        self.start = mf.start_offset
-        self.pos = service.reput_from - mf.start_offset  # relative to the file
-        self.count = 0
+        self.count = 0  # records dispatched by the rounds finished so far
         self.rows: list[Row] = []
         self.units: dict[ConsumeQueue, list[Unit]] = {}
+        self.by_queue: dict[tuple[str, int], list[Unit]] = {}
 
-    def run(self, round_records: int) -> tuple[int, bool]:
-        """Dispatch what the scan vouches for; move ``reput_from`` past it. Returns how many
-        records and whether the record pass must go on from ``reput_from`` (the scan
-        stopped at something it leaves to ``check_record``)."""
-        mf, service = self.mf, self.service
-        limit = mf.wrote
-        delay_levels = service.delay_levels_ms
-        hold = self.hold
-        hand_over = False
-        while self.pos < limit:
-            want = min(round_records - len(self.rows), HOLD_CHECK_RECORDS if hold is not None else round_records)
-            rows, end = scan_records(mf.mm, self.pos, limit, self.start, mf.size, want, delay_levels)
-            if not rows:
-                hand_over = True
-                break
-            if not self._stage(rows):
-                break
-            self.pos = end
-            if len(self.rows) >= round_records and not self._finish_round(None):
-                break
-            if hold is not None and hold() and service.clock.monotonic() >= service._run_until:
-                service._held = True
-                break
-        if self.rows:
-            self._finish_round(None)
-        service.reput_from = self.start + self.pos
-        return self.count, hand_over
-
-    def _stage(self, rows: list[Row]) -> bool:
-        """Add ``rows`` and their units to the round; False if a queue could not be made
-        (the rows before that record are staged, the round is finished with the failure)."""
+    def stage(self, rows: list[Row]) -> int:
+        """Add ``rows`` and their units; returns how many were staged: fewer than all when
+        a record's queue could not be made (the round is then finished with that failure,
+        and the caller goes on at that record next time)."""
         staged = self.rows
         units = self.units
-        queues = self.service.queues
-        by_queue: dict[tuple[str, int], list[Unit]] = {}
+        by_queue = self.by_queue
         no_entry = self.no_queue_entry
         n = len(staged)
         for j, row in enumerate(rows):
@@ -118,24 +94,24 @@ class ScanPass:
             cq_units = by_queue.get(key)
             if cq_units is None:
                 try:
-                    cq = queues.find_or_create(key[0], key[1])
+                    cq = self.service.queues.find_or_create(key[0], key[1])
                 except Exception as exc:
-                    staged.extend(rows[:j])  # their units are staged; the failed record's is not
-                    self.pos = rows[j][PHYS] - self.start
-                    self._finish_round((request_of(rows[j]), exc))
-                    return False
+                    staged.extend(rows[:j])  # their units are staged; this record's is not
+                    self.finish((request_of(row), exc))
+                    return j
                 cq_units = units.get(cq)
                 if cq_units is None:
                     cq_units = units[cq] = []
                 by_queue[key] = cq_units
             cq_units.append((row[PHYS], row[SIZE], row[TAGS_CODE], row[QUEUE_OFFSET], row[STORE_TS], n + j))
         staged.extend(rows)
-        return True
+        return len(rows)
 
-    def _finish_round(self, failed_next: tuple[DispatchRequest, Exception] | None) -> bool:
+    def finish(self, failed_next: tuple[DispatchRequest, Exception] | None = None) -> int:
         """Write the round's units (one write per queue), index its rows, call the hooks that
         asked for them and note the queues that grew, up to the first record that could not
-        be dispatched; True if every record of the round was."""
+        be dispatched; returns how many were (the round is empty again). ``failed_next``:
+        the record after the round could not be staged, and why."""
         service = self.service
         rows, units = self.rows, self.units
         done = len(rows)
@@ -173,11 +149,8 @@ class ScanPass:
             service._dispatch_failed(*failed_next)
         elif service.dispatch_error is not None and done:
             service._dispatch_recovered()
-        complete = done == len(rows)
-        if not complete:
-            self.pos = rows[done][PHYS] - self.start
-        self.rows, self.units = [], {}
-        return complete and failed_next is None
+        self.rows, self.units, self.by_queue = [], {}, {}
+        return done
 
     def _call_hooks(self, done: int) -> None:
         """The hooks (all ``PropertyHook``s here) with the records whose raw properties
@@ -198,3 +171,66 @@ class ScanPass:
                         log.exception(
                             "dispatch hook failed for %s-%d offset %d", req.topic, req.queue_id, req.queue_offset
                         )
+
+
+class ScanPass:
+    """One pass over one mapped file from the reput's position, window by window."""
+
+    __slots__ = ("hold", "mf", "pos", "round", "service", "start")
+
+    def __init__(
+        self, service: ReputService, mf: MappedFile, arrivals: Arrivals, hold: HoldOff | None, no_queue_entry: int
+    ) -> None:
+        self.service = service
+        self.mf = mf
+        self.hold = hold
+        self.start = mf.start_offset
+        self.pos = service.reput_from - mf.start_offset  # relative to the file
+        self.round = RowRound(service, arrivals, no_queue_entry)
+
+    def run(self, round_records: int) -> tuple[int, bool]:
+        """Dispatch what the scan vouches for; move ``reput_from`` past it. Returns how many
+        records and whether the record pass must go on from ``reput_from`` (the scan
+        stopped at something it leaves to ``check_record``)."""
+        mf, service, rnd = self.mf, self.service, self.round
+        limit = mf.wrote
+        hold = self.hold
+        hand_over = False
+        want = round_records if hold is None else min(round_records, HOLD_CHECK_RECORDS)
+        while self.pos < limit:
+            rows, end = scan_records(
+                mf.mm,
+                self.pos,
+                limit,
+                self.start,
+                mf.size,
+                min(want, round_records - len(rnd.rows)),
+                service.delay_levels_ms,
+            )
+            if not rows:
+                hand_over = True
+                break
+            staged = rnd.stage(rows)
+            if staged < len(rows):
+                self.pos = rows[staged][PHYS] - self.start
+                break
+            self.pos = end
+            if len(rnd.rows) >= round_records and not self._finish():
+                break
+            if hold is not None and hold() and service.clock.monotonic() >= service._run_until:
+                service._held = True
+                break
+        if rnd.rows:
+            self._finish()
+        service.reput_from = self.start + self.pos
+        return rnd.count, hand_over
+
+    def _finish(self) -> bool:
+        """Finish the round; True if all of it was dispatched, else the pass stands at the
+        first record that was not."""
+        rows = self.round.rows
+        done = self.round.finish()
+        if done < len(rows):
+            self.pos = rows[done][PHYS] - self.start
+            return False
+        return True

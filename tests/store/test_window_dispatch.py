@@ -31,6 +31,7 @@ from ledgermq.store.index import IndexFile
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.record_scan import request_of, scan_records
+from ledgermq.store.reput import ReputService
 from tests.conftest import small_config
 from tests.store.rw_helpers import StoreFactory, put
 from tests.store.test_fast_dispatch import _FIELDS, _OP, HOST, LEVELS, NoFacts, _files, _message, _one_put_per_unit
@@ -137,22 +138,18 @@ def test_scan_takes_at_most_what_it_is_asked_for_and_stops_at_a_blank() -> None:
 
 
 # -- a store dispatching windows against the record pass --------------------------------
-def _run(root: Path, ops: list[Any], window: bool) -> tuple[list[DispatchRequest], dict[str, bytes], int, int]:
+def _run(root: Path, ops: list[Any]) -> tuple[list[DispatchRequest], list[DispatchRequest], dict[str, bytes], int, int]:
     """Apply ``ops`` to a fresh store whose puts leave no facts, so every record is read
-    back from the log as a replica's are: by windows (a hook that names its property) or
-    record by record (a hook that wants every record, and one write per unit)."""
+    back from the log as a replica's are; returns what a hook naming the property "a" and
+    a hook wanting every record saw, the consume-queue and index files, the dispatched
+    time and how many records were dispatched."""
     clock = ManualClock(wall_ms=1_700_000_000_000)
     store = open_message_store(small_config(root, message_delay_level="1s 5s 10s"), clock=clock, store_host=HOST)
     store.start()
-    seen: list[DispatchRequest] = []
-
-    def hook(req: DispatchRequest) -> None:
-        seen.append(DispatchRequest(**{f: getattr(req, f) for f in _FIELDS}))
-
-    if window:
-        store.add_dispatch_hook(hook, only_with="a")
-    else:
-        store.add_dispatch_hook(lambda req: hook(req) if "a" in req.properties else None)
+    named: list[DispatchRequest] = []
+    every: list[DispatchRequest] = []
+    store.add_dispatch_hook(lambda req: named.append(_copy(req)), only_with="a")
+    store.add_dispatch_hook(lambda req: every.append(_copy(req)))
     assert store.reput is not None
     store.reput.stop()
     store.commitlog.appended = NoFacts()
@@ -173,7 +170,11 @@ def _run(root: Path, ops: list[Any], window: bool) -> tuple[list[DispatchRequest
     store.shutdown()
     files = {f"cq/{k}": v for k, v in _files(root, "consumequeue").items()}
     files.update({f"index/{k}": v for k, v in _files(root, "index").items()})
-    return seen, files, ts, dispatched
+    return named, every, files, ts, dispatched
+
+
+def _copy(req: DispatchRequest) -> DispatchRequest:
+    return DispatchRequest(**{f: getattr(req, f) for f in _FIELDS})
 
 
 @settings(
@@ -195,15 +196,15 @@ def test_window_dispatch_writes_what_the_record_pass_writes(tmp_path_factory: An
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(window_dispatch, "scan_records", counting)
-        seen_window, files_window, ts_window, n_window = _run(base / "window", ops, window=True)
+        window = _run(base / "window", ops)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ConsumeQueue, "put_units", _one_put_per_unit)
-        patch.setattr(window_dispatch, "scan_records", lambda *a: pytest.fail("the record pass scanned"))
-        seen_records, files_records, ts_records, n_records = _run(base / "records", ops, window=False)
-    assert seen_window == seen_records
-    assert files_window == files_records
-    assert (ts_window, n_window) == (ts_records, n_records)
-    assert sum(scanned) == n_window  # every record went the window's way
+        patch.setattr(ReputService, "_window_dispatch_fits", lambda self: False)
+        records = _run(base / "records", ops)
+    assert window == records
+    named, every, _files_window, _ts, dispatched = window
+    assert sum(scanned) == dispatched == len(every)  # every record went the window's way
+    assert named == [r for r in every if "a" in r.properties]
 
 
 # -- failures inside a window ------------------------------------------------------------

@@ -33,7 +33,7 @@ from ledgermq.store.index import IndexService
 from ledgermq.store.log_reads import LogReads
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.record_check import next_sound_record
-from ledgermq.store.window_dispatch import ScanPass, hooks_name_their_records
+from ledgermq.store.window_dispatch import ScanPass
 from ledgermq.util.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -287,8 +287,6 @@ class ReputService(DispatchService):
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__(commitlog, queues, index, start_offset, delay_levels_ms, clock)
-        self._hooks_checked = 0  # how many hooks ``_hooks_named`` was worked out for
-        self._hooks_named = True
 
     def _dispatch_available(self, hold: HoldOff | None) -> int:
         arrivals: dict[tuple[str, int], int] = {}
@@ -336,18 +334,12 @@ class ReputService(DispatchService):
         return count + _SegmentPass(self, mf, arrivals, hold).run()
 
     def _window_dispatch_fits(self) -> bool:
-        """Whether ``ScanPass`` gives what ``_SegmentPass`` would here: no facts queued, no
-        registered damage to step over, only hooks that say which records they want."""
+        """Whether ``ScanPass`` gives what ``_SegmentPass`` would here: no facts queued (a
+        master's own puts), no registered damage to step over."""
         if len(self.commitlog.appended):
             return False
         damage = self.damage
-        if damage is not None and damage.any:
-            return False
-        hooks = self.dispatch_hooks
-        if len(hooks) != self._hooks_checked:  # hooks are only ever added
-            self._hooks_checked = len(hooks)
-            self._hooks_named = hooks_name_their_records(hooks)
-        return self._hooks_named
+        return damage is None or not damage.any
 
     def _finish_round(
         self,

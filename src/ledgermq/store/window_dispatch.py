@@ -1,25 +1,27 @@
-"""Dispatch of records read in bulk: a replica's received window, a backlog.
+"""Dispatch of records read in bulk: a replica's received window, a backlog, a DLedger
+member's committed entries.
 
 The reput's ``_SegmentPass`` stages one ``DispatchRequest`` per record: the facts a put
 left behind (store/appended.py) or ``check_record``'s parse. A replica has no such facts
 for anything, so its pass read every record with ``check_record`` and then wrote its unit,
 index entries and arrival one record at a time: 53-67% of a slave's event-loop CPU went
-there (docs/benchmarks.md). ``ScanPass`` does the same work a window at a time: rows read
-by ``record_scan.scan_records`` (one struct read per record, the three properties found in
-the raw bytes), units staged per queue and written with one write per queue per round,
-the round's index entries added under one lock (``IndexService.build_rows``), arrivals
-taken per queue from its last unit. A ``DispatchRequest`` is built only for a record a
-``PropertyHook`` asks for, or for a failure's message.
+there (docs/benchmarks.md). Here the same work is done a window at a time: rows read by
+``record_scan.scan_records`` (one struct read per record, the three properties found in
+the raw bytes), units staged per queue and written with one write per queue per round
+(``RowRound``), the round's index entries added under one lock
+(``IndexService.build_rows``), arrivals taken per queue from its last unit. A
+``DispatchRequest`` is built only for a record a hook wants (a ``PropertyHook`` names
+which; any other hook wants all) or for a failure's message.
 
-It runs only where it gives the same results as ``_SegmentPass``: no facts are queued (the
-records this process appended go there), no registered damage (stepping over it is the
-record pass's), and every hook is a ``PropertyHook``. Whatever the scan will not vouch for
-(a blank, a record still arriving, a bad one) it hands to ``_SegmentPass`` at that very
-position, which decides as it always did. Rounds, failure and hold-off rules are the
-record pass's: a round is at most ``ROUND_RECORDS`` records; a unit, index entry or queue
-that cannot be made ends the round before that record, which the next pass tries again
-(idempotent for what went through); a replica's hold-off is looked at between scans of
-``HOLD_CHECK_RECORDS``.
+``ScanPass`` walks a native commit log's segment. It runs where it gives the same results
+as ``_SegmentPass``: no facts are queued (the records this process appended go there) and
+no damage is registered (stepping over it is the record pass's). Whatever the scan will
+not vouch for (a blank, a record still arriving, a bad one) it hands to ``_SegmentPass``
+at that very position, which decides as it always did. Rounds, failure and hold-off rules
+are the record pass's: a round is at most ``ROUND_RECORDS`` records; a unit, index entry
+or queue that cannot be made ends the round before that record, which the next pass tries
+again (idempotent for what went through); a replica's hold-off is looked at between scans
+of ``HOLD_CHECK_RECORDS``.
 """
 
 from __future__ import annotations
@@ -55,19 +57,13 @@ log = logging.getLogger(__name__)
 HOLD_CHECK_RECORDS = 64  # records scanned between two looks at a replica's ``hold_off``
 
 
-def hooks_name_their_records(hooks: list[DispatchHook]) -> bool:
-    """Whether every hook is a ``PropertyHook``: rows can be dispatched without a request
-    per record."""
-    return all(isinstance(hook, PropertyHook) for hook in hooks)
-
-
 class RowRound:
     """One dispatch round of rows (at most the caller's round size): their units staged
     per queue, then written, indexed, handed to the hooks that asked and announced, up to
     the first record that could not be dispatched. Shared by ``ScanPass`` (a native log's
     windows) and the DLedger reput (one row per committed entry)."""
 
-    __slots__ = ("arrivals", "by_queue", "count", "no_queue_entry", "rows", "service", "units")
+    __slots__ = ("arrivals", "by_queue", "count", "no_queue_entry", "rows", "service", "stage_failure", "units")
 
     def __init__(self, service: DispatchService, arrivals: Arrivals, no_queue_entry: int) -> None:
         self.service = service
@@ -77,11 +73,12 @@ class RowRound:
         self.rows: list[Row] = []
         self.units: dict[ConsumeQueue, list[Unit]] = {}
         self.by_queue: dict[tuple[str, int], list[Unit]] = {}
+        self.stage_failure: tuple[DispatchRequest, Exception] | None = None
 
     def stage(self, rows: list[Row]) -> int:
         """Add ``rows`` and their units; returns how many were staged: fewer than all when
-        a record's queue could not be made (the round is then finished with that failure,
-        and the caller goes on at that record next time)."""
+        a record's queue could not be made (noted for ``finish``, which the caller calls
+        next; it goes on at that record next time)."""
         staged = self.rows
         units = self.units
         by_queue = self.by_queue
@@ -97,7 +94,7 @@ class RowRound:
                     cq = self.service.queues.find_or_create(key[0], key[1])
                 except Exception as exc:
                     staged.extend(rows[:j])  # their units are staged; this record's is not
-                    self.finish((request_of(row), exc))
+                    self.stage_failure = (request_of(row), exc)
                     return j
                 cq_units = units.get(cq)
                 if cq_units is None:
@@ -107,12 +104,13 @@ class RowRound:
         staged.extend(rows)
         return len(rows)
 
-    def finish(self, failed_next: tuple[DispatchRequest, Exception] | None = None) -> int:
+    def finish(self) -> int:
         """Write the round's units (one write per queue), index its rows, call the hooks that
-        asked for them and note the queues that grew, up to the first record that could not
-        be dispatched; returns how many were (the round is empty again). ``failed_next``:
-        the record after the round could not be staged, and why."""
+        want them and note the queues that grew, up to the first record that could not be
+        dispatched (or the record after them that could not be staged); returns how many
+        were. The round is empty again."""
         service = self.service
+        failed_next, self.stage_failure = self.stage_failure, None
         rows, units = self.rows, self.units
         done = len(rows)
         failure: tuple[int, Exception] | None = None
@@ -153,24 +151,26 @@ class RowRound:
         return done
 
     def _call_hooks(self, done: int) -> None:
-        """The hooks (all ``PropertyHook``s here) with the records whose raw properties
-        name their property, in commit-log order."""
+        """Each hook with the records it wants, in commit-log order: a ``PropertyHook``
+        those whose raw properties name its property, any other hook every record."""
         hooks = self.service.dispatch_hooks
         rows = self.rows
         for i in range(done):
             props = rows[i][PROPS]
             req = None
             for hook in hooks:
-                assert isinstance(hook, PropertyHook)
-                if hook.raw_name in props:
-                    if req is None:
-                        req = request_of(rows[i])
-                    try:
-                        hook.hook(req)
-                    except Exception:
-                        log.exception(
-                            "dispatch hook failed for %s-%d offset %d", req.topic, req.queue_id, req.queue_offset
-                        )
+                if isinstance(hook, PropertyHook):
+                    if hook.raw_name not in props:
+                        continue
+                    call: DispatchHook = hook.hook
+                else:
+                    call = hook
+                if req is None:
+                    req = request_of(rows[i])
+                try:
+                    call(req)
+                except Exception:
+                    log.exception("dispatch hook failed for %s-%d offset %d", req.topic, req.queue_id, req.queue_offset)
 
 
 class ScanPass:
@@ -211,8 +211,9 @@ class ScanPass:
                 hand_over = True
                 break
             staged = rnd.stage(rows)
-            if staged < len(rows):
+            if staged < len(rows):  # a queue could not be made: the round ends before its record
                 self.pos = rows[staged][PHYS] - self.start
+                self._finish()
                 break
             self.pos = end
             if len(rnd.rows) >= round_records and not self._finish():

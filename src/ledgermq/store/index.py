@@ -334,8 +334,8 @@ class IndexService:
                     ts = row[STORE_TS]
                     if f is None:
                         f = self._writable()
-                    if uniq is not None:
-                        f = self._put(f, java_utf8_hash(prefix + uniq), phy, ts)
+                    if uniq is not None and not f.put_hashed(java_utf8_hash(prefix + uniq), phy, ts):
+                        f = self._put(self._roll(), java_utf8_hash(prefix + uniq), phy, ts)
                     if keys is not None:
                         for k in keys.split(_KEY_SEPARATOR_B):
                             if k:

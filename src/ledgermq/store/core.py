@@ -193,13 +193,10 @@ class StoreCore:
         return (self.reput.dispatch_failures if self.reput else 0) + self.queues.creator.failures
 
     def derived_info(self) -> dict[str, str]:
-        """Runtime info about the queues, the index and registered damage (both modes)."""
+        """Runtime info about the queues and the index (both modes; damage: the facade's
+        ``damage_summary``)."""
         stats = self.queues.stats
         return {
-            "storeDamagedRanges": str(len(self.damage.ranges())),
-            "storeDamagedBytes": str(self.damage.damaged_bytes),
-            "storeCorruptionsFound": str(self.damage.corruptions_found),
-            "storeRepairs": str(self.damage.repairs),
             "storeQueueRebuilds": str(stats.queue_rebuilds),
             "storeQueueUnitsRewritten": str(stats.units_rewritten),
             "storeQueuePlaceholders": str(stats.placeholders),

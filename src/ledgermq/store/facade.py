@@ -33,7 +33,7 @@ from ledgermq.store import encoding, queue_positions
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.core import StoreCore
-from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.damage import DamageRegistry, DamageSummary
 from ledgermq.store.dispatch_hooks import DispatchHook, PropertyHook
 from ledgermq.store.encoding import Encoded
 from ledgermq.store.flush import ConsumeQueueFlushService
@@ -369,4 +369,9 @@ class StoreFacade:
             "consumeQueueFilesPending": str(core.queues.creator.backlog),
             "storeFailed": core.failed_reason or "",
             **core.derived_info(),
+            **self.damage_summary().info(),
         }
+
+    def damage_summary(self) -> DamageSummary:
+        """Damaged ranges refused now, found and repaired (runtime info and metrics)."""
+        return self.core.damage.summary()

@@ -272,7 +272,7 @@ class IndexService:
                 broken = True
                 self.files_dropped += 1
                 f.destroy()
-                trusted_end = self._next_phy
+                trusted_end = self._resume_at()
                 rebuild_from = trusted_end if rebuild_from is None else min(rebuild_from, trusted_end)
                 continue
             if not last_exit_ok and f.end_ts > checkpoint_index_ts:
@@ -394,7 +394,14 @@ class IndexService:
             self.files_dropped += len(dropped)
             kept = [f for f in self.files if f.count > 1]
             self._next_phy = kept[-1].end_phy + 1 if kept else 0
-            return self._next_phy
+            return self._resume_at()
+
+    def _resume_at(self) -> int:
+        """Where a rebuild walks the commit log from: the start of the last record indexed
+        (a record boundary; ``build``'s replay guard skips that record itself). The guard,
+        one past it, lies inside the record: a walk from there met no record and took the
+        healthy bytes for damage."""
+        return max(self._next_phy - 1, 0)
 
     def forget_after(self, offset: int) -> None:
         """After a commit-log truncation: records from ``offset`` on may be indexed again."""

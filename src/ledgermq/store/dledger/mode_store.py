@@ -18,6 +18,7 @@ from ledgermq.errors import StoreError
 from ledgermq.protocol import message as M
 from ledgermq.store.commitlog import EncodedMessage
 from ledgermq.store.core import StoreCore
+from ledgermq.store.damage import DamageSummary
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog, EntryToWrite
 from ledgermq.store.dledger.config import dledger_store_config
 from ledgermq.store.dledger.reput import DLedgerReputService
@@ -113,6 +114,10 @@ class DLedgerMessageStore(StoreFacade):
         reput = self.core.reput
         assert reput is None or isinstance(reput, DLedgerReputService)
         return reput
+
+    def damage_summary(self) -> DamageSummary:
+        """The old native log's damage (below the divided offset) and the DLedger log's."""
+        return self.core.damage.summary() + self.commitlog.damage_summary()
 
     # == proposals (a leader, before the Raft group decides) ============================
     def check_for_proposal(self, msg: MessageInput | BatchInput) -> PutResult | None:

@@ -104,7 +104,7 @@ def _topic(raw: bytes) -> str:
 
 
 def _tag_code(tags: bytes) -> int:
-    """A TAGS value's tag code (nonzero ones are cached: a 0 is looked up again)."""
+    """A TAGS value's tag code, cached (a cached 0 reads as a miss and is worked out again)."""
     code = tag_hash(tags.decode("utf-8", "replace"))
     if len(_tag_codes) >= _CACHE_MAX:
         _tag_codes.clear()

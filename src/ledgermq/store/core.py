@@ -25,6 +25,7 @@ from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.damage import FILE_NAME as DAMAGE_FILE
 from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.dispatch_hooks import DispatchHook
 from ledgermq.store.flush import ConsumeQueueFlushService
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
@@ -32,7 +33,7 @@ from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
 from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.recovery import RecoveryResult
-from ledgermq.store.reput import ArrivalListener, DispatchHook, DispatchService
+from ledgermq.store.reput import ArrivalListener, DispatchService
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import DiskUsage, RetentionRounds
 from ledgermq.store.scrub import ScrubSettings

@@ -38,6 +38,7 @@ from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.core import StoreCore
 from ledgermq.store.damage import DamageRegistry, DamageSummary
+from ledgermq.store.dispatch_hooks import DispatchHook, PropertyHook
 from ledgermq.store.encoding import Encoded
 from ledgermq.store.flush import ConsumeQueueFlushService
 from ledgermq.store.index import IndexService
@@ -48,7 +49,7 @@ from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult
-from ledgermq.store.reput import ArrivalListener, Arrivals, DispatchHook, DispatchService
+from ledgermq.store.reput import ArrivalListener, Arrivals, DispatchService
 from ledgermq.store.results import GetResult, PutResult, QueryResult
 from ledgermq.store.retention import RetentionRounds
 from ledgermq.store.scrub import ScrubSettings
@@ -335,11 +336,13 @@ class StoreFacade(Generic[LogT, ReputT, CleanerT]):
         reput = self.core.reput
         return reput.dispatch_appended() if reput is not None else {}
 
-    def add_dispatch_hook(self, hook: DispatchHook) -> None:
+    def add_dispatch_hook(self, hook: DispatchHook, *, only_with: str | None = None) -> None:
         """Called with every dispatched record (its DispatchRequest, properties text
         included), after its consume-queue unit is written: on the reput thread, or on
-        the thread that calls ``dispatch_appended``."""
-        self.core.dispatch_hooks.append(hook)
+        the thread that calls ``dispatch_appended``. ``only_with``: only records whose
+        properties text contains that property name (store/dispatch_hooks.py); a replica
+        dispatches a window of records at once only while every hook says so."""
+        self.core.dispatch_hooks.append(hook if only_with is None else PropertyHook(hook, only_with))
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called with (topic, queue id, new max offset) from the reput thread's passes

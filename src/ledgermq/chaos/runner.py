@@ -252,14 +252,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         counters.start()
         await asyncio.sleep(cfg.warmup_s)
         injector = Injector(layout, proxies, cfg.seed)
-        try:
-            for plan in plans:
-                await _one_fault(plan, len(plans), layout, injector, workload, cfg, records, notes)
-            await asyncio.sleep(1.0)
-        except Exception as exc:
-            log.exception("chaos cycle failed")
-            stopped_early = f"the fault cycles stopped early: {type(exc).__name__}: {exc}"
-            notes.append(stopped_early)
+        stopped_early = await _run_faults(plans, layout, injector, workload, cfg, records, notes)
         await workload.stop()
         run_end = time.monotonic()
         settled = await settle_and_read(layout, injector, cfg.stable_timeout)
@@ -312,6 +305,28 @@ async def _start_cluster(layout: Layout, proxies: dict[str, FaultProxy], cfg: Ru
     first = await layout.wait_stable(cfg.stable_timeout)
     if not first.stable:
         notes.append(f"not stable before the first fault: {first.detail}")
+
+
+async def _run_faults(
+    plans: list[FaultPlan],
+    layout: Layout,
+    injector: Injector,
+    workload: Workload,
+    cfg: RunConfig,
+    records: list[FaultRecord],
+    notes: list[str],
+) -> str:
+    """The fault cycles, one after another; why they stopped early ("" when all of them ran)."""
+    try:
+        for plan in plans:
+            await _one_fault(plan, len(plans), layout, injector, workload, cfg, records, notes)
+        await asyncio.sleep(1.0)
+    except Exception as exc:
+        log.exception("chaos cycle failed")
+        why = f"the fault cycles stopped early: {type(exc).__name__}: {exc}"
+        notes.append(why)
+        return why
+    return ""
 
 
 def incomplete_run(records: list[FaultRecord], stopped_early: str) -> list[str]:

@@ -39,6 +39,7 @@ from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.core import StoreCore
 from ledgermq.store.damage import DamageRegistry, DamageSummary
 from ledgermq.store.dispatch_hooks import DispatchHook, PropertyHook
+from ledgermq.store.dispatch_host import Arrivals
 from ledgermq.store.encoding import Encoded
 from ledgermq.store.flush import ConsumeQueueFlushService
 from ledgermq.store.index import IndexService
@@ -49,7 +50,7 @@ from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult
-from ledgermq.store.reput import ArrivalListener, Arrivals, DispatchService
+from ledgermq.store.reput import ArrivalListener, DispatchService
 from ledgermq.store.results import GetResult, PutResult, QueryResult
 from ledgermq.store.retention import RetentionRounds
 from ledgermq.store.scrub import ScrubSettings

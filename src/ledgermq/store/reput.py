@@ -29,6 +29,7 @@ from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable, Unit, U
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, INCOMPLETE, DispatchRequest, Verdict, check_record
 from ledgermq.store.dispatch_hooks import DispatchHook
+from ledgermq.store.dispatch_host import Arrivals, HoldOff
 from ledgermq.store.index import IndexService
 from ledgermq.store.log_reads import LogReads
 from ledgermq.store.mapped_file import MappedFile
@@ -39,9 +40,6 @@ from ledgermq.util.service import ServiceThread
 log = logging.getLogger(__name__)
 
 ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max offset
-Arrivals = dict[tuple[str, int], int]
-"""(topic, queue id) -> the queue's new max offset, for the queues a pass made grow."""
-HoldOff = Callable[[], bool]
 
 # An appender dispatches what it just appended itself when no more than this is waiting;
 # a bigger backlog (recovery, a slave catching up) is left to the thread.

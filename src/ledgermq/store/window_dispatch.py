@@ -50,7 +50,7 @@ from ledgermq.store.record_scan import (
 )
 
 if TYPE_CHECKING:
-    from ledgermq.store.reput import Arrivals, DispatchService, HoldOff, ReputService
+    from ledgermq.store.dispatch_host import Arrivals, DispatchHost, HoldOff
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class RowRound:
 
     __slots__ = ("arrivals", "by_queue", "count", "no_queue_entry", "rows", "service", "stage_failure", "units")
 
-    def __init__(self, service: DispatchService, arrivals: Arrivals, no_queue_entry: int) -> None:
+    def __init__(self, service: DispatchHost, arrivals: Arrivals, no_queue_entry: int) -> None:
         self.service = service
         self.arrivals = arrivals
         self.no_queue_entry = no_queue_entry  # the SYSFLAG bit of records without a unit
@@ -179,7 +179,7 @@ class ScanPass:
     __slots__ = ("hold", "mf", "pos", "round", "service", "start")
 
     def __init__(
-        self, service: ReputService, mf: MappedFile, arrivals: Arrivals, hold: HoldOff | None, no_queue_entry: int
+        self, service: DispatchHost, mf: MappedFile, arrivals: Arrivals, hold: HoldOff | None, no_queue_entry: int
     ) -> None:
         self.service = service
         self.mf = mf

@@ -22,11 +22,12 @@ from ledgermq.errors import StoreError
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import DispatchRequest, Verdict, check_record
+from ledgermq.store.dispatch_host import HoldOff
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.ledger_store import EntrySpan
 from ledgermq.store.index import IndexService
 from ledgermq.store.record_scan import Row, scan_records
-from ledgermq.store.reput import ROUND_RECORDS, DispatchService, HoldOff
+from ledgermq.store.reput import ROUND_RECORDS, DispatchService
 from ledgermq.store.window_dispatch import RowRound
 
 _NO_QUEUE_ENTRY = SF.TRANSACTION_PREPARED_TYPE  # the SYSFLAG bit of records without a unit

@@ -7,10 +7,12 @@ and the checkpoint are made durable; every 30 s timer-log segments wholly in the
 are deleted. A follower files only what its master had filed (``adopt``).
 
 Delivery (``start`` / ``stop``, the master only: BrokerApp starts and stops it where it
-starts and stops the delay-level service, so it moves with mastership): once a slot has
-passed, its units' records are read (in the thread) and written to their real topics
+starts and stops the delay-level service, so it moves with mastership): a slot's first
+units' records are read (in the thread) up to ``READ_AHEAD_MS`` before its end, so that
+when it ends only the puts remain; from then on they are written to their real topics
 through ``put``, the broker's writer (the store natively, the Raft group in DLedger
-mode), in chunks paced so that sends keep the loop (broker/timer/pacing.py). A unit
+mode), in chunks paced so that sends keep the loop (broker/timer/pacing.py), and the rest
+of the slot is read a batch at a time. Nothing is written before its slot's end. A unit
 counts as delivered only once ``put`` answered PUT_OK; a refusal or an unknown outcome
 leaves it, to be tried again (half a precision step later): at least once, never lost.
 Every delivered message says which timer it was (store/timer/delivered_from.py); every
@@ -32,7 +34,7 @@ from pathlib import Path
 
 from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.timer.convert import NotATimerRecord, due_message
-from ledgermq.broker.timer.pacing import Pace, PaceSettings
+from ledgermq.broker.timer.pacing import Pace, PaceSettings, Sleep
 from ledgermq.clock import Clock
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol import properties as P
@@ -56,6 +58,8 @@ LATENESS_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0, 60.0, 3
 FILE_BATCH = 2048
 CATCH_UP_S = 5.0  # a new master waits at most this long to dispatch what it holds before delivering
 DUE_BATCH = 256
+READ_AHEAD_MS = 200  # a slot's first units are read this long (at most half a step) before its end
+IDLE_MAX_S = 0.5  # with nothing due, look again at least this often
 CLEAN_INTERVAL_S = 30.0
 RATE_WINDOW_S = 10.0
 
@@ -70,13 +74,18 @@ class TimerService:
         settings: TimerSettings | None = None,
         pace: PaceSettings | None = None,
         on_written: Callable[[], None] | None = None,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.store = store
         self.put = put
         self.clock = clock
         self.settings = settings or store.timer
         self.pace_settings = pace or PaceSettings()
-        self.on_written = on_written  # a master's HA: new bytes to stream
+        # the broker's end-of-turn step, run now: what delivery wrote is dispatched and
+        # replicated within its chunk, and pacing counts that as delivery's own work
+        self.on_written = on_written
+        self.sleep = sleep  # every wait of delivery: tests drive it on their clock
+        self.ahead_ms = min(READ_AHEAD_MS, self.settings.precision_ms // 2)
         self.timers = TimerStore(
             Path(store.config.root_dir), self.settings, lambda: store.queues.get(TIMER_TOPIC, 0), clock
         )
@@ -94,6 +103,7 @@ class TimerService:
         self.skipped = 0
         self.put_failures = 0
         self.loop_failures = 0
+        self.rests = 0  # chunks after which delivery rested for other work (pacing.py)
         self._rates: deque[tuple[float, int, int]] = deque()
 
     # == lifecycle ===================================================================
@@ -181,16 +191,29 @@ class TimerService:
                 done, self._done = self._done, []
                 batch = await asyncio.to_thread(self._due_batch, now, done)
                 if not batch:
-                    await asyncio.sleep(min(0.5, max(0.005, (self.timers.read_ms + p - now) / 1000)))
+                    await self.sleep(self._idle_s(now))
                     continue
+                await self._until(batch[0][0].due_ms)  # read ahead: written at the slot's end, not before
                 if not await self._write(batch):
-                    await asyncio.sleep(p / 2000)  # refused: the same unit again shortly
+                    await self.sleep(p / 2000)  # refused: the same unit again shortly
             except asyncio.CancelledError:
                 raise
             except Exception:
                 self.loop_failures += 1
                 log.exception("timer delivery round failed (failure %d); going on", self.loop_failures)
-                await asyncio.sleep(1.0)
+                await self.sleep(1.0)
+
+    def _idle_s(self, now_ms: int) -> float:
+        """Nothing to hand out at ``now_ms``: how long until the next slot's units are to be
+        read ahead, or, inside that window (it held nothing yet), until its end."""
+        due = self.timers.read_ms + self.settings.precision_ms
+        wake = due - self.ahead_ms if now_ms < due - self.ahead_ms else due
+        return min(IDLE_MAX_S, max(0.001, (wake - now_ms) / 1000))
+
+    async def _until(self, due_ms: int) -> None:
+        """Wait until the clock reads ``due_ms`` (the loop's timer runs on another clock)."""
+        while (left_ms := due_ms - self.clock.wall_ms()) > 0:
+            await self.sleep(left_ms / 1000)
 
     def _catch_up(self) -> None:
         """(worker thread) Before delivering, dispatch everything this broker holds, the old
@@ -207,7 +230,7 @@ class TimerService:
 
     def _due_batch(self, now_ms: int, done: list[int]) -> list[tuple[DueUnit, MessageInput | None]]:
         """(worker thread) Report what was delivered, take the next due units, read them."""
-        units = self.timers.due_units(now_ms, DUE_BATCH, done)
+        units = self.timers.due_units(now_ms, DUE_BATCH, done, self.ahead_ms)
         out: list[tuple[DueUnit, MessageInput | None]] = []
         for unit in units:
             record = self.store.commitlog.read(unit.phy, unit.size)
@@ -224,7 +247,7 @@ class TimerService:
 
     async def _write(self, batch: list[tuple[DueUnit, MessageInput | None]]) -> bool:
         """Put each due message in order; False at the first refusal (it stays due)."""
-        pace = Pace(self.pace_settings)
+        pace = Pace(self.pace_settings, sleep=self.sleep)
         p = self.settings.precision_ms
         chunk = self.pace_settings.chunk
         for i, (unit, msg) in enumerate(batch, 1):
@@ -232,6 +255,7 @@ class TimerService:
                 self.skipped += 1
                 self._done.append(unit.pos)
                 continue
+            msg.properties[P.TIMER_DEQUEUE_MS] = str(self.clock.wall_ms())  # read ahead: stamped now
             result = await self.put(msg)
             if not result.ok:
                 self.put_failures += 1
@@ -239,6 +263,7 @@ class TimerService:
                     log, logging.WARNING, ("timer put", result.status), "timer delivery to %s refused: %s %s; retrying",
                     msg.topic, result.status.value, result.remark,
                 )  # fmt: skip
+                self.rests += pace.rests
                 return False
             self._done.append(unit.pos)
             if unit.roll:
@@ -251,11 +276,10 @@ class TimerService:
                 self.lateness.observe(late_ms / 1000)
                 self.recent_lateness_ms.append(late_ms)
             if i % chunk == 0:
-                if self.on_written is not None:
-                    self.on_written()
-                await pace.end_chunk()
+                await pace.end_chunk(self.on_written)
         if self.on_written is not None:
             self.on_written()
+        self.rests += pace.rests
         return True
 
     # == figures =====================================================================

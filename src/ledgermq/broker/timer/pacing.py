@@ -10,11 +10,18 @@ milliseconds. 10%, not more: with 15% a burst of 200,000 timers cost concurrent 
 reading of due records in a worker thread, which this does not count, takes its part of
 the interpreter too); with 10% they kept 86% (docs/benchmarks.md, "Timer messages").
 
-The chunk's own end-of-turn step (dispatching and replicating what it just wrote) is the
-chunk's work, not other work: it runs inside the chunk (``end_chunk(own_step)``), before
-the yield is timed. Left to run during the yield, it made every yield look late on an
-idle broker, and delivery rested nine times as long as it worked: a slot of 1,667 timers
-took half a second instead of a tenth, which was most of the lateness past a slot's end.
+What counts as other work is decided so that an idle broker never rests:
+
+* the chunk's own end-of-turn step (dispatching and replicating what it just wrote) is the
+  chunk's work: it runs inside the chunk (``end_chunk(own_step)``), before the yield.
+  Left to run during the yield, it made the yield look late after every chunk;
+* work and lag are read on the loop thread's CPU clock, not the wall clock: on a busy
+  machine the process is descheduled now and then, and a yield across such a gap looked
+  like other work on the loop, and the gap inside a chunk like work, so delivery rested
+  nine times a pause that was nobody's work on this loop.
+
+Either made delivery rest on a broker with nothing else to do, up to nine tenths of the
+time, and that was most of what a slot's timers waited past its end (docs/timers.md).
 """
 
 from __future__ import annotations
@@ -22,8 +29,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-from ledgermq.clock import perf_seconds
+from time import thread_time
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -40,7 +46,7 @@ class Pace:
         self,
         settings: PaceSettings | None = None,
         *,
-        perf: Callable[[], float] = perf_seconds,
+        perf: Callable[[], float] = thread_time,  # the loop thread's CPU seconds
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.settings = settings or PaceSettings()

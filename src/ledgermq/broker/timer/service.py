@@ -8,20 +8,21 @@ are deleted. A follower files only what its master had filed (``adopt``).
 
 Delivery (``start`` / ``stop``, the master only: BrokerApp starts and stops it where it
 starts and stops the delay-level service, so it moves with mastership): a slot's first
-units' records are read (in the thread) up to ``READ_AHEAD_MS`` before its end, so that
-when it ends only the puts remain; from then on they are written to their real topics
-through ``put``, the broker's writer (the store natively, the Raft group in DLedger
-mode), in chunks paced so that sends keep the loop (broker/timer/pacing.py), and the rest
-of the slot is read a batch at a time. Nothing is written before its slot's end. A unit
-counts as delivered only once ``put`` answered PUT_OK; a refusal or an unknown outcome
-leaves it, to be tried again (half a precision step later): at least once, never lost.
-Every delivered message says which timer it was (store/timer/delivered_from.py); every
-broker listens to its dispatched records, so a follower knows, record by record, how far
-its master's delivery got, and one taking over waits until it has dispatched everything it
-holds, then skips what the old master delivered. Retention keeps the commit-log records of
-pending timers (store/timer/retention.py). A record the commit log no longer holds anyway
-(a truncation replaced it, a disk past the forcible ratio in DLedger mode) cannot be
-delivered: that is logged and counted as ``skipped``.
+units (up to ``READ_AHEAD_UNITS``) and their records are read (in the thread) up to
+``READ_AHEAD_MS`` before its end, so that when it ends only the puts remain; they are
+written to their real topics through ``put``, the broker's writer (the store natively,
+the Raft group in DLedger mode), in chunks paced so that sends keep the loop
+(broker/timer/pacing.py), and the rest of the slot is read a batch at a time. Nothing is
+written before its slot's end. A unit counts as delivered only once ``put`` answered
+PUT_OK; a refusal or an unknown outcome leaves it, to be tried again (half a precision
+step later): at least once, never lost. Every delivered message says which timer it was
+(store/timer/delivered_from.py); every broker listens to its dispatched records, so a
+follower knows, record by record, how far its master's delivery got, and one taking over
+waits until it has dispatched everything it holds, then skips what the old master
+delivered. Retention keeps the commit-log records of pending timers
+(store/timer/retention.py). A record the commit log no longer holds anyway (a truncation
+replaced it, a disk past the forcible ratio in DLedger mode) cannot be delivered: that is
+logged and counted as ``skipped``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ LATENESS_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0, 60.0, 3
 FILE_BATCH = 2048
 CATCH_UP_S = 5.0  # a new master waits at most this long to dispatch what it holds before delivering
 DUE_BATCH = 256
-READ_AHEAD_MS = 200  # a slot's first units are read this long (at most half a step) before its end
+READ_AHEAD_MS = 500  # a slot's first units are read this long (at most half a step) before its end
+READ_AHEAD_UNITS = 2048  # at most this many (~2 MB of messages held until the slot ends)
 IDLE_MAX_S = 0.5  # with nothing due, look again at least this often
 CLEAN_INTERVAL_S = 30.0
 RATE_WINDOW_S = 10.0
@@ -230,7 +232,7 @@ class TimerService:
 
     def _due_batch(self, now_ms: int, done: list[int]) -> list[tuple[DueUnit, MessageInput | None]]:
         """(worker thread) Report what was delivered, take the next due units, read them."""
-        units = self.timers.due_units(now_ms, DUE_BATCH, done, self.ahead_ms)
+        units = self.timers.due_units(now_ms, DUE_BATCH, done, self.ahead_ms, READ_AHEAD_UNITS)
         out: list[tuple[DueUnit, MessageInput | None]] = []
         for unit in units:
             record = self.store.commitlog.read(unit.phy, unit.size)

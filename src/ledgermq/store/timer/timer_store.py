@@ -250,11 +250,17 @@ class TimerStore:
 
     # == delivery ====================================================================
     def due_units(
-        self, now_ms: int, max_units: int = 256, delivered: Sequence[int] = (), ahead_ms: int = 0
+        self,
+        now_ms: int,
+        max_units: int = 256,
+        delivered: Sequence[int] = (),
+        ahead_ms: int = 0,
+        ahead_units: int | None = None,
     ) -> list[DueUnit]:
         """The next units to deliver, in order: those of slot ``read_ms`` not delivered
-        yet, once the slot has passed, or from ``ahead_ms`` before that: units handed out
-        early are only to be read ahead, and must not be written before their slot's end
+        yet, up to ``max_units``, once the slot has passed; or, from ``ahead_ms`` before
+        that, up to ``ahead_units`` (default ``max_units``): units handed out early are
+        only to be read ahead, and must not be written before their slot's end
         (``DueUnit.due_ms``). A slot is left behind only once it has passed and holds
         nothing more; [] when nothing is due. ``delivered`` first reports units written
         since the last call (``delivered``), so the caller's thread never waits for the lock."""
@@ -265,8 +271,9 @@ class TimerStore:
             if self.wheel is None:
                 return []
             while now_ms + ahead_ms >= self.read_ms + p:
-                units = self._peek(max_units)
-                if units or now_ms < self.read_ms + p:
+                passed = now_ms >= self.read_ms + p
+                units = self._peek(max_units if passed or ahead_units is None else ahead_units)
+                if units or not passed:
                     return units
                 self._advance()
             return []

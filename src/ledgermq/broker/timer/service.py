@@ -60,7 +60,8 @@ FILE_BATCH = 2048
 CATCH_UP_S = 5.0  # a new master waits at most this long to dispatch what it holds before delivering
 DUE_BATCH = 256
 READ_AHEAD_MS = 500  # a slot's first units are read this long (at most half a step) before its end
-READ_AHEAD_UNITS = 2048  # at most this many (~2 MB of messages held until the slot ends)
+READ_AHEAD_UNITS = 2048  # at most this many (~3 MB held until the slot ends with 100-byte bodies)
+BATCH_BYTES = 4 << 20  # records read in one go (at least one): large messages make smaller batches
 IDLE_MAX_S = 0.5  # with nothing due, look again at least this often
 CLEAN_INTERVAL_S = 30.0
 RATE_WINDOW_S = 10.0
@@ -231,10 +232,16 @@ class TimerService:
             )  # fmt: skip
 
     def _due_batch(self, now_ms: int, done: list[int]) -> list[tuple[DueUnit, MessageInput | None]]:
-        """(worker thread) Report what was delivered, take the next due units, read them."""
+        """(worker thread) Report what was delivered, take the next due units, read them
+        (up to ``BATCH_BYTES`` of records: the units left over are handed out again next time,
+        since only what was delivered moves the timer store on)."""
         units = self.timers.due_units(now_ms, DUE_BATCH, done, self.ahead_ms, READ_AHEAD_UNITS)
         out: list[tuple[DueUnit, MessageInput | None]] = []
+        budget = BATCH_BYTES
         for unit in units:
+            if budget <= 0:
+                break
+            budget -= unit.size
             record = self.store.commitlog.read(unit.phy, unit.size)
             msg: MessageInput | None = None
             if record is None:

@@ -38,7 +38,7 @@ Sleep = Callable[[float], Awaitable[None]]
 class PaceSettings:
     chunk: int = 32  # puts between yields (~1 ms of loop time)
     busy_share: float = 0.10  # at most this share of a busy loop goes to delivery
-    busy_lag_s: float = 0.0005  # a yield that came back later than this means other work ran
+    busy_lag_s: float = 0.0005  # loop-thread CPU spent by others during a yield: more means other work ran
 
 
 class Pace:
@@ -54,7 +54,6 @@ class Pace:
         self.sleep = sleep
         self._chunk_started = perf()
         self.rests = 0
-        self.rested_s = 0.0
 
     def start_chunk(self) -> None:
         self._chunk_started = self.perf()
@@ -73,6 +72,5 @@ class Pace:
             share = self.settings.busy_share
             rest = worked * (1 - share) / share
             self.rests += 1
-            self.rested_s += rest
             await self.sleep(rest)
         self._chunk_started = perf()

@@ -106,7 +106,6 @@ class TimerService:
         self.skipped = 0
         self.put_failures = 0
         self.loop_failures = 0
-        self.rests = 0  # chunks after which delivery rested for other work (pacing.py)
         self._rates: deque[tuple[float, int, int]] = deque()
 
     # == lifecycle ===================================================================
@@ -272,7 +271,6 @@ class TimerService:
                     log, logging.WARNING, ("timer put", result.status), "timer delivery to %s refused: %s %s; retrying",
                     msg.topic, result.status.value, result.remark,
                 )  # fmt: skip
-                self.rests += pace.rests
                 return False
             self._done.append(unit.pos)
             if unit.roll:
@@ -288,7 +286,6 @@ class TimerService:
                 await pace.end_chunk(self.on_written)
         if self.on_written is not None:
             self.on_written()
-        self.rests += pace.rests
         return True
 
     # == figures =====================================================================

@@ -20,10 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ledgermq.bench.procstat import cpu_seconds, load_average  # noqa: E402
-from ledgermq.protocol.command import decode_command  # noqa: E402
-from tests.compat.cluster import HOST, wait_until  # noqa: E402
-from tests.guarantees.sends import body_for, send_request  # noqa: E402
+from tests.compat.cluster import HOST, wait_until
+from tests.guarantees.sends import body_for, send_request
+
+from ledgermq.bench.procstat import cpu_seconds, load_average, voluntary_switches
+from ledgermq.protocol.command import decode_command
 
 TOPIC = "WriteTurnBench"
 COUNTED = [
@@ -43,27 +44,6 @@ def read_counts(pid: int) -> dict[str, int]:
             return dict(json.load(f))
     except (OSError, ValueError):
         return {}
-
-
-def switches(pid: int) -> int:
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith("voluntary_ctxt_switches"):
-                        total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
-
-
-def main_thread_switches(pid: int) -> int:
-    with open(f"/proc/{pid}/task/{pid}/status") as f:
-        for line in f:
-            if line.startswith("voluntary_ctxt_switches"):
-                return int(line.split()[1])
-    return -1
 
 
 async def drive(port: int, count: int, inflight: int, tag: str) -> int:
@@ -108,8 +88,8 @@ def measure(pids: dict[str, int], port: int, count: int, inflight: int) -> dict[
     time.sleep(0.3)
     cpu0 = {n: cpu_seconds(p) for n, p in pids.items()}
     calls0 = {n: read_counts(p) for n, p in pids.items()}
-    sw0 = {n: switches(p) for n, p in pids.items()}
-    mt0 = {n: main_thread_switches(p) for n, p in pids.items()}
+    sw0 = {n: voluntary_switches(p) for n, p in pids.items()}
+    mt0 = {n: voluntary_switches(p, main_thread_only=True) for n, p in pids.items()}
     load0 = load_average()
     t0 = time.monotonic()
     asyncio.run(drive(port, count, inflight, "run"))
@@ -118,12 +98,17 @@ def measure(pids: dict[str, int], port: int, count: int, inflight: int) -> dict[
     for n, p in pids.items():
         now = read_counts(p)
         COUNTS[n] = {k.rsplit(":", 1)[1]: round((v - calls0[n].get(k, 0)) / count, 2) for k, v in now.items()}
-    out: dict[str, object] = {"n": count, "inflight": inflight, "wall_s": round(wall, 2), "load": [load0, load_average()]}
+    out: dict[str, object] = {
+        "n": count,
+        "inflight": inflight,
+        "wall_s": round(wall, 2),
+        "load": [load0, load_average()],
+    }
     for n, p in pids.items():
         out[n] = {
             "cpu_us_per_msg": round((cpu_seconds(p) - cpu0[n]) * 1e6 / count, 1),
-            "switches_per_msg": round((switches(p) - sw0[n]) / count, 2),
-            "main_switches_per_msg": round((main_thread_switches(p) - mt0[n]) / count, 2),
+            "switches_per_msg": round((voluntary_switches(p) - sw0[n]) / count, 2),
+            "main_switches_per_msg": round((voluntary_switches(p, main_thread_only=True) - mt0[n]) / count, 2),
         }
     return out
 
@@ -169,7 +154,11 @@ def dledger(root: Path, count: int, inflight: int) -> dict[str, object]:
 
 if __name__ == "__main__":
     mode, count, inflight = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    src = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv else str(Path(__file__).resolve().parents[1] / "src")
+    src = (
+        sys.argv[sys.argv.index("--src") + 1]
+        if "--src" in sys.argv
+        else str(Path(__file__).resolve().parents[1] / "src")
+    )
     counting = str(Path(__file__).resolve().parent / "counting")
     os.environ["PYTHONPATH"] = f"{src}:{counting}"
     count_dir = tempfile.mkdtemp(prefix="wt-count-")

@@ -5,15 +5,18 @@
 Run from the worktree root:
 
     .venv/bin/python bench-scripts/produce_cpu.py --src A_SRC,B_SRC [--order ABBA] [--role SYNC_MASTER]
-        [--sync 3000] [--inflight 20000] [--conns 1] [--profile DIR] [--strace]
+        [--sync 3000] [--inflight 20000] [--conns 1] [--idle S] [--profile DIR] [--strace]
 
 Each letter of ``--order`` starts a fresh group from that tree's sources (PYTHONPATH), runs
 both workloads (after a warm-up) and prints one JSON line: for master and slave the CPU
 µs/msg (utime+stime from /proc), voluntary context switches per message, and the host's
-1-minute load before and after. ``--profile DIR`` writes a cProfile of each server's loop
-thread over the measured run (DIR/<tree>-<workload>-<role>.prof); ``--strace`` counts the
-system calls of master and slave over the measured run (strace -c -f; slows the servers,
-so CPU figures of such a run are not comparable). The client is this process (asyncio,
+1-minute load before and after; with ``--idle S`` also ``net_cpu_us``, the CPU per message
+less what the process spent over as long while idle (measured for S seconds first: the
+periodic work a slow run on a loaded host charges to each message). ``--profile DIR``
+writes a cProfile of each server's loop thread over the measured run
+(DIR/<tree>-<workload>-<role>.prof); ``--strace`` counts the system calls of master and
+slave over the measured run (strace -c -f; slows the servers, so CPU figures of such a run
+are not comparable). The client is this process (asyncio,
 raw SEND_MESSAGE_V2 frames), so its CPU is not in the figures.
 """
 
@@ -36,7 +39,13 @@ sys.path.insert(0, str(ROOT))
 
 from tests.compat.cluster import HOST, wait_until  # noqa: E402
 
-from ledgermq.bench.procstat import cpu_seconds, load_average  # noqa: E402
+from ledgermq.bench.procstat import (  # noqa: E402
+    cpu_seconds,
+    cpu_split,
+    load_average,
+    thread_cpu_seconds,
+    voluntary_switches,
+)
 from ledgermq.protocol import properties as P  # noqa: E402
 from ledgermq.protocol.codes import RequestCode  # noqa: E402
 from ledgermq.protocol.command import RemotingCommand, decode_command  # noqa: E402
@@ -88,40 +97,6 @@ async def drive_many(port: int, count: int, inflight: int, conns: int) -> int:
     return sum(await asyncio.gather(*(drive(port, n, inflight) for n in shares if n)))
 
 
-def switches(pid: int) -> int:
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith("voluntary_ctxt_switches"):
-                        total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
-
-
-def thread_cpu(pid: int) -> dict[int, float]:
-    """CPU seconds of each thread of ``pid`` (tid -> utime+stime)."""
-    out: dict[int, float] = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            out[int(tid)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            pass
-    return out
-
-
-def user_sys(pid: int) -> tuple[float, float]:
-    """(utime, stime) seconds of ``pid``."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
-
-
 def run_workload(
     pids: dict[str, int], port: int, name: str, count: int, inflight: int, tag: str, args: argparse.Namespace
 ) -> dict[str, object]:
@@ -139,10 +114,17 @@ def run_workload(
         for pid in pids.values():
             os.kill(pid, signal.SIGUSR1)
         time.sleep(0.2)
+    idle_rate = {r: 0.0 for r in pids}
+    if args.idle:  # what each server spends doing nothing (timers, periodic services), per second
+        idle0 = {r: cpu_seconds(p) for r, p in pids.items()}
+        t_idle = time.monotonic()
+        time.sleep(args.idle)
+        span = time.monotonic() - t_idle
+        idle_rate = {r: (cpu_seconds(p) - idle0[r]) / span for r, p in pids.items()}
     cpu0 = {r: cpu_seconds(p) for r, p in pids.items()}
-    sw0 = {r: switches(p) for r, p in pids.items()}
-    th0 = {r: thread_cpu(p) for r, p in pids.items()}
-    us0 = {r: user_sys(p) for r, p in pids.items()}
+    sw0 = {r: voluntary_switches(p) for r, p in pids.items()}
+    th0 = {r: thread_cpu_seconds(p) for r, p in pids.items()}
+    us0 = {r: cpu_split(p) for r, p in pids.items()}
     load0 = load_average()
     t0 = time.monotonic()
     asyncio.run(drive_many(port, count, inflight, args.conns))
@@ -152,10 +134,13 @@ def run_workload(
     for role, pid in pids.items():
         out[role] = {
             "cpu_us": round((cpu_seconds(pid) - cpu0[role]) * 1e6 / count, 1),
-            "switches": round((switches(pid) - sw0[role]) / count, 2),
-            "sys_us": round((user_sys(pid)[1] - us0[role][1]) * 1e6 / count, 1),
+            # the same without what the process spends idle over as long (``--idle``): the
+            # periodic work that a slower run (a loaded host) charges to each message
+            "net_cpu_us": round((cpu_seconds(pid) - cpu0[role] - idle_rate[role] * wall) * 1e6 / count, 1),
+            "switches": round((voluntary_switches(pid) - sw0[role]) / count, 2),
+            "sys_us": round((cpu_split(pid)[1] - us0[role][1]) * 1e6 / count, 1),
             "other_threads_us": round(
-                sum(v - th0[role].get(t, 0.0) for t, v in thread_cpu(pid).items() if t != pid) * 1e6 / count, 1
+                sum(v - th0[role].get(t, 0.0) for t, v in thread_cpu_seconds(pid).items() if t != pid) * 1e6 / count, 1
             ),
         }
     if args.profile:
@@ -212,6 +197,7 @@ def main() -> None:
     parser.add_argument("--sync", type=int, default=3000)
     parser.add_argument("--inflight", type=int, default=20000)
     parser.add_argument("--conns", type=int, default=1, help="connections the sends are spread over")
+    parser.add_argument("--idle", type=float, default=0.0, help="seconds of idle CPU measured first (net_cpu_us)")
     parser.add_argument("--profile", default="")
     parser.add_argument("--strace", action="store_true")
     parser.add_argument("--strace-dir", default="/tmp")

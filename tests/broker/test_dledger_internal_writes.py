@@ -113,7 +113,8 @@ def test_a_dledger_leader_delivers_delayed_messages_and_the_service_follows_the_
             # Losing leadership stops delivery and starts copying the master's metadata; regaining it, the reverse.
             dledger._role_changed(Role.FOLLOWER, 99, None)
             await wait_for("delivery to stop", lambda: not schedule_running(app))
-            assert app.slave_sync._periodic._task is not None
+            sync = app.slave_sync  # starts after the timer and the check-back stopped too (their files flushed)
+            await wait_for("copying the master's metadata", lambda: sync._periodic._task is not None)
             dledger._role_changed(Role.LEADER, 99, "n0")
             await wait_for("delivery to restart", lambda: schedule_running(app))
             assert app.slave_sync._periodic._task is None

@@ -582,3 +582,38 @@ def test_pull_returns_what_v1_v2_and_batch_sends_stored(tmp_path: Path) -> None:
             assert [r.body for r in decode_records(raw)] == [b"one", b"two", b"three", b"four"]
 
     asyncio.run(main())
+
+
+def test_the_send_answer_carries_the_response_header_as_its_encoder_writes_it() -> None:
+    """``stored_answer`` writes SendMessageResponseHeader's extFields itself (no header object
+    per send): the same keys, order, strings and remark as the header class gives."""
+    from types import SimpleNamespace
+
+    from ledgermq.broker.processors.send_answer import stored_answer
+    from ledgermq.protocol.codes import SerializeType
+    from ledgermq.protocol.headers_send import SendMessageResponseHeader
+    from ledgermq.store.results import AppendResult, PutResult, PutStatus
+
+    counted: list[tuple[str, int, int]] = []
+    for trace_on, ids, status in (
+        (True, ["0A00000100002A9F0000000000000000"], PutStatus.PUT_OK),
+        (False, ["0A00000100002A9F0000000000000000", "0A00000100002A9F0000000000000100"], PutStatus.PUT_OK),
+        (True, ["0A00000100002A9F0000000000000000"], PutStatus.FLUSH_SLAVE_TIMEOUT),
+    ):
+        broker: Any = SimpleNamespace(
+            config=SimpleNamespace(region_id="RegionX", trace_on=trace_on),
+            stats=SimpleNamespace(count_put=lambda *a: counted.append(a)),
+        )
+        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {}, opaque=41)
+        request.serialize_type = SerializeType.ROCKETMQ
+        append = AppendResult(256, 300, ids, 1, 77, len(ids), "T", 3)
+        got = stored_answer(broker, request, PutResult(status, append), 3)
+        want = request.response(
+            ResponseCode.SUCCESS if status is PutStatus.PUT_OK else ResponseCode.FLUSH_SLAVE_TIMEOUT,
+            None if status is PutStatus.PUT_OK else status.value,
+            SendMessageResponseHeader(",".join(ids), 3, 77, "RegionX", trace_on).ext(),
+        )
+        assert got == want
+        assert list(got.ext_fields) == list(want.ext_fields)  # the binary header keeps this order
+        assert got.encode() == want.encode()
+    assert counted == [("T", 1, 300), ("T", 2, 300), ("T", 1, 300)]

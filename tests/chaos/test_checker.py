@@ -265,3 +265,25 @@ def test_sync_flush_allows_no_loss_and_dledger_needs_a_majority() -> None:
     assert (
         allowed_losses(attempts, [two_copies, _power_loss(9.0, {"n0": 0, "n1": 0, "n2": 0})], "dledger", "async") == {}
     )
+
+
+def test_a_run_that_stopped_early_or_left_a_node_down_fails_with_nothing_lost() -> None:
+    """A dledger partition+restart run once stopped after 11 of 100 cycles (a restarted member
+    could not bind its port, no leader for 120 s) and still printed PASS: nothing it had
+    acknowledged was lost, but it had not done what it was asked."""
+    from ledgermq.chaos.runner import incomplete_run
+
+    attempts = [ok(0, 0, 0, 0)]
+    master = read("master", {0: {0: (0, 0)}})
+    v = check(attempts, [], [master, read("client", master.queues)], 2.0)
+    assert not v.failed
+    down = fault(10, 5.0, "partition+restart", "follower")
+    down.error = "heal failed: n2 exited with 1"
+    v.incomplete = incomplete_run([fault(9, 1.0), down], "the fault cycles stopped early: RuntimeError: no leader")
+    assert v.failed and v.lost == 0
+    assert v.incomplete == [
+        "fault 11 (): heal failed: n2 exited with 1",
+        "the fault cycles stopped early: RuntimeError: no leader",
+    ]
+    assert v.to_json()["incomplete"] == v.incomplete and v.to_json()["failed"]
+    assert incomplete_run([fault(0, 1.0)], "") == []

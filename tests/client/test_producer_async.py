@@ -16,8 +16,8 @@ import pytest
 from ledgermq.broker.app import BrokerApp
 from ledgermq.client import Message, MessageQueue, MQBrokerError, Producer, SendResult, SendStatus
 from ledgermq.client.errors import ClientStateError, MessageInvalidError, MQConnectError, SendFailedError
-from ledgermq.client.producer.async_send import AsyncBackPressureError, AsyncSendBudget
 from ledgermq.client.producer.selector import select_by_hash
+from ledgermq.client.producer.send_budget import AsyncBackPressureError, AsyncSendBudget
 from ledgermq.net.server import RequestContext
 from ledgermq.protocol.codes import RequestCode
 from ledgermq.protocol.command import RemotingCommand

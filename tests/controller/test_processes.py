@@ -37,7 +37,7 @@ FAST_KEYS = (
 )
 
 
-def wait_port(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float = 20.0) -> None:
+def wait_port(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -38,8 +38,9 @@ class DLedgerGroup:
         self.segment = segment
         self.namesrv_port = free_port()
         self.namesrv_addr = f"{HOST}:{self.namesrv_port}"
-        self.namesrv = ServerProcess("namesrv", ["namesrv", "-p", str(self.namesrv_port), "--host", HOST],
-                                     root / "namesrv.log")  # fmt: skip
+        self.namesrv = ServerProcess("namesrv", ["namesrv", "-p", str(self.namesrv_port), "--host", HOST,
+                                                 "--kv-config", str(root / "kvConfig.json")],
+                                     root / "namesrv.log")  # fmt: skip  # not ~/namesrv: suites run side by side
         self.ids = ["n0", "n1", "n2"]
         self.ports = {n: free_port(span=2) for n in self.ids}
         self.metrics_ports = {n: free_port() if metrics else 0 for n in self.ids}

@@ -92,6 +92,47 @@ def _status(group: DLedgerGroup, n: str) -> dict[str, object]:
         return {"error": repr(exc)}
 
 
+def _damaged_ranges(group: DLedgerGroup, n: str) -> int | None:
+    """``n``'s storeDamagedRanges (admin brokerStatus), None when it does not answer."""
+
+    async def ask() -> int:
+        async with AdminClient(group.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
+            return int((await admin.broker_runtime_info(group.addr(n)))["storeDamagedRanges"])
+
+    try:
+        return asyncio.run(ask())
+    except Exception:
+        return None
+
+
+class DamageWatch:
+    """Samples a member's storeDamagedRanges, then its repairingUntil, in a thread: a member
+    that is still repairing must never read as undamaged. (Asked in that order, a count of
+    0 means the repair had ended when the status was asked, so it must say 0 too.)"""
+
+    def __init__(self, group: DLedgerGroup, n: str) -> None:
+        self.group, self.n = group, n
+        self.samples: list[tuple[int | None, object]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> DamageWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            ranges = _damaged_ranges(self.group, self.n)
+            self.samples.append((ranges, _status(self.group, self.n).get("repairing_until")))
+
+    def contradictions(self) -> list[tuple[int | None, object]]:
+        return [(r, until) for r, until in self.samples if r == 0 and isinstance(until, int) and until > 0]
+
+
 def _damage_one_member(
     tmp_path: Path, pick: Callable[[DLedgerGroup, str], str], damage: Callable[[Path], None]
 ) -> None:
@@ -327,7 +368,8 @@ def test_a_follower_re_recovering_its_log_refuses_pulls_for_now_and_a_consumer_s
     refused with SYSTEM_BUSY at its own offset, where it used to answer "retry immediately"
     with the next offset past a whole batch of units (a consumer skipped them; the chaos
     read stopped there). A consumer reading through the window gets every acknowledged
-    message of the follower, which is repaired."""
+    message of the follower, which is repaired. From the scrub's find until the repair ends
+    the follower's brokerStatus counts a damaged range (storeDamagedRanges), then none."""
     flag = tmp_path / "hold-the-reopen.flag"
     group = DLedgerGroup(
         tmp_path,
@@ -344,6 +386,7 @@ def test_a_follower_re_recovering_its_log_refuses_pulls_for_now_and_a_consumer_s
         follower = _a_follower(group, leader)
         group.wait_caught_up(follower, leader)
         target = _digested_middle_file(group, follower)
+        assert _damaged_ranges(group, follower) == 0
         flag.touch()
         _pwrite_middle(target)
         seen: list[RemotingCommand | None] = []
@@ -363,10 +406,25 @@ def test_a_follower_re_recovering_its_log_refuses_pulls_for_now_and_a_consumer_s
                 resp = _pull_once(group, follower, q, offset)
                 assert resp is not None and resp.code == ResponseCode.SYSTEM_BUSY, (q, offset, resp)
                 assert resp.ext_fields.get("nextBeginOffset") == str(offset) and "re-recovering" in (resp.remark or "")
-        threading.Timer(1.0, flag.unlink).start()  # the re-recovery goes on while the consumer reads
-        served, busy = _consume(group, follower, ends, 40)
-        assert busy >= 1, "the consumer never met the re-recovery"
-        _wait_repaired(group, follower, 1)
+        # The member counts as damaged in brokerStatus, as a native store's damaged range
+        # does, from its scrub's find through the re-recovery until the repair ends (the
+        # chaos run waits on it before its next fault).
+        held = _damaged_ranges(group, follower)
+        assert held is not None and held >= 1, f"{follower} reports {held} damaged ranges while it re-recovers"
+        with DamageWatch(group, follower) as watch:
+            threading.Timer(1.0, flag.unlink).start()  # the re-recovery goes on while the consumer reads
+            served, busy = _consume(group, follower, ends, 40)
+            assert busy >= 1, "the consumer never met the re-recovery"
+            _wait_repaired(group, follower, 1)
+        assert not watch.contradictions(), f"undamaged while repairing: {watch.contradictions()[:5]}"
+        assert any(r for r, _ in watch.samples), "no sample saw the damage"
+        wait_until(
+            f"{follower} to report nothing damaged once repaired",
+            lambda: _damaged_ranges(group, follower) == 0,
+            10,
+            0.1,
+            group.explain,
+        )
         missing = [b[:12] for b, (q, off) in acked.items() if served[q].get(off) != b]
         assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages skipped, e.g. {missing[:5]}"
         for b in group.brokers.values():

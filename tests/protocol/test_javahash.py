@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgermq.util.javahash import java_string_hash
+from ledgermq.util.javahash import java_string_hash, java_utf8_hash
 from tests.protocol.golden import ref_java_hash
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -89,3 +89,11 @@ def test_every_code_unit_alone_and_after_another() -> None:
         c = chr(u)
         assert java_string_hash(c) == u
         assert java_string_hash(c + "\x7f") % 2**32 == (31 * u + 0x7F) % 2**32
+
+
+@settings(max_examples=300, derandomize=True)
+@given(data=st.one_of(st.binary(max_size=600), st.text(max_size=600).map(lambda t: t.encode("utf-8", "surrogatepass"))))
+def test_utf8_hash_is_the_hash_of_the_decoded_text(data: bytes) -> None:
+    """An index key taken straight from a record's bytes (store/record_scan.py) hashes as
+    the text the properties parse would have read: undecodable bytes as U+FFFD."""
+    assert java_utf8_hash(data) == java_string_hash(data.decode("utf-8", "replace"))

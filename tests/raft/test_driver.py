@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import pytest
 
+from ledgermq.clock import ManualClock
 from ledgermq.errors import ConfigError
 from ledgermq.raft import Entry, EntryKind, Role
 from ledgermq.raft.types import HardState, Message, MsgType
@@ -332,5 +333,34 @@ def test_a_leader_stalled_past_an_election_timeout_stops_claiming_and_steps_down
             await c.wait_leader()  # and the group carries on
         finally:
             await c.stop()
+
+    asyncio.run(main())
+
+
+def test_the_ticks_and_the_leadership_stamp_go_by_the_injected_clock(tmp_path: Path) -> None:
+    """The driver reads time only through its clock: when a leader's clock jumps past an
+    election timeout, it stops claiming its leadership at once, before any tick has run
+    (a real-time driver would still claim it for a whole timeout); its next tick, which
+    sees the jump as a stall, makes the leadership current again."""
+
+    async def main() -> None:
+        clock = ManualClock()
+        store = DLedgerStore.open(small(tmp_path))
+        peers = f"n0-{HOST}:{free_port()}"
+        cfg = RaftDriverConfig("n0", peers, tick_interval_ms=10, election_timeout_ticks=3)
+        driver = RaftDriver(cfg, LedgerStorage(store), RaftTransport("n0", parse_peers(peers)), clock=clock)
+        await driver.start()
+        try:
+            await driver.wait_for(lambda s: s.role is Role.LEADER, timeout=5.0)
+            assert driver.leadership_current()  # the clock has not moved since the last tick
+            clock.advance(2 * cfg.tick_interval_ms * cfg.election_timeout_ticks / 1000)
+            assert not driver.leadership_current()
+            deadline = time.monotonic() + 5.0
+            while not driver.leadership_current():
+                assert time.monotonic() < deadline, "no tick after the clock moved"
+                await asyncio.sleep(0.01)
+        finally:
+            await driver.stop()
+            store.close()
 
     asyncio.run(main())

@@ -3,8 +3,9 @@
 The scale bench quotes these beside its figures: a broker's open descriptors and RSS are
 what grows with its topics and queues, its CPU seconds say where a slow step spent its
 time, and the host's load average says how much of a figure is other work sharing the
-machine. Linux only; a process that is gone reads as -1 rather than raising, so a broker
-that died mid-run does not cost the figures already measured.
+machine; context switches per message say how often its threads block and wake. Linux
+only; a process that is gone reads as -1 rather than raising, so a broker that died
+mid-run does not cost the figures already measured.
 """
 
 from __future__ import annotations
@@ -84,15 +85,76 @@ def memory(pid: int) -> ProcMemory:
     return ProcMemory(values["VmRSS:"], values["RssAnon:"], values["RssFile:"])
 
 
+def read_stat(path: str) -> tuple[str, list[str]] | None:
+    """(command, the fields after it) of a ``/proc/<pid>[/task/<tid>]/stat`` file; None if
+    it is gone. ``fields[1]`` is the parent's pid, ``fields[11:15]`` utime, stime, cutime,
+    cstime in clock ticks (``ticks_to_seconds``). The command may hold spaces and brackets,
+    so it is cut at the last ``)``."""
+    try:
+        with open(path) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    try:
+        return stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+    except ValueError:
+        return None
+
+
+def ticks_to_seconds(ticks: str) -> float:
+    return int(ticks) / _CLOCK_TICKS
+
+
+def cpu_split(pid: int, tid: int | None = None) -> tuple[float, float]:
+    """(user, system) CPU seconds ``pid`` (or its thread ``tid``) has used so far; (-1, -1)
+    if unreadable."""
+    stat = read_stat(f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat")
+    if stat is None:
+        return -1.0, -1.0
+    try:
+        return ticks_to_seconds(stat[1][11]), ticks_to_seconds(stat[1][12])
+    except (ValueError, IndexError):
+        return -1.0, -1.0
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds ``pid`` has used so far; -1 if unreadable."""
+    user, system = cpu_split(pid)
+    return -1.0 if user < 0 else user + system
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each thread of ``pid`` (tid -> seconds); threads that
+    ended meanwhile are left out."""
+    out: dict[int, float] = {}
+    for tid in _threads(pid):
+        user, system = cpu_split(pid, tid)
+        if user >= 0:
+            out[tid] = user + system
+    return out
+
+
+def voluntary_switches(pid: int, *, main_thread_only: bool = False) -> int:
+    """Voluntary context switches of ``pid`` so far (a thread that blocks, waiting for
+    work or I/O, makes one; a wake-up per message shows here), summed over its threads
+    or of its main thread only; -1 if unreadable."""
+    total = -1
+    for tid in [pid] if main_thread_only else _threads(pid):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        total = max(total, 0) + int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def _threads(pid: int) -> list[int]:
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-        fields = stat[stat.rindex(")") + 2 :].split()  # the command name may hold spaces
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
-    except (OSError, ValueError, IndexError):
-        return -1.0
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
 
 
 def nofile_limit(pid: int) -> int:

@@ -14,21 +14,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+from ledgermq.bench.procstat import read_stat, ticks_to_seconds
 
 
 def _stat(pid: int) -> tuple[int, str, float, float] | None:
     """(ppid, command, own seconds, seconds of reaped children) of ``pid``; None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
+    stat = read_stat(f"/proc/{pid}/stat")
+    if stat is None:
         return None
-    command = stat[stat.index("(") + 1 : stat.rindex(")")]
-    fields = stat[stat.rindex(")") + 2 :].split()
+    command, fields = stat
     try:
-        own = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-        children = (int(fields[13]) + int(fields[14])) / _CLOCK_TICKS
+        own = ticks_to_seconds(fields[11]) + ticks_to_seconds(fields[12])
+        children = ticks_to_seconds(fields[13]) + ticks_to_seconds(fields[14])
         return int(fields[1]), command, own, children
     except (ValueError, IndexError):
         return None

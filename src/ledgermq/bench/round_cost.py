@@ -28,14 +28,13 @@ from pathlib import Path
 from ledgermq.admin.client import AdminClient
 from ledgermq.bench.broker_bench import _wait_port
 from ledgermq.bench.controller_bench import ControllerPair
-from ledgermq.bench.procstat import load_average
+from ledgermq.bench.procstat import cpu_split, load_average
 from ledgermq.bench.replication_bench import MIB, DLedgerTrio, Group, HAPair, _wait_quiet
 
 __all__ = ["ProcessCost", "RoundCost", "main", "measure"]
 
 TOPIC = "RoundCostTopic"
 IDLE_SAMPLE_S = 2.0
-_TICKS = 100  # USER_HZ: /proc/<pid>/stat counts CPU in these
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +71,6 @@ class RoundCost:
         return "\n".join([head, *rows])
 
 
-def _cpu(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of ``pid``."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[11]) / _TICKS, int(fields[12]) / _TICKS
-
-
 async def _roles(layout: str, group: Group) -> list[str]:
     if layout != "dledger":
         return ["master", "slave"]
@@ -98,9 +89,9 @@ async def _drive(
             await producer.send(Message(TOPIC, body))
         await _wait_quiet(group, 30.0)
         roles = await _roles(layout, group)
-        idle0 = [_cpu(p.pid) for p in brokers]
+        idle0 = [cpu_split(p.pid) for p in brokers]
         await asyncio.sleep(IDLE_SAMPLE_S)
-        before = [_cpu(p.pid) for p in brokers]
+        before = [cpu_split(p.pid) for p in brokers]
         latencies: list[float] = []
         remaining = count
         failures: list[str] = []
@@ -118,7 +109,7 @@ async def _drive(
         started = time.perf_counter()
         await asyncio.gather(*(sender() for _ in range(inflight)))
         elapsed = time.perf_counter() - started
-        after = [_cpu(p.pid) for p in brokers]
+        after = [cpu_split(p.pid) for p in brokers]
     if failures:
         raise RuntimeError(f"{len(failures)} sends were not SEND_OK (first: {failures[0]})")
     costs = [

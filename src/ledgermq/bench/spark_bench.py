@@ -189,7 +189,7 @@ async def _wait_dispatched(namesrv: str, broker_addr: str, topic: str, total: in
 # -- baselines without Spark -------------------------------------------------------------------
 def pull_all(namesrv: str, topic: str, pull_size: int, decode: bool) -> tuple[int, float]:
     """Every message of ``topic`` pulled by one process (a coroutine per queue): (rows, seconds)."""
-    from ledgermq.spark.broker import BrokerSession, Status
+    from ledgermq.spark.broker import BrokerSession, PullStatus
     from ledgermq.spark.columnar import RowBuffer
 
     with BrokerSession([namesrv]) as session:
@@ -199,7 +199,7 @@ def pull_all(namesrv: str, topic: str, pull_size: int, decode: bool) -> tuple[in
             offset = rows = 0
             while True:
                 answer = await session.pull(q, "spark-bench-baseline", offset, pull_size)
-                if answer.status is not Status.FOUND:
+                if answer.status is not PullStatus.FOUND:
                     break
                 if decode:
                     buf.add(answer.raw, offset, 1 << 62)

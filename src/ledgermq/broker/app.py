@@ -14,13 +14,13 @@ from pathlib import Path
 from ledgermq.acl.signing import Credentials, signer
 from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.acl_gate import AclGate, acl_file_path
-from ledgermq.broker.clients import ConsumerGroupInfo, ConsumerManager, ProducerManager
+from ledgermq.broker.clients import ConsumerManager, ProducerManager
 from ledgermq.broker.config import BrokerConfig
 from ledgermq.broker.context import Broker
 from ledgermq.broker.controller_mode.config import ControllerModeConfig
 from ledgermq.broker.controller_mode.roles import ControllerRoles
 from ledgermq.broker.controller_mode.service import ControllerModeService
-from ledgermq.broker.dledger import BrokerDLedger, check_settings, follower_broker_id
+from ledgermq.broker.dledger import BrokerDLedger, follower_broker_id
 from ledgermq.broker.filter_cache import DispatchMatchCache
 from ledgermq.broker.long_polling import PullHoldService
 from ledgermq.broker.metrics_http import BrokerMetrics
@@ -45,10 +45,12 @@ from ledgermq.broker.processors.common import bind
 from ledgermq.broker.registration import Registrar, RegistrationAnswer
 from ledgermq.broker.schedule import ScheduleService
 from ledgermq.broker.slave_sync import MasterOffsetReconciler, SlaveSynchronizer
+from ledgermq.broker.starting_role import StartingRole
 from ledgermq.broker.subscriptions import SubscriptionGroupManager
 from ledgermq.broker.timer.service import TimerService
 from ledgermq.broker.topics import TopicConfigManager
 from ledgermq.broker.transactions.check_service import TransactionCheckService
+from ledgermq.broker.upkeep import BrokerUpkeep
 from ledgermq.broker.write_turn import WriteTurn
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import BrokerRole, StoreConfig
@@ -57,10 +59,7 @@ from ledgermq.ha.config import HAConfig
 from ledgermq.ha.master import HAService
 from ledgermq.ha.slave import HAClient
 from ledgermq.net.client import RemotingClient
-from ledgermq.net.connection import Connection
 from ledgermq.net.server import RemotingServer
-from ledgermq.protocol.codes import RequestCode
-from ledgermq.protocol.command import RemotingCommand
 from ledgermq.startup import bind_failed, store_locked
 from ledgermq.store.dledger.mode_store import DLedgerMessageStore
 from ledgermq.store.message_store import MessageStore, open_message_store
@@ -73,37 +72,6 @@ PROCESSOR_MODULES = [
     controller_mode,
     timer,
 ]  # fmt: skip
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class StartingRole:
-    """What a broker starts as, which is not always what its file says: in controller mode
-    a slave that copies nothing until the controller names a role (``master_role`` is what
-    it becomes when named master), in DLedger mode a follower under its follower id until
-    the Raft leader's broker becomes the master."""
-
-    config: BrokerConfig
-    store_config: StoreConfig
-    controller: ControllerModeConfig | None  # set only when controller mode is enabled
-    master_role: BrokerRole | None  # controller mode: SYNC_ or ASYNC_MASTER, once master
-
-    @classmethod
-    def of(
-        cls, config: BrokerConfig, store_config: StoreConfig, controller_mode: ControllerModeConfig | None
-    ) -> StartingRole:
-        ctl = controller_mode if controller_mode is not None and controller_mode.enable else None
-        master_role = BrokerRole.SYNC_MASTER if ctl is not None and ctl.all_ack_in_sync_state_set else None
-        if ctl is not None:  # no role until the controller gives one: a slave that copies nothing yet
-            master_role = master_role or (
-                BrokerRole.SYNC_MASTER
-                if store_config.broker_role is BrokerRole.SYNC_MASTER
-                else BrokerRole.ASYNC_MASTER
-            )
-            store_config = dataclasses.replace(store_config, broker_role=BrokerRole.SLAVE)
-        if store_config.enable_dleger_commit_log:  # starts as a slave; the Raft leader becomes the master
-            check_settings(store_config)
-            config = dataclasses.replace(config, broker_id=follower_broker_id(store_config.dleger_self_id))
-        return cls(config, store_config, ctl, master_role)
 
 
 class BrokerApp:
@@ -156,6 +124,7 @@ class BrokerApp:
             self._wire_slave()
         self._connect_write_turn()
         self.metrics = BrokerMetrics(self.broker)  # served only when metricsPort > 0
+        self.upkeep = BrokerUpkeep(self.broker)
         self._periodic: list[Periodic] = []
         self._role_tasks: set[asyncio.Task[None]] = set()
         self._role_lock = asyncio.Lock()
@@ -276,7 +245,9 @@ class BrokerApp:
         cfg = self.config
         store = self.broker.store
         assert isinstance(store, DLedgerMessageStore)  # open_message_store: enableDLegerCommitLog
-        self.broker.dledger = BrokerDLedger(store, self.store_config, cfg.listen_host, self._on_dledger_role)
+        self.broker.dledger = BrokerDLedger(
+            store, self.store_config, cfg.listen_host, self._on_dledger_role, clock=self.clock
+        )
         self.broker.dledger.after_commit = self._notify_ha  # the turn's step dispatches commits
         self.slave_sync = self._slave_synchronizer()
 
@@ -312,9 +283,7 @@ class BrokerApp:
         for module in PROCESSOR_MODULES:
             for code, fn in module.PROCESSORS.items():
                 self.server.register(code, bind(fn, b))
-        self.server.on_disconnect.append(self._on_disconnect)
-        b.consumers.on_group_changed.append(self._notify_group_changed)
-        b.consumers.on_group_changed.append(self._drop_filters_of_gone_group)
+        self.upkeep.follow_client_events(self.server)
         if self.config.enable_property_filter:
             b.filter_cache = DispatchMatchCache(self.clock)
             b.store.add_dispatch_hook(b.filter_cache.on_dispatch)
@@ -452,12 +421,7 @@ class BrokerApp:
             self.offset_reconciler.start()
         if ctl is not None:
             ctl.start()
-        self._periodic = [
-            Periodic("persist-offsets", self._persist_offsets, cfg.flush_consumer_offset_interval_ms / 1000),
-            Periodic("scan-clients", self._scan_clients, 10.0),
-            Periodic("sync-metadata", self._sync_metadata, b.topics.log.settings.sync_interval_ms / 1000),
-            Periodic("sample-stats", self._sample_stats, 1.0),
-        ]
+        self._periodic = self.upkeep.periodic_tasks()
         for task in self._periodic:
             task.start()
 
@@ -499,14 +463,9 @@ class BrokerApp:
             self.broker.ha = None
         await self.client.close()
         await self._stop_acl()
-        self._persist_offsets()
-        self._close_metadata()
+        self.upkeep.persist_offsets()
+        self.upkeep.close_metadata()
         await asyncio.to_thread(self.broker.store.shutdown)
-
-    def _sample_stats(self) -> None:
-        """TPS and stats-item samples (broker/stats.py), and the midnight snapshots."""
-        store = self.broker.store
-        self.broker.stats.tick(lambda: sum(cq.max_offset for cq in store.queues.all()))
 
     def _on_dledger_role(self, master: bool) -> None:
         """The Raft role changed: register under the new brokerId at once; then the services
@@ -583,45 +542,3 @@ class BrokerApp:
             self.master_addr = answer.master_addr
         if answer.ha_server_addr and self.ha_client is not None:
             self.ha_client.kick()  # the master is (back) in the name server: reconnect now, not after back-off
-
-    def _persist_offsets(self) -> None:
-        if self.broker.offsets.dirty:
-            self.broker.offsets.persist()
-
-    def _sync_metadata(self) -> None:
-        """fsync the topic and group change logs: appended changes survive a power loss."""
-        self.broker.topics.sync()
-        self.broker.subscriptions.sync()
-
-    def _close_metadata(self) -> None:
-        """Fold every change log into its JSON file, so the files alone are complete (a
-        Java broker reads them). A failure is logged: the log still holds the changes, and
-        the store must shut down cleanly regardless."""
-        b = self.broker
-        for manager in (b.topics, b.subscriptions, b.offsets):
-            try:
-                manager.close()
-            except Exception:
-                log.exception("could not compact %s at shutdown; its change log keeps the changes", manager.path)
-
-    def _scan_clients(self) -> None:
-        now = self.clock.wall_ms()
-        timeout = self.config.channel_expired_timeout_ms
-        self.broker.consumers.scan_expired(now, timeout)
-        self.broker.producers.scan_expired(now, timeout)
-
-    def _on_disconnect(self, conn: Connection) -> None:
-        self.broker.consumers.connection_closed(conn)
-        self.broker.producers.connection_closed(conn)
-
-    def _drop_filters_of_gone_group(self, group: str, info: ConsumerGroupInfo) -> None:
-        if not info.channels:  # the last client left: its SQL92 filters are dead
-            self.broker.filters.group_gone(group, self.clock.wall_ms())
-
-    def _notify_group_changed(self, group: str, info: ConsumerGroupInfo) -> None:
-        """NOTIFY_CONSUMER_IDS_CHANGED to every consumer of the group, oneway."""
-        for conn in list(info.channels):
-            try:
-                conn.oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
-            except Exception:
-                log.debug("could not notify %s of group %s changes", conn.peer, group)

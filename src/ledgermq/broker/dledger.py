@@ -45,6 +45,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from ledgermq.broker.dledger_identity import IdentityCheck, store_identity
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import StoreConfig
 from ledgermq.errors import ConfigError
 from ledgermq.net.client import RemotingClient
@@ -112,9 +113,12 @@ class BrokerDLedger:
         listen_host: str,
         on_role: RoleListener,
         restart: RestartPolicy | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         check_settings(cfg)
         self.store = store
+        self.clock = clock
+        """The Raft driver's ticks and the supervisor's healthy-run measure go by it."""
         self.self_id = cfg.dleger_self_id
         self.on_role = on_role
         self.is_master = False
@@ -229,6 +233,7 @@ class BrokerDLedger:
             on_commit=functools.partial(self._committed, self.log),
             on_role_change=self._role_changed,
             applied=applied,
+            clock=self.clock,
         )
         return self.driver
 
@@ -242,18 +247,17 @@ class BrokerDLedger:
     # -- fail-stop and restart ----------------------------------------------------------
     async def _supervise(self) -> None:
         """Wait for the driver to fail, then restart it; never ends but by ``stop``."""
-        loop = asyncio.get_running_loop()
         policy = self.restart_policy
         delay = policy.first_delay_s
         while True:
             try:
                 driver = self.driver
                 assert driver is not None
-                started = loop.time()
+                started = self.clock.monotonic()
                 reason = await driver.wait_failed()
                 self.state = "failed"
                 self.driver_failures += 1
-                if loop.time() - started >= policy.healthy_after_s:
+                if self.clock.monotonic() - started >= policy.healthy_after_s:
                     delay = policy.first_delay_s
                 log.error(
                     "DLedger %s: the Raft driver failed (%s); this broker serves as a slave without Raft "

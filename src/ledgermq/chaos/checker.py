@@ -155,6 +155,9 @@ class Verdict:
     allowed: dict[int, str] = field(default_factory=dict)  # seq -> why the mode allows losing it
     promise: str = ""
     unrepaired: list[str] = field(default_factory=list)  # data faults not found or repaired in time
+    # the run did not do what it was asked: its fault cycles stopped early, or a node did not
+    # come back from a fault. Nothing lost in the part that ran is no pass for the rest.
+    incomplete: list[str] = field(default_factory=list)
 
     def _missing(self) -> set[int]:
         missing: set[int] = set()
@@ -182,7 +185,9 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        return self.lost > 0 or self.diverged or self.corrupt_served > 0 or bool(self.unrepaired)
+        return (
+            self.lost > 0 or self.diverged or self.corrupt_served > 0 or bool(self.unrepaired) or bool(self.incomplete)
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -196,6 +201,7 @@ class Verdict:
             "lost_allowed_examples": [f"{seq}: {self.allowed[seq]}" for seq in self.lost_allowed[:EXAMPLES]],
             "diverged": self.diverged,
             "unrepaired": self.unrepaired,
+            "incomplete": self.incomplete,
             "failed": self.failed,
             "sources": [s.to_json() for s in self.sources],
             "divergence": [d.to_json() for d in self.divergence],

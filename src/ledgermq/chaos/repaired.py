@@ -5,17 +5,24 @@ replica is repaired: the next fault drawn before then (its peer's kill, say) wou
 a double one, which no mode claims to survive. So after such a fault the run waits,
 bounded, until the damage was *found* (an online flip is found by the target's scrub, a
 cleanly stopped one by its recovery or scrub: its corruption counter rises above what it
-was before the fault; after a SIGKILL a flip may instead be cut as a torn write and taken
-back from the slave) and *repaired* (no running broker reports a damaged range or a DLedger
-repair under way). A fault whose damage is not found or not repaired in time is recorded
-as unrepaired, and the run fails on it.
+was before the fault) and *repaired*: the target's log file holds the flipped bytes as
+they were before the flip again (``flips_left``), and no running broker reports a damaged
+range (``storeDamagedRanges``, which counts a DLedger member's repair under way too) or a
+DLedger repair under way. The byte check is what makes a flip made during a SIGKILL wait
+too: there no counter need rise (a bad record newer than the checkpoint may be cut as a
+torn write and taken back from the slave; a flip recovery does not read is the scrub's to
+find, seconds later), but every way it can be mended puts the replica's bytes back at
+those offsets. A fault whose damage is not mended in time is recorded as unrepaired, and
+the run fails on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
+from ledgermq.chaos import disk
 from ledgermq.chaos.faults import FaultRecord
 from ledgermq.chaos.layout import Layout
 
@@ -58,18 +65,48 @@ async def pending(layout: Layout) -> list[str]:
     return out
 
 
+def flips_left(layout: Layout, rec: FaultRecord) -> list[str]:
+    """The bytes a bitflip changed that the target's log file does not hold as before the
+    flip yet ("offset: now, was"). A file gone (retention deleted it) holds none."""
+    segment = str(rec.notes.get("segment", ""))
+    flips = rec.notes.get("flips") or []
+    if not segment or not flips:
+        return []
+    path = disk.log_dir(layout.node(rec.target).store_dir) / segment
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return []
+    left = []
+    try:
+        for flip in flips:
+            offset, old = int(flip["offset"]), int(flip["old"])
+            now = os.pread(fd, 1, offset - int(segment))
+            if now != bytes([old]):
+                left.append(f"{offset}: {now.hex() or 'past the end'}, was {old:02x}")
+    finally:
+        os.close(fd)
+    return left
+
+
 async def wait_repaired(layout: Layout, rec: FaultRecord, baseline: int, timeout: float) -> None:
-    """Wait until ``rec``'s damage was found and nothing is damaged any more; sets
-    ``rec.repaired_at`` or ``rec.unrepaired``."""
+    """Wait until ``rec``'s damage was found and mended and nothing is damaged any more;
+    sets ``rec.repaired_at`` or ``rec.unrepaired``."""
     deadline = time.monotonic() + timeout
-    # After a SIGKILL under ASYNC_FLUSH, a bad record newer than the checkpoint is cut as a
-    # torn write (store/recovery.py) and taken back from the slave, not counted as found.
-    if rec.kind == "bitflip" and rec.mode != "kill" and not rec.notes.get("skipped"):
+    flipped = rec.kind == "bitflip" and not rec.notes.get("skipped")
+    if flipped and rec.mode != "kill":  # after a SIGKILL a torn-write cut counts nothing: see above
         while await found_count(layout, rec.target) <= baseline:
             if time.monotonic() > deadline:
                 rec.unrepaired = f"{rec.target} never found the flipped bytes within {timeout:.0f}s"
                 return
             await asyncio.sleep(POLL_S)
+    while flipped and (left := flips_left(layout, rec)):
+        if time.monotonic() > deadline:
+            rec.unrepaired = (
+                f"{rec.target} still holds {len(left)} flipped byte(s) after {timeout:.0f}s ({'; '.join(left)})"
+            )
+            return
+        await asyncio.sleep(POLL_S)
     while left := await pending(layout):
         if time.monotonic() > deadline:
             rec.unrepaired = f"not repaired within {timeout:.0f}s: {'; '.join(left)}"

@@ -32,6 +32,7 @@ def render(summary: dict[str, Any], verdict: Verdict, console: Console | None = 
     console.print(
         f"{status}: lost={verdict.lost} corrupt_served={verdict.corrupt_served} diverged={verdict.diverged} "
         f"lost_allowed={len(verdict.lost_allowed)} unrepaired={len(verdict.unrepaired)} "
+        f"incomplete={len(verdict.incomplete)} "
         f"(replay: ledgermq chaos run {summary['run']['replay']})"
     )
 
@@ -139,6 +140,8 @@ def _print_problems(console: Console, verdict: Verdict) -> None:
             console.print(f"[red]{s.source}: served with other content: {s.corrupt[:10]}[/red]")
     for line in verdict.unrepaired:
         console.print(f"[red]unrepaired: {line}[/red]")
+    for line in verdict.incomplete:
+        console.print(f"[red]incomplete: {line}[/red]")
     for x in verdict.divergence:
         if x.differing:
             console.print(f"[red]divergence: {x.differing[:5]}[/red]")

@@ -241,6 +241,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
     stability: dict[str, Any] = {}
     master_source = "master"
     healed: list[str] = []
+    stopped_early = ""
     try:
         await _start_cluster(layout, proxies, cfg, notes)
         workload = Workload(
@@ -251,13 +252,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
         counters.start()
         await asyncio.sleep(cfg.warmup_s)
         injector = Injector(layout, proxies, cfg.seed)
-        try:
-            for plan in plans:
-                await _one_fault(plan, len(plans), layout, injector, workload, cfg, records, notes)
-            await asyncio.sleep(1.0)
-        except Exception as exc:
-            log.exception("chaos cycle failed")
-            notes.append(f"the fault cycles stopped early: {type(exc).__name__}: {exc}")
+        stopped_early = await _run_faults(plans, layout, injector, workload, cfg, records, notes)
         await workload.stop()
         run_end = time.monotonic()
         settled = await settle_and_read(layout, injector, cfg.stable_timeout)
@@ -279,6 +274,7 @@ async def run(cfg: RunConfig) -> tuple[dict[str, Any], Verdict]:
     verdict = check(attempts, records, reads, run_end, master_source, allowed, promise_text(cfg.layout, cfg.flush))
     verdict.notes.extend(notes)
     verdict.unrepaired = [f"fault {r.index + 1} ({r.detail}): {r.unrepaired}" for r in records if r.unrepaired]
+    verdict.incomplete = incomplete_run(records, stopped_early)
     summary = {
         "run": _run_facts(cfg, kinds, skipped, time.monotonic() - t0, root),
         "verdict": verdict.to_json(),
@@ -309,6 +305,35 @@ async def _start_cluster(layout: Layout, proxies: dict[str, FaultProxy], cfg: Ru
     first = await layout.wait_stable(cfg.stable_timeout)
     if not first.stable:
         notes.append(f"not stable before the first fault: {first.detail}")
+
+
+async def _run_faults(
+    plans: list[FaultPlan],
+    layout: Layout,
+    injector: Injector,
+    workload: Workload,
+    cfg: RunConfig,
+    records: list[FaultRecord],
+    notes: list[str],
+) -> str:
+    """The fault cycles, one after another; why they stopped early ("" when all of them ran)."""
+    try:
+        for plan in plans:
+            await _one_fault(plan, len(plans), layout, injector, workload, cfg, records, notes)
+        await asyncio.sleep(1.0)
+    except Exception as exc:
+        log.exception("chaos cycle failed")
+        why = f"the fault cycles stopped early: {type(exc).__name__}: {exc}"
+        notes.append(why)
+        return why
+    return ""
+
+
+def incomplete_run(records: list[FaultRecord], stopped_early: str) -> list[str]:
+    """Why the run did less than it was asked: a node that did not come back from a fault (its
+    heal failed) or cycles that stopped before the last plan."""
+    why = [f"fault {r.index + 1} ({r.detail}): {r.error}" for r in records if r.error]
+    return why + ([stopped_early] if stopped_early else [])
 
 
 async def _one_fault(

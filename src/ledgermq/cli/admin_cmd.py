@@ -41,8 +41,7 @@ from ledgermq.cli.admin_render import (
     route_table,
     topic_config_string,
 )
-from ledgermq.client.errors import MQClientError
-from ledgermq.client.tls import TlsOptions
+from ledgermq.cli.tls_client_options import tls_client_options, tls_options_from_flags
 from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.protocol.message import MessageRecord
 from ledgermq.protocol.route import PERM_READ, PERM_WRITE, TopicConfig
@@ -51,16 +50,7 @@ from ledgermq.protocol.route import PERM_READ, PERM_WRITE, TopicConfig
 @click.group()
 @click.option("--access-key", envvar="LEDGERMQ_ACCESS_KEY", help="ACL access key (env LEDGERMQ_ACCESS_KEY)")
 @click.option("--secret-key", envvar="LEDGERMQ_SECRET_KEY", help="ACL secret key (env LEDGERMQ_SECRET_KEY)")
-@click.option(
-    "--tls", "use_tls", is_flag=True, envvar="LEDGERMQ_TLS", help="connect over TLS (useTLS; env LEDGERMQ_TLS)"
-)
-@click.option("--tls-trust-cert", envvar="LEDGERMQ_TLS_TRUST_CERT", help="CA file the servers' certificates chain to")
-@click.option("--tls-cert", envvar="LEDGERMQ_TLS_CERT", help="client certificate, for servers that require one")
-@click.option("--tls-key", envvar="LEDGERMQ_TLS_KEY", help="the client certificate's private key")
-@click.option("--tls-key-password", envvar="LEDGERMQ_TLS_KEY_PASSWORD", help="the private key's password")
-@click.option(
-    "--tls-insecure", is_flag=True, help="do not check the servers' certificates (RocketMQ's authServer=false)"
-)
+@tls_client_options
 @click.pass_context
 def admin(
     ctx: click.Context,
@@ -87,23 +77,9 @@ def admin(
         raise click.UsageError("give both --access-key and --secret-key, or neither")
     if access_key and secret_key:
         ctx.obj = Credentials(access_key, secret_key)
-    given = [
-        n for n, v in (("--tls-trust-cert", tls_trust_cert), ("--tls-cert", tls_cert), ("--tls-key", tls_key)) if v
-    ]
-    if not use_tls:
-        if given or tls_insecure:
-            raise click.UsageError(f"{(given or ['--tls-insecure'])[0]} needs --tls")
-        return
-    try:
-        ctx.meta[TLS_META] = TlsOptions(
-            trust_cert_path=tls_trust_cert or "",
-            cert_path=tls_cert or "",
-            key_path=tls_key or "",
-            key_password=tls_key_password or "",
-            auth_server=not tls_insecure,
-        )
-    except MQClientError as exc:
-        raise click.UsageError(str(exc)) from None
+    tls = tls_options_from_flags(use_tls, tls_trust_cert, tls_cert, tls_key, tls_key_password, tls_insecure)
+    if tls is not None:
+        ctx.meta[TLS_META] = tls
 
 
 # -- topics ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""The client TLS options of a command that connects to a cluster (``ledgermq console``), named
-and read from the environment as ``ledgermq admin``'s (docs/tls.md): ``--tls`` and the
-certificates, checked together so that nothing given is silently ignored."""
+"""The client TLS options of every command that connects to a cluster (``ledgermq admin``,
+``ledgermq console``; docs/tls.md): ``--tls`` and the certificates, also read from the
+environment, checked together so that nothing given is silently ignored."""
 
 from __future__ import annotations
 

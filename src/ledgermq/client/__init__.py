@@ -14,9 +14,10 @@ from ledgermq.client.consumer.common import ConsumeFromWhere, MessageModel, Mess
 from ledgermq.client.errors import MasterMovedError, MQBrokerError, MQClientError, MQConnectError, SendFailedError
 from ledgermq.client.lite_pull.consumer import LitePullConsumer
 from ledgermq.client.message import Message, MessageQueue, SendResult, SendStatus
-from ledgermq.client.producer.async_send import AsyncBackPressureError, SendCallback
+from ledgermq.client.producer.async_send import SendCallback
 from ledgermq.client.producer.failover import FailoverSettings
 from ledgermq.client.producer.producer import Producer
+from ledgermq.client.producer.send_budget import AsyncBackPressureError
 from ledgermq.client.producer.transaction import (
     HalfMessage,
     LocalTransactionState,

@@ -14,6 +14,10 @@ may be reorganised behind it.
 * ``MESSAGE_MAGIC_CODE``: the magic every stored record carries at bytes 4..8.
 * The SYSFLAG bits that change a record's layout: ``BORNHOST_V6`` / ``STOREHOST_V6``
   (16-byte hosts instead of 4) and ``COMPRESSED`` (a zlib body).
+* The record layout (``protocol.record_layout``): ``V4_FIELDS`` (where each header field
+  of a record with IPv4 hosts sits), ``V4_HEAD`` (the fields a reader needs, in one
+  ``unpack_from``), ``V4_BODY_POS``, ``V4_MIN_RECORD_SIZE``, ``TOTALSIZE``, and
+  ``body_end(record)`` (where any record's body ends: its topic length byte).
 * ``offset_msg_id(store_host, physical_offset)``: the offset message id (what
   ``MessageExt.offset_msg_id`` holds), for a record whose fields were read by hand.
 * Property names (RocketMQ ``MessageConst``) a reader or writer looks up.
@@ -25,9 +29,10 @@ may be reorganised behind it.
 
 from __future__ import annotations
 
-from ledgermq.protocol.message import MESSAGE_MAGIC_CODE, MessageRecord, decode_record, decode_records
+from ledgermq.protocol.message import MESSAGE_MAGIC_CODE, MessageRecord, body_end, decode_record, decode_records
 from ledgermq.protocol.msgid import offset_msg_id
 from ledgermq.protocol.properties import KEYS, TAGS, UNIQ_KEY
+from ledgermq.protocol.record_layout import TOTALSIZE, V4_BODY_POS, V4_FIELDS, V4_HEAD, V4_MIN_RECORD_SIZE
 from ledgermq.protocol.sysflag import BORNHOST_V6, COMPRESSED, STOREHOST_V6
 from ledgermq.protocol.tag_expression import TagExpression, TagExpressionError, check_subscribable
 
@@ -40,10 +45,16 @@ __all__ = [
     "MESSAGE_MAGIC_CODE",
     "STOREHOST_V6",
     "TAGS",
+    "TOTALSIZE",
     "UNIQ_KEY",
+    "V4_BODY_POS",
+    "V4_FIELDS",
+    "V4_HEAD",
+    "V4_MIN_RECORD_SIZE",
     "MessageExt",
     "TagExpression",
     "TagExpressionError",
+    "body_end",
     "check_subscribable",
     "decode_record",
     "decode_records",

@@ -120,6 +120,7 @@ class ControllerNode:
                 self.transport,
                 on_commit=self._on_commit,
                 on_role_change=self._on_role_change,
+                clock=self.clock,
             )
             await self.driver.start()
         except BaseException:

@@ -22,6 +22,13 @@ broker ids holds it, the lowest of their acks deciding; an empty set counts at o
 (the master is alone in its SyncStateSet), and a smaller set counts what the remaining
 members hold.
 
+Both answers are asked per waiting send, the acks change once per slave report: the
+floor, and the offset above which every slave the mode asks for verifiably holds what it
+acknowledged, are recomputed when an ack is accepted, a link closes or goes, or the
+required set changes (``_recount``), so ``replication_floor`` is an attribute read and
+``holds`` two comparisons (the exact walk over the links runs only for a message below
+that offset: one sent before a slave's log began).
+
 Before any of that, each connection runs the handshake (master_handshake.py): where the
 slave's log and ours agree, a tail to take back, or a refusal; ``MasterEpochs``
 (master_epochs.py) keeps the epoch and holds a master that crashed in recovery.
@@ -104,6 +111,13 @@ class HAService:
         # Controller mode: the slaves (broker ids) whose acks every message needs
         # (allAckInSyncStateSet); None: any one slave's (4.x SYNC_MASTER).
         self.required_ids: frozenset[int] | None = None
+        # What the sends ask, kept by ``_recount`` on every change of the acks, the links
+        # or the required set (not rebuilt per send): the replication floor, and the offset
+        # above which (up to the floor) the slaves the mode asks for verifiably hold a message.
+        self._floor = 0
+        self._held_above = 1 << 62  # with ``_held_upto``: (above, upto] is held for sure
+        self._held_upto = 0
+        self._fallbehind_max = self.config.slave_fallbehind_max
         self.ack_listeners: list[AckListener] = []
         self.gone_listeners: list[GoneListener] = []
         self.controller_epoch: int | None = None  # controller mode: the master epoch ``start`` begins
@@ -318,7 +332,14 @@ class HAService:
             self.max_acked_offset = offset
         self._replication_moved()
 
+    def link_closed(self, link: SlaveLink) -> None:
+        """A link stopped counting (its connection is closing; it leaves ``links`` when its
+        handler returns): a required slave's acks count only on a live link."""
+        if link.session.ack_offset is not None:
+            self._replication_moved()
+
     def _replication_moved(self) -> None:
+        self._recount()
         tell = self.on_replicated
         if tell is not None:
             try:
@@ -333,37 +354,79 @@ class HAService:
         self.required_ids = broker_ids
         self._replication_moved()
 
-    def _member_links(self, broker_id: int) -> list[SlaveLink]:
-        return [link for link in self.links.values() if link.broker_id == broker_id and not link.closed_reason]
+    def _recount(self) -> None:
+        """Recompute the floor and the offset above which it is verifiably held, from the
+        links as they are now (loops over a handful of links, no lists: this runs per ack).
+
+        With a required set: for each member the best ack of its live links (-1 when it has
+        none), the floor the lowest of them (a very large offset for an empty set); the
+        held-above offset is the highest ``held_from`` among the links giving those bests,
+        so a message ending above it and at or below the floor is held by every member.
+        Without: the floor is the highest ack any slave ever gave (it may have gone since),
+        and a message ending above the ``held_from`` of the link with the highest ack and at
+        or below that ack is held by it; ``holds`` walks the links for anything else."""
+        required = self.required_ids
+        links = self.links
+        if required is None:
+            best = -1
+            held = 0
+            for link in links.values():
+                ack = link.session.ack_offset
+                if ack is not None and ack > best:
+                    best, held = ack, link.held_from
+            self._floor = self.max_acked_offset
+            self._held_above, self._held_upto = held, best  # the floor may be a gone slave's ack
+            return
+        floor = 1 << 62
+        held_above = 0
+        for broker_id in required:
+            best = -1
+            held = 0
+            for link in links.values():
+                if link.broker_id != broker_id or link.closed_reason:
+                    continue
+                ack = link.session.ack_offset
+                if ack is not None and (ack > best or (ack == best and link.held_from < held)):
+                    best, held = ack, link.held_from
+            if best < 0:
+                self._floor, self._held_above, self._held_upto = -1, 1 << 62, 0
+                return
+            if best < floor:
+                floor = best
+            if held > held_above:
+                held_above = held
+        self._floor, self._held_above, self._held_upto = floor, held_above, floor
 
     def replication_floor(self) -> int:
         """The offset the slaves the mode asks for acknowledged: with a required set the
         lowest of their acks (each the best of its live links; -1 if one has none, a very
-        large offset for an empty set), else the highest ack of any slave."""
-        required = self.required_ids
-        if required is None:
-            return self.max_acked_offset
-        floor: int | None = None
-        for broker_id in required:
-            acks = [a for link in self._member_links(broker_id) if (a := link.session.ack_offset) is not None]
-            if not acks:
-                return -1
-            floor = max(acks) if floor is None else min(floor, max(acks))
-        return floor if floor is not None else 1 << 62
+        large offset for an empty set), else the highest ack of any slave. Kept by
+        ``_recount``; asked once per end-of-turn step that has sends waiting for slaves."""
+        return self._floor
 
     def holds(self, end: int) -> bool:
         """Whether the slaves the mode asks for verifiably hold the message ending at ``end``:
         every required slave (a live link whose log starts below it and whose ack covers it),
         or, without a required set, any connected slave. A slave acknowledges only what its
-        own log holds: one that started after the message never held it."""
+        own log holds: one that started after the message never held it. Asked per released
+        send: two comparisons unless the message is older than a slave's log."""
+        if self._held_above < end <= self._held_upto:
+            return True
+        return self._holds_exactly(end)
+
+    def _holds_exactly(self, end: int) -> bool:
+        """``holds`` by walking the links (a message at or below the held-above offset)."""
         required = self.required_ids
         if required is None:
             return self._covered(end)
         for broker_id in required:
-            if not any(
-                (ack := link.session.ack_offset) is not None and link.held_from < end <= ack
-                for link in self._member_links(broker_id)
-            ):
+            for link in self.links.values():
+                if link.broker_id != broker_id or link.closed_reason:
+                    continue
+                ack = link.session.ack_offset
+                if ack is not None and link.held_from < end <= ack:
+                    break
+            else:
                 return False
         return True
 
@@ -389,7 +452,7 @@ class HAService:
         With a required set (allAckInSyncStateSet) the set decides, not this: always True."""
         if self.required_ids is not None:
             return True
-        return bool(self.links) and master_put_offset - self.max_acked_offset < self.config.slave_fallbehind_max
+        return bool(self.links) and master_put_offset - self.max_acked_offset < self._fallbehind_max
 
     # -- retention and status -------------------------------------------------------
     def _retention_floor(self) -> int | None:

@@ -72,6 +72,9 @@ class LinkHost(Protocol):
     def damage_hit(self, err: CorruptRangeError, address: str) -> None:
         """A transfer ran into a damaged range."""
 
+    def link_closed(self, link: SlaveLink) -> None:
+        """The link is closing: its acks stop counting now, before it leaves the service."""
+
 
 class SlaveLink:
     """One slave connection on a non-blocking socket of our own.
@@ -177,6 +180,7 @@ class SlaveLink:
         if not self.closed_reason:
             self.closed_reason = reason
             self.closed_kind = kind
+            self.service.link_closed(self)
 
     def _close(self, reason: str, kind: CloseKind = CloseKind.OTHER) -> None:
         self._set_reason(reason, kind)

@@ -178,6 +178,9 @@ class Accept:
     """Append the frame's body at its offset (nothing to do for a heartbeat)."""
 
 
+_ACCEPT = Accept()  # immutable: one for every accepted frame
+
+
 @dataclass(frozen=True, slots=True)
 class Reject:
     """Close and reconnect; ``reason`` is logged."""
@@ -209,7 +212,7 @@ class SlaveSession:
                 "the slave is ahead of or diverged from its master"
             )
         self.frames += 1
-        return Accept()
+        return _ACCEPT
 
     def on_bytes(self, now: float) -> None:
         self.last_read = now

@@ -338,16 +338,16 @@ class HAClient:
                 have += n
                 session.on_bytes(clock.monotonic())
                 frames, pos, error = scan_frames(buf, 0, have, MAX_FRAME_BODY)
-                appended = await self._apply(session, view, frames) if frames else False
+                end = await self._apply(session, view, frames) if frames else -1
                 if error:
                     raise _Drop(f"bad stream from master: {error}")
                 if pos:
                     have -= pos
                     view[:have] = view[pos : pos + have]
                 self._count_burst(n)
-                if appended:  # report what we hold at once (a SYNC_MASTER waits for it), then dispatch
+                if end >= 0:  # report what we hold at once (a SYNC_MASTER waits for it), then dispatch
                     now = clock.monotonic()
-                    due = session.report_due(store.max_phy_offset, now)
+                    due = session.report_due(end, now)  # our log's end: only this task appends to it
                     if due is not None:
                         await _send_all(loop, sock, encode_report(due))
                         session.on_reported(due, now)
@@ -473,10 +473,11 @@ class HAClient:
         stopped = await send_range(loop, sock, self.store, fetch.start, fetch.end, self.config.transfer_batch_size)
         self.served_bytes += stopped - fetch.start
 
-    async def _apply(self, session: SlaveSession, view: memoryview, frames: list[FrameSpan]) -> bool:
+    async def _apply(self, session: SlaveSession, view: memoryview, frames: list[FrameSpan]) -> int:
         """Check every frame against our end, then append the bodies accepted before any
-        rejected one (in a worker thread when a segment file has to be created); whether
-        anything was appended (a rejected frame raises after the append)."""
+        rejected one (in a worker thread when a segment file has to be created); returns our
+        log's new end, or -1 if nothing was appended (a rejected frame raises after the
+        append)."""
         store = self.store
         local_max = store.max_phy_offset
         empty = _commitlog_empty(store)
@@ -512,7 +513,7 @@ class HAClient:
             if bodies and self.on_appended is not None:
                 self.on_appended()  # what came before the bad frame is kept and dispatched
             raise _Drop(reject)
-        return bool(bodies)
+        return local_max if bodies else -1
 
 
 async def _recv_exact(loop: asyncio.AbstractEventLoop, sock: socket.socket, n: int) -> bytes:

@@ -34,7 +34,7 @@ import functools
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ledgermq.net.connection import Connection
@@ -52,11 +52,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class RequestContext:
-    """What a processor may know about the request beyond its command."""
+    """What a processor may know about the request beyond its command (one per request:
+    nothing in it is built unless asked for)."""
 
     connection: Connection
     server: RemotingServer
-    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def peer(self) -> str:

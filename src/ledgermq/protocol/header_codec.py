@@ -27,6 +27,7 @@ from ledgermq.protocol.headers import INT32, INT64, MissingField, parse_int
 
 _WIRE = "ledgermq.wire"
 _TRUE = frozenset(("true", "1"))
+_BOOLS = {"true": True, "false": False, "1": True, "0": False}
 
 
 class Kind(enum.Enum):
@@ -95,7 +96,7 @@ def build_decoder(cls: type, renames: Mapping[str, str] | None = None) -> Decode
     """Straight-line decode of ``cls`` from extFields; ``renames`` maps attribute -> another
     wire key (SEND_MESSAGE_V2's short keys) while errors still name the attribute's own key."""
     renames = renames or {}
-    env: dict[str, Any] = {"_MissingField": MissingField, "_parse_int": parse_int, "_TRUE": _TRUE}
+    env: dict[str, Any] = {"_MissingField": MissingField, "_parse_int": parse_int, "_TRUE": _TRUE, "_BOOLS": _BOOLS}
     lines = ["def decode(ext):", "    get = ext.get"]
     for i, (attr, wire) in enumerate(wires(cls)):
         env[f"_d{i}"] = wire.absent
@@ -109,14 +110,17 @@ def build_decoder(cls: type, renames: Mapping[str, str] | None = None) -> Decode
             else:
                 lines.append(f"    a{i} = _d{i} if v is None else v")
         elif wire.kind is Kind.BOOL:
-            lines.append(f"    a{i} = _d{i} if v is None else (v in _TRUE or v.strip().lower() in _TRUE)")
+            # The four spellings clients send are looked up; anything else is read Java's way.
+            lines.append(f"    a{i} = _d{i} if v is None else _BOOLS.get(v)")
+            lines.append(f"    if a{i} is None: a{i} = v.strip().lower() in _TRUE")
         else:
             # Fewer digits than the type's largest value has: in range, no further check.
             short = 10 if wire.bits == INT32 else 19
-            lines.append(
-                f"    a{i} = int(v) if v is not None and len(v) < {short} and v.isdecimal()"
-                f" else _parse_int(v, {name}, _d{i}, {wire.bits})"
-            )
+            fast = f"int(v) if len(v) < {short} and v.isdecimal() else _parse_int(v, {name}, _d{i}, {wire.bits})"
+            if wire.required:
+                lines.append(f"    a{i} = _parse_int(v, {name}, _d{i}, {wire.bits}) if v is None else {fast}")
+            else:  # absent optional numbers are common (maxReconsumeTimes): no call for them
+                lines.append(f"    a{i} = _d{i} if v is None else {fast}")
     lines += _construct(cls, env)
     # The source is built above from the class's own field specs, never from request data.
     exec("\n".join(lines), env)

@@ -39,6 +39,12 @@ from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.hosts import Host as Host  # a record's hosts; importers name it M.Host
 from ledgermq.protocol.hosts import pack_host, unpack_host
 from ledgermq.protocol.msgid import offset_msg_id
+from ledgermq.protocol.record_layout import BORNHOST_POS as BORNHOST_POS  # importers name offsets M.*
+from ledgermq.protocol.record_layout import PHYSICALOFFSET_POS as PHYSICALOFFSET_POS
+from ledgermq.protocol.record_layout import QUEUEOFFSET_POS as QUEUEOFFSET_POS
+from ledgermq.protocol.record_layout import SYSFLAG_POS as SYSFLAG_POS
+from ledgermq.protocol.record_layout import V4_BODY_POS
+from ledgermq.protocol.record_layout import store_timestamp_pos as store_timestamp_pos
 
 MESSAGE_MAGIC_CODE: Final = -626843481  # 0xDAA320A7 as a Java int
 BLANK_MAGIC_CODE: Final = -875286124  # 0xCBD43194 as a Java int
@@ -66,28 +72,14 @@ _SIZE_MAGIC = struct.Struct(">ii")
 _TWO_LONGS = struct.Struct(">qq")
 _BYTE = [bytes((i,)) for i in range(256)]
 
-TOTALSIZE_POS: Final = 0
-MAGIC_POS: Final = 4
-BODYCRC_POS: Final = 8
-QUEUEID_POS: Final = 12
-QUEUEOFFSET_POS: Final = 20
-PHYSICALOFFSET_POS: Final = 28
-SYSFLAG_POS: Final = 36
-BORNTIMESTAMP_POS: Final = 40
-BORNHOST_POS: Final = 48
-
-
-_STORE_TS_POS_V4: Final = BORNHOST_POS + 8
-_STORE_TS_POS_V6: Final = BORNHOST_POS + 20
+_STORE_TS_POS_V4: Final = store_timestamp_pos(0)
+_STORE_TS_POS_V6: Final = store_timestamp_pos(SF.BORNHOST_V6)
 assert PHYSICALOFFSET_POS == QUEUEOFFSET_POS + 8 and SF.BORNHOST_V6 < 0x100
+assert _head_struct(False, False).size == V4_BODY_POS  # the codec's header is the layout's
 
 
 def _head_index(sysflag: int) -> int:
     return (2 if sysflag & SF.BORNHOST_V6 else 0) + (1 if sysflag & SF.STOREHOST_V6 else 0)
-
-
-def store_timestamp_pos(sysflag: int) -> int:
-    return BORNHOST_POS + (20 if sysflag & SF.BORNHOST_V6 else 8)
 
 
 def queue_offset_and_store_time(buf: bytes | bytearray | memoryview, at: int = 0) -> tuple[int, int]:

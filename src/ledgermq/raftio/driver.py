@@ -26,7 +26,8 @@ carried out) is logged and stops the node (fail-stop: going on after a lost writ
 break the promises Raft made), which ``status().failed`` reports, ``on_role_change``
 hears as FOLLOWER with no leader, and every pending proposal learns (proposals.py keeps
 them and decides each one's answer). A driver is started and stopped once; a restart
-builds a new one on the same store.
+builds a new one on the same store. Its settings and status report are in
+``driver_config``; the ticks go by an injected clock.
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import random
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 
+from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import ConfigError
-from ledgermq.raft import RaftConfig, RaftNode
+from ledgermq.raft import RaftNode
 from ledgermq.raft.types import Entry, Message, Ready, Role
+from ledgermq.raftio.driver_config import RaftDriverConfig, RaftStatus, election_jitter_rng, seed_election_jitter
 from ledgermq.raftio.ledger_storage import LedgerStorage
 from ledgermq.raftio.proposals import (
     DriverNotRunningError,
@@ -50,7 +51,7 @@ from ledgermq.raftio.proposals import (
     ProposalOutcomeUnknownError,
     ProposalOverwrittenError,
 )
-from ledgermq.raftio.transport import RaftTransport, parse_peers
+from ledgermq.raftio.transport import RaftTransport
 from ledgermq.store.dledger import CorruptEntryError
 
 __all__ = [
@@ -69,102 +70,6 @@ log = logging.getLogger(__name__)
 
 CommitCallback = Callable[[Sequence[Entry]], Awaitable[None] | None]
 RoleCallback = Callable[[Role, int, str | None], None]
-
-
-_jitter_base_seed: int | None = None
-
-
-def seed_election_jitter(base: int | None) -> None:
-    """Make drivers started later in this process draw election jitter from a generator
-    seeded by ``base`` and the node's id (tests set this so a run repeats); ``None`` goes
-    back to drawing seeds from the OS. A ``RaftDriverConfig.seed`` still wins."""
-    global _jitter_base_seed
-    _jitter_base_seed = base
-
-
-def election_jitter_rng(seed: int | None, self_id: str) -> random.Random:
-    """The generator a node's election timeouts come from: ``seed`` when configured, else
-    one derived from the process-wide base seed and ``self_id`` (so peers still differ),
-    else the OS's randomness, so peers never share a schedule."""
-    if seed is not None:
-        return random.Random(seed)
-    if _jitter_base_seed is not None:
-        return random.Random(f"{_jitter_base_seed}:{self_id}")
-    return random.Random()
-
-
-@dataclass(frozen=True, slots=True)
-class RaftDriverConfig:
-    """One DLedger-mode node: who it is, its group (``dLegerPeers``) and the Raft timing.
-
-    Wall-clock election timeout = ``tick_interval_ms * election_timeout_ticks`` (randomised
-    by the core to [1x, 2x)); heartbeats go every ``heartbeat_ticks`` ticks.
-    """
-
-    self_id: str
-    peers: str
-    """DLedger's form: ``n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913``."""
-    tick_interval_ms: int = 100
-    election_timeout_ticks: int = 10
-    heartbeat_ticks: int = 1
-    pre_vote: bool = True
-    check_quorum: bool = True
-    max_inflight: int = 256
-    max_entries_per_append: int = 64
-    max_bytes_per_append: int = 1 << 20
-    append_noop_on_election: bool = True
-    eager_commit_notice: bool = True
-    """See ``RaftConfig.eager_commit_notice``; a broker's DLedger group turns it off."""
-    commit_checkpoint_interval_ms: int = 1000
-    """How often a moved commit index is written to DLedger's ``checkpoint`` (it is lazy state)."""
-    seed: int | None = None
-    """Election jitter seed; None draws one from the OS so peers never share a schedule."""
-
-    def __post_init__(self) -> None:
-        peers = parse_peers(self.peers)
-        if self.self_id not in peers:
-            raise ConfigError(f"dLegerSelfId {self.self_id!r} is not in dLegerPeers ({', '.join(peers)})")
-        if self.tick_interval_ms < 1:
-            raise ConfigError("tick_interval_ms must be at least 1")
-        if self.commit_checkpoint_interval_ms < 0:
-            raise ConfigError("commit_checkpoint_interval_ms must be >= 0")
-        self.raft_config()  # the core validates its own tunables
-
-    @property
-    def peer_addresses(self) -> dict[str, str]:
-        return parse_peers(self.peers)
-
-    def raft_config(self) -> RaftConfig:
-        return RaftConfig(
-            self.self_id,
-            election_timeout_ticks=self.election_timeout_ticks,
-            heartbeat_ticks=self.heartbeat_ticks,
-            pre_vote=self.pre_vote,
-            check_quorum=self.check_quorum,
-            max_inflight=self.max_inflight,
-            max_entries_per_append=self.max_entries_per_append,
-            max_bytes_per_append=self.max_bytes_per_append,
-            append_noop_on_election=self.append_noop_on_election,
-            eager_commit_notice=self.eager_commit_notice,
-            seed=self.seed or 0,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class RaftStatus:
-    id: str
-    role: Role
-    term: int
-    leader: str | None
-    commit: int
-    applied: int
-    last_index: int
-    persisted_index: int
-    match: dict[str, int] = field(default_factory=dict)
-    """The leader's view of each peer's matched index (itself included); empty elsewhere."""
-    failed: str | None = None
-    repair_until: int = 0
-    """While the log is repaired after damage: the index it must reach again; 0 otherwise."""
 
 
 class RaftDriver:
@@ -187,6 +92,7 @@ class RaftDriver:
         on_commit: CommitCallback | None = None,
         on_role_change: RoleCallback | None = None,
         applied: int = 0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if transport.self_id != config.self_id or set(transport.peers) != set(config.peer_addresses):
             raise ConfigError("the transport and the driver config name different nodes")
@@ -195,6 +101,8 @@ class RaftDriver:
         self.transport = transport
         self.on_commit = on_commit
         self.on_role_change = on_role_change
+        self.clock = clock
+        """Paces the ticks and dates the last one (``leadership_current``); a test may drive it."""
         self.node = self._make_node(applied)
         self.failed: BaseException | None = None
         self._running = False
@@ -358,7 +266,7 @@ class RaftDriver:
         if self.node.role is not Role.LEADER or self.failed is not None or self._last_tick_at is None:
             return False
         timeout_s = self.config.tick_interval_ms * self.config.election_timeout_ticks / 1000
-        return asyncio.get_running_loop().time() - self._last_tick_at <= timeout_s
+        return self.clock.monotonic() - self._last_tick_at <= timeout_s
 
     @property
     def pending_proposals(self) -> int:
@@ -379,18 +287,19 @@ class RaftDriver:
         self._wake.set()
 
     async def _tick_loop(self) -> None:
-        loop = asyncio.get_running_loop()
+        now = self.clock.monotonic
         interval = self.config.tick_interval_ms / 1000
         checkpoint_every = max(1, round(self.config.commit_checkpoint_interval_ms / self.config.tick_interval_ms))
         ticks = 0
-        due = loop.time()
+        due = now()
         while True:
             due += interval
-            await asyncio.sleep(max(0.0, due - loop.time()))
+            await asyncio.sleep(max(0.0, due - now()))
             missed = 0
-            if loop.time() - due > 5 * interval:
-                missed = int((loop.time() - due) / interval)
-                due = loop.time()  # after a stall, do not fire a burst of catch-up ticks...
+            woke = now()
+            if woke - due > 5 * interval:
+                missed = int((woke - due) / interval)
+                due = woke  # after a stall, do not fire a burst of catch-up ticks...
             if self.failed is not None:
                 continue
             try:
@@ -412,7 +321,7 @@ class RaftDriver:
                 continue
             except Exception:
                 log.exception("raft %s: tick failed", self.config.self_id)
-            self._last_tick_at = loop.time()
+            self._last_tick_at = now()
             ticks += 1
             if ticks % checkpoint_every == 0 and self._commit_hint > self.storage.saved_commit:
                 self._checkpoint_due = True

@@ -5,18 +5,35 @@ index arrays that depend only on the number of records in a pull. Those arrays a
 here once per size and cached (a reader pulls the same sizes over and over), together with
 the small helpers that wrap buffers as arrays without copying. ``properties_map`` reuses
 the same patterns to split property strings. Nothing here knows about records beyond the
-header layout in ``layout``.
+header fields it gathers (``FIELDS``), whose places are the client's record layout.
 """
 
 from __future__ import annotations
 
 import array
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from ledgermq.spark.layout import FIELDS, V4_BODY
+from ledgermq.client.records import V4_BODY_POS, V4_FIELDS
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+# The header fields the vectorised path gathers, as (column, RocketMQ field), in an order
+# that puts the 8-byte fields first so every slice of the gathered buffer stays aligned.
+# Numbers are gathered byte-reversed (little-endian); the store host is kept as stored.
+GATHERED: Final = (
+    ("qoff", "queueOffset"),
+    ("phys", "physicalOffset"),
+    ("born", "bornTimestamp"),
+    ("store", "storeTimestamp"),
+    ("host", "storeHost"),
+    ("magic", "magicCode"),
+    ("sysflag", "sysFlag"),
+    ("recon", "reconsumeTimes"),
+    ("blen", "bodyLength"),
+)
+FIELDS: Final = tuple((column, *V4_FIELDS[name]) for column, name in GATHERED)
+"""(column, offset in the record, width) of each gathered field."""
 
 
 class Heads:
@@ -30,14 +47,14 @@ class Heads:
 
         two = ramp(2 * n)
         self.half = pc.shift_right(two, i32(1))  # 0 0 1 1 2 2 ...
-        self.head_step = pc.multiply(pc.bit_wise_and(two, i32(1)), i32(V4_BODY))  # 0 88 0 88 ...
+        self.head_step = pc.multiply(pc.bit_wise_and(two, i32(1)), i32(V4_BODY_POS))  # 0 88 0 88 ...
         self.even = pc.shift_left(ramp(n), i32(1))
         self.ramp = ramp(n).cast(pa.int64())
         parts = []
         for name, at, width in FIELDS:
             k = ramp(width * n)
             shift = i32(width.bit_length() - 1)
-            row = pc.multiply(pc.shift_right(k, shift), i32(V4_BODY))
+            row = pc.multiply(pc.shift_right(k, shift), i32(V4_BODY_POS))
             byte = pc.bit_wise_and(k, i32(width - 1))
             # numbers byte-reversed (little-endian), the host as stored
             at_byte = pc.add(byte, i32(at)) if name == "host" else pc.subtract(i32(at + width - 1), byte)

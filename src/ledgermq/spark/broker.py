@@ -14,7 +14,6 @@ slave of the group while the master is gone from the route (the client decides).
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -33,26 +32,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Status(enum.Enum):
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
-
-
-_STATUS = {
-    PullStatus.FOUND: Status.FOUND,
-    PullStatus.NO_NEW_MSG: Status.NO_NEW_MSG,
-    PullStatus.NO_MATCHED_MSG: Status.NO_MATCHED_MSG,
-    PullStatus.OFFSET_ILLEGAL: Status.OFFSET_ILLEGAL,
-}
-
-
 @dataclass(slots=True)
 class Pulled:
-    """One pull's answer, undecoded: ``raw`` is stored records back to back."""
+    """One pull's answer, undecoded: ``raw`` is stored records back to back; ``status``
+    is the client's (``PullStatus``)."""
 
-    status: Status
+    status: PullStatus
     next_offset: int
     min_offset: int
     max_offset: int
@@ -163,7 +148,7 @@ class BrokerSession:
         api = (await self.client()).pull_api
         result = await api.pull(_mq(q), group, offset, max_nums, expression=expression, timeout=timeout, decode=False)
         return Pulled(
-            _STATUS[result.status],
+            result.status,
             result.next_begin_offset,
             result.min_offset,
             result.max_offset,
@@ -179,4 +164,4 @@ class BrokerSession:
         return await (await self.client()).pull_api.query_consumer_offset(_mq(q), group)
 
 
-__all__ = ["BrokerSession", "BrokerUnavailableError", "MQBrokerError", "Pulled", "Status"]
+__all__ = ["BrokerSession", "BrokerUnavailableError", "MQBrokerError", "PullStatus", "Pulled"]

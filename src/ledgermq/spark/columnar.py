@@ -23,8 +23,9 @@ IPv6 host, a compressed body, a malformed record) take the per-record loop
 (``_add_records``) instead, which gathers rows in lists across pulls, uses the general
 decoder for IPv6 and compressed records and raises the precise error for a malformed one.
 
-The header layout both paths read is in ``layout``; the cached index arrays and buffer
-helpers of the vectorised path are in ``arrow_kernels``.
+The header layout both paths read is the client's (``client.records``: ``V4_HEAD``,
+``V4_FIELDS``); the cached index arrays and buffer helpers of the vectorised path are in
+``arrow_kernels``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,16 @@ import sys
 from typing import TYPE_CHECKING, Final
 
 from ledgermq.client import records as R
-from ledgermq.client.records import MESSAGE_MAGIC_CODE, decode_record, offset_msg_id
+from ledgermq.client.records import (
+    MESSAGE_MAGIC_CODE,
+    TOTALSIZE,
+    V4_BODY_POS,
+    V4_HEAD,
+    V4_MIN_RECORD_SIZE,
+    body_end,
+    decode_record,
+    offset_msg_id,
+)
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.spark.arrow_kernels import (
     binary_over,
@@ -48,7 +58,6 @@ from ledgermq.spark.arrow_kernels import (
     true_scalar,
     values_buffer,
 )
-from ledgermq.spark.layout import MIN_TOTAL, TOTAL, V4, V4_BODY
 from ledgermq.spark.properties_map import Properties, utf8_text
 from ledgermq.spark.schema import arrow_schema
 
@@ -169,20 +178,20 @@ class RowBuffer:
     def add(self, raw: bytes, start: int, end: int) -> int:
         """Append the records of one pull answer (offsets below ``end``); the next offset."""
         size = len(raw)
-        if not _LITTLE or size > _MAX_RAW or size < MIN_TOTAL:
+        if not _LITTLE or size > _MAX_RAW or size < V4_MIN_RECORD_SIZE:
             return self._add_records(raw, start, end)
-        first = TOTAL.unpack_from(raw, 0)[0]
+        first = TOTALSIZE.unpack_from(raw, 0)[0]
         if first > 0 and size < first * _MIN_VECTOR_ROWS:
             # few records: the kernels' fixed cost per pull (~0.3 ms) outweighs the loop's
             return self._add_records(raw, start, end)
         starts: list[int] = []
         append = starts.append
-        total = TOTAL.unpack_from
+        total = TOTALSIZE.unpack_from
         pos = 0
-        last = size - V4_BODY
+        last = size - V4_BODY_POS
         while pos <= last:
             t = total(raw, pos)[0]
-            if t < MIN_TOTAL:
+            if t < V4_MIN_RECORD_SIZE:
                 break
             append(pos)
             pos += t
@@ -204,7 +213,7 @@ class RowBuffer:
         # headers side by side: offsets [pos0, pos0+88, pos1, pos1+88, ...], every other element
         head_offsets = pc.add(pc.take(pos, pat.half), pat.head_step)
         heads = pc.take(binary_over(head_offsets, buf), pat.even)
-        head_bytes = pa.Array.from_buffers(pa.uint8(), n * V4_BODY, [None, values_buffer(heads)])
+        head_bytes = pa.Array.from_buffers(pa.uint8(), n * V4_BODY_POS, [None, values_buffer(heads)])
         fields = pc.take(head_bytes, pat.gather, boundscheck=False).buffers()[1]
         assert fields is not None
         col = header_columns(fields, n)
@@ -214,7 +223,7 @@ class RowBuffer:
             min_max(magic) != (_MAGIC, _MAGIC)
             or min_max(pc.bit_wise_and(sysflag, i32(_SLOW_FLAGS)))[1] != 0
             or min_max(blen)[0] < 0
-            or min_max(pc.subtract(totals, blen))[0] < MIN_TOTAL
+            or min_max(pc.subtract(totals, blen))[0] < V4_MIN_RECORD_SIZE
         ):
             return self._add_records(raw, start, end)  # IPv6, compressed or malformed somewhere
         if min_max(qoff)[1] >= end:
@@ -230,7 +239,7 @@ class RowBuffer:
             self._note_gap(qoff, start)  # not start, start + 1, ...: find the first hole
         # sections: [body | topic | properties | next header] per record
         quads = quad_pattern(n)
-        body = pc.add(pos, i32(V4_BODY))
+        body = pc.add(pos, i32(V4_BODY_POS))
         body_end = pc.add(body, blen)
         topic_len = pc.take(pa.Array.from_buffers(pa.uint8(), len(raw), [None, buf]), body_end)
         props = pc.add(pc.add(body_end, i32(3)), topic_len.cast(pa.int32()))
@@ -271,7 +280,7 @@ class RowBuffer:
     def _add_records(self, raw: bytes, start: int, end: int) -> int:
         """The per-record path: small pulls, IPv6 hosts, compressed bodies, malformed records
         (the error)."""
-        unpack = V4.unpack_from
+        unpack = V4_HEAD.unpack_from
         rows = self._lists
         offsets, phys, born, store, reconsume = rows.offsets, rows.phys, rows.born, rows.store, rows.recon
         bodies, props = rows.bodies, rows.props
@@ -280,10 +289,10 @@ class RowBuffer:
         size = len(raw)
         expect = start
         while pos < size:
-            if size - pos < V4_BODY:
+            if size - pos < V4_BODY_POS:
                 raise RemoteProtocolError(f"record at {pos}: {size - pos} bytes, too short for a header")
             total, magic, qoff, phy, sysflag, born_ts, store_ts, ip, port, recon, blen = unpack(raw, pos)
-            if magic != _MAGIC or total < MIN_TOTAL or pos + total > size:
+            if magic != _MAGIC or total < V4_MIN_RECORD_SIZE or pos + total > size:
                 raise RemoteProtocolError(f"record at {pos}: bad magic or size {total}")
             if qoff >= end:
                 break
@@ -302,7 +311,7 @@ class RowBuffer:
                 bodies.append(rec.body)
                 props.append(_props_bytes(raw, pos, rec.store_size))
             else:
-                b = pos + V4_BODY
+                b = pos + V4_BODY_POS
                 be = b + blen
                 if blen < 0 or be + 3 > pos + total:
                     raise RemoteProtocolError(f"record at {pos}: body length {blen} overruns the record")
@@ -384,9 +393,6 @@ def _fill_msg_ids(uniq: pa.Array, chunks: list[_Chunk]) -> pa.Array:
 
 def _props_bytes(raw: bytes, pos: int, total: int) -> bytes:
     """The stored properties text of the (already validated) record at ``pos``."""
-    sysflag = int.from_bytes(raw[pos + 36 : pos + 40], "big", signed=True)
-    head = 88 + (12 if sysflag & R.BORNHOST_V6 else 0) + (12 if sysflag & R.STOREHOST_V6 else 0)
-    blen = int.from_bytes(raw[pos + head - 4 : pos + head], "big", signed=True)
-    t = pos + head + blen
+    t = pos + body_end(memoryview(raw)[pos : pos + total])  # the topic's length byte
     start = t + 1 + raw[t] + 2
     return raw[start : pos + total]

@@ -35,7 +35,9 @@ from collections.abc import Iterable, Sequence
 from ledgermq.client import LocalTransactionState, MessageExt, TransactionProducer
 from ledgermq.client import records as R
 from ledgermq.client.errors import MQClientError
-from ledgermq.spark.broker import BrokerSession, Status
+from ledgermq.client.instance.pull_api import PullStatus
+from ledgermq.failpoints import failpoint
+from ledgermq.spark.broker import BrokerSession
 from ledgermq.spark.commit_records import (
     Found,
     StartedRecord,
@@ -55,6 +57,12 @@ IN_FLIGHT_ENDS = 64
 FINISH_ATTEMPTS = 3
 SCAN_CHUNK = 256  # commit records read per pull when looking back through the commit topic
 READER_GROUP = "ledgermq-spark-eo-reader"
+# Crash points of a fresh commit, for the fault tests (tests/spark/fault_points.py holds the
+# driver at one and kills it): after the ``started`` record, after each answered END (the
+# other ENDs in flight still land: a commit cut in the middle), before the ``done`` record.
+AFTER_STARTED = "spark.eo.after_started"
+AFTER_END = "spark.eo.after_end"
+BEFORE_DONE = "spark.eo.before_done"
 
 
 class CommitError(MQClientError):
@@ -117,12 +125,12 @@ class Coordinator:
         offset = start
         while offset < end:
             pulled = await self.session.pull(q, group, offset, min(SCAN_CHUNK, end - offset))
-            if pulled.status is Status.OFFSET_ILLEGAL:
+            if pulled.status is PullStatus.OFFSET_ILLEGAL:
                 if pulled.min_offset > offset:  # retention removed the front: read on from what is left
                     offset = pulled.min_offset
                     continue
                 raise CommitError(f"reading {q} at {offset}: the broker answers OFFSET_ILLEGAL")
-            if pulled.status is Status.FOUND:
+            if pulled.status is PullStatus.FOUND:
                 out.extend(r for r in R.decode_records(pulled.raw, check_crc=False, inflate=True))
             if pulled.next_offset <= offset:
                 break
@@ -192,6 +200,9 @@ class Coordinator:
                 except MQClientError as exc:
                     log.warning("END %s of half %s failed: %s", state.value, halves.msg_ids[i], exc)
                     failed.append(i)
+                    continue
+                if state is LocalTransactionState.COMMIT_MESSAGE:
+                    failpoint(AFTER_END)
 
         await asyncio.gather(*(worker() for _ in range(IN_FLIGHT_ENDS)))
         return sorted(failed)
@@ -256,7 +267,9 @@ class Coordinator:
             return "nothing to commit", False
         record = StartedRecord(uuid.uuid4().hex, halves, await self.start_offsets(halves))
         await self._send_record_messages(started_messages(self.opts.commit_topic, self.write_id, self.batch_id, record))
+        failpoint(AFTER_STARTED)
         await self.finish(record, fresh=True)
+        failpoint(BEFORE_DONE)
         await self._send_record_messages([done_message(self.opts.commit_topic, self.write_id, self.batch_id)])
         return f"{len(halves)} rows committed", False
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ledgermq.client.instance.pull_api import PullStatus
 from ledgermq.client.records import decode_record
-from ledgermq.spark.broker import BrokerSession, Status
+from ledgermq.spark.broker import BrokerSession
 from ledgermq.spark.offsets import EARLIEST, LATEST, Offsets, QueueId
 from ledgermq.spark.options import OptionError, ReadOptions, Subscription
 from ledgermq.spark.planning import QueueRange, check_start, ranges_between, split_ranges
@@ -72,7 +73,7 @@ async def _offset_at(
     offset = min(max(await session.search_offset(q, timestamp), low), high)
     if offset < high:
         answer = await session.pull(q, opts.pull_group, offset, 1)
-        found = answer.status is Status.FOUND and answer.raw
+        found = answer.status is PullStatus.FOUND and answer.raw
         if found and decode_record(answer.raw, check_crc=False).store_timestamp < timestamp:
             offset += 1
     return offset

@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ledgermq.client.errors import MQBrokerError, MQClientError, ResponseCode
-from ledgermq.spark.broker import BrokerSession, Pulled, Status
+from ledgermq.client.instance.pull_api import PullStatus
+from ledgermq.clock import SYSTEM_CLOCK, Clock
+from ledgermq.spark.broker import BrokerSession, Pulled
 from ledgermq.spark.columnar import RowBuffer
 from ledgermq.spark.options import ReadOptions
 from ledgermq.spark.planning import DataLossError, QueueRange
@@ -45,8 +47,9 @@ class ReadTimeoutError(MQClientError):
 class RangeReader:
     """Reads one range through a session; ``batches()`` yields RecordBatches."""
 
-    def __init__(self, opts: ReadOptions, rng: QueueRange, session: BrokerSession) -> None:
+    def __init__(self, opts: ReadOptions, rng: QueueRange, session: BrokerSession, clock: Clock = SYSTEM_CLOCK) -> None:
         self.opts = opts
+        self.clock = clock  # how long a stalled read has waited (against pollTimeoutMs)
         self.rng = rng
         self.session = session
         self.rows = RowBuffer(rng.queue.topic, rng.queue.broker, rng.queue.queue_id, opts.tag_set)
@@ -93,7 +96,7 @@ class RangeReader:
 
     async def _step(self) -> Pulled | BaseException:
         answer = await self._next()
-        if isinstance(answer, Pulled) and answer.status is Status.FOUND and answer.next_offset < self.rng.end:
+        if isinstance(answer, Pulled) and answer.status is PullStatus.FOUND and answer.next_offset < self.rng.end:
             # The answer's next offset is where the next pull starts unless records past the
             # range end came back (they cannot: max_nums stops at the end).
             await self._prefetch(answer.next_offset)
@@ -127,7 +130,7 @@ class RangeReader:
 
     def _handle(self, answer: Pulled) -> None:
         q, end = self.rng.queue, self.rng.end
-        if answer.status is Status.FOUND:
+        if answer.status is PullStatus.FOUND:
             expect = self.offset
             reached = self.rows.add(answer.raw, expect, end)
             if self.rows.gap is not None and self.opts.tag_set is None:
@@ -136,7 +139,7 @@ class RangeReader:
             nxt = answer.next_offset if answer.next_offset > expect else reached
             self.offset = min(max(nxt, reached), end)
             self._progress()
-        elif answer.status is Status.NO_MATCHED_MSG:
+        elif answer.status is PullStatus.NO_MATCHED_MSG:
             # Nothing matched the tag filter (or, without a filter, the messages were being
             # deleted): the broker's next offset skips what it looked at.
             if answer.next_offset > self.offset:
@@ -146,7 +149,7 @@ class RangeReader:
                 self._progress()
             else:
                 self._stall(f"{q}: no matched message and no progress at {self.offset}", retriable=True)
-        elif answer.status is Status.OFFSET_ILLEGAL:
+        elif answer.status is PullStatus.OFFSET_ILLEGAL:
             if self.offset < answer.min_offset:
                 self._lost(self.offset, min(answer.min_offset, end), "deleted by retention")
                 self.offset = min(answer.min_offset, end)
@@ -176,7 +179,7 @@ class RangeReader:
         self._backoff = BACKOFF_START
 
     def _stall(self, why: str, *, retriable: bool) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self._stalled_since is None:
             self._stalled_since = now
         waited = now - self._stalled_since

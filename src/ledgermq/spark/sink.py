@@ -36,6 +36,7 @@ from pyspark.sql.types import DataType, MapType, StructType
 from ledgermq.aio.loops import close_loop, new_event_loop
 from ledgermq.client import Message, MessageQueue, Producer
 from ledgermq.client.errors import MQClientError
+from ledgermq.failpoints import failpoint
 from ledgermq.spark.eo_commit import abort_write, batch_write_id, commit_write, stream_write_id
 from ledgermq.spark.half_sender import HalfSender, SentHalves
 from ledgermq.spark.options import OptionError, WriteOptions, parse_write_options
@@ -49,6 +50,10 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH_BYTES = 1024 * 1024
 IN_FLIGHT = 4
+# Reached on the driver when every task of a write (a micro-batch) has returned, its rows
+# all acknowledged, and before anything is committed: a driver that dies here makes Spark
+# run the batch again. The fault tests hold a driver here to kill it (tests/spark/fault_points.py).
+BEFORE_COMMIT = "spark.sink.before_commit"
 
 __all__ = ["SYSTEM_PROPERTIES", "ArrowWriter", "SentHalves", "SentMessages", "SinkError", "StreamArrowWriter",
            "messages_of"]  # fmt: skip
@@ -212,6 +217,7 @@ class ArrowWriter(DataSourceArrowWriter):
         return _Sender(self.opts).write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        failpoint(BEFORE_COMMIT)
         if self.opts.exactly_once:
             commit_write(self.opts, self.write_id, 0, messages, fresh=True)
             return
@@ -242,6 +248,7 @@ class StreamArrowWriter(DataSourceStreamArrowWriter):
         return _Sender(self.opts).write(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        failpoint(BEFORE_COMMIT)
         if self.opts.exactly_once:
             commit_write(self.opts, self.write_id, batchId, messages, fresh=False)
             return

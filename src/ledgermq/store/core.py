@@ -25,13 +25,15 @@ from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.damage import FILE_NAME as DAMAGE_FILE
 from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.dispatch_hooks import DispatchHook
 from ledgermq.store.flush import ConsumeQueueFlushService
 from ledgermq.store.index import IndexService
 from ledgermq.store.lockfile import StoreLock
+from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
 from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.recovery import RecoveryResult
-from ledgermq.store.reput import ArrivalListener, DispatchHook, DispatchService
+from ledgermq.store.reput import ArrivalListener, DispatchService
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.retention import DiskUsage, RetentionRounds
 from ledgermq.store.scrub import ScrubSettings
@@ -172,6 +174,18 @@ class StoreCore:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"queue id {queue_id} is negative")
         return None
 
+    def refuse_message(self, msg: MessageInput, fence: str | None) -> PutResult | None:
+        """Why ``msg`` cannot be written now (``refuse_put``, then its properties), or None."""
+        return self.refuse_put(msg.topic, len(msg.body), msg.queue_id, fence) or self.refuse_text(msg.properties)
+
+    def refuse_batch(self, batch: BatchInput, fence: str | None) -> PutResult | None:
+        """Why ``batch`` cannot be written now (``refuse_put`` of its whole body, then each
+        message's properties), or None."""
+        refused = self.refuse_put(batch.topic, sum(len(b) for _, b, _ in batch.entries), batch.queue_id, fence)
+        for _flag, _body, props in batch.entries:
+            refused = refused or self.refuse_text(props)
+        return refused
+
     @staticmethod
     def refuse_text(props: dict[str, str]) -> PutResult | None:
         """NUL in properties is refused: recovery reads it as the mark of a torn write."""
@@ -192,13 +206,10 @@ class StoreCore:
         return (self.reput.dispatch_failures if self.reput else 0) + self.queues.creator.failures
 
     def derived_info(self) -> dict[str, str]:
-        """Runtime info about the queues, the index and registered damage (both modes)."""
+        """Runtime info about the queues and the index (both modes; damage: the facade's
+        ``damage_summary``)."""
         stats = self.queues.stats
         return {
-            "storeDamagedRanges": str(len(self.damage.ranges())),
-            "storeDamagedBytes": str(self.damage.damaged_bytes),
-            "storeCorruptionsFound": str(self.damage.corruptions_found),
-            "storeRepairs": str(self.damage.repairs),
             "storeQueueRebuilds": str(stats.queue_rebuilds),
             "storeQueueUnitsRewritten": str(stats.units_rewritten),
             "storeQueuePlaceholders": str(stats.placeholders),

@@ -18,6 +18,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ledgermq.atomic_file import write_atomic
@@ -27,6 +28,35 @@ log = logging.getLogger(__name__)
 
 DamageListener = Callable[[int, int, str], None]
 FILE_NAME = "damagedRanges"
+
+
+@dataclass(frozen=True, slots=True)
+class DamageSummary:
+    """What a store reports about its damage (runtime info, metrics): ranges refused now and
+    their bytes, and since the process started, ranges found and repairs made. A DLedger
+    store adds its log's to its old native log's (store/dledger/commitlog.py)."""
+
+    ranges: int = 0
+    damaged_bytes: int = 0
+    corruptions_found: int = 0
+    repairs: int = 0
+
+    def __add__(self, other: DamageSummary) -> DamageSummary:
+        return DamageSummary(
+            self.ranges + other.ranges,
+            self.damaged_bytes + other.damaged_bytes,
+            self.corruptions_found + other.corruptions_found,
+            self.repairs + other.repairs,
+        )
+
+    def info(self) -> dict[str, str]:
+        """The runtime-info keys (GET_BROKER_RUNTIME_INFO)."""
+        return {
+            "storeDamagedRanges": str(self.ranges),
+            "storeDamagedBytes": str(self.damaged_bytes),
+            "storeCorruptionsFound": str(self.corruptions_found),
+            "storeRepairs": str(self.repairs),
+        }
 
 
 class DamageRegistry:
@@ -77,6 +107,12 @@ class DamageRegistry:
     def entries(self) -> list[tuple[int, int, str]]:
         with self._lock:
             return list(self._ranges)
+
+    def summary(self) -> DamageSummary:
+        with self._lock:
+            return DamageSummary(
+                len(self._ranges), sum(e - s for s, e, _ in self._ranges), self.corruptions_found, self.repairs
+            )
 
     @property
     def damaged_bytes(self) -> int:

@@ -2,8 +2,11 @@
 
 ``StoreFacade`` is the common base of ``NativeMessageStore`` (store/native_store.py) and
 ``DLedgerMessageStore`` (store/dledger/mode_store.py). It holds the shared parts
-(``StoreCore``) and the read side (``StoreReads``) and forwards to them; it has no write
-method, so neither mode inherits one it would have to refuse. Each mode adds its own
+(``StoreCore``) and the read side (``StoreReads``) and forwards to them, typed by the
+mode's commit log, dispatch and retention services (its type parameters), so a mode
+declares only what is its own; it has no write method, so neither mode inherits one it
+would have to refuse. The checks a message must pass before it is written are the core's
+(``refuse_message``, ``refuse_batch``), the same for a put and a Raft proposal. Each mode adds its own
 writes, named by what they take: a native store appends messages and raw bytes and
 truncates by commit-log offset; a DLedger-mode store appends, commits and truncates Raft
 entries by index.
@@ -24,16 +27,18 @@ import logging
 from abc import abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
+from typing import Generic, Self, TypeVar
 
 from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig
+from ledgermq.errors import StoreError
 from ledgermq.protocol import message as M
 from ledgermq.store import encoding, queue_positions
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.core import StoreCore
-from ledgermq.store.damage import DamageRegistry
+from ledgermq.store.damage import DamageRegistry, DamageSummary
+from ledgermq.store.dispatch_hooks import DispatchHook, PropertyHook
 from ledgermq.store.encoding import Encoded
 from ledgermq.store.flush import ConsumeQueueFlushService
 from ledgermq.store.index import IndexService
@@ -44,7 +49,7 @@ from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.queue_files import SegmentCreatorService
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult
-from ledgermq.store.reput import ArrivalListener, Arrivals, DispatchHook, DispatchService
+from ledgermq.store.reput import ArrivalListener, Arrivals, DispatchService
 from ledgermq.store.results import GetResult, PutResult, QueryResult
 from ledgermq.store.retention import RetentionRounds
 from ledgermq.store.scrub import ScrubSettings
@@ -55,12 +60,19 @@ from ledgermq.util.service import ServiceThread
 log = logging.getLogger(__name__)
 
 
-class StoreFacade:
-    """The shared surface of both modes' stores (module docstring)."""
+LogT = TypeVar("LogT", bound=LogReads)
+ReputT = TypeVar("ReputT", bound=DispatchService)
+CleanerT = TypeVar("CleanerT", bound=RetentionRounds)
 
-    commitlog: LogReads
 
-    def __init__(self, core: StoreCore, commitlog: LogReads) -> None:
+class StoreFacade(Generic[LogT, ReputT, CleanerT]):
+    """The shared surface of both modes' stores (module docstring), typed by the mode's
+    commit log, dispatch service and retention service."""
+
+    reput_type: type[ReputT]
+    cleaner_type: type[CleanerT]
+
+    def __init__(self, core: StoreCore, commitlog: LogT) -> None:
         self.core = core
         self.commitlog = commitlog
         self.reads = StoreReads(core, commitlog)
@@ -128,8 +140,11 @@ class StoreFacade:
         return self.core.open_file_budget
 
     @property
-    def reput(self) -> DispatchService | None:
-        return self.core.reput
+    def reput(self) -> ReputT | None:
+        """The mode's dispatch service, once started."""
+        reput = self.core.reput
+        assert reput is None or isinstance(reput, self.reput_type)
+        return reput
 
     @property
     def queue_flusher(self) -> ConsumeQueueFlushService | None:
@@ -140,8 +155,19 @@ class StoreFacade:
         return self.core.segment_creator
 
     @property
-    def cleaner(self) -> RetentionRounds | None:
-        return self.core.cleaner
+    def cleaner(self) -> CleanerT | None:
+        """The mode's retention service, once started."""
+        cleaner = self.core.cleaner
+        assert cleaner is None or isinstance(cleaner, self.cleaner_type)
+        return cleaner
+
+    def started_cleaner(self) -> CleanerT:
+        """The retention service, for adding what it must keep; StoreError before ``start``
+        (a guard added then would be lost when the service is made)."""
+        cleaner = self.cleaner
+        if cleaner is None:
+            raise StoreError("start the store before adding retention guards")
+        return cleaner
 
     @property
     def recovery(self) -> RecoveryResult | None:
@@ -310,11 +336,13 @@ class StoreFacade:
         reput = self.core.reput
         return reput.dispatch_appended() if reput is not None else {}
 
-    def add_dispatch_hook(self, hook: DispatchHook) -> None:
+    def add_dispatch_hook(self, hook: DispatchHook, *, only_with: str | None = None) -> None:
         """Called with every dispatched record (its DispatchRequest, properties text
         included), after its consume-queue unit is written: on the reput thread, or on
-        the thread that calls ``dispatch_appended``."""
-        self.core.dispatch_hooks.append(hook)
+        the thread that calls ``dispatch_appended``. ``only_with``: only records whose
+        properties text contains that property name (store/dispatch_hooks.py); a replica
+        dispatches a window of records at once only while every hook says so."""
+        self.core.dispatch_hooks.append(hook if only_with is None else PropertyHook(hook, only_with))
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called with (topic, queue id, new max offset) from the reput thread's passes
@@ -366,4 +394,9 @@ class StoreFacade:
             "consumeQueueFilesPending": str(core.queues.creator.backlog),
             "storeFailed": core.failed_reason or "",
             **core.derived_info(),
+            **self.damage_summary().info(),
         }
+
+    def damage_summary(self) -> DamageSummary:
+        """Damaged ranges refused now, found and repaired (runtime info and metrics)."""
+        return self.core.damage.summary()

@@ -29,6 +29,7 @@ import mmap
 import os
 import struct
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from ledgermq.atomic_file import fsync_dir
@@ -36,7 +37,8 @@ from ledgermq.clock import Clock
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.properties import KEY_SEPARATOR
 from ledgermq.store.dispatch import DispatchRequest
-from ledgermq.util.javahash import java_string_hash
+from ledgermq.store.record_scan import KEYS, PHYS, STORE_TS, SYSFLAG, TOPIC, UNIQ, Row
+from ledgermq.util.javahash import java_string_hash, java_utf8_hash
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,16 @@ SLOT = struct.Struct(">i")
 ENTRY = struct.Struct(">iqii")
 ENTRY_SIZE = ENTRY.size  # 20
 _INT_MAX = 0x7FFFFFFF
+_KEY_SEPARATOR_B = KEY_SEPARATOR.encode()
+
+
+class IndexNotBuilt(Exception):
+    """``IndexService.build_rows`` stopped at row ``failed`` (the rows before it are
+    indexed); the cause is chained."""
+
+    def __init__(self, failed: int) -> None:
+        super().__init__(f"row {failed} could not be indexed")
+        self.failed = failed
 
 
 def index_key_hash(key: str) -> int:
@@ -260,7 +272,7 @@ class IndexService:
                 broken = True
                 self.files_dropped += 1
                 f.destroy()
-                trusted_end = self._next_phy
+                trusted_end = self._resume_at()
                 rebuild_from = trusted_end if rebuild_from is None else min(rebuild_from, trusted_end)
                 continue
             if not last_exit_ok and f.end_ts > checkpoint_index_ts:
@@ -295,6 +307,42 @@ class IndexService:
                     if k:
                         f = self._put(f, java_string_hash(prefix + k), phy, ts)
             self._next_phy = max(self._next_phy, phy + 1)
+
+    def build_rows(self, rows: Sequence[Row], count: int) -> None:
+        """``build`` for each of the first ``count`` of ``rows`` (store/record_scan.py, in
+        commit-log order: a replica's dispatch round), under one lock, each key hashed
+        straight from the record's bytes. Raises ``IndexNotBuilt`` naming the first row not
+        indexed; a row whose keys were only partly added is indexed again in full by the
+        retry, as ``build`` would be."""
+        prefixes: dict[str, bytes] = {}
+        i = 0
+        with self.lock:
+            try:
+                f: IndexFile | None = None
+                for i in range(count):
+                    row = rows[i]
+                    uniq, keys = row[UNIQ], row[KEYS]
+                    if uniq is None and keys is None:
+                        continue
+                    phy = row[PHYS]
+                    if phy < self._next_phy or row[SYSFLAG] & SF.TRANSACTION_MASK == SF.TRANSACTION_ROLLBACK_TYPE:
+                        continue
+                    topic = row[TOPIC]
+                    prefix = prefixes.get(topic)
+                    if prefix is None:
+                        prefix = prefixes[topic] = (topic + "#").encode()
+                    ts = row[STORE_TS]
+                    if f is None:
+                        f = self._writable()
+                    if uniq is not None and not f.put_hashed(java_utf8_hash(prefix + uniq), phy, ts):
+                        f = self._put(self._roll(), java_utf8_hash(prefix + uniq), phy, ts)
+                    if keys is not None:
+                        for k in keys.split(_KEY_SEPARATOR_B):
+                            if k:
+                                f = self._put(f, java_utf8_hash(prefix + k), phy, ts)
+                    self._next_phy = phy + 1
+            except Exception as exc:
+                raise IndexNotBuilt(i) from exc
 
     def _put(self, f: IndexFile, java_hash: int, phy: int, ts: int) -> IndexFile:
         """Add the key to ``f``, or to a new file if ``f`` is full; returns the file used."""
@@ -346,7 +394,14 @@ class IndexService:
             self.files_dropped += len(dropped)
             kept = [f for f in self.files if f.count > 1]
             self._next_phy = kept[-1].end_phy + 1 if kept else 0
-            return self._next_phy
+            return self._resume_at()
+
+    def _resume_at(self) -> int:
+        """Where a rebuild walks the commit log from: the start of the last record indexed
+        (a record boundary; ``build``'s replay guard skips that record itself). The guard,
+        one past it, lies inside the record: a walk from there met no record and took the
+        healthy bytes for damage."""
+        return max(self._next_phy - 1, 0)
 
     def forget_after(self, offset: int) -> None:
         """After a commit-log truncation: records from ``offset`` on may be indexed again."""

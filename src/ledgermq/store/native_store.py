@@ -35,12 +35,15 @@ from ledgermq.util.service import ServiceThread
 
 log = logging.getLogger(__name__)
 
+SLAVE_FENCE = "a slave does not accept puts"
 
-class NativeMessageStore(StoreFacade):
+
+class NativeMessageStore(StoreFacade[CommitLog, ReputService, CleanService]):
     """A store over a native commit log (module docstring). Refuses a config in DLedger
     mode: that store is ``DLedgerMessageStore`` (``open_message_store`` picks by config)."""
 
-    commitlog: CommitLog
+    reput_type = ReputService
+    cleaner_type = CleanService
 
     def __init__(
         self,
@@ -136,18 +139,6 @@ class NativeMessageStore(StoreFacade):
     def scrubber(self) -> ScrubService | None:
         return self.integrity.scrubber
 
-    @property
-    def cleaner(self) -> CleanService | None:
-        cleaner = self.core.cleaner
-        assert cleaner is None or isinstance(cleaner, CleanService)
-        return cleaner
-
-    @property
-    def reput(self) -> ReputService | None:
-        reput = self.core.reput
-        assert reput is None or isinstance(reput, ReputService)
-        return reput
-
     def fence_writes(self, reason: str | None) -> None:
         """Refuse puts with ``reason`` (SERVICE_NOT_AVAILABLE) until called with None.
 
@@ -160,7 +151,8 @@ class NativeMessageStore(StoreFacade):
     # == puts ========================================================================
     def put_message(self, msg: MessageInput) -> PutResult:
         """Append one message. Under SYNC_FLUSH the result carries ``flush_future``."""
-        refused = self._refuse_put(msg.topic, len(msg.body), msg.queue_id) or self.core.refuse_text(msg.properties)
+        core = self.core
+        refused = core.refuse_message(msg, SLAVE_FENCE if core.config.is_slave else self.write_fence)
         if refused is not None:
             return refused
         encoded = self.encode_message(msg)
@@ -170,20 +162,14 @@ class NativeMessageStore(StoreFacade):
 
     def put_messages(self, batch: BatchInput) -> PutResult:
         """Append a batch contiguously with consecutive queue offsets."""
-        total_body = sum(len(b) for _, b, _ in batch.entries)
-        refused = self._refuse_put(batch.topic, total_body, batch.queue_id)
-        for _flag, _body, props in batch.entries:
-            refused = refused or self.core.refuse_text(props)
+        core = self.core
+        refused = core.refuse_batch(batch, SLAVE_FENCE if core.config.is_slave else self.write_fence)
         if refused is not None:
             return refused
         encoded = self.encode_batch(batch)
         if isinstance(encoded, PutResult):
             return encoded
         return self._append(*encoded)
-
-    def _refuse_put(self, topic: str, body_size: int, queue_id: int) -> PutResult | None:
-        fence = "a slave does not accept puts" if self.core.config.is_slave else self.write_fence
-        return self.core.refuse_put(topic, body_size, queue_id, fence)
 
     def _append(self, encoded: list[EncodedMessage], topic: str, queue_id: int, wait: bool) -> PutResult:
         try:
@@ -242,10 +228,7 @@ class NativeMessageStore(StoreFacade):
 
     def add_retention_guard(self, guard: RetentionGuard) -> None:
         """Keep every commit-log segment ending beyond ``guard()`` (an offset; None: nothing)."""
-        cleaner = self.cleaner
-        if cleaner is None:
-            raise StoreError("start the store before adding retention guards")
-        cleaner.guards.append(guard)
+        self.started_cleaner().guards.append(guard)
 
     # == replication by commit-log offset (store/replication_ops.py) ==================
     def append_raw(self, offset: int, data: bytes | memoryview | Sequence[bytes | memoryview]) -> None:

@@ -168,3 +168,26 @@ def records_around(buf: Searchable, limit: int, base_offset: int, lo: int, hi: i
     start = min(pos, lo)
     end = next_sound_record(buf, max(hi, start + 1), limit, base_offset)
     return start, limit if end is None else end
+
+
+def bad_records(buf: Searchable, limit: int, base_offset: int, start: int, end: int) -> list[tuple[int, int, str]]:
+    """The runs of ``buf[start:end)`` (a segment of ``limit`` bytes at commit-log
+    ``base_offset``; ``start`` a record boundary) that are no sound record, as
+    segment-relative ``(run start, run end, reason)``: each failing record from its start
+    to the next sound record (which the walk goes on from). Sound records, and a blank
+    end marker, are left out; the topic and properties must be UTF-8 without NUL here,
+    which a stored record always is, so a changed byte there is caught where it can be."""
+    runs: list[tuple[int, int, str]] = []
+    pos = start
+    while pos < end:
+        v = check_record(buf, pos, limit, base_offset + pos, check_text=True)
+        if isinstance(v, DispatchRequest):
+            pos += v.size
+            continue
+        if v.reason == BLANK:
+            break
+        nxt = next_sound_record(buf, pos + 1, limit, base_offset)
+        stop = limit if nxt is None else nxt
+        runs.append((pos, stop, v.reason))
+        pos = stop
+    return runs

@@ -8,8 +8,11 @@ overlaps the new bytes must be sound (magic, size, its own physical offset, body
 its fields adding up); a segment's blank end marker must end exactly at the segment's
 end. Where the segment has a digest, every digest block the new bytes complete must
 match it, unless our damaged bytes match it (the digest was taken after the rot): then
-the digest goes and the record checks decide. A record that starts in the new bytes but
-ends after them is checked by the next repair (its boundary is remembered).
+the digest goes and the record checks decide. A block that would still not match has its
+other records registered as damaged too (the scrub registers only the records of a
+differing block that fail their own checks), so the next repair brings all of it. A
+record that starts in the new bytes but ends after them is checked by the next repair
+(its boundary is remembered).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dispatch import BLANK, INCOMPLETE, DispatchRequest, check_record, starts_record
 from ledgermq.store.mapped_file import MappedFile
-from ledgermq.store.record_check import next_sound_record
+from ledgermq.store.record_check import next_sound_record, records_around
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +183,16 @@ def _check_digest(
         s, e = max(lo, b_lo), min(hi, b_hi)
         block[s - b_lo : e - b_lo] = part[s - lo : e - lo]
         if zlib.crc32(block) != crcs[blk]:
-            raise CorruptRangeError(
-                start, end, f"block [{mf.start_offset + b_lo}, {mf.start_offset + b_hi}) would not match its digest"
-            )
+            what = f"block [{mf.start_offset + b_lo}, {mf.start_offset + b_hi}) would not match its digest"
+            _widen_to_block(mf, damage, b_lo, b_hi, what)
+            raise CorruptRangeError(start, end, what)
+
+
+def _widen_to_block(mf: MappedFile, damage: DamageRegistry, b_lo: int, b_hi: int, what: str) -> None:
+    """The scrub registered only the records of a differing block that failed their own
+    checks (store/scrub.py); if the block still differs with the replica's bytes over
+    them, a byte only the digest covers changed elsewhere in it (or the replica's bytes
+    are what is wrong). Either way the block's other records can no longer be trusted:
+    register all of them, so the next repair brings the whole block."""
+    start, end = records_around(mf.mm, mf.size, mf.start_offset, b_lo, b_hi)
+    damage.report(mf.start_offset + start, mf.start_offset + end, f"repair: {what} with the replica's bytes")

@@ -28,10 +28,12 @@ from ledgermq.store.commitlog import CommitLog
 from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable, Unit, UnitsNotWritten
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, INCOMPLETE, DispatchRequest, Verdict, check_record
+from ledgermq.store.dispatch_hooks import DispatchHook
 from ledgermq.store.index import IndexService
 from ledgermq.store.log_reads import LogReads
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.record_check import next_sound_record
+from ledgermq.store.window_dispatch import ScanPass
 from ledgermq.util.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,6 @@ log = logging.getLogger(__name__)
 ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max offset
 Arrivals = dict[tuple[str, int], int]
 """(topic, queue id) -> the queue's new max offset, for the queues a pass made grow."""
-DispatchHook = Callable[[DispatchRequest], None]
 HoldOff = Callable[[], bool]
 
 # An appender dispatches what it just appended itself when no more than this is waiting;
@@ -322,8 +323,23 @@ class ReputService(DispatchService):
         return count
 
     def _dispatch_segment(self, mf: MappedFile, arrivals: dict[tuple[str, int], int], hold: HoldOff | None) -> int:
-        """Dispatch the records of ``mf`` from ``reput_from`` on (see ``_SegmentPass``)."""
-        return _SegmentPass(self, mf, arrivals, hold).run()
+        """Dispatch the records of ``mf`` from ``reput_from`` on: a window at a time when no
+        record has facts queued (a replica, a backlog; store/window_dispatch.py), else, and
+        from wherever the window scan stops, record by record (``_SegmentPass``)."""
+        count = 0
+        if self._window_dispatch_fits():
+            count, go_on = ScanPass(self, mf, arrivals, hold, _NO_QUEUE_ENTRY).run(ROUND_RECORDS)
+            if not go_on:
+                return count
+        return count + _SegmentPass(self, mf, arrivals, hold).run()
+
+    def _window_dispatch_fits(self) -> bool:
+        """Whether ``ScanPass`` gives what ``_SegmentPass`` would here: no facts queued (a
+        master's own puts), no registered damage to step over."""
+        if len(self.commitlog.appended):
+            return False
+        damage = self.damage
+        return damage is None or not damage.any
 
     def _finish_round(
         self,

@@ -12,7 +12,11 @@ Scrub: sealed segments are re-read at ``storeScrubBytesPerSecond`` at most, a fu
 at most every ``storeScrubIntervalSeconds``. A segment with a digest is checked block by
 block (any flipped byte shows); one without is walked record by record (magic, size, own
 offset, body CRC, fields adding up). What fails is registered as damaged (record-aligned)
-and the damage listeners are called from this thread. A failing step is logged and
+and the damage listeners are called from this thread. A digest block that differs is
+narrowed to the records in it that fail their own checks, so the healthy records of the
+block are still served while the repair is pending; when none of them fails, the whole
+block's records are registered. (A repair that leaves the block still differing from its
+digest registers the rest of it then: store/repair.py.) A failing step is logged and
 counted by ``ServiceThread``; the loop goes on.
 
 After the commit log, each step checks consume-queue units and index entries
@@ -33,7 +37,7 @@ from ledgermq.store.derived_scrub import DerivedScrub
 from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dispatch import BLANK, DispatchRequest, Verdict, check_record
 from ledgermq.store.mapped_file import MappedFile, SegmentGoneError
-from ledgermq.store.record_check import next_sound_record, records_around
+from ledgermq.store.record_check import bad_records, next_sound_record, records_around
 from ledgermq.util.service import ServiceThread
 
 log = logging.getLogger(__name__)
@@ -172,8 +176,24 @@ class ScrubService(ServiceThread):
         end = min(mf.size, pos + max(budget - budget % block, block))
         bad = self.digests.bad_blocks(mf.start_offset, pos, mf.mm[pos:end]) or []  # a copy: no export pins the map
         for lo, hi in bad:
-            self._report(mf, lo, hi, f"scrub: digest block [{mf.start_offset + lo}, {mf.start_offset + hi}) differs")
+            self._report_block(mf, lo, hi)
         return end - pos
+
+    def _report_block(self, mf: MappedFile, lo: int, hi: int) -> None:
+        """A digest block [lo, hi) differs: register the records in it that fail their own
+        checks (``bad_records``), so its healthy records stay readable while the repair is
+        pending; when none fails (the changed byte is in a field only the digest covers),
+        every record the block touches."""
+        base = mf.start_offset
+        what = f"scrub: digest block [{base + lo}, {base + hi}) differs"
+        self._clean_walk[base] = False
+        start, end = records_around(mf.mm, mf.size, base, lo, hi)
+        narrowed = bad_records(mf.mm, mf.size, base, start, end)
+        if not narrowed:
+            self.damage.report(base + start, base + end, what)
+            return
+        for a, b, reason in narrowed:
+            self.damage.report(base + a, base + b, f"{what}: {reason}")
 
     def _check_records(self, mf: MappedFile, pos: int, budget: int) -> int:
         begin = pos

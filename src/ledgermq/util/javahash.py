@@ -52,6 +52,19 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+def java_utf8_hash(data: bytes) -> int:
+    """``java_string_hash`` of the text whose UTF-8 bytes are ``data`` (undecodable bytes
+    read as U+FFFD, as a record's properties are read): index keys taken straight from a
+    stored record's bytes skip the decode and encode when they are ASCII, as they nearly
+    always are."""
+    if not data:
+        return 0
+    if len(data) <= _CHUNK and data.isascii():  # ``_byte_sum`` inline: once per index key
+        h = (int(data.translate(_LOW_DIGIT), 31) + 31 * int(data.translate(_HIGH_DIGIT), 31)) & _MASK
+        return h - (1 << 32) if h >= 1 << 31 else h
+    return java_string_hash(data.decode("utf-8", "replace"))
+
+
 @lru_cache(maxsize=1024)
 def tag_hash(tag: str) -> int:
     """``java_string_hash`` for tags, which repeat endlessly; index keys are unique and go uncached."""

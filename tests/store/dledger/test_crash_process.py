@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ledgermq.atomic_file import temp_files
 from ledgermq.store.dledger import DLedgerStore, TermState
 from tests.store.dledger.helpers import assert_numbered, body_for, small_config
 
@@ -121,7 +122,8 @@ def test_state_files_keep_their_last_complete_write(tmp_path: Path, nth: int, in
     checkpoint (batch 5)."""
     rc, p = _run(tmp_path, 60, f"atomic_file.before_rename=exit@{nth}")
     assert rc == 137
-    with DLedgerStore.open(small_config(tmp_path)) as s:
+    config = small_config(tmp_path)
+    assert temp_files(config.default_path / interrupted)  # the interrupted write's temp file
+    with DLedgerStore.open(config) as s:
         assert s.committed_index == p.committed
         assert s.term_state == (TermState(p.term, "n0") if p.term else TermState())
-        assert (s.config.default_path / f"{interrupted}.tmp").exists()

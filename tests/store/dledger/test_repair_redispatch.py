@@ -197,3 +197,29 @@ def test_a_record_retention_deleted_is_still_moved_past(pair: tuple[MessageStore
     assert len(gone) == 3 and dl.min_offset == low
     assert dl.unreadable_reason(low - 200, 100) is None
     assert dl.unreadable_reason(low, 100) is not None
+
+
+def test_the_damage_counts_as_a_damaged_range_from_its_find_until_the_repair_ends(
+    pair: tuple[MessageStore, MessageStore],
+) -> None:
+    """storeDamagedRanges (runtime info, admin brokerStatus) as a native store reports it:
+    the range a read or the scrub recorded, then, once the re-recovery cut the log there,
+    the repair under way, until the Raft member ends it (its log holds every entry again)."""
+    victim, twin = pair
+    assert victim.commitlog is not None
+
+    def info() -> tuple[str, str, str, str]:
+        i = victim.runtime_info()
+        return i["storeDamagedRanges"], i["storeDamagedBytes"], i["storeCorruptionsFound"], i["storeRepairs"]
+
+    assert info() == ("0", "0", "0", "0")
+    _damage_the_middle(victim)
+    assert info() == ("1", "64", "1", "0")
+    victim.reopen_ledger()
+    ledger = victim.commitlog.ledger
+    assert ledger.repair is not None  # cut at the damage: the range is gone, the repair is not over
+    assert info() == ("1", "0", "1", "0")
+    _follow(victim, twin, ledger.last_index + 1)
+    assert info()[0] == "1"  # the entries are back, but only the Raft member can say it holds them all
+    ledger.end_repair()  # what the driver does then
+    assert info() == ("0", "0", "1", "1")

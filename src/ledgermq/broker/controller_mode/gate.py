@@ -21,6 +21,8 @@ from ledgermq.store.results import PutResult, PutStatus
 
 __all__ = ["WriteGate"]
 
+_MASTER = Role.MASTER  # read per send: an enum member through its class costs a lookup each time
+
 
 class WriteGate:
     def __init__(
@@ -51,7 +53,7 @@ class WriteGate:
         """Why this broker may not take a write now (None: it may): not the master, a lease
         run out, or (a write that waits for replicas) fewer in-sync replicas than
         minInSyncReplicas."""
-        if self.role() is not Role.MASTER:
+        if self.role() is not _MASTER:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self._not_master())
         if not self.lease.valid(self.clock.monotonic()):
             self.fenced_writes += 1

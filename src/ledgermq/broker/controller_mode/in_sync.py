@@ -92,7 +92,9 @@ class InSyncTracker:
         self.connected.add(broker_id)
         self._seen.add(broker_id)
         self.last_ack[broker_id] = ack
-        marks = self._marks.setdefault(broker_id, collections.deque())
+        marks = self._marks.get(broker_id)
+        if marks is None:  # not ``setdefault``: that builds a deque on every ack
+            marks = self._marks[broker_id] = collections.deque()
         if ack >= log_end:
             self.caught_up_at[broker_id] = now
             marks.clear()

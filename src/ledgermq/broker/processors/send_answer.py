@@ -20,9 +20,8 @@ from ledgermq.broker.dledger import Proposal
 from ledgermq.broker.write_turn import Need, Wait
 from ledgermq.config import BrokerRole
 from ledgermq.net.server import Deferred
-from ledgermq.protocol.codes import ResponseCode
+from ledgermq.protocol.codes import RESPONSE_FLAG, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
-from ledgermq.protocol.headers_send import SendMessageResponseHeader
 from ledgermq.store.results import PutResult, PutStatus
 
 STATUS_CODES = {
@@ -43,6 +42,15 @@ STATUS_CODES = {
 }
 
 
+# Read per send: an enum member through its class costs a lookup each time (3.11).
+_CODES = {status: int(code) for status, code in STATUS_CODES.items()}
+_SUCCESS = int(ResponseCode.SUCCESS)
+_PUT_OK = PutStatus.PUT_OK
+_SERVICE_NOT_AVAILABLE = PutStatus.SERVICE_NOT_AVAILABLE
+_SYNC_MASTER = BrokerRole.SYNC_MASTER
+_NONE, _DURABLE, _REPLICATED = Need.NONE, Need.DURABLE, Need.REPLICATED
+
+
 def answer(
     broker: Broker, cmd: RemotingCommand, stored: PutResult | Proposal, queue_id: int, wait: bool
 ) -> RemotingCommand | Deferred:
@@ -54,47 +62,59 @@ def answer(
     result = stored
     if result.flush_future is not None or (result.durable_at is not None and broker.turn is None):
         raise RuntimeError("a SYNC_FLUSH put without the broker's flush listener (BrokerApp registers it)")
-    needs = Need.DURABLE if result.durable_at is not None else Need.NONE
+    needs = _DURABLE if result.durable_at is not None else _NONE
     if _waits_for_slave(broker, result, wait):
         assert result.append is not None
         ha = broker.ha
         if ha is not None and ha.slave_ok(result.append.next_offset):
-            needs |= Need.REPLICATED
-        elif needs == Need.NONE:
+            needs |= _REPLICATED
+        elif needs == _NONE:
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
             return stored_answer(broker, cmd, result, queue_id)
         else:  # told once the fsync is over (the answer never comes before it)
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
-    if needs == Need.NONE:
+    if needs == _NONE:
         return stored_answer(broker, cmd, result, queue_id)
     end = result.durable_at if result.durable_at is not None else result.append.next_offset  # type: ignore[union-attr]
     return _SendWait(broker, cmd, result, queue_id, needs, end, None).start()
 
 
 def stored_answer(broker: Broker, cmd: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
-    """The answer to a put whose waits (if any) are over."""
-    code = STATUS_CODES[result.status]
+    """The answer to a put whose waits (if any) are over.
+
+    The extFields of SendMessageResponseHeader (protocol/headers_send.py) are written
+    straight into the answer, in that header's field order, as the strings its encoder
+    makes: a header object, its encoder and ``RemotingCommand.response``'s stringify per
+    send cost more than the answer's JSON itself (tests/broker pin the two to each other)."""
+    status = result.status
+    code = _CODES[status]
     append = result.append
     if append is None:
         remark = result.remark
-        if result.status is PutStatus.SERVICE_NOT_AVAILABLE:
+        if status is _SERVICE_NOT_AVAILABLE:
             remark = f"service not available now. It may be caused by one of the following reasons: {remark}"
-        return cmd.response(code, remark or result.status.value)
+        return cmd.response(code, remark or status.value)
     # stored: RocketMQ counts SLAVE/FLUSH timeouts too, the message is kept
     broker.stats.count_put(append.topic, append.msg_num, append.wrote_bytes)
-    header = SendMessageResponseHeader(
-        append.msg_id,
-        queue_id,
-        append.queue_offset,
-        broker.config.region_id,
-        broker.config.trace_on,
+    config = broker.config
+    ids = append.msg_ids
+    ext = {
+        "msgId": ids[0] if len(ids) == 1 else ",".join(ids),
+        "queueId": str(queue_id),
+        "queueOffset": str(append.queue_offset),
+        "MSG_REGION": config.region_id,
+        "TRACE_ON": "true" if config.trace_on else "false",
+    }
+    stored_remark = None if code == _SUCCESS else (result.remark or status.value)
+    return RemotingCommand(
+        code, cmd.opaque, RESPONSE_FLAG, remark=stored_remark, ext_fields=ext, serialize_type=cmd.serialize_type
     )
-    stored_remark = None if code == ResponseCode.SUCCESS else (result.remark or result.status.value)
-    return cmd.response(code, stored_remark, header.ext())
 
 
 def _waits_for_slave(broker: Broker, result: PutResult, wait: bool) -> bool:
-    return result.ok and wait and broker.dledger is None and broker.store_config.broker_role is BrokerRole.SYNC_MASTER
+    return (
+        wait and result.status is _PUT_OK and broker.dledger is None and broker.store_config.broker_role is _SYNC_MASTER
+    )
 
 
 class _SendWait:

@@ -45,6 +45,7 @@ from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.results import PutResult
 from ledgermq.store.timer.checkpoint import CheckpointData
+from ledgermq.store.timer.delivered_from import DELIVERED_FROM
 from ledgermq.store.timer.intercept import TIMER_TOPIC
 from ledgermq.store.timer.retention import guard_pending_timers
 from ledgermq.store.timer.settings import TimerSettings
@@ -114,7 +115,7 @@ class TimerService:
         the master's delivery progress, guard pending timers' records from retention."""
         await asyncio.to_thread(self.timers.open)
         self._opened = True
-        self.store.add_dispatch_hook(self._heard)
+        self.store.add_dispatch_hook(self._heard, only_with=DELIVERED_FROM)  # nearly no record has it
         guard_pending_timers(self.store, self.timers.retention_floor)
 
     def _heard(self, req: DispatchRequest) -> None:

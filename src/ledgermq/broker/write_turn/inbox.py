@@ -64,8 +64,15 @@ class Inbox:
         if wake:
             self._send_wake()
 
-    def drain(self) -> Facts:
-        """Everything posted since the last drain (the loop's step)."""
+    def drain(self) -> Facts | None:
+        """Everything posted since the last drain (the loop's step); None when nothing was.
+
+        Read without the lock first: a post sets ``_woken`` under it after its fact, and
+        a post that finds ``_woken`` unset sends a wake-up, so a drain that misses a post in
+        progress is followed by another step that takes it. Most steps (a send's, an ack's)
+        find nothing posted and then cost no lock and no new ``Facts``."""
+        if not self._woken:
+            return None
         with self._lock:
             facts, self._facts = self._facts, Facts()
             self._woken = False

@@ -50,6 +50,8 @@ from ledgermq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
+_NO_ARRIVALS: dict[tuple[str, int], int] = {}  # read only: a step whose inbox was empty and that appended nothing
+
 ArrivalSink = Callable[[str, int, int], None]
 """Told (topic, queue id, new max offset) of every queue that grew (long-polling pulls)."""
 
@@ -193,17 +195,21 @@ class WriteTurn:
                 read_round.exit()  # the released answers leave, one write per connection
 
     def _step(self) -> None:
-        facts = self.inbox.drain()
+        facts = self.inbox.drain()  # None: nothing posted since the last step
         appended, self._appended = self._appended, False
         self._replication_moved = False  # the floor is read below whenever a wait needs it
         # 1. dispatch
-        arrivals = facts.arrivals
+        arrivals = facts.arrivals if facts is not None else _NO_ARRIVALS
         if appended:
-            for key, max_offset in self.store.dispatch_appended().items():
-                if arrivals.get(key, -1) < max_offset:
-                    arrivals[key] = max_offset
+            grown = self.store.dispatch_appended()
+            if arrivals:
+                for key, max_offset in grown.items():
+                    if arrivals.get(key, -1) < max_offset:
+                        arrivals[key] = max_offset
+            else:
+                arrivals = grown
         sink = self.on_arrival
-        if sink is not None:
+        if sink is not None and arrivals:
             for (topic, queue_id), max_offset in arrivals.items():
                 sink(topic, queue_id, max_offset)
         # 2. pump replication links
@@ -214,10 +220,11 @@ class WriteTurn:
         now = self.clock.monotonic()
         waits = self.waits
         released, self._released = self._released, []
-        if facts.flush_failure:
-            released += waits.durable_failed(facts.flush_failure)
-        if facts.durable_offset >= 0:
-            released += waits.durable(facts.durable_offset, now)
+        if facts is not None:
+            if facts.flush_failure:
+                released += waits.durable_failed(facts.flush_failure)
+            if facts.durable_offset >= 0:
+                released += waits.durable(facts.durable_offset, now)
         if replication is not None and waits.waiting_for(Need.REPLICATED):
             released += waits.replicated(replication.replication_floor(), replication.holds, now)
         released += waits.expire(now)

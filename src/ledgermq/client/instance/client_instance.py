@@ -32,7 +32,6 @@ import logging
 import os
 import random
 import socket
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -86,9 +85,13 @@ def local_ip() -> str:
 
 
 def default_instance_name(instance_name: str) -> str:
-    """``ClientConfig.changeInstanceNameToPID`` (4.9.7): DEFAULT becomes ``pid#nanos``."""
+    """``ClientConfig.changeInstanceNameToPID`` (4.9.7): DEFAULT becomes ``pid#nanos``.
+
+    The nanos only tell this process's instances apart, so they come from the system clock
+    even where a test drives the instance's clock: a stopped test clock would give two
+    instances one client id."""
     if instance_name == "DEFAULT":
-        return f"{os.getpid()}#{time.monotonic_ns()}"
+        return f"{os.getpid()}#{int(SYSTEM_CLOCK.monotonic() * 1_000_000_000)}"
     return instance_name
 
 

@@ -58,13 +58,13 @@ class ConsumeProgress:
             raise ValueError("the poll timeout must not be negative")
         if shared.settings.auto_commit:
             self._maybe_auto_commit()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        now = shared.clock.monotonic
+        deadline = now() + timeout
         while True:
             out = self._buffer.take(shared.settings.consume_message_batch_max_size)
             if out or not shared.running:
                 return out
-            remaining = deadline - loop.time()
+            remaining = deadline - now()
             if remaining <= 0:
                 return []
             try:

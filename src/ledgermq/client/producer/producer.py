@@ -43,11 +43,12 @@ that must not run ahead can ``await wait_for_async_capacity()`` between sends. S
 waits for async sends in flight (up to the send timeout), then fails what is left with
 ``ClientStateError``.
 
-This module is the façade and the glue (lifecycle, routes, the transport of one attempt);
-the rest lives beside it: ``outgoing`` prepares a message once per send, ``send_codec``
-builds the request and reads the answer, ``send_retry`` is the retry policy,
-``selector``/``fault`` pick queues (with ``send_latency_fault_enable``),
-``async_send`` keeps the async sends' callbacks, budget and tasks, and ``master_watch``
+This module is the façade and the glue (lifecycle, the transport of one attempt); the
+rest lives beside it: ``publish_routes`` finds where a send goes, ``outgoing`` prepares a
+message once per send, ``send_codec`` builds the request and reads the answer,
+``send_retry`` is the retry policy, ``selector``/``fault`` pick queues (with
+``send_latency_fault_enable``), ``async_send`` keeps the async sends' callbacks and tasks
+(``send_budget`` their in-flight budget), and ``master_watch``
 (settings in ``failover``) follows a broker group's master when it moves: an attempt
 stalled for ``stall_after`` (0.5 s) is abandoned once the route names a new master and
 made again there, and retries on the same group after a not-master answer or an
@@ -73,15 +74,10 @@ from ledgermq.client.errors import (
     MessageInvalidError,
     MQClientError,
     MQConnectError,
-    NoMasterError,
-    NoRouteError,
-    NoWritableMasterError,
 )
 from ledgermq.client.instance.client_instance import ClientInstance, local_ip
-from ledgermq.client.instance.routes import TopicPublishInfo
 from ledgermq.client.message import Message, SendResult
 from ledgermq.client.producer.async_send import (
-    AsyncSendBudget,
     AsyncSends,
     Callbacks,
     OnException,
@@ -103,7 +99,9 @@ from ledgermq.client.producer.outgoing import (
     prepare_batch,
     prepare_message,
 )
+from ledgermq.client.producer.publish_routes import PublishRoutes
 from ledgermq.client.producer.selector import QueueSelector
+from ledgermq.client.producer.send_budget import AsyncSendBudget
 from ledgermq.client.producer.send_codec import read_send_response, send_request
 from ledgermq.client.producer.send_retry import send_to_queue_with_retries, send_with_retries
 from ledgermq.client.producer.settings import ProducerSettings
@@ -111,7 +109,6 @@ from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.net.client import ConnectError
 from ledgermq.net.connection import ConnectionClosedError, RequestTimeoutError
 from ledgermq.protocol.admin_body import MessageQueue
-from ledgermq.protocol.route import MASTER_ID
 from ledgermq.util.unique_ids import UniqueIdGenerator
 
 __all__ = [
@@ -190,6 +187,7 @@ class Producer:
             clock,
             failover.route_poll_interval if failover.enabled else ROUTE_REFRESH_AFTER_FAILURE_S,
         )
+        self.publishing = PublishRoutes(self.routes, self.master_watch, failover, settings.create_topic_key, clock)
         self.ids = UniqueIdGenerator(self.instance.client_ip)
         self._state = "created"
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop of start(): no lookup per send
@@ -280,25 +278,11 @@ class Producer:
         return prepare_batch(msgs, self.ids, self.clock, self.settings.max_message_size)
 
     # -- one attempt -----------------------------------------------------------------------
-    async def _broker_addr(self, mq: MessageQueue, wait: float = 0.0) -> str:
-        """The master's address; with ``failover``, a group between masters is waited for up
-        to ``wait`` seconds (nothing was sent yet, so it is no failed attempt)."""
-        addr = self.routes.master_addr(mq.broker_name)
-        if addr is None:
-            await self.routes.find_publish_info(mq.topic)
-            addr = self.routes.master_addr(mq.broker_name)
-        if addr is None and wait > 0 and self.failover.enabled:
-            await self.master_watch.wait_for_new_master(mq.topic, mq.broker_name, "", wait)
-            addr = self.routes.master_addr(mq.broker_name)
-        if addr is None:
-            raise NoMasterError(f"the broker {mq.broker_name} does not exist (no master address)")
-        return addr
-
     async def _send_kernel(self, out: Outgoing, mq: MessageQueue, timeout: float, oneway: bool) -> SendResult | None:
         addr = self.routes.master_addr(mq.broker_name)  # known: no coroutine, no time spent
         if addr is None:
             begin = self.clock.monotonic()
-            addr = await self._broker_addr(mq, timeout / 2)
+            addr = await self.publishing.master_addr(mq, timeout / 2)
             timeout -= self.clock.monotonic() - begin
         cmd = send_request(
             out,
@@ -323,36 +307,6 @@ class Producer:
         return read_send_response(resp, out, mq, addr)
 
     # -- the retry loop --------------------------------------------------------------------
-    async def _publish_info(self, topic: str, deadline: float | None = None) -> TopicPublishInfo:
-        """The topic's publish info. A send (``deadline``: when its time runs out) that finds
-        the route between masters waits for one (up to half its time left) instead of
-        failing at once; without ``failover`` it fails at once, as Java does."""
-        if deadline is not None and self.failover.enabled and self.routes.between_masters(topic):
-            await self.master_watch.wait_for_writable(topic, (deadline - self.clock.monotonic()) / 2)
-        try:
-            info = await self.routes.find_publish_info(topic)
-        except MQConnectError as exc:
-            raise NoRouteError(f"no route info of topic {topic}: {exc}") from exc
-        if info is None or not info.ok:
-            headless = self._groups_without_master(topic)
-            if headless:
-                raise NoWritableMasterError(
-                    f"broker group {', '.join(headless)} of topic {topic} has no writable master now "
-                    "(its master is gone and no new one has registered yet: an election in progress in "
-                    "controller or DLedger mode, or a master-slave group waiting for its master)"
-                )
-            raise NoRouteError(
-                f"no route info of topic {topic} (nor of {self.settings.create_topic_key} to auto-create it)"
-            )
-        return info
-
-    def _groups_without_master(self, topic: str) -> list[str]:
-        """The broker groups the name servers list for ``topic`` whose master (id 0) is missing."""
-        route = self.routes.routes.get(topic)
-        if route is None:
-            return []
-        return sorted(d.broker_name for d in route.broker_datas if MASTER_ID not in d.broker_addrs)
-
     async def _send_default(
         self,
         out: Outgoing,
@@ -372,10 +326,10 @@ class Producer:
         begin_first = self.clock.monotonic() if started is None else started
         if retry_not_ok is None:
             retry_not_ok = self.settings.retry_another_broker_when_not_store_ok
-        # a usable cached route is what _publish_info would return (it is not between masters)
+        # a usable cached route is what publish_info would return (it is not between masters)
         info = self.routes.usable_publish_info(out.topic)
         if info is None:
-            info = await self._publish_info(out.topic, begin_first + timeout)
+            info = await self.publishing.publish_info(out.topic, begin_first + timeout)
         times_total = 1 if oneway else 1 + (self.settings.retry_times if retries is None else retries)
         return await send_with_retries(
             out,
@@ -400,7 +354,7 @@ class Producer:
         route): the route looked up (or waited for), then ``send_with_retries``."""
         info = self.routes.usable_publish_info(out.topic)
         if info is None:
-            info = await self._publish_info(out.topic, started + timeout)
+            info = await self.publishing.publish_info(out.topic, started + timeout)
         return await send_with_retries(
             out, info, self._send_kernel, self.fault, self.clock, times_total, timeout, started, retry_not_ok,
             False, self.master_watch,
@@ -467,7 +421,7 @@ class Producer:
         out = self._prepare(msg)
         timeout = self.settings.send_timeout if timeout is None else timeout
         deadline = self.clock.monotonic() + timeout
-        info = await self._publish_info(msg.topic, deadline)
+        info = await self.publishing.publish_info(msg.topic, deadline)
         queue = selector(list(info.queues), msg, arg)
         if not isinstance(queue, MessageQueue):
             raise MQClientError(f"the queue selector returned {queue!r}, not a MessageQueue")
@@ -492,7 +446,7 @@ class Producer:
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's write queues (``fetchPublishMessageQueues``)."""
         self._check_running()
-        return list((await self._publish_info(topic)).queues)
+        return list((await self.publishing.publish_info(topic)).queues)
 
     # -- async sends -----------------------------------------------------------------------
     def send_async(
@@ -575,7 +529,7 @@ class Producer:
         attempts are retried on that queue."""
 
         async def run(out: Outgoing, started: float, timeout: float) -> SendResult:
-            info = await self._publish_info(out.topic, started + timeout)
+            info = await self.publishing.publish_info(out.topic, started + timeout)
             queue = selector(list(info.queues), msg, arg)
             if not isinstance(queue, MessageQueue):
                 raise MQClientError(f"the queue selector returned {queue!r}, not a MessageQueue")

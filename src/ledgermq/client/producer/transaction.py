@@ -250,7 +250,7 @@ class TransactionProducer(Producer):
         and ``MQConnectError`` when no answer came (the broker may or may not have applied
         it: an END is not idempotent, a second COMMIT of one half writes its message twice)."""
         self._check_running()
-        addr = await self._broker_addr(MessageQueue("", half.broker_name, 0))
+        addr = await self.publishing.master_addr(MessageQueue("", half.broker_name, 0))
         header = {
             "producerGroup": self.group,
             "tranStateTableOffset": str(half.queue_offset),

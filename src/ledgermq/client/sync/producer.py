@@ -81,13 +81,13 @@ class SyncProducer(Lifecycle[Producer]):
 
         async def admit_and_start() -> None:
             loop = asyncio.get_running_loop()
-            begin = loop.time()
+            begin = producer.clock.monotonic()
             await producer.wait_for_async_capacity(limit)
             inner = producer.send_async(
                 msg,
                 on_success=in_pool(on_success),
                 on_exception=in_pool(on_exception),
-                timeout=max(limit - (loop.time() - begin), 0.0),
+                timeout=max(limit - (producer.clock.monotonic() - begin), 0.0),
             )
             inner.add_done_callback(copy)
 

@@ -44,6 +44,7 @@ from ledgermq.failpoints import failpoint
 from ledgermq.protocol import message as M
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog, EncodedMessage, record_at, store_timestamp_at
+from ledgermq.store.damage import DamageSummary
 from ledgermq.store.dispatch import DispatchRequest, Placement, check_record, read_placement
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.entry import BODY_OFFSET, entry_body_problem
@@ -86,6 +87,8 @@ class DLedgerCommitLog:
         self.on_commit: Callable[[], None] | None = None  # wakes the reput
         self.on_corrupt: Callable[[BaseException], None] | None = None
         """Hears of a corrupt entry a read found (from the reading thread): the broker repairs."""
+        self._replaced = DamageSummary()
+        """Found and repaired by the ledgers ``reopen_ledger`` replaced (their counts only)."""
         self._reads_refused: str | None = None
         """Why reads are refused for now (``refusing_reads``): a re-recovery under way."""
         self.files_lock = threading.Lock()
@@ -150,6 +153,9 @@ class DLedgerCommitLog:
                 old.close(flush=False)  # its bytes stay in the page cache the new maps read
             failpoint("dledger.reopen_after_close")
             new = DLedgerStore.open(self.ledger_config)
+            if old is not None:
+                gone = old.damage.summary()
+                self._replaced += DamageSummary(corruptions_found=gone.corruptions_found, repairs=old.repairs_completed)
             self._ledger = new
             rec = new.recovery
             if rec is not None and rec.damage_found:
@@ -166,6 +172,23 @@ class DLedgerCommitLog:
             self._set_committed(max(committed, new.committed_index))
             new.save_committed_index(self._committed_index)
             return new
+
+    def damage_summary(self) -> DamageSummary:
+        """The DLedger log's damage as the native store reports its own: each range a read or
+        the scrub recorded (until recovery cuts the log there), and a repair under way (the
+        log cut at damage and refilled from the group, until it holds every entry it had
+        again) as one more range, whose bytes are not known until they are back. So a
+        member counts as damaged from the moment its damage is found until it is repaired,
+        across the re-recovery between the two. Found and repaired count since the process
+        started (every ledger ``reopen_ledger`` opened)."""
+        ledger = self._ledger
+        if ledger is None:
+            return self._replaced
+        own = ledger.damage.summary()
+        repairing = 1 if ledger.repair is not None else 0
+        return self._replaced + DamageSummary(
+            own.ranges + repairing, own.damaged_bytes, own.corruptions_found, ledger.repairs_completed
+        )
 
     @contextmanager
     def refusing_reads(self, reason: str) -> Iterator[None]:

@@ -146,6 +146,8 @@ class DLedgerStore:
         clears it once the Raft member holds everything it lost again."""
         self.corrupt_reads = 0
         """Entries a read found corrupt since the store opened (never returned)."""
+        self.repairs_completed = 0
+        """Repairs this store saw end (``end_repair``) since it opened."""
         self.digests: SegmentDigests | None = (
             SegmentDigests(config.digest_dir, config.data_file_size) if config.digests else None
         )
@@ -495,6 +497,7 @@ class DLedgerStore:
         if self.repair is not None:
             clear_repair(self.config.default_path)
             self.repair = None
+            self.repairs_completed += 1
 
     def save_term_state(self, state: TermState) -> None:
         """Persist term and vote (``currterm``) before acting on them."""

@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledgermq.atomic_file import fsync_dir, write_atomic
+from ledgermq.atomic_file import fsync_dir, temp_files, write_atomic
 from ledgermq.errors import StoreError
 from ledgermq.failpoints import failpoint
 
@@ -86,8 +86,8 @@ def parse_properties(text: str, path: Path) -> dict[str, str]:
 
 def _read(path: Path) -> dict[str, str] | None:
     if not path.exists():
-        if path.with_name(path.name + ".tmp").exists():
-            log.warning("%s is missing but %s.tmp exists: a first write was interrupted", path, path.name)
+        if leftovers := temp_files(path):
+            log.warning("%s is missing but %s exists: a first write was interrupted", path, leftovers[0].name)
         return None
     try:
         text = path.read_bytes().decode("utf-8")

@@ -18,6 +18,7 @@ from ledgermq.errors import StoreError
 from ledgermq.protocol import message as M
 from ledgermq.store.commitlog import EncodedMessage
 from ledgermq.store.core import StoreCore
+from ledgermq.store.damage import DamageSummary
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog, EntryToWrite
 from ledgermq.store.dledger.config import dledger_store_config
 from ledgermq.store.dledger.reput import DLedgerReputService
@@ -32,11 +33,12 @@ from ledgermq.store.retention import DiskUsage, disk_usage_ratio
 from ledgermq.util.service import ServiceThread
 
 
-class DLedgerMessageStore(StoreFacade):
+class DLedgerMessageStore(StoreFacade[DLedgerCommitLog, DLedgerReputService, DLedgerCleanService]):
     """A store whose commit log is the DLedger log (module docstring). Refuses a config not
     in DLedger mode: that store is ``NativeMessageStore``."""
 
-    commitlog: DLedgerCommitLog
+    reput_type = DLedgerReputService
+    cleaner_type = DLedgerCleanService
 
     def __init__(
         self,
@@ -102,30 +104,18 @@ class DLedgerMessageStore(StoreFacade):
         core = self.core
         return (core.cleaner, core.reput, core.segment_creator, core.queue_flusher)
 
-    @property
-    def cleaner(self) -> DLedgerCleanService | None:
-        cleaner = self.core.cleaner
-        assert cleaner is None or isinstance(cleaner, DLedgerCleanService)
-        return cleaner
-
-    @property
-    def reput(self) -> DLedgerReputService | None:
-        reput = self.core.reput
-        assert reput is None or isinstance(reput, DLedgerReputService)
-        return reput
+    def damage_summary(self) -> DamageSummary:
+        """The old native log's damage (below the divided offset) and the DLedger log's."""
+        return self.core.damage.summary() + self.commitlog.damage_summary()
 
     # == proposals (a leader, before the Raft group decides) ============================
     def check_for_proposal(self, msg: MessageInput | BatchInput) -> PutResult | None:
         """What the store refuses about ``msg`` itself (size, topic, queue, properties) or its
         own state, before a leader proposes it; the leader's role, not the store, decides
         whether it may write."""
-        core = self.core
         if isinstance(msg, MessageInput):
-            return core.refuse_put(msg.topic, len(msg.body), msg.queue_id, None) or core.refuse_text(msg.properties)
-        refused = core.refuse_put(msg.topic, sum(len(b) for _, b, _ in msg.entries), msg.queue_id, None)
-        for _flag, _body, props in msg.entries:
-            refused = refused or core.refuse_text(props)
-        return refused
+            return self.core.refuse_message(msg, None)
+        return self.core.refuse_batch(msg, None)
 
     def prepare_append(self, messages: list[EncodedMessage], topic: str, queue_id: int) -> list[bytearray]:
         """Leader: assign queue offsets and the store time to encoded messages; one entry
@@ -157,10 +147,7 @@ class DLedgerMessageStore(StoreFacade):
     def add_ledger_guard(self, guard: LedgerGuard) -> None:
         """Keep the entry at DLedger index ``guard()`` and everything after it (None:
         nothing), unless the disk is past the forcible ratio."""
-        cleaner = self.cleaner
-        if cleaner is None:
-            raise StoreError("start the store before adding ledger guards")
-        cleaner.add_guard(guard)
+        self.started_cleaner().add_guard(guard)
 
     def ledger_guards(self) -> list[LedgerGuard]:
         """The ledger guards registered so far."""

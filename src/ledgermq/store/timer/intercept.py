@@ -88,9 +88,9 @@ def intercept(
             rest = {k: v for k, v in props.items() if k not in TIMER_PROPERTIES}
             return Interception(topic, queue_id, rest)  # the level wins (RocketMQ's checkIfTimerMessage)
         return None
-    named = [k for k in TIMER_PROPERTIES if k in props]
-    if not named:
+    if props.keys().isdisjoint(TIMER_PROPERTIES):  # every plain put: one call, no list
         return None
+    named = [k for k in TIMER_PROPERTIES if k in props]
     if not settings.enabled:
         remark = "accurate timer message is not enabled, timerWheelEnable is false"
         return PutResult(PutStatus.WHEEL_TIMER_NOT_ENABLE, remark=remark)

@@ -9,6 +9,8 @@ from pathlib import Path
 from ledgermq.broker.processors.admin import runtime_info
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.store.message_input import MessageInput
+from ledgermq.store.results import PutResult
 from ledgermq.store.timer.checkpoint import CheckpointData
 from ledgermq.store.timer.intercept import TIMER_TOPIC
 from tests.broker.harness import Harness, running_broker
@@ -97,5 +99,26 @@ def test_the_timer_checkpoint_answers_the_master_progress(tmp_path: Path) -> Non
             cp = CheckpointData.decode(resp.body)
             assert cp.master_queue_offset == 3 and abs(cp.read_ms - time.time() * 1000) < 5000
             assert runtime_info(h.app.broker)["timerCongestNum"] == "3"
+
+    asyncio.run(main())
+
+
+def test_what_delivery_writes_is_dispatched_by_its_own_step_at_once(tmp_path: Path) -> None:
+    """Delivery's end-of-turn hook runs the broker's step before returning, so pacing counts
+    the dispatch as delivery's work (left to a later pass of the loop, it looked like other
+    work waiting, and an idle broker rested after every chunk)."""
+
+    async def main() -> None:
+        async with running_broker(tmp_path, store=TIMER_STORE) as h:
+            await h.send("Orders", b"warm-up")
+            await h.dispatched()
+            b = h.app.broker
+            assert b.timer is not None and b.timer.on_written is not None
+            queue = b.store.queues.get("Orders", 0)
+            assert queue is not None and queue.max_offset == 1
+            written = b.write(MessageInput(topic="Orders", body=b"due", wait_store_ok=False), False)
+            assert isinstance(written, PutResult) and written.ok
+            b.timer.on_written()
+            assert queue.max_offset == 2  # no await in between: dispatched by the step it ran
 
     asyncio.run(main())

@@ -226,7 +226,7 @@ class BrokerApp:
             b.schedule = ScheduleService(
                 store, Path(self.store_config.root_dir) / "config" / "delayOffset.json", clock, put=b.put
             )
-        b.timer = TimerService(store, b.put, clock, on_written=self._notify_ha)
+        b.timer = TimerService(store, b.put, clock, on_written=self._step_now)
         self.txn_check = TransactionCheckService(b)
 
     def _slave_synchronizer(self) -> SlaveSynchronizer:
@@ -502,9 +502,16 @@ class BrokerApp:
                 if sync is not None:
                     sync.start()
 
+    def _step_now(self) -> None:
+        """The timer service wrote to the store: run the end-of-turn step now (dispatch and
+        replicate it), not in a later pass of the loop, so its cost counts as delivery's own
+        in pacing (broker/timer/pacing.py)."""
+        if self.broker.turn is not None:
+            self.broker.turn.appended_now()
+
     def _notify_ha(self) -> None:
-        """The store was written outside a send (the timer service, a DLedger commit): the
-        end of this turn dispatches (and replicates) it."""
+        """The store was written outside a send (a DLedger commit): the end of this turn
+        dispatches (and replicates) it."""
         if self.broker.turn is not None:
             self.broker.turn.appended()
 

@@ -50,6 +50,11 @@ def render(report: TimerBenchReport, console: Console) -> None:
         t.add_row("lateness", "delivered / sent (duplicates, early)", counts, "")
         figures = f"{lt.p50_ms:.0f} / {lt.p99_ms:.0f} / {lt.max_ms:.0f}"
         t.add_row("", "ms after the time asked: p50 / p99 / max", figures, f"p99 <= {s.precision_ms + 200}")
+        figures = f"{lt.past_step_p50_ms:.0f} / {lt.past_step_p99_ms:.0f} / {lt.past_step_max_ms:.0f}"
+        t.add_row("", "ms after the end of its step: p50 / p99 / max", figures, "")
+        t.add_row("", "broker CPU per timer delivered (µs)", f"{lt.broker_cpu_us:.0f}", "")
+        if lt.sends_overran:
+            t.add_row("", "[the sends ended after the first timer's time: a backlog, not lateness]", "", "")
     if (b := report.burst) is not None:
         for r in b.rounds:
             what = f"B (burst, {r.delivered_during:,} delivered)" if r.with_burst else "A (no timers)"

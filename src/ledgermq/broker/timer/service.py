@@ -7,19 +7,22 @@ and the checkpoint are made durable; every 30 s timer-log segments wholly in the
 are deleted. A follower files only what its master had filed (``adopt``).
 
 Delivery (``start`` / ``stop``, the master only: BrokerApp starts and stops it where it
-starts and stops the delay-level service, so it moves with mastership): once a slot has
-passed, its units' records are read (in the thread) and written to their real topics
-through ``put``, the broker's writer (the store natively, the Raft group in DLedger
-mode), in chunks paced so that sends keep the loop (broker/timer/pacing.py). A unit
-counts as delivered only once ``put`` answered PUT_OK; a refusal or an unknown outcome
-leaves it, to be tried again (half a precision step later): at least once, never lost.
-Every delivered message says which timer it was (store/timer/delivered_from.py); every
-broker listens to its dispatched records, so a follower knows, record by record, how far
-its master's delivery got, and one taking over waits until it has dispatched everything it
-holds, then skips what the old master delivered. Retention keeps the commit-log records of
-pending timers (store/timer/retention.py). A record the commit log no longer holds anyway
-(a truncation replaced it, a disk past the forcible ratio in DLedger mode) cannot be
-delivered: that is logged and counted as ``skipped``.
+starts and stops the delay-level service, so it moves with mastership): a slot's first
+units (up to ``READ_AHEAD_UNITS``) and their records are read (in the thread) up to
+``READ_AHEAD_MS`` before its end, so that when it ends only the puts remain; they are
+written to their real topics through ``put``, the broker's writer (the store natively,
+the Raft group in DLedger mode), in chunks paced so that sends keep the loop
+(broker/timer/pacing.py), and the rest of the slot is read a batch at a time. Nothing is
+written before its slot's end. A unit counts as delivered only once ``put`` answered
+PUT_OK; a refusal or an unknown outcome leaves it, to be tried again (half a precision
+step later): at least once, never lost. Every delivered message says which timer it was
+(store/timer/delivered_from.py); every broker listens to its dispatched records, so a
+follower knows, record by record, how far its master's delivery got, and one taking over
+waits until it has dispatched everything it holds, then skips what the old master
+delivered. Retention keeps the commit-log records of pending timers
+(store/timer/retention.py). A record the commit log no longer holds anyway (a truncation
+replaced it, a disk past the forcible ratio in DLedger mode) cannot be delivered: that is
+logged and counted as ``skipped``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pathlib import Path
 
 from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.timer.convert import NotATimerRecord, due_message
-from ledgermq.broker.timer.pacing import Pace, PaceSettings
+from ledgermq.broker.timer.pacing import Pace, PaceSettings, Sleep
 from ledgermq.clock import Clock
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol import properties as P
@@ -57,6 +60,10 @@ LATENESS_BUCKETS = (0.05, 0.1, 0.2, 0.5, 1.0, 1.5, 2.0, 5.0, 10.0, 30.0, 60.0, 3
 FILE_BATCH = 2048
 CATCH_UP_S = 5.0  # a new master waits at most this long to dispatch what it holds before delivering
 DUE_BATCH = 256
+READ_AHEAD_MS = 500  # a slot's first units are read this long (at most half a step) before its end
+READ_AHEAD_UNITS = 2048  # at most this many (~3 MB held until the slot ends with 100-byte bodies)
+BATCH_BYTES = 4 << 20  # records read in one go (at least one): large messages make smaller batches
+IDLE_MAX_S = 0.5  # with nothing due, look again at least this often
 CLEAN_INTERVAL_S = 30.0
 RATE_WINDOW_S = 10.0
 
@@ -71,13 +78,18 @@ class TimerService:
         settings: TimerSettings | None = None,
         pace: PaceSettings | None = None,
         on_written: Callable[[], None] | None = None,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.store = store
         self.put = put
         self.clock = clock
         self.settings = settings or store.timer
         self.pace_settings = pace or PaceSettings()
-        self.on_written = on_written  # a master's HA: new bytes to stream
+        # the broker's end-of-turn step, run now: what delivery wrote is dispatched and
+        # replicated within its chunk, and pacing counts that as delivery's own work
+        self.on_written = on_written
+        self.sleep = sleep  # every wait of delivery: tests drive it on their clock
+        self.ahead_ms = min(READ_AHEAD_MS, self.settings.precision_ms // 2)
         self.timers = TimerStore(
             Path(store.config.root_dir), self.settings, lambda: store.queues.get(TIMER_TOPIC, 0), clock
         )
@@ -182,16 +194,29 @@ class TimerService:
                 done, self._done = self._done, []
                 batch = await asyncio.to_thread(self._due_batch, now, done)
                 if not batch:
-                    await asyncio.sleep(min(0.5, max(0.005, (self.timers.read_ms + p - now) / 1000)))
+                    await self.sleep(self._idle_s(now))
                     continue
+                await self._until(batch[0][0].due_ms)  # read ahead: written at the slot's end, not before
                 if not await self._write(batch):
-                    await asyncio.sleep(p / 2000)  # refused: the same unit again shortly
+                    await self.sleep(p / 2000)  # refused: the same unit again shortly
             except asyncio.CancelledError:
                 raise
             except Exception:
                 self.loop_failures += 1
                 log.exception("timer delivery round failed (failure %d); going on", self.loop_failures)
-                await asyncio.sleep(1.0)
+                await self.sleep(1.0)
+
+    def _idle_s(self, now_ms: int) -> float:
+        """Nothing to hand out at ``now_ms``: how long until the next slot's units are to be
+        read ahead, or, inside that window (it held nothing yet), until its end."""
+        due = self.timers.read_ms + self.settings.precision_ms
+        wake = due - self.ahead_ms if now_ms < due - self.ahead_ms else due
+        return min(IDLE_MAX_S, max(0.001, (wake - now_ms) / 1000))
+
+    async def _until(self, due_ms: int) -> None:
+        """Wait until the clock reads ``due_ms`` (the loop's timer runs on another clock)."""
+        while (left_ms := due_ms - self.clock.wall_ms()) > 0:
+            await self.sleep(left_ms / 1000)
 
     def _catch_up(self) -> None:
         """(worker thread) Before delivering, dispatch everything this broker holds, the old
@@ -207,10 +232,16 @@ class TimerService:
             )  # fmt: skip
 
     def _due_batch(self, now_ms: int, done: list[int]) -> list[tuple[DueUnit, MessageInput | None]]:
-        """(worker thread) Report what was delivered, take the next due units, read them."""
-        units = self.timers.due_units(now_ms, DUE_BATCH, done)
+        """(worker thread) Report what was delivered, take the next due units, read them
+        (up to ``BATCH_BYTES`` of records: the units left over are handed out again next time,
+        since only what was delivered moves the timer store on)."""
+        units = self.timers.due_units(now_ms, DUE_BATCH, done, self.ahead_ms, READ_AHEAD_UNITS)
         out: list[tuple[DueUnit, MessageInput | None]] = []
+        budget = BATCH_BYTES
         for unit in units:
+            if budget <= 0:
+                break
+            budget -= unit.size
             record = self.store.commitlog.read(unit.phy, unit.size)
             msg: MessageInput | None = None
             if record is None:
@@ -225,7 +256,7 @@ class TimerService:
 
     async def _write(self, batch: list[tuple[DueUnit, MessageInput | None]]) -> bool:
         """Put each due message in order; False at the first refusal (it stays due)."""
-        pace = Pace(self.pace_settings)
+        pace = Pace(self.pace_settings, sleep=self.sleep)
         p = self.settings.precision_ms
         chunk = self.pace_settings.chunk
         for i, (unit, msg) in enumerate(batch, 1):
@@ -233,6 +264,7 @@ class TimerService:
                 self.skipped += 1
                 self._done.append(unit.pos)
                 continue
+            msg.properties[P.TIMER_DEQUEUE_MS] = str(self.clock.wall_ms())  # read ahead: stamped now
             result = await self.put(msg)
             if not result.ok:
                 self.put_failures += 1
@@ -252,9 +284,7 @@ class TimerService:
                 self.lateness.observe(late_ms / 1000)
                 self.recent_lateness_ms.append(late_ms)
             if i % chunk == 0:
-                if self.on_written is not None:
-                    self.on_written()
-                await pace.end_chunk()
+                await pace.end_chunk(self.on_written)
         if self.on_written is not None:
             self.on_written()
         return True

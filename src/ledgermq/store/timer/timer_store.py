@@ -1,12 +1,14 @@
 """The timer store: files rmq_sys_wheel_timer's queue into the wheel and hands out due units.
 
-Synchronous and thread-safe (one lock; each call holds it briefly): the broker's timer
-service calls it from a worker thread. Two kinds of broker use it:
+Synchronous and thread-safe (one lock; each call holds it briefly, a flush's fsyncs run
+outside it): the broker's timer service calls it from a worker thread. Two kinds of
+broker use it:
 
 * the **delivering** one (master, DLedger leader) files every unit of the queue and
   delivers: ``due_units`` hands out the units of the slot ``read_ms`` in filing order
-  once that slot has passed (``now >= read_ms + precision``), ``delivered`` records each
-  one written to its topic, and the slot is left behind once all of it is;
+  once that slot has passed (``now >= read_ms + precision``), or a little before so that
+  they are read ahead (written only once it has passed), ``delivered`` records each one
+  written to its topic, and the slot is left behind once all of it is;
 * a **follower** (slave, DLedger follower) files only up to its master's filed offset
   (``adopt``, from GET_TIMER_CHECK_POINT) and delivers nothing; it takes its master's
   ``read_ms``, so that if it takes over it starts where the master was.
@@ -72,6 +74,7 @@ class DueUnit:
     slot_ms: int
     queue_offset: int
     enqueue_ms: int
+    due_ms: int  # the end of its slot: not to be written before
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +118,7 @@ class TimerStore:
         self.known_delivered = 0  # units not delivered again: the old master's deliveries said it had
         self._heard: DeliveredFrom | None = None  # the latest delivery heard from the master's records
         self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()  # taken before _lock; held across a flush's fsyncs
         self._walk = array("q")  # positions of slot read_ms after done_pos, in filing order
         self._walk_next = 0  # index in _walk of the first not delivered
         self._walk_top = -1  # the highest position collected for the slot
@@ -183,7 +187,7 @@ class TimerStore:
         self.pending = sum(s.num for s in live)
 
     def close(self) -> None:
-        with self._lock:
+        with self._flush_lock, self._lock:
             if self.wheel is None:
                 return
             self._flush_locked()
@@ -245,20 +249,31 @@ class TimerStore:
         self.filed += 1
 
     # == delivery ====================================================================
-    def due_units(self, now_ms: int, max_units: int = 256, delivered: Sequence[int] = ()) -> list[DueUnit]:
+    def due_units(
+        self,
+        now_ms: int,
+        max_units: int = 256,
+        delivered: Sequence[int] = (),
+        ahead_ms: int = 0,
+        ahead_units: int | None = None,
+    ) -> list[DueUnit]:
         """The next units to deliver, in order: those of slot ``read_ms`` not delivered
-        yet, once the slot has passed. Slots with nothing left are left behind on the way;
-        [] when nothing is due. ``delivered`` first reports units written since the last
-        call (``delivered``), so the caller's thread never waits for the lock."""
+        yet, up to ``max_units``, once the slot has passed; or, from ``ahead_ms`` before
+        that, up to ``ahead_units`` (default ``max_units``): units handed out early are
+        only to be read ahead, and must not be written before their slot's end
+        (``DueUnit.due_ms``). A slot is left behind only once it has passed and holds
+        nothing more; [] when nothing is due. ``delivered`` first reports units written
+        since the last call (``delivered``), so the caller's thread never waits for the lock."""
         p = self.settings.precision_ms
         with self._lock:
             for pos in delivered:
                 self._delivered(pos)
             if self.wheel is None:
                 return []
-            while now_ms >= self.read_ms + p:
-                units = self._peek(max_units)
-                if units:
+            while now_ms + ahead_ms >= self.read_ms + p:
+                passed = now_ms >= self.read_ms + p
+                units = self._peek(max_units if passed or ahead_units is None else ahead_units)
+                if units or not passed:
                     return units
                 self._advance()
             return []
@@ -298,8 +313,11 @@ class TimerStore:
                 if unit is not None and unit.queue_offset > self.done_qoff:
                     roll = bool(unit.magic & MAGIC_ROLL)
                     out.append(
-                        DueUnit(pos, unit.phy, unit.size, roll, unit.slot_ms, unit.queue_offset, unit.enqueue_ms)
-                    )
+                        DueUnit(
+                            pos, unit.phy, unit.size, roll, unit.slot_ms, unit.queue_offset, unit.enqueue_ms,
+                            max(unit.slot_ms, self.read_ms) + self.settings.precision_ms,
+                        )
+                    )  # fmt: skip
                     continue
                 if out:
                     break  # passed over on the next call, once these are delivered
@@ -427,10 +445,22 @@ class TimerStore:
         )
 
     def flush(self) -> None:
-        """Timer log, then wheel, then the checkpoint naming how far both are durable."""
-        with self._lock:
-            if self.wheel is not None:
-                self._flush_locked()
+        """Timer log, then wheel, then the checkpoint naming how far both are durable.
+
+        The progress is taken under the lock, the fsyncs run outside it: delivery asks for
+        due units under the lock, and an fsync under a busy disk takes tens to hundreds of
+        milliseconds, which every slot due meanwhile waited for. The checkpoint then says
+        where things stood before the fsyncs (every unit it counts was written before them);
+        a restart may repeat what was delivered during them, never lose anything."""
+        with self._flush_lock:
+            with self._lock:
+                wheel = self.wheel
+                if wheel is None:
+                    return
+                data = self._data(self.log.end)
+            self.log.flush()
+            wheel.flush()
+            self.checkpoint.save(data)
 
     def _flush_locked(self) -> None:
         flushed = self.log.flush()
@@ -439,7 +469,7 @@ class TimerStore:
 
     def clean(self) -> int:
         """Delete sealed timer-log segments whose units' slots have all been left behind."""
-        with self._lock:
+        with self._flush_lock, self._lock:  # not while a flush syncs the segments
             removed = self.log.delete_sealed_while(self._all_passed)
         for start in removed:
             self.segments.forget(start)

@@ -118,6 +118,11 @@ perf_seconds: Callable[[], float] = time.perf_counter
 anything); never for deciding when something is due. The function itself, not a wrapper:
 the request path reads it twice per request."""
 
+thread_cpu_seconds: Callable[[], float] = time.thread_time
+"""CPU seconds the calling thread has used (only differences mean anything): how much of
+its thread's time a piece of work took, whether or not the process was on a core meanwhile
+(timer delivery's pacing, broker/timer/pacing.py). Injected where it decides behaviour."""
+
 
 _skew_path = os.environ.get(CLOCK_SKEW_ENV)
 SYSTEM_CLOCK = SystemClock(SkewFile(_skew_path) if _skew_path else None)

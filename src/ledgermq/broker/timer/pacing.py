@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from time import thread_time
+
+from ledgermq.clock import thread_cpu_seconds
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -46,7 +47,7 @@ class Pace:
         self,
         settings: PaceSettings | None = None,
         *,
-        perf: Callable[[], float] = thread_time,  # the loop thread's CPU seconds
+        perf: Callable[[], float] = thread_cpu_seconds,  # the loop thread's CPU seconds
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.settings = settings or PaceSettings()

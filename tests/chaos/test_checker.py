@@ -287,3 +287,29 @@ def test_a_run_that_stopped_early_or_left_a_node_down_fails_with_nothing_lost() 
     ]
     assert v.to_json()["incomplete"] == v.incomplete and v.to_json()["failed"]
     assert incomplete_run([fault(0, 1.0)], "") == []
+
+
+def test_a_partition_heals_even_when_the_restart_beside_it_fails() -> None:
+    """The partition+restart run above: the restart raised before the links were healed, so
+    the cut member stayed cut and the group had no majority for the rest of the run."""
+    import asyncio
+    from typing import Any, cast
+
+    from ledgermq.chaos.injector import Injector
+
+    class Proxy:
+        is_cut = True
+
+        def heal(self) -> None:
+            self.is_cut = False
+
+    class Layout:
+        async def restart(self, name: str) -> None:
+            raise RuntimeError(f"{name} exited with 1")
+
+    proxy = Proxy()
+    injector = Injector(cast(Any, Layout()), cast(Any, {"n1-n0": proxy}), seed=1)
+    rec = fault(10, 5.0, "partition+restart", "leader")
+    rec.notes = {"restarted": "n2"}
+    asyncio.run(injector.end(rec))
+    assert rec.error == "heal failed: n2 exited with 1" and not proxy.is_cut

@@ -238,8 +238,10 @@ class Injector:
             self.layout.node(notes["disk_full"]).disk_full_flag.unlink(missing_ok=True)
             await self.layout.restart(target)
         elif kind == "partition+restart":
-            await self.layout.restart(notes["restarted"])
-            self._heal_links()
+            try:  # the links heal even when the restart fails: a cut node must not stay cut
+                await self.layout.restart(notes["restarted"])
+            finally:
+                self._heal_links()
         elif kind == "kill-in-recovery":
             await self._kill_in_recovery(rec)
 

@@ -585,3 +585,22 @@ class ConsumeQueueTable:
         for cq in self.all():
             cq.close()
         self.open_files.close_all()
+
+
+def put_staged_units(
+    table: ConsumeQueueTable, units: dict[ConsumeQueue, list[Unit]], count: int
+) -> tuple[int, Exception | None]:
+    """Write each queue's staged units (a unit's last field is its record's place in the
+    round); (how many records, from the first, have every unit written; why the first that
+    has not failed, or None). Shared by both dispatch passes, native and windowed."""
+    done: int = count
+    why: Exception | None = None
+    for cq, cq_units in units.items():
+        try:
+            cq.put_units(cq_units)
+        except UnitsNotWritten as exc:
+            first = cq_units[exc.placed][5]
+            if first < done:
+                done, why = first, exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        table.mark_dirty(cq)
+    return done, why

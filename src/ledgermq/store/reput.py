@@ -25,7 +25,7 @@ from collections.abc import Callable
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog
-from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable, Unit, UnitsNotWritten
+from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable, Unit, put_staged_units
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, INCOMPLETE, DispatchRequest, Verdict, check_record
 from ledgermq.store.dispatch_hooks import DispatchHook
@@ -353,15 +353,9 @@ class ReputService(DispatchService):
         which is idempotent for what already went through."""
         done = len(staged)
         failure = failed_next
-        for cq, cq_units in units.items():
-            try:
-                cq.put_units(cq_units)
-            except UnitsNotWritten as exc:
-                first = cq_units[exc.placed][5]
-                if first < done:
-                    done = first
-                    failure = (staged[first], exc.__cause__ if isinstance(exc.__cause__, Exception) else exc)
-            self.queues.mark_dirty(cq)
+        done, why = put_staged_units(self.queues, units, done)
+        if why is not None:
+            failure = (staged[done], why)
         index = self.index
         hooks = self.dispatch_hooks
         for i in range(done):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ledgermq.store.consumequeue import ConsumeQueue, Unit, UnitsNotWritten
+from ledgermq.store.consumequeue import ConsumeQueue, Unit, put_staged_units
 from ledgermq.store.dispatch import DispatchRequest
 from ledgermq.store.dispatch_hooks import DispatchHook, PropertyHook
 from ledgermq.store.index import IndexNotBuilt
@@ -114,15 +114,9 @@ class RowRound:
         rows, units = self.rows, self.units
         done = len(rows)
         failure: tuple[int, Exception] | None = None
-        for cq, cq_units in units.items():
-            try:
-                cq.put_units(cq_units)
-            except UnitsNotWritten as exc:
-                first = cq_units[exc.placed][5]
-                if first < done:
-                    done = first
-                    failure = (first, exc.__cause__ if isinstance(exc.__cause__, Exception) else exc)
-            service.queues.mark_dirty(cq)
+        done, why = put_staged_units(service.queues, units, done)
+        if why is not None:
+            failure = (done, why)
         index = service.index
         if index is not None and done:
             try:

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from ledgermq import failpoints
-from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable
+from ledgermq.store.consumequeue import ConsumeQueue
 from ledgermq.store.message_store import MessageStore, open_message_store
 from ledgermq.store.queue_segment import QueueSegment
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.store.results import PutResult
 from ledgermq.testing.crash import abandon
 from tests.conftest import small_config

@@ -25,11 +25,12 @@ from ledgermq.clock import ManualClock
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.store import encoding, window_dispatch
-from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable
+from ledgermq.store.consumequeue import ConsumeQueue
 from ledgermq.store.dispatch import DispatchRequest, check_record
 from ledgermq.store.index import IndexFile
 from ledgermq.store.message_input import MessageInput
 from ledgermq.store.message_store import MessageStore, open_message_store
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.store.record_scan import request_of, scan_records
 from ledgermq.store.reput import ReputService
 from tests.conftest import small_config

@@ -22,7 +22,6 @@ from ledgermq.protocol import message as M
 from ledgermq.protocol.names import TOPIC_NAME_PATTERN
 from ledgermq.store import queue_positions
 from ledgermq.store.checkpoint import Checkpoint
-from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.damage import FILE_NAME as DAMAGE_FILE
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.dispatch_hooks import DispatchHook
@@ -32,6 +31,7 @@ from ledgermq.store.lockfile import StoreLock
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.open_files import FileLimit, OpenFiles, capacity_for
 from ledgermq.store.queue_files import SegmentCreatorService
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.store.recovery import RecoveryResult
 from ledgermq.store.reput import ArrivalListener, DispatchService
 from ledgermq.store.results import PutResult, PutStatus

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ledgermq.clock import Clock
-from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import DispatchRequest
 from ledgermq.store.dispatch_hooks import DispatchHook
 from ledgermq.store.index import IndexService
+from ledgermq.store.queue_table import ConsumeQueueTable
 
 Arrivals = dict[tuple[str, int], int]
 """(topic, queue id) -> the queue's new max offset, for the queues a pass made grow."""

@@ -35,7 +35,6 @@ from ledgermq.errors import StoreError
 from ledgermq.protocol import message as M
 from ledgermq.store import encoding, queue_positions
 from ledgermq.store.checkpoint import Checkpoint
-from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.core import StoreCore
 from ledgermq.store.damage import DamageRegistry, DamageSummary
 from ledgermq.store.dispatch_hooks import DispatchHook, PropertyHook
@@ -48,6 +47,7 @@ from ledgermq.store.log_reads import LogReads
 from ledgermq.store.message_filter import MessageFilter
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.queue_files import SegmentCreatorService
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.store.reads import StoreReads
 from ledgermq.store.recovery import RecoveryResult
 from ledgermq.store.reput import ArrivalListener, DispatchService

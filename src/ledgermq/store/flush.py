@@ -30,8 +30,8 @@ from ledgermq.clock import perf_seconds
 from ledgermq.errors import StoreFullError
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog
-from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.index import IndexService
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.util.latency import LatencyHistogram
 from ledgermq.util.service import ServiceThread
 

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from ledgermq.clock import perf_seconds
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog, queue_key
-from ledgermq.store.consumequeue import UNIT, UNIT_SIZE, ConsumeQueue, ConsumeQueueTable
+from ledgermq.store.consumequeue import UNIT, UNIT_SIZE, ConsumeQueue
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.dispatch import DispatchRequest, check_record
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.store.record_walk import walk_records
 
 log = logging.getLogger(__name__)

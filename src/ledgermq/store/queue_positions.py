@@ -43,7 +43,7 @@ import orjson
 
 from ledgermq.atomic_file import fsync_dir, write_atomic
 from ledgermq.config import StoreConfig
-from ledgermq.store.consumequeue import ConsumeQueueTable
+from ledgermq.store.queue_table import ConsumeQueueTable
 
 log = logging.getLogger(__name__)
 

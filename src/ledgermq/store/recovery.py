@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from ledgermq.protocol import message as M
 from ledgermq.store.checkpoint import Checkpoint
 from ledgermq.store.commitlog import CommitLog, queue_key
-from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, TORN_TEXT, DispatchRequest, Verdict, check_record
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.store.record_check import next_sound_record
 from ledgermq.store.reput import redispatch
 

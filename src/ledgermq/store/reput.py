@@ -25,7 +25,7 @@ from collections.abc import Callable
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.commitlog import CommitLog
-from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable, Unit, put_staged_units
+from ledgermq.store.consumequeue import ConsumeQueue, Unit
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, INCOMPLETE, DispatchRequest, Verdict, check_record
 from ledgermq.store.dispatch_hooks import DispatchHook
@@ -33,6 +33,7 @@ from ledgermq.store.dispatch_host import Arrivals, HoldOff
 from ledgermq.store.index import IndexService
 from ledgermq.store.log_reads import LogReads
 from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.queue_table import ConsumeQueueTable, put_staged_units
 from ledgermq.store.record_check import next_sound_record
 from ledgermq.store.window_dispatch import ScanPass
 from ledgermq.util.service import ServiceThread

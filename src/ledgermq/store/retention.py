@@ -24,10 +24,10 @@ from pathlib import Path
 from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig, parse_delete_when
 from ledgermq.store.commitlog import CommitLog
-from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.index import IndexService
 from ledgermq.store.log_reads import LogReads
 from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.util.service import ServiceThread
 
 log = logging.getLogger(__name__)

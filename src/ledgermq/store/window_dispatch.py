@@ -29,11 +29,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ledgermq.store.consumequeue import ConsumeQueue, Unit, put_staged_units
+from ledgermq.store.consumequeue import ConsumeQueue, Unit
 from ledgermq.store.dispatch import DispatchRequest
 from ledgermq.store.dispatch_hooks import DispatchHook, PropertyHook
 from ledgermq.store.index import IndexNotBuilt
 from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.queue_table import put_staged_units
 from ledgermq.store.record_scan import (
     PHYS,
     PROPS,

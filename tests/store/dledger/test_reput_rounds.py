@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from ledgermq import failpoints
-from ledgermq.store.consumequeue import ConsumeQueue, ConsumeQueueTable
+from ledgermq.store.consumequeue import ConsumeQueue
 from ledgermq.store.dledger.entry import BODY_OFFSET
 from ledgermq.store.message_store import MessageStore
 from ledgermq.store.queue_segment import QueueSegment
+from ledgermq.store.queue_table import ConsumeQueueTable
 from tests.store.dledger.mode_helpers import TOPIC, Driver, bodies_in_queue, open_store
 
 

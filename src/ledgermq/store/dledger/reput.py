@@ -20,12 +20,12 @@ import logging
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import StoreError
 from ledgermq.protocol import sysflag as SF
-from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import DispatchRequest, Verdict, check_record
 from ledgermq.store.dispatch_host import HoldOff
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.ledger_store import EntrySpan
 from ledgermq.store.index import IndexService
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.store.record_scan import Row, scan_records
 from ledgermq.store.reput import ROUND_RECORDS, DispatchService
 from ledgermq.store.window_dispatch import RowRound

@@ -31,11 +31,11 @@ from pathlib import Path
 
 from ledgermq.clock import Clock
 from ledgermq.config import StoreConfig
-from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.entry import EntryInfo
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.store.retention import DELETE_FILES_BATCH_MAX, CleanRound, DiskUsage, RetentionRounds
 
 log = logging.getLogger(__name__)

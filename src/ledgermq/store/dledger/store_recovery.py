@@ -27,12 +27,12 @@ import struct
 
 from ledgermq.protocol import message as M
 from ledgermq.store.checkpoint import RECOVERY_MARGIN_MS, Checkpoint
-from ledgermq.store.consumequeue import ConsumeQueueTable
 from ledgermq.store.dispatch import END_OF_DATA
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
 from ledgermq.store.dledger.metadata import load_log_start
 from ledgermq.store.index import IndexService
 from ledgermq.store.mapped_file import parse_segment_name
+from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.store.recovery import RecoveryResult, recover
 from ledgermq.store.reput import ReputService
 

@@ -244,3 +244,32 @@ def test_a_flip_in_a_running_masters_sealed_segment_is_found_by_the_scrub_and_re
     finally:
         group.close()
     assert_every_ack_served_and_logs_identical(master, slave, acked)
+
+
+def test_a_master_whose_first_segment_was_deleted_gets_it_back_from_its_slave(tmp_path: Path) -> None:
+    """The 100-cycle segment-loss run's data loss: a stopped master's first segment deleted
+    looked like retention, so the master began its log one segment later and its 857
+    acknowledged messages there were gone, silently. Now the commit log's recorded start
+    makes the missing file damage: refused, repaired from the slave, every ack served."""
+    group, master, slave = start_pair(tmp_path)
+    try:
+        acked = send_all(master, range(MESSAGES))
+        group.wait_caught_up(master, [slave], 30)
+        assert group.stop(slave) == 0 and group.stop(master) == 0, group.explain()
+        queue_id, queue_offset, _ = record_at(master, 0)
+        segment0(master).unlink()
+        group.start(master)
+        st = ha_status(group, master)
+        assert st.damaged_ranges == [(0, SEG)], st.damaged_ranges
+        refused = pull_one(master, queue_id, queue_offset)
+        assert refused.code != ResponseCode.SUCCESS and "corrupt" in (refused.remark or ""), refused.remark
+
+        group.start(slave)
+        wait_until("the master's repair", lambda: repaired(group, master), 20, 0.2, group.explain)
+        again = pull_one(master, queue_id, queue_offset)
+        assert again.code == ResponseCode.SUCCESS and again.body, (again.code, again.remark)
+        group.wait_caught_up(master, [slave], 20)
+        assert group.stop(slave) == 0 and group.stop(master) == 0, group.explain()
+    finally:
+        group.close()
+    assert_every_ack_served_and_logs_identical(master, slave, acked)

@@ -24,6 +24,7 @@ from ledgermq.protocol import message as M
 from ledgermq.protocol.msgid import offset_msg_id
 from ledgermq.store.appended import AppendedRecords
 from ledgermq.store.dispatch import DispatchRequest
+from ledgermq.store.log_start import LogStartRecord
 from ledgermq.store.mapped_file import MappedFile, SegmentGoneError
 from ledgermq.store.mapped_file_queue import MappedFileQueue
 from ledgermq.store.results import AppendResult
@@ -54,8 +55,10 @@ class CommitLog:
     offset, and reads. In DLedger mode it only serves what was stored before the switch
     (``DLedgerCommitLog.old_log``)."""
 
-    def __init__(self, directory: Path, segment_size: int, clock: Clock) -> None:
-        self.queue = MappedFileQueue(directory, segment_size, clock)
+    def __init__(
+        self, directory: Path, segment_size: int, clock: Clock, start_record: LogStartRecord | None = None
+    ) -> None:
+        self.queue = MappedFileQueue(directory, segment_size, clock, start_record)
         self.segment_size = segment_size
         self.clock = clock
         self.put_lock = threading.Lock()

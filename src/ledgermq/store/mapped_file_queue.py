@@ -19,6 +19,7 @@ from ledgermq.atomic_file import fsync_dir
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import StoreError, StoreFullError
 from ledgermq.failpoints import failpoint
+from ledgermq.store.log_start import LogStartRecord
 from ledgermq.store.mapped_file import MappedFile, SegmentPositions, parse_segment_name, segment_name
 
 log = logging.getLogger(__name__)
@@ -70,10 +71,14 @@ class SegmentRun(Generic[S]):
 
 
 class MappedFileQueue(SegmentRun[MappedFile]):
-    def __init__(self, directory: Path, file_size: int, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, directory: Path, file_size: int, clock: Clock = SYSTEM_CLOCK, start_record: LogStartRecord | None = None
+    ) -> None:
         self.directory = directory
         self.file_size = file_size
         self.clock = clock
+        # The commit log's durable "where the log begins" (store/log_start.py); None elsewhere.
+        self.start_record = start_record
         self.files: list[MappedFile] = []
         self._lock = threading.Lock()
 
@@ -86,15 +91,19 @@ class MappedFileQueue(SegmentRun[MappedFile]):
         others is damage, not a reason to drop what follows: it is recreated (or extended)
         at full size, zero-filled, and the bytes it lacks are reported to ``on_damage``
         (start, end, reason) for a replica to repair. A longer file, or every file of
-        another size (a changed config), still stops start-up."""
+        another size (a changed config), still stops start-up. With a start record, leading
+        segments missing below the first file on disk are damage too (store/log_start.py)."""
+        recorded = self.start_record.read() if self.start_record is not None else None
         if not self.directory.exists():
+            if recorded:
+                log.error("%s is gone but the log began at %d: every segment is lost", self.directory, recorded)
             return
         for pattern in ("*.tmp", "*.deleted"):
             for leftover in self.directory.glob(pattern):
                 leftover.unlink()  # a creation or a deletion a crash interrupted
         names = sorted(n for n in os.listdir(self.directory) if parse_segment_name(n) is not None)
         if on_damage is not None:
-            names = self._restore_missing(names, on_damage)
+            names = self._restore_missing(names, on_damage, recorded)
         files: list[MappedFile] = []
         expected: int | None = None
         try:
@@ -116,11 +125,20 @@ class MappedFileQueue(SegmentRun[MappedFile]):
                 mf.close()
             raise
         self.files = files
+        if self.start_record is not None and files and recorded is None:
+            self.start_record.write(files[0].start_offset)  # a store from before the record
 
-    def _restore_missing(self, names: list[str], on_damage: Callable[[int, int, str], object]) -> list[str]:
-        """Recreate missing segments between the first and the last, extend short ones
-        before the last (a short last segment may be another config's: load refuses it)."""
+    def _restore_missing(
+        self, names: list[str], on_damage: Callable[[int, int, str], object], recorded: int | None = None
+    ) -> list[str]:
+        """Recreate missing segments between the log's start (the first file, or the
+        recorded start when it lies below it) and the last, extend short ones before the
+        last (a short last segment may be another config's: load refuses it)."""
         if not names:
+            if recorded is not None and recorded > 0:
+                log.error(
+                    "commit log %s has no segment but began at %d: every segment is lost", self.directory, recorded
+                )
             return names
         sizes = {n: (self.directory / n).stat().st_size for n in names}
         if all(size != self.file_size for size in sizes.values()):
@@ -129,6 +147,8 @@ class MappedFileQueue(SegmentRun[MappedFile]):
         assert first is not None and last is not None
         if first % self.file_size or last % self.file_size:
             return names  # names off the segment grid: let load report the sizes
+        if recorded is not None and recorded < first and recorded % self.file_size == 0:
+            first = recorded  # leading segments lost, not deleted by retention
         present = set(names)
         restored: list[str] = []
         for start in range(first, last + self.file_size, self.file_size):
@@ -172,6 +192,8 @@ class MappedFileQueue(SegmentRun[MappedFile]):
 
     def _create(self, start: int) -> MappedFile:
         self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.files and self.start_record is not None:
+            self.start_record.write(start)  # before the file: a lost file is then never mistaken
         try:
             failpoint("mapped_file_queue.before_create")  # inside: an injected ENOSPC is what a real one is
             mf = MappedFile(self.directory / segment_name(start), self.file_size, create=True)
@@ -222,6 +244,8 @@ class MappedFileQueue(SegmentRun[MappedFile]):
         for mf in self.files[:-1] if keep_last else list(self.files):
             if len(removed) >= max_files or not condition(mf):
                 break
+            if self.start_record is not None:
+                self.start_record.write(mf.end_offset)  # before the file goes (store/log_start.py)
             if not mf.destroy(self.clock.monotonic(), force_after_s):
                 break  # still pinned by a reader; try again next round
             removed.append(mf)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.config import FlushDiskType, StoreConfig
@@ -24,6 +25,8 @@ from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.facade import StoreFacade
 from ledgermq.store.flush import AsyncFlushService, GroupCommitService
 from ledgermq.store.integrity import StoreIntegrity
+from ledgermq.store.log_start import FILE_NAME as LOG_START_FILE
+from ledgermq.store.log_start import LogStartRecord
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.recovery import RecoveryResult, recover
 from ledgermq.store.replication_ops import StoreReplication
@@ -56,7 +59,8 @@ class NativeMessageStore(StoreFacade[CommitLog, ReputService, CleanService]):
         if config.enable_dleger_commit_log:
             raise StoreError("enableDLegerCommitLog=true: the store is a DLedgerMessageStore, not a native one")
         core = StoreCore(config, clock=clock, store_host=store_host, disk_usage=disk_usage)
-        super().__init__(core, CommitLog(config.commitlog_path, config.mapped_file_size_commitlog, clock))
+        start = LogStartRecord(Path(config.root_dir) / LOG_START_FILE)
+        super().__init__(core, CommitLog(config.commitlog_path, config.mapped_file_size_commitlog, clock, start))
         self.integrity = StoreIntegrity(core, self.commitlog)
         self.replication = StoreReplication(core, self.commitlog)
         self.commitlog_flusher: AsyncFlushService | GroupCommitService | None = None

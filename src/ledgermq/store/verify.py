@@ -24,6 +24,8 @@ from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, DispatchRequest, Verdict, check_record
 from ledgermq.store.lockfile import StoreLock
+from ledgermq.store.log_start import FILE_NAME as LOG_START_FILE
+from ledgermq.store.log_start import LogStartRecord
 from ledgermq.store.mapped_file import parse_segment_name
 from ledgermq.store.record_check import next_sound_record, records_around
 
@@ -75,6 +77,10 @@ def _verify_commitlog(config: StoreConfig, report: VerifyReport) -> None:
     digests = SegmentDigests(Path(config.root_dir) / "digests" / "commitlog", size)
     names = sorted(n for n in os.listdir(directory) if parse_segment_name(n) is not None) if directory.exists() else []
     starts = [int(n) for n in names]
+    began = LogStartRecord(Path(config.root_dir) / LOG_START_FILE).read()
+    if began is not None and starts and starts[0] > began:
+        why = f"leading segments missing (the log began at {began})"
+        report.findings.append(Finding("commitlog", began, starts[0], why))
     for i, start in enumerate(starts):
         if i and start != starts[i - 1] + size:
             report.findings.append(Finding("commitlog", starts[i - 1] + size, start, "segments missing"))

@@ -11,7 +11,7 @@ import asyncio
 import threading
 from typing import Any, cast
 
-from ledgermq.broker.write_turn import Need, Wait, WriteTurn
+from ledgermq.broker.write_turn import FixedReplication, Need, Wait, WriteTurn
 from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.net.read_round import ReadRound
 from ledgermq.store.message_store import MessageStore
@@ -43,7 +43,9 @@ class _Replication:
 
 def _turn(calls: list[str], replication: _Replication | None = None) -> WriteTurn:
     store = cast(MessageStore, cast(Any, _Store(calls)))
-    turn = WriteTurn(store, SYSTEM_CLOCK, lambda: replication, lambda t, q, m: calls.append(f"arrived {t}-{q}:{m}"))
+    turn = WriteTurn(
+        store, SYSTEM_CLOCK, FixedReplication(replication), lambda t, q, m: calls.append(f"arrived {t}-{q}:{m}")
+    )
     turn.bind(asyncio.get_running_loop())
     return turn
 
@@ -137,7 +139,7 @@ def test_facts_noted_during_a_read_run_one_step_after_it_whose_answers_are_in_a_
         replication = _Replication(calls)
         read_round = ReadRound()
         store = cast(MessageStore, cast(Any, _Store(calls)))
-        turn = WriteTurn(store, SYSTEM_CLOCK, lambda: replication, None, read_round)
+        turn = WriteTurn(store, SYSTEM_CLOCK, FixedReplication(replication), None, read_round)
         turn.bind(asyncio.get_running_loop())
         replication.floor = 1000
 
@@ -161,7 +163,7 @@ def test_a_slaves_append_from_its_task_is_dispatched_at_once() -> None:
     async def main() -> None:
         calls: list[str] = []
         store = cast(MessageStore, cast(Any, _Store(calls)))
-        turn = WriteTurn(store, SYSTEM_CLOCK, lambda: None, None, ReadRound())
+        turn = WriteTurn(store, SYSTEM_CLOCK, FixedReplication(), None, ReadRound())
         turn.bind(asyncio.get_running_loop())
         turn.appended_now()
         assert calls == ["dispatch"]  # no loop pass in between

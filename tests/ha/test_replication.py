@@ -7,7 +7,7 @@ import socket
 import time
 from pathlib import Path
 
-from ledgermq.broker.write_turn import Need, Wait, WriteTurn
+from ledgermq.broker.write_turn import FixedReplication, Need, Wait, WriteTurn
 from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.config import BrokerRole
 from ledgermq.ha.codec import encode_report
@@ -189,7 +189,7 @@ def test_master_restart_slave_reconnects_and_resumes(tmp_path: Path) -> None:
 
 def _turn_for(service: HAService, store: MessageStore) -> WriteTurn:
     """A write turn releasing SYNC_MASTER waits off ``service``, as a broker wires it."""
-    turn = WriteTurn(store, SYSTEM_CLOCK, lambda: service)
+    turn = WriteTurn(store, SYSTEM_CLOCK, FixedReplication(service))
     turn.bind(asyncio.get_running_loop())
     service.on_replicated = turn.changed
     return turn

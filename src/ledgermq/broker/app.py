@@ -136,7 +136,8 @@ class BrokerApp:
         acks cover; a slave's raw appends are dispatched by it too."""
         b = self.broker
         # the step's released answers leave as it ends, one write per connection (net/read_round.py)
-        turn = b.turn = WriteTurn(b.store, self.clock, lambda: b.ha, b.pull_hold.arrived, self.server.read_round)
+        # the broker is the step's ReplicationSource: its ``ha`` comes and goes with the role
+        turn = b.turn = WriteTurn(b.store, self.clock, b, b.pull_hold.arrived, self.server.read_round)
         for ha in (b.ha, self.ha_service):
             if ha is not None:
                 ha.follow_store = False

@@ -40,6 +40,8 @@ from ledgermq.store.native_store import NativeMessageStore
 from ledgermq.store.results import PutResult
 from ledgermq.util.unique_ids import UniqueIdGenerator
 
+_NOT_NATIVE = "this broker's store is in DLedger mode: it writes through its Raft group"
+
 
 class BrokerHost(Protocol):
     """What the broker asks of the application that runs it (BrokerApp; tests may fake it)."""
@@ -116,9 +118,12 @@ class Broker:
         the write turn's end-of-turn step."""
         if self.dledger is not None:
             return self.dledger.propose(msg)
-        if (refused := self.refuse_write(wait)) is not None:
+        ctl = self.controller  # ``refuse_write`` and ``native_store`` spelled out: once per send
+        if ctl is not None and (refused := ctl.refuse_write(wait)) is not None:
             return refused
-        store = self.native_store
+        store = self.store
+        if not isinstance(store, NativeMessageStore):
+            raise StoreError(_NOT_NATIVE)
         result = store.put_message(msg) if isinstance(msg, MessageInput) else store.put_messages(msg)
         if result.append is not None and self.turn is not None:
             self.turn.appended()
@@ -130,7 +135,7 @@ class Broker:
         DLedger mode has none of them (it proposes to its Raft group), and asking is an error."""
         store = self.store
         if not isinstance(store, NativeMessageStore):
-            raise StoreError("this broker's store is in DLedger mode: it writes through its Raft group")
+            raise StoreError(_NOT_NATIVE)
         return store
 
     @property

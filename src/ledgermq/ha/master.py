@@ -253,9 +253,9 @@ class HAService:
         for link in list(self.links.values()):
             link.wake()
 
-    def pump(self) -> None:
-        """The commit log grew (event-loop thread): each idle link sends it now."""
-        self.wake_writers()
+    pump = wake_writers
+    """The commit log grew (event-loop thread): each idle link sends it now (the write
+    turn's name for ``wake_writers``; an alias, not a call of it, as it runs per send)."""
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         """The store's arrival listener (reput thread) when no write turn pumps the links."""

@@ -151,7 +151,7 @@ class SlaveLink:
             return
         if outcome.legacy_report is not None:
             self.legacy = True
-            self._take_reports([outcome.legacy_report])
+            self._take_reports([outcome.legacy_report], self.service.clock.monotonic())
         else:
             self.session.agreed_offset = outcome.agreed
         fd = self.sock.fileno()
@@ -213,19 +213,17 @@ class SlaveLink:
         if not data:
             self._close("slave closed the connection")
             return
-        svc = self.service
-        now = svc.clock.monotonic()
+        now = self.service.clock.monotonic()
         self.session.on_bytes(now)
         try:
             offsets = self._decoder.feed(data)
         except HAProtocolError as exc:
             self._close(str(exc))
             return
-        self._take_reports(offsets)
+        self._take_reports(offsets, now)
 
-    def _take_reports(self, offsets: list[int]) -> None:
+    def _take_reports(self, offsets: list[int], now: float) -> None:
         svc = self.service
-        now = svc.clock.monotonic()
         for off in offsets:
             decision = self.session.on_report(off, svc.store.max_phy_offset, now)
             if isinstance(decision, Close):
@@ -330,7 +328,8 @@ class SlaveLink:
         svc = self.service
         store = svc.store
         now = svc.clock.monotonic()
-        stop = svc.repairs.stop_for(self.session.next_offset)
+        repairs = svc.repairs  # nothing damaged (every send but the rarest): no call to ask where to stop
+        stop = repairs.stop_for(self.session.next_offset) if repairs.damaged else None
         action = self.session.plan(store.min_phy_offset, store.max_phy_offset, now, self._span, stop)
         if isinstance(action, Idle):
             return True  # its timer, at most the fallback wake, stays as it was

@@ -43,6 +43,7 @@ from typing import Any, cast
 
 from ledgermq.errors import LedgerError, RemoteProtocolError
 from ledgermq.net.read_round import ReadRound
+from ledgermq.protocol.codes import RESPONSE_FLAG
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.frame import DEFAULT_MAX_FRAME_SIZE, BadFrame, FrameDecoder
 
@@ -134,10 +135,11 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         read_round = self._round
-        read_round.enter()
+        read_round.depth += 1  # ``ReadRound.enter``; here and below properties spelled out (per frame)
         try:
             for frame in frames:
-                if not self.is_open:
+                transport = self.transport
+                if transport is None or transport.is_closing():
                     return  # closed by an earlier frame of this read: the rest must not run
                 if isinstance(frame, BadFrame):
                     if self.on_bad_frame is not None:
@@ -146,7 +148,7 @@ class Connection(asyncio.Protocol):
                         log.warning("closing %s: malformed frame: %s", self.peer, frame.reason)
                         self.close()
                         return
-                elif frame.is_response:
+                elif frame.flag & RESPONSE_FLAG:
                     fut = self.pending.pop(frame.opaque, None)
                     if fut is not None and not fut.done():
                         fut.set_result(frame)
@@ -191,7 +193,8 @@ class Connection(asyncio.Protocol):
         return self.transport is not None and not self.transport.is_closing()
 
     def send(self, cmd: RemotingCommand) -> None:
-        if not self.is_open:
+        transport = self.transport
+        if transport is None or transport.is_closing():  # ``is_open``, once per answer
             raise ConnectionClosedError(f"connection to {self.peer} is closed")
         frame = cmd.encode()
         self._out.append(frame)

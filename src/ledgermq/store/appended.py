@@ -83,10 +83,13 @@ class AppendedRecords:
     """Facts of appended records in commit-log order: appended under the commit log's
     put lock, taken by the reput under its dispatch lock (one taker)."""
 
-    __slots__ = ("_queue",)
+    __slots__ = ("_queue", "queued")
 
     def __init__(self) -> None:
         self._queue: deque[DispatchRequest] = deque()
+        self.queued = self._queue
+        """The queue itself, read only: its truth is the reput's per-record "any facts?"
+        look, which ``len(self)`` would make two Python calls."""
 
     def __len__(self) -> int:
         return len(self._queue)

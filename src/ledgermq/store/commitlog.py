@@ -77,16 +77,24 @@ class CommitLog:
         self.queue.load(on_damage)
 
     # -- offsets ---------------------------------------------------------------------
+    # Both read the segment list directly (``SegmentRun.first``/``max_offset`` spelled out):
+    # replication and dispatch read ``max_offset`` five to seven times per send, and read
+    # this way it is one Python call instead of three.
     @property
     def min_offset(self) -> int:
-        first = self.queue.first()
-        if first is None:
+        files = self.queue.files
+        if not files:
             return 0
-        return first.start_offset if first.available else first.end_offset
+        first = files[0]
+        return first.start_offset if first.available else first.start_offset + first.size
 
     @property
     def max_offset(self) -> int:
-        return self.queue.max_offset()
+        files = self.queue.files
+        if not files:
+            return 0
+        last = files[-1]
+        return last.start_offset + last.wrote
 
     @property
     def flushed_offset(self) -> int:

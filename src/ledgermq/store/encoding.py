@@ -17,7 +17,7 @@ from ledgermq.store.commitlog import EncodedMessage, queue_key
 from ledgermq.store.dispatch import SCHEDULE_TOPIC
 from ledgermq.store.message_input import BatchInput, MessageInput
 from ledgermq.store.results import PutResult, PutStatus
-from ledgermq.store.timer.intercept import TIMER_PROPERTIES, Interception, intercept
+from ledgermq.store.timer.intercept import INTERCEPTED_NAMES, TIMER_PROPERTIES, Interception, intercept
 from ledgermq.store.timer.settings import TimerSettings
 
 Encoded = tuple[list[EncodedMessage], str, int, bool]  # records, topic, queue id, wait for the flush
@@ -37,7 +37,7 @@ def encode_message(
     props = msg.properties
     topic, queue_id = msg.topic, msg.queue_id
     queue_entry = SF.gets_queue_entry(msg.sysflag)
-    if timer is not None and props:
+    if timer is not None and props and not INTERCEPTED_NAMES.isdisjoint(props):
         decided = intercept(topic, queue_id, props, msg.sysflag, now_ms, timer, delay_levels_ms)
         if isinstance(decided, PutResult):
             return decided

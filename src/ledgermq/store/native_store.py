@@ -188,7 +188,7 @@ class NativeMessageStore(StoreFacade[CommitLog, ReputService, CleanService]):
             self.core.fail(f"commit-log append failed: {exc}")
             return PutResult(PutStatus.UNKNOWN_ERROR, remark=str(exc))
         reput = self.core.reput
-        if reput is not None:
+        if reput is not None and not reput.appender_dispatches:  # else a call per put that does nothing
             reput.after_append()
         flusher = self.commitlog_flusher
         if isinstance(flusher, GroupCommitService):

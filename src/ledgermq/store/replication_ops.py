@@ -44,7 +44,7 @@ class StoreReplication:
             self.core.fail(f"raw append failed: {exc}")
             raise
         reput = self.core.reput
-        if reput is not None:
+        if reput is not None and not reput.appender_dispatches:  # else a call per append that does nothing
             reput.after_append()
 
     def adopt_raw_tail(self, timeout: float = 60.0) -> None:

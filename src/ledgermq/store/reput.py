@@ -335,7 +335,7 @@ class ReputService(DispatchService):
     def _window_dispatch_fits(self) -> bool:
         """Whether ``ScanPass`` gives what ``_SegmentPass`` would here: no facts queued (a
         master's own puts), no registered damage to step over."""
-        if len(self.commitlog.appended):
+        if self.commitlog.appended.queued:
             return False
         damage = self.damage
         return damage is None or not damage.any
@@ -428,16 +428,20 @@ class _SegmentPass:
         limit = mf.wrote
         damage = self.service.damage
         appended = self.service.commitlog.appended
+        queued = appended.queued
+        hold = self.hold
         while self.pos < limit:
             if damage is not None and damage.any and self._step_over_damage(damage):
                 continue
-            v: DispatchRequest | Verdict | None = (
-                appended.take(start + self.pos, limit - self.pos) if len(appended) else None
-            )
+            v: DispatchRequest | Verdict | None = appended.take(start + self.pos, limit - self.pos) if queued else None
             if v is None:
                 v = self._parse(limit)
             if isinstance(v, DispatchRequest):
-                if not self._stage(v) or self._round_cut_short() or self._held_off():
+                if (
+                    not self._stage(v)
+                    or (len(self.staged) >= ROUND_RECORDS and self._round_cut_short())
+                    or (hold is not None and self._held_off())
+                ):  # the two pre-checks: per record, and false for nearly every one
                     break
             elif v.reason == BLANK:
                 self.pos = mf.size

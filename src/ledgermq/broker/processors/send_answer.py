@@ -62,20 +62,22 @@ def answer(
     result = stored
     if result.flush_future is not None or (result.durable_at is not None and broker.turn is None):
         raise RuntimeError("a SYNC_FLUSH put without the broker's flush listener (BrokerApp registers it)")
-    needs = _DURABLE if result.durable_at is not None else _NONE
+    end = result.durable_at  # where the message ends, once something is waited for
+    needs = _NONE if end is None else _DURABLE
     if _waits_for_slave(broker, result, wait):
         assert result.append is not None
+        next_offset = result.append.next_offset  # (the same as ``durable_at`` when that is set)
         ha = broker.ha
-        if ha is not None and ha.slave_ok(result.append.next_offset):
+        if ha is not None and ha.slave_ok(next_offset):
             needs |= _REPLICATED
+            end = next_offset
         elif needs == _NONE:
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
             return stored_answer(broker, cmd, result, queue_id)
         else:  # told once the fsync is over (the answer never comes before it)
             result.status = PutStatus.SLAVE_NOT_AVAILABLE
-    if needs == _NONE:
+    if end is None:  # nothing to wait for
         return stored_answer(broker, cmd, result, queue_id)
-    end = result.durable_at if result.durable_at is not None else result.append.next_offset  # type: ignore[union-attr]
     return _SendWait(broker, cmd, result, queue_id, needs, end, None).start()
 
 

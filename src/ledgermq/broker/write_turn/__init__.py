@@ -3,7 +3,17 @@
 (turn.py) that dispatches, pumps replication, releases waits and writes answers."""
 
 from ledgermq.broker.write_turn.inbox import Facts, Inbox
-from ledgermq.broker.write_turn.turn import Replication, WriteTurn
+from ledgermq.broker.write_turn.turn import FixedReplication, Replication, ReplicationSource, WriteTurn
 from ledgermq.broker.write_turn.waits import Need, Wait, Waits
 
-__all__ = ["Facts", "Inbox", "Need", "Replication", "Wait", "Waits", "WriteTurn"]
+__all__ = [
+    "Facts",
+    "FixedReplication",
+    "Inbox",
+    "Need",
+    "Replication",
+    "ReplicationSource",
+    "Wait",
+    "Waits",
+    "WriteTurn",
+]

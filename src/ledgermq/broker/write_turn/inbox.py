@@ -37,7 +37,8 @@ class Inbox:
         self._wake = wake
         self._lock = threading.Lock()
         self._facts = Facts()
-        self._woken = False
+        self.woken = False
+        """Something was posted since the last drain (read without the lock: see ``drain``)."""
         self.wakeups = 0  # thread-safe wake-ups sent (one per batch of posts)
         self.wake_failures = 0  # posts after the loop closed (nobody waits any more)
 
@@ -67,21 +68,21 @@ class Inbox:
     def drain(self) -> Facts | None:
         """Everything posted since the last drain (the loop's step); None when nothing was.
 
-        Read without the lock first: a post sets ``_woken`` under it after its fact, and
-        a post that finds ``_woken`` unset sends a wake-up, so a drain that misses a post in
+        Read without the lock first: a post sets ``woken`` under it after its fact, and
+        a post that finds ``woken`` unset sends a wake-up, so a drain that misses a post in
         progress is followed by another step that takes it. Most steps (a send's, an ack's)
         find nothing posted and then cost no lock and no new ``Facts``."""
-        if not self._woken:
+        if not self.woken:
             return None
         with self._lock:
             facts, self._facts = self._facts, Facts()
-            self._woken = False
+            self.woken = False
         return facts
 
     def _take_wake(self) -> bool:
-        if self._woken:
+        if self.woken:
             return False
-        self._woken = True
+        self.woken = True
         return True
 
     def _send_wake(self) -> None:

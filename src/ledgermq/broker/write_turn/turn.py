@@ -40,10 +40,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from ledgermq.broker.write_turn.inbox import Inbox
-from ledgermq.broker.write_turn.waits import Need, Wait, Waits
+from ledgermq.broker.write_turn.waits import Wait, Waits
 from ledgermq.clock import Clock
 from ledgermq.net.read_round import ReadRound
 from ledgermq.store.message_store import MessageStore
@@ -69,6 +70,21 @@ class Replication(Protocol):
         """Whether those slaves verifiably hold the message ending at ``end``."""
 
 
+class ReplicationSource(Protocol):
+    """Where the step finds the master's replication as it is now: the broker, whose
+    ``ha`` comes and goes with its role. An attribute, not a getter: read twice per send."""
+
+    @property
+    def ha(self) -> Replication | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FixedReplication:
+    """A ``ReplicationSource`` that never changes (tests, tools; None: no replication)."""
+
+    ha: Replication | None = None
+
+
 class WriteTurn:
     """One per broker; ``bind`` it to the loop before the first send."""
 
@@ -76,7 +92,7 @@ class WriteTurn:
         self,
         store: MessageStore,
         clock: Clock,
-        replication: Callable[[], Replication | None] = lambda: None,
+        replication: ReplicationSource = FixedReplication(),
         on_arrival: ArrivalSink | None = None,
         read_round: ReadRound | None = None,
     ) -> None:
@@ -116,7 +132,8 @@ class WriteTurn:
         released = self.waits.add(wait, self.clock.monotonic())
         if released:
             self._released += released
-        self._schedule()
+        if not self._scheduled:  # the send's append has scheduled it already
+            self._schedule()
 
     def settle(self, wait: Wait, committed: bool, reason: str = "") -> None:
         """A COMMITTED wait's proposal ended (a Raft future's callback)."""
@@ -141,11 +158,7 @@ class WriteTurn:
         if loop is None:
             raise RuntimeError("WriteTurn.bind(loop) before the first send")
         self._scheduled = True
-        loop.call_soon(self._run_scheduled)
-
-    def _run_scheduled(self) -> None:
-        if self._scheduled:  # else the step already ran (``appended_now``, a wake-up)
-            self.run()
+        loop.call_soon(self.run)
 
     def appended_now(self) -> None:
         """An append by a task (a slave's receive task, after its acknowledgement went out):
@@ -178,11 +191,15 @@ class WriteTurn:
 
     def run(self) -> None:
         """The end-of-turn step (see the module docstring for its order), inside a read
-        round, so the answers it releases leave in one write per connection at its end."""
+        round, so the answers it releases leave in one write per connection at its end.
+        Runs only when scheduled: a ``call_soon`` of it finds nothing to do when the step
+        already ran since (``appended_now``, a wake-up)."""
+        if not self._scheduled:
+            return
+        self._scheduled = False
         read_round = self._round
         if read_round is not None:
-            read_round.enter()
-        self._scheduled = False
+            read_round.depth += 1  # ReadRound.enter, spelled out: two steps per SYNC_MASTER send
         self.steps += 1
         try:
             self._step()
@@ -195,7 +212,8 @@ class WriteTurn:
                 read_round.exit()  # the released answers leave, one write per connection
 
     def _step(self) -> None:
-        facts = self.inbox.drain()  # None: nothing posted since the last step
+        inbox = self.inbox
+        facts = inbox.drain() if inbox.woken else None  # None: nothing posted since the last step
         appended, self._appended = self._appended, False
         self._replication_moved = False  # the floor is read below whenever a wait needs it
         # 1. dispatch
@@ -213,7 +231,7 @@ class WriteTurn:
             for (topic, queue_id), max_offset in arrivals.items():
                 sink(topic, queue_id, max_offset)
         # 2. pump replication links
-        replication = self.replication()
+        replication = self.replication.ha
         if replication is not None and (appended or arrivals):
             replication.pump()
         # 3. release waiters
@@ -225,7 +243,7 @@ class WriteTurn:
                 released += waits.durable_failed(facts.flush_failure)
             if facts.durable_offset >= 0:
                 released += waits.durable(facts.durable_offset, now)
-        if replication is not None and waits.waiting_for(Need.REPLICATED):
+        if replication is not None and waits.replicating:
             released += waits.replicated(replication.replication_floor(), replication.holds, now)
         released += waits.expire(now)
         # 4. write answers

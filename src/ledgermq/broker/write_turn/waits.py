@@ -28,7 +28,6 @@ its fsync and then up to the timeout for its slave. A wait released early keeps 
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,9 +83,12 @@ class Waits:
         self.durable_offset = 0
         self.durable_failure = ""  # sticky: after a failed fsync nothing is durable any more
         self._by_end: dict[int, list[tuple[int, int, Wait]]] = {Need.DURABLE: [], Need.REPLICATED: []}
+        self.replicating = self._by_end[Need.REPLICATED]
+        """The REPLICATED heap itself (never replaced): empty when no wait needs the slaves,
+        the step's pre-check before it reads the replication floor (read only)."""
         self._deadlines: list[tuple[float, int, Wait]] = []
         self._proposals: dict[int, Wait] = {}  # COMMITTED waits by sequence number (settled one by one)
-        self._seq = itertools.count()
+        self._seq = 0
         self._live = 0
 
     def __len__(self) -> int:
@@ -101,7 +103,8 @@ class Waits:
     def add(self, wait: Wait, now: float) -> list[Wait]:
         """Register ``wait``; returns it at once (in a list) if nothing needs waiting for
         (its durable offset already reached, or a sticky fsync failure)."""
-        wait._seq = next(self._seq)
+        self._seq += 1
+        wait._seq = self._seq
         wait.asked = wait.needs
         self._live += 1
         released: list[Wait] = []
@@ -139,7 +142,8 @@ class Waits:
         heap = self._by_end[Need.REPLICATED]
         while heap and heap[0][0] <= floor:
             wait = heapq.heappop(heap)[2]
-            if self._current(wait) == Need.REPLICATED and holds(wait.end):
+            needs = wait.needs  # ``_current`` spelled out here and below: once per send each
+            if not wait.missed and (needs & -needs) == Need.REPLICATED and holds(wait.end):
                 wait.needs &= ~Need.REPLICATED
                 self._enter_stage(wait, now, released)
         return released
@@ -172,7 +176,7 @@ class Waits:
         heap = self._deadlines
         while heap:
             deadline, _seq, wait = heap[0]
-            if wait.deadline == deadline and self._current(wait) != Need.NONE:
+            if wait.deadline == deadline and not wait.missed and wait.needs:
                 return deadline
             heapq.heappop(heap)
         return None
@@ -202,7 +206,8 @@ class Waits:
 
     def _enter_stage(self, wait: Wait, now: float, released: list[Wait]) -> None:
         """Put ``wait`` where its next need is waited for, or release it."""
-        need = self._current(wait)
+        needs = wait.needs
+        need = Need.NONE if wait.missed else needs & -needs  # ``_current``
         if need == Need.DURABLE:
             if self.durable_failure:
                 self._miss(wait, Need.DURABLE, self.durable_failure, released)
@@ -216,14 +221,14 @@ class Waits:
             released.append(wait)
             return
         wait.stage_started = now
-        wait.deadline = now + max(0.0, wait.timeout_s)  # math.inf: no deadline (its proposal ends it)
+        timeout = wait.timeout_s
+        wait.deadline = now + timeout if timeout > 0 else now  # math.inf: no deadline (its proposal ends it)
         if wait.deadline != math.inf:
             heapq.heappush(self._deadlines, (wait.deadline, wait._seq, wait))
-        heap = self._by_end.get(need)
-        if heap is not None:
-            heapq.heappush(heap, (wait.end, wait._seq, wait))
-        else:
+        if need == Need.COMMITTED:
             self._proposals[wait._seq] = wait
+        else:
+            heapq.heappush(self._by_end[need], (wait.end, wait._seq, wait))
 
     def _miss(self, wait: Wait, need: int, reason: str, released: list[Wait]) -> None:
         if need == Need.COMMITTED:

@@ -110,10 +110,6 @@ def run_workload(
                 subprocess.Popen(["strace", "-c", "-f", "-o", str(out), "-p", str(pid)], stderr=subprocess.DEVNULL)
             )
         time.sleep(1.0)
-    if args.profile:
-        for pid in pids.values():
-            os.kill(pid, signal.SIGUSR1)
-        time.sleep(0.2)
     idle_rate = {r: 0.0 for r in pids}
     if args.idle:  # what each server spends doing nothing (timers, periodic services), per second
         idle0 = {r: cpu_seconds(p) for r, p in pids.items()}
@@ -121,6 +117,10 @@ def run_workload(
         time.sleep(args.idle)
         span = time.monotonic() - t_idle
         idle_rate = {r: (cpu_seconds(p) - idle0[r]) / span for r, p in pids.items()}
+    if args.profile:  # after the idle span: its periodic work is no part of the calls per message
+        for pid in pids.values():
+            os.kill(pid, signal.SIGUSR1)
+        time.sleep(0.2)
     cpu0 = {r: cpu_seconds(p) for r, p in pids.items()}
     sw0 = {r: voluntary_switches(p) for r, p in pids.items()}
     th0 = {r: thread_cpu_seconds(p) for r, p in pids.items()}

@@ -156,7 +156,9 @@ class NativeMessageStore(StoreFacade[CommitLog, ReputService, CleanService]):
     def put_message(self, msg: MessageInput) -> PutResult:
         """Append one message. Under SYNC_FLUSH the result carries ``flush_future``."""
         core = self.core
-        refused = core.refuse_message(msg, SLAVE_FENCE if core.config.is_slave else self.write_fence)
+        fence = SLAVE_FENCE if core.config.is_slave else self.write_fence
+        # ``core.refuse_message``, spelled out: one call fewer per put
+        refused = core.refuse_put(msg.topic, len(msg.body), msg.queue_id, fence) or core.refuse_text(msg.properties)
         if refused is not None:
             return refused
         encoded = self.encode_message(msg)

@@ -326,17 +326,16 @@ class ReputService(DispatchService):
         record has facts queued (a replica, a backlog; store/window_dispatch.py), else, and
         from wherever the window scan stops, record by record (``_SegmentPass``)."""
         count = 0
-        if self._window_dispatch_fits():
+        # facts queued (a master's own puts): record by record, without a call to ask why not
+        if not self.commitlog.appended.queued and self._window_dispatch_fits():
             count, go_on = ScanPass(self, mf, arrivals, hold, _NO_QUEUE_ENTRY).run(ROUND_RECORDS)
             if not go_on:
                 return count
         return count + _SegmentPass(self, mf, arrivals, hold).run()
 
     def _window_dispatch_fits(self) -> bool:
-        """Whether ``ScanPass`` gives what ``_SegmentPass`` would here: no facts queued (a
-        master's own puts), no registered damage to step over."""
-        if self.commitlog.appended.queued:
-            return False
+        """Whether ``ScanPass`` gives what ``_SegmentPass`` would here, given that no facts
+        are queued (the caller looked): no registered damage to step over."""
         damage = self.damage
         return damage is None or not damage.any
 

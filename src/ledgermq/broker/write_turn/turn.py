@@ -207,7 +207,11 @@ class WriteTurn:
             self.failures += 1
             log.exception("write turn: the end-of-turn step failed; the next one runs as usual")
         finally:
-            self._arm_timer()
+            waits = self.waits
+            if waits.deadlines:  # else nothing can expire: no timer to arm or move
+                at = waits.next_deadline()
+                if at is not None and (self._timer_at is None or at < self._timer_at):
+                    self._arm_timer(at)
             if read_round is not None:
                 read_round.exit()  # the released answers leave, one write per connection
 
@@ -245,10 +249,16 @@ class WriteTurn:
                 released += waits.durable(facts.durable_offset, now)
         if replication is not None and waits.replicating:
             released += waits.replicated(replication.replication_floor(), replication.holds, now)
-        released += waits.expire(now)
-        # 4. write answers
+        if waits.deadlines:
+            released += waits.expire(now)
+        # 4. write answers (``_answer``, spelled out: once per send)
         for wait in released:
-            self._answer(wait)
+            callback = wait.on_released
+            if callback is not None:
+                try:
+                    callback(wait)
+                except Exception:
+                    log.exception("write turn: answering a released send failed")
 
     @staticmethod
     def _answer(wait: Wait) -> None:
@@ -260,14 +270,12 @@ class WriteTurn:
         except Exception:
             log.exception("write turn: answering a released send failed")
 
-    def _arm_timer(self) -> None:
-        """One loop timer, at or before the table's earliest deadline. It is moved only when
-        a deadline earlier than the armed one appears: the oldest deadline moves on with
-        nearly every step, and re-arming each time cost a timer per step; a timer that
-        fires early only runs a step that finds nothing due and arms the next one."""
-        at = self.waits.next_deadline()
-        if at is None or (self._timer_at is not None and self._timer_at <= at):
-            return
+    def _arm_timer(self, at: float) -> None:
+        """One loop timer, at or before the table's earliest deadline ``at``. It is moved
+        (``run`` calls this) only when a deadline earlier than the armed one appears: the
+        oldest deadline moves on with nearly every step, and re-arming each time cost a
+        timer per step; a timer that fires early only runs a step that finds nothing due
+        and arms the next one."""
         if self._timer is not None:
             self._timer.cancel()
         loop = self._loop

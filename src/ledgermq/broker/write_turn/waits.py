@@ -86,7 +86,8 @@ class Waits:
         self.replicating = self._by_end[Need.REPLICATED]
         """The REPLICATED heap itself (never replaced): empty when no wait needs the slaves,
         the step's pre-check before it reads the replication floor (read only)."""
-        self._deadlines: list[tuple[float, int, Wait]] = []
+        self.deadlines: list[tuple[float, int, Wait]] = []
+        """The deadline heap (never replaced; read only): empty, nothing can expire."""
         self._proposals: dict[int, Wait] = {}  # COMMITTED waits by sequence number (settled one by one)
         self._seq = 0
         self._live = 0
@@ -164,7 +165,7 @@ class Waits:
     def expire(self, now: float) -> list[Wait]:
         """Release every wait whose current stage's deadline passed (missed = that need)."""
         released: list[Wait] = []
-        heap = self._deadlines
+        heap = self.deadlines
         while heap and heap[0][0] <= now:
             deadline, _seq, wait = heapq.heappop(heap)
             if wait.deadline == deadline and self._current(wait) != Need.NONE:
@@ -173,7 +174,7 @@ class Waits:
 
     def next_deadline(self) -> float | None:
         """The earliest deadline of a live stage (stale entries are dropped on the way)."""
-        heap = self._deadlines
+        heap = self.deadlines
         while heap:
             deadline, _seq, wait = heap[0]
             if wait.deadline == deadline and not wait.missed and wait.needs:
@@ -184,14 +185,14 @@ class Waits:
     def clear(self, reason: str) -> list[Wait]:
         """Release everything still waiting as missed (the broker is stopping)."""
         released: list[Wait] = []
-        candidates = [w for _d, _s, w in self._deadlines] + [w for h in self._by_end.values() for _e, _s, w in h]
+        candidates = [w for _d, _s, w in self.deadlines] + [w for h in self._by_end.values() for _e, _s, w in h]
         candidates += self._proposals.values()
         self._proposals = {}
         for wait in candidates:
             need = self._current(wait)
             if need != Need.NONE:
                 self._miss(wait, need, reason, released)
-        self._deadlines = []
+        self.deadlines.clear()
         for heap in self._by_end.values():
             heap.clear()
         return released
@@ -224,7 +225,7 @@ class Waits:
         timeout = wait.timeout_s
         wait.deadline = now + timeout if timeout > 0 else now  # math.inf: no deadline (its proposal ends it)
         if wait.deadline != math.inf:
-            heapq.heappush(self._deadlines, (wait.deadline, wait._seq, wait))
+            heapq.heappush(self.deadlines, (wait.deadline, wait._seq, wait))
         if need == Need.COMMITTED:
             self._proposals[wait._seq] = wait
         else:

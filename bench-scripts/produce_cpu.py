@@ -14,10 +14,12 @@ both workloads (after a warm-up) and prints one JSON line: for master and slave 
 less what the process spent over as long while idle (measured for S seconds first: the
 periodic work a slow run on a loaded host charges to each message). ``--profile DIR``
 writes a cProfile of each server's loop thread over the measured run
-(DIR/<tree>-<workload>-<role>.prof); ``--strace`` counts the system calls of master and
-slave over the measured run (strace -c -f; slows the servers, so CPU figures of such a run
-are not comparable). The client is this process (asyncio,
-raw SEND_MESSAGE_V2 frames), so its CPU is not in the figures.
+(DIR/<tree>-<workload>-<role>.prof), with ``--idle`` one over the idle span too
+(``...-idle.prof``) and the spans and message count in DIR/<tree>-<workload>.json, which
+``bench-scripts/profile_calls.py`` turns into calls per message less the idle ones.
+``--strace`` counts the system calls of master and slave over the measured run (strace -c
+-f; slows the servers, so CPU figures of such a run are not comparable). The client is
+this process (asyncio, raw SEND_MESSAGE_V2 frames), so its CPU is not in the figures.
 """
 
 from __future__ import annotations
@@ -111,16 +113,17 @@ def run_workload(
             )
         time.sleep(1.0)
     idle_rate = {r: 0.0 for r in pids}
+    spans: dict[str, float] = {}
     if args.idle:  # what each server spends doing nothing (timers, periodic services), per second
         idle0 = {r: cpu_seconds(p) for r, p in pids.items()}
         t_idle = time.monotonic()
+        _profile(pids, signal.SIGUSR1, args)
         time.sleep(args.idle)
+        spans["idle_s"] = _profile(pids, signal.SIGUSR2, args, f"{tag}-{name}", "idle") - t_idle
         span = time.monotonic() - t_idle
         idle_rate = {r: (cpu_seconds(p) - idle0[r]) / span for r, p in pids.items()}
-    if args.profile:  # after the idle span: its periodic work is no part of the calls per message
-        for pid in pids.values():
-            os.kill(pid, signal.SIGUSR1)
-        time.sleep(0.2)
+    t_profile = time.monotonic()
+    _profile(pids, signal.SIGUSR1, args)
     cpu0 = {r: cpu_seconds(p) for r, p in pids.items()}
     sw0 = {r: voluntary_switches(p) for r, p in pids.items()}
     th0 = {r: thread_cpu_seconds(p) for r, p in pids.items()}
@@ -130,6 +133,7 @@ def run_workload(
     asyncio.run(drive_many(port, count, inflight, args.conns))
     wall = time.monotonic() - t0
     time.sleep(0.2)  # the slave finishes what it was sent
+    spans["run_s"] = _profile(pids, signal.SIGUSR2, args, f"{tag}-{name}", "") - t_profile
     out: dict[str, object] = {"wall_s": round(wall, 2), "msgs_s": round(count / wall), "load": [load0, load_average()]}
     for role, pid in pids.items():
         out[role] = {
@@ -143,17 +147,32 @@ def run_workload(
                 sum(v - th0[role].get(t, 0.0) for t, v in thread_cpu_seconds(pid).items() if t != pid) * 1e6 / count, 1
             ),
         }
-    if args.profile:
-        for role, pid in pids.items():
-            os.kill(pid, signal.SIGUSR2)
-            prof = Path(args.profile) / f"{pid}.prof"
-            wait_until("the profile", prof.exists, 20, 0.1)
-            time.sleep(0.3)
-            prof.rename(Path(args.profile) / f"{tag}-{name}-{role}.prof")
+    if args.profile:  # what bench-scripts/profile_calls.py needs to take the idle calls out
+        meta = {"messages": count, **spans}
+        (Path(args.profile) / f"{tag}-{name}.json").write_text(json.dumps(meta))
     for tracer in tracers:
         tracer.send_signal(signal.SIGINT)
         tracer.wait(20)
     return out
+
+
+def _profile(pids: dict[str, int], sig: int, args: argparse.Namespace, stem: str = "", kind: str = "") -> float:
+    """Start (SIGUSR1) or stop (SIGUSR2) each server's loop-thread profile; a stopped one is
+    kept as DIR/<stem>-<role>[-<kind>].prof. Returns when the signals were sent."""
+    if not args.profile:
+        return time.monotonic()
+    for pid in pids.values():
+        os.kill(pid, sig)
+    sent = time.monotonic()
+    if sig == signal.SIGUSR1:
+        time.sleep(0.2)
+        return sent
+    for role, pid in pids.items():
+        prof = Path(args.profile) / f"{pid}.prof"
+        wait_until("the profile", prof.exists, 20, 0.1)
+        time.sleep(0.3)
+        prof.rename(Path(args.profile) / f"{stem}-{role}{'-' + kind if kind else ''}.prof")
+    return sent
 
 
 def run_tree(tag: str, src: str, args: argparse.Namespace) -> dict[str, object]:

@@ -130,6 +130,26 @@ def test_a_wait_past_its_deadline_is_answered_by_the_turn_timer() -> None:
     asyncio.run(main())
 
 
+def test_an_earlier_deadline_moves_the_armed_timer_and_a_later_wait_stays_pending() -> None:
+    """The timer is armed for the first wait's far deadline (a minute); a near one added
+    later must move it (answered within seconds, not a minute), and the far wait stays in
+    the table until something releases it."""
+
+    async def main() -> None:
+        calls: list[str] = []
+        turn = _turn(calls, _Replication(calls))
+        near = threading.Event()
+        turn.add(Wait(100, Need.REPLICATED, 60.0, lambda w: calls.append(f"far missed={Need.name(w.missed)}")))
+        await _settle()  # a step ran and armed the timer for the far deadline
+        turn.add(Wait(200, Need.REPLICATED, 0.05, lambda w: (calls.append("near"), near.set())))
+        await asyncio.wait_for(asyncio.to_thread(near.wait, 20), 30)
+        assert calls == ["near"] and len(turn.waits) == 1
+        turn.stop()
+        assert calls == ["near", "far missed=REPLICATED"] and len(turn.waits) == 0
+
+    asyncio.run(main())
+
+
 def test_facts_noted_during_a_read_run_one_step_after_it_whose_answers_are_in_a_round() -> None:
     """Reads of several connections in one pass share one step (scheduled, not run at each
     read's end), and the answers it releases are queued in the server's read round."""

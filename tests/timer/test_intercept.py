@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
 from ledgermq.store.results import PutResult, PutStatus
-from ledgermq.store.timer.intercept import TIMER_TOPIC, Interception, intercept
+from ledgermq.store.timer.intercept import INTERCEPTED_NAMES, TIMER_TOPIC, Interception, intercept
 from ledgermq.store.timer.settings import TimerSettings, round_precision
 
 NOW = 1_700_000_000_300
@@ -91,3 +93,18 @@ def test_deleting_a_timer_is_refused_rather_than_delivered_as_a_message() -> Non
 @pytest.mark.parametrize(("given", "used"), [(1000, 1000), (999, 500), (250, 200), (50, 100), (5000, 1000)])
 def test_precision_is_rounded_down_to_what_rocketmq_allows(given: int, used: int) -> None:
     assert round_precision(given) == used
+
+
+def test_a_put_without_an_intercepted_name_is_left_as_it_is() -> None:
+    """``INTERCEPTED_NAMES`` lets a put skip ``intercept`` (store/encoding.py): every other
+    property, whatever its value, leaves the put alone; each of those names can change it."""
+    names = [v for k, v in vars(P).items() if k.isupper() and isinstance(v, str) and v not in INTERCEPTED_NAMES]
+    rng = random.Random(29)
+    values = ["", "0", "1", "3", "10", str(NOW + 5_000), "-1", "x", "true"]
+    delay_on = TimerSettings(intercept_delay_level=True)
+    for _ in range(500):
+        props = {rng.choice(names): rng.choice(values) for _ in range(rng.randint(1, 6))}
+        for settings in (ON, delay_on, TimerSettings(enabled=False)):
+            assert decide(props, settings) is None, props
+    changed = {name for name in INTERCEPTED_NAMES for v in values if decide({name: v}, delay_on) is not None}
+    assert changed == INTERCEPTED_NAMES

@@ -34,7 +34,7 @@ HOST = "127.0.0.1"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def wait_for_port(proc: subprocess.Popen[bytes], port: int, timeout: float = 15.0) -> None:
+def wait_for_port(proc: subprocess.Popen[bytes], port: int, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -91,7 +91,7 @@ def _log_tail(proc: subprocess.Popen[bytes], limit: int = 1500) -> str:
     return f"; the end of {log}:\n{text}"
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -104,7 +104,7 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) ->
     raise RuntimeError(f"port {port} did not open within {timeout}s")
 
 
-def _wait_route(namesrv: str, topic: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+def _wait_route(namesrv: str, topic: str, proc: subprocess.Popen[bytes], timeout: float = 90) -> None:
     """Until the broker's registration is visible: clients fail fast on a missing route."""
     from ledgermq.admin.client import AdminClient
 

@@ -18,6 +18,7 @@ from ledgermq.testing.ports import free_port
 from tests.compat.cluster import HOST, Cluster
 from tests.spark.conftest import BROKER
 from tests.spark.helpers import body, create_topic, send
+from tests.spark.queries import run_to_end
 from tests.spark.spark_processes import start_connect_server
 
 pytestmark = pytest.mark.slow
@@ -112,17 +113,15 @@ def test_streaming_query_through_spark_connect(remote: Any, cluster: Cluster, tm
             .option("maxOffsetsPerTrigger", "4")
             .load()
         )
-        query = (
+        writer = (
             stream.selectExpr("key", "value")
             .writeStream.format("ledgermq")
             .option("namesrvAddr", cluster.namesrv_addr)
             .option("topic", target)
             .option("checkpointLocation", str(tmp_path / "checkpoint"))
             .trigger(availableNow=True)
-            .start()
         )
-        query.awaitTermination(240)
-        assert not query.isActive, "the availableNow query did not finish within 240 s"
+        query = run_to_end(writer.start, 240)
         assert query.exception() is None, query.exception()
 
     def copied() -> list[bytes]:

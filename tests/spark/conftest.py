@@ -1,6 +1,7 @@
-"""Fixtures of the Spark tests: one local SparkSession (local[2]) and one name server + broker (real processes)
-for the whole session; tests use topics of their own. Skipped when pyspark or a Java runtime is missing
-(``make test`` installs both)."""
+"""Fixtures of the Spark tests: one local SparkSession (local[2]), one name server + broker and one standalone
+Spark cluster (real processes), each started when a test first needs it and stopped after the package's last
+test (``make test`` runs the package on one pytest worker: ``xdist_scope``); tests use topics of their own.
+Skipped when pyspark or a Java runtime is missing (``make test`` installs both)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from typing import Any
 import pytest
 
 from tests.compat.cluster import Cluster
+from tests.spark.standalone import SparkStandalone
 
 BROKER = "spark-a"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark", reason="pyspark is not installed (the 'spark' extra)")
     pytest.importorskip("pyarrow", reason="pyarrow is not installed (the 'spark' extra)")
@@ -51,7 +53,7 @@ def spark() -> Iterator[Any]:
         session.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A name server and one master broker (group ``spark-a``), killed at the end of the session."""
     c = Cluster(tmp_path_factory.mktemp("spark-cluster"), broker_name=BROKER)
@@ -60,6 +62,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(scope="package")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalone]:
+    """A standalone Spark cluster (a master and a worker of 2 cores, 1 GiB) for the tests that submit
+    applications to one (the fault test, the standalone batch test); its executors come and go with them."""
+    pytest.importorskip("pyspark", reason="pyspark is not installed (the 'spark' extra)")
+    if shutil.which("java") is None:  # pragma: no cover - make test installs one
+        pytest.skip("no Java runtime (make test installs openjdk-17-jre-headless)")
+    with SparkStandalone(tmp_path_factory.mktemp("spark-standalone")) as cluster:
+        yield cluster
 
 
 @pytest.fixture

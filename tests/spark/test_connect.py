@@ -19,9 +19,11 @@ from tests.compat.cluster import HOST, Cluster
 from tests.spark.conftest import BROKER
 from tests.spark.helpers import body, create_topic, send
 from tests.spark.queries import run_to_end
-from tests.spark.spark_processes import start_connect_server
+from tests.spark.spark_processes import START_TIMEOUT, start_connect_server
 
-pytestmark = pytest.mark.slow
+# the connect server starts in the first test's setup (up to START_TIMEOUT under load), and a
+# streaming query may be started again when Spark's Python worker did not connect back
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(START_TIMEOUT + 600)]
 
 CONNECT_DEPS = ("pyspark", "pyarrow", "pandas", "grpc", "grpc_status", "google.protobuf", "zstandard")
 

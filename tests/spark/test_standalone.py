@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -21,7 +22,7 @@ from tests.compat.cluster import HOST, Cluster, tail
 from tests.spark.conftest import BROKER
 from tests.spark.helpers import create_topic, send
 from tests.spark.spark_processes import spark_env, spark_home
-from tests.spark.standalone import SparkStandalone
+from tests.spark.standalone import START_TIMEOUT, SparkStandalone
 
 pytestmark = pytest.mark.slow
 
@@ -54,6 +55,7 @@ def ledgermq_archive(dest: Path) -> Path:
     return Path(archive)
 
 
+@pytest.mark.timeout(SUBMIT_TIMEOUT + 2 * START_TIMEOUT + 60)  # the shared cluster may start in its setup
 def test_batch_read_and_write_on_a_standalone_cluster(
     standalone: SparkStandalone, cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -88,9 +90,11 @@ def test_batch_read_and_write_on_a_standalone_cluster(
         try:
             code = proc.wait(SUBMIT_TIMEOUT)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait(10)
             raise AssertionError(f"spark-submit did not finish in {SUBMIT_TIMEOUT:.0f}s:\n{tail(log)}") from None
+        finally:  # whatever ends the wait (pytest-timeout too), the driver and its Python go with it
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
     assert code == 0, f"spark-submit exited with {code}:\n{tail(log, 60)}"
     result: dict[str, Any] = json.loads(
         next(line for line in log.read_text().splitlines() if line.startswith("RESULT "))[7:]

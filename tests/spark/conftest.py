@@ -14,14 +14,25 @@ from typing import Any
 
 import pytest
 
-from tests.compat.cluster import Cluster
+from ledgermq.testing.ports import free_port
+from tests.compat.cluster import HOST, Cluster
 from tests.spark.standalone import SparkStandalone
 
 BROKER = "spark-a"
 
 
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+CONNECT_PORT = "spark.connect.grpc.binding.port"
+# Starting the package's JVM can take minutes on a loaded two-core machine (220 s seen at load
+# average 13); the first test that asks for it gets this much on top of its own timeout.
+START_BUDGET = 300
+
+
 @pytest.fixture(scope="package")
 def spark() -> Iterator[Any]:
+    """The package's local SparkSession. Its driver also serves Spark Connect (Spark's own
+    ``SparkConnectPlugin``, on a free loopback port: ``CONNECT_PORT`` in its conf), so the
+    Connect tests need no JVM of their own."""
     pytest.importorskip("pyspark", reason="pyspark is not installed (the 'spark' extra)")
     pytest.importorskip("pyarrow", reason="pyarrow is not installed (the 'spark' extra)")
     if shutil.which("java") is None:  # pragma: no cover - make test installs one
@@ -43,6 +54,9 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.streaming.stopTimeout", "20s")
         .config("spark.python.worker.faulthandler.enabled", "true")
         .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -Xss4m")
+        .config("spark.plugins", CONNECT_PLUGIN)
+        .config("spark.connect.grpc.binding.address", HOST)
+        .config(CONNECT_PORT, str(free_port()))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -73,6 +87,29 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStanda
         pytest.skip("no Java runtime (make test installs openjdk-17-jre-headless)")
     with SparkStandalone(tmp_path_factory.mktemp("spark-standalone")) as cluster:
         yield cluster
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts one of the package's JVMs (the local session, the standalone cluster)
+    in its setup gets ``START_BUDGET`` more than its timeout: pytest-timeout counts the setup."""
+    for item in items:
+        if not item.nodeid.startswith("tests/spark/"):
+            continue
+        if not {"spark", "standalone"} & set(getattr(item, "fixturenames", ())):
+            continue
+        marker = item.get_closest_marker("timeout")
+        own = marker.args[0] if marker is not None and marker.args else _configured_timeout(item.config)
+        if own:
+            item.add_marker(pytest.mark.timeout(float(own) + START_BUDGET), append=False)
+
+
+def _configured_timeout(config: pytest.Config) -> float:
+    """pytest-timeout's timeout from the command line or the ini file (0: none)."""
+    try:
+        value = config.getoption("timeout", None) or config.getini("timeout")
+    except ValueError:  # pytest-timeout is not installed
+        return 0.0
+    return float(value or 0)
 
 
 @pytest.fixture

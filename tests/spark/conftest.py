@@ -17,6 +17,7 @@ import pytest
 from ledgermq.testing.ports import free_port
 from tests.compat.cluster import HOST, Cluster
 from tests.spark.standalone import SparkStandalone
+from tests.spark.worker_python import worker_python
 
 BROKER = "spark-a"
 
@@ -29,7 +30,7 @@ START_BUDGET = 300
 
 
 @pytest.fixture(scope="package")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The package's local SparkSession. Its driver also serves Spark Connect (Spark's own
     ``SparkConnectPlugin``, on a free loopback port: ``CONNECT_PORT`` in its conf), so the
     Connect tests need no JVM of their own."""
@@ -41,7 +42,8 @@ def spark() -> Iterator[Any]:
 
     import ledgermq.spark
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers run this interpreter (with pyarrow and ledgermq)
+    # workers run this interpreter (with pyarrow and ledgermq), importing pyspark from site-packages
+    os.environ["PYSPARK_PYTHON"] = str(worker_python(tmp_path_factory.mktemp("worker-python")))
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = (
         SparkSession.builder.master("local[2]")

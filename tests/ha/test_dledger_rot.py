@@ -14,59 +14,26 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from ledgermq.admin.client import AdminClient
-from ledgermq.client import Message, Producer
-from ledgermq.client.message import SendStatus
 from ledgermq.failpoints import STALL_IF
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.message import decode_records
-from tests.compat.cluster import tcp_open, wait_until
+from tests.compat.cluster import wait_until
+from tests.ha.dledger_damage import (
+    SEGMENT,
+    Acked,
+    a_follower,
+    damage_one_member,
+    dledger_status,
+    member_files,
+    send_acked,
+    the_leader,
+)
 from tests.ha.dledger_group import QUEUES, TOPIC, DLedgerGroup
-
-SEGMENT = 64 * 1024
-MESSAGES = 3000
-SENDERS = 16
-
-Acked = dict[bytes, tuple[int, int]]
-
-
-def _send(group: DLedgerGroup, acked: Acked, prefix: str, count: int) -> None:
-    """``count`` sync sends from ``SENDERS`` concurrent senders; SEND_OKs land in ``acked``."""
-
-    async def run() -> None:
-        producer = Producer(f"rot-{prefix}", group.namesrv_addr, send_timeout=5.0)
-        await producer.start()
-        try:
-            numbers = iter(range(count))
-
-            async def sender() -> None:
-                for i in numbers:
-                    body = f"{prefix}-{i:05d}-".encode() + bytes([65 + i % 26]) * 180
-                    for _attempt in range(5):
-                        try:
-                            r = await producer.send(Message(TOPIC, body, keys=[f"{prefix}{i}"]))
-                        except Exception:
-                            await asyncio.sleep(0.2)
-                            continue
-                        if r.status is SendStatus.SEND_OK:
-                            acked[body] = (r.queue.queue_id, r.queue_offset)
-                            break
-
-            await asyncio.gather(*(sender() for _ in range(SENDERS)))
-        finally:
-            await producer.shutdown()
-
-    asyncio.run(run())
-
-
-def _data_files(group: DLedgerGroup, n: str) -> list[Path]:
-    data = group.root / n / "store" / f"dledger-{n}" / "data"
-    return sorted(p for p in data.iterdir() if p.name.isdigit())
 
 
 def _flip_middle(path: Path) -> None:
@@ -78,18 +45,6 @@ def _flip_middle(path: Path) -> None:
         f.write(bytes(b ^ 0x5A for b in raw))
         f.flush()
         os.fsync(f.fileno())
-
-
-def _status(group: DLedgerGroup, n: str) -> dict[str, object]:
-    async def ask() -> dict[str, object]:
-        async with AdminClient(group.namesrv_addr, timeout=2.0, connect_timeout=1.0) as admin:
-            st = await admin.dledger_status(group.addr(n))
-            return {"repairs": st.repairs, "repairing_until": st.repairing_until, "role": st.role}
-
-    try:
-        return asyncio.run(ask())
-    except Exception as exc:
-        return {"error": repr(exc)}
 
 
 def _damaged_ranges(group: DLedgerGroup, n: str) -> int | None:
@@ -127,81 +82,27 @@ class DamageWatch:
     def _run(self) -> None:
         while not self._stop.wait(0.05):
             ranges = _damaged_ranges(self.group, self.n)
-            self.samples.append((ranges, _status(self.group, self.n).get("repairing_until")))
+            self.samples.append((ranges, dledger_status(self.group, self.n).get("repairing_until")))
 
     def contradictions(self) -> list[tuple[int | None, object]]:
         return [(r, until) for r, until in self.samples if r == 0 and isinstance(until, int) and until > 0]
 
 
-def _damage_one_member(
-    tmp_path: Path, pick: Callable[[DLedgerGroup, str], str], damage: Callable[[Path], None]
-) -> None:
-    """Fill the log, stop the member ``pick`` names, damage its middle sealed data file,
-    restart it, and check that it is repaired and that every member serves every SEND_OK."""
-    group = DLedgerGroup(tmp_path, segment=SEGMENT)
-    acked: Acked = {}
-    try:
-        group.start()
-        leader = group.master()
-        assert leader is not None
-        _send(group, acked, "a", MESSAGES)
-        assert len(acked) >= MESSAGES * 0.99, f"only {len(acked)} acknowledged{group.explain()}"
-        victim = pick(group, leader)
-        for n in group.ids:
-            if n != leader:
-                group.wait_caught_up(n, leader)
-        assert group.brokers[victim].stop() == 0, group.explain()
-        files = _data_files(group, victim)
-        assert len(files) >= 8, f"{len(files)} data files: the test needs the damage in the middle"
-        target = files[len(files) // 2]
-        damage(target)
-        group.brokers[victim].start()
-        wait_until(f"{victim}'s port", lambda: tcp_open(group.ports[victim]), 30, 0.1, group.explain)
-        wait_until("a master", lambda: group.master() is not None, 20, 0.1, group.explain)
-        _send(group, acked, "b", 200)  # the group goes on; the member catches up and is repaired
-        leader = group.master()
-        assert leader is not None
-        for n in group.ids:
-            if n != leader:
-                group.wait_caught_up(n, leader)
-        st: dict[str, object] = {}
-        wait_until(
-            f"{victim} repaired",
-            lambda: (st.update(_status(group, victim)) or st.get("repairs", 0)) and st.get("repairing_until") == 0,
-            30,
-            0.2,
-            lambda: f" status {st}{group.explain()}",
-        )
-        log_text = (group.root / f"{victim}.log").read_text(errors="replace")
-        assert "is damaged at index" in log_text and "repaired: the log holds every entry" in log_text, log_text[-3000:]
-        for b in group.brokers.values():
-            assert b.stop() == 0, group.explain()
-    finally:
-        group.close()
-    for n in group.ids:
-        served = group.store_queues(n)
-        missing = [b[:12] for b, (q, off) in acked.items() if served[q].get(off) != b]
-        assert not missing, f"{n}: {len(missing)} of {len(acked)} acknowledged messages missing, e.g. {missing[:5]}"
-
-
-def _a_follower(group: DLedgerGroup, leader: str) -> str:
-    return next(n for n in group.ids if n != leader)
-
-
-def _the_leader(group: DLedgerGroup, leader: str) -> str:
-    return leader
+def _middle_data_file(group: DLedgerGroup, n: str) -> Path:
+    files = member_files(group, n)
+    return files[len(files) // 2]
 
 
 def test_flipped_bytes_in_a_sealed_segment_of_a_follower_are_repaired_from_the_leader(tmp_path: Path) -> None:
-    _damage_one_member(tmp_path, _a_follower, _flip_middle)
+    damage_one_member(tmp_path, a_follower, _middle_data_file, _flip_middle)
 
 
 def test_flipped_bytes_in_a_sealed_segment_of_the_leader_are_repaired_once_it_follows(tmp_path: Path) -> None:
-    _damage_one_member(tmp_path, _the_leader, _flip_middle)
+    damage_one_member(tmp_path, the_leader, _middle_data_file, _flip_middle)
 
 
 def test_a_deleted_sealed_segment_of_a_member_is_refetched_from_the_leader(tmp_path: Path) -> None:
-    _damage_one_member(tmp_path, _a_follower, Path.unlink)
+    damage_one_member(tmp_path, a_follower, _middle_data_file, Path.unlink)
 
 
 def _pwrite_middle(path: Path) -> None:
@@ -220,7 +121,7 @@ def _digested_middle_file(group: DLedgerGroup, n: str) -> Path:
     found: list[Path] = []
 
     def digested() -> bool:
-        files = _data_files(group, n)
+        files = member_files(group, n)
         target = files[len(files) // 2]
         crc = group.root / n / "store" / f"dledger-{n}" / "digests" / f"{target.name}.crc"
         found[:] = [target]
@@ -235,7 +136,7 @@ def _wait_repaired(group: DLedgerGroup, n: str, repairs: int) -> None:
     wait_until(
         f"{n} to find the damage and repair it",
         lambda: (
-            (st.update(_status(group, n)) or int(st.get("repairs", 0)) >= repairs)  # type: ignore[call-overload]
+            (st.update(dledger_status(group, n)) or int(st.get("repairs", 0)) >= repairs)  # type: ignore[call-overload]
             and st.get("repairing_until") == 0
         ),
         30,
@@ -254,13 +155,13 @@ def test_bytes_changing_under_a_running_follower_then_the_running_leader_are_fou
     acked: Acked = {}
     try:
         group.start()
-        _send(group, acked, "a", 2000)
+        send_acked(group, acked, "a", 2000)
         leader = group.master()
         assert leader is not None and len(acked) >= 1980, f"{len(acked)} acknowledged{group.explain()}"
-        follower = _a_follower(group, leader)
+        follower = a_follower(group, leader)
         group.wait_caught_up(follower, leader)
         _pwrite_middle(_digested_middle_file(group, follower))
-        _send(group, acked, "b", 300)  # the group goes on while the follower finds it and repairs
+        send_acked(group, acked, "b", 300)  # the group goes on while the follower finds it and repairs
         _wait_repaired(group, follower, 1)
 
         victim = group.master()
@@ -273,7 +174,7 @@ def test_bytes_changing_under_a_running_follower_then_the_running_leader_are_fou
             0.1,
             group.explain,
         )
-        _send(group, acked, "c", 300)
+        send_acked(group, acked, "c", 300)
         _wait_repaired(group, victim, 1)
         new_leader = group.master()
         assert new_leader is not None and new_leader != victim
@@ -380,10 +281,10 @@ def test_a_follower_re_recovering_its_log_refuses_pulls_for_now_and_a_consumer_s
     acked: Acked = {}
     try:
         group.start()
-        _send(group, acked, "a", 2000)
+        send_acked(group, acked, "a", 2000)
         leader = group.master()
         assert leader is not None and len(acked) >= 1980, f"{len(acked)} acknowledged{group.explain()}"
-        follower = _a_follower(group, leader)
+        follower = a_follower(group, leader)
         group.wait_caught_up(follower, leader)
         target = _digested_middle_file(group, follower)
         assert _damaged_ranges(group, follower) == 0

@@ -88,7 +88,7 @@ def test_nothing_moves_at_or_beyond_the_agreed_offset_nor_outside_either_log() -
     # the slave's damage beyond the agreed offset goes with the tail it truncates; below the
     # master's start it is refused
     p3 = plan(slave_damaged=[(10, 20), (60_000, 60_010)], master_start=5000, agreed=70_000)
-    assert p3.refused == (Unrepaired(10, 20, "the master's log starts at 5000"),)
+    assert p3.refused == (Unrepaired(10, 20, "the master's log starts at 5000 (its retention deleted it)"),)
     p4 = plan(slave_damaged=[(60_000, 60_010)], agreed=55_000)
     assert not p4.give and not p4.refused
 
@@ -178,6 +178,9 @@ def test_repair_answers_round_trip_and_old_answers_still_decode() -> None:
     refused = (Unrepaired(5, 9, "the master's copy is damaged too"),)
     agree = decode_answer(encode_answer(Agree(900), L, (836, 7), refused=refused)[12:])
     assert agree.decision == Agree(900) and agree.check == (836, 7) and agree.refused == refused
+    assert agree.log_start is None  # only said when the master says it
+    started = decode_answer(encode_answer(Agree(900), L, log_start=4096)[12:])
+    assert started.decision == Agree(900) and started.log_start == 4096
     # an answer as a master before repairs wrote it
     old = decode_answer(orjson.dumps({"decision": "agree", "offset": 900, "epochs": [[1, 0, 11]]}))
     assert old.decision == Agree(900) and old.refused == () and old.epochs == L
@@ -194,6 +197,8 @@ def test_repair_answers_round_trip_and_old_answers_still_decode() -> None:
         {"decision": "repair", "start": "100", "end": 200, "low": 36, "high": 264},
         {"decision": "agree", "offset": 9, "repairRefused": [{"start": 1}]},
         {"decision": "agree", "offset": 9, "repairRefused": "x"},
+        {"decision": "agree", "offset": 9, "logStart": -1},
+        {"decision": "agree", "offset": 9, "logStart": "4096"},
     ],
 )
 def test_malformed_repair_answers_are_refused(doc: dict[str, object]) -> None:
@@ -245,3 +250,11 @@ def test_ha_status_text_shows_repairs_pending_ranges_and_what_no_replica_holds()
     assert "#Unrepaired\tno replica holds [524097, 589941): slave 127.0.0.1:5: the slave's copy is damaged too" in head
     quiet, _ = ha_status_text("127.0.0.1:10911", HARuntimeInfo(master=True), 0)
     assert "Repair" not in quiet and "Damaged" not in quiet  # nothing shown when there never was damage
+
+
+def test_ha_status_text_shows_damage_a_slave_let_go_because_its_master_expired_it() -> None:
+    doc = {"master": False, "repairsExpired": 1, "repairBytesExpired": 65, "lastRepair": "let [10, 75) go: ..."}
+    info = decode_ha_runtime_info(doc)
+    assert (info.repairs_expired, info.repair_bytes_expired) == (1, 65)
+    head, _ = ha_status_text("127.0.0.1:10921", info, 0)
+    assert "#Expired\t1 damaged range(s) (65 bytes) let go: the master's retention had deleted them" in head

@@ -239,6 +239,8 @@ class HARuntimeInfo:
     repair_bytes_taken: int = 0
     repairs_given: int = 0
     repair_bytes_given: int = 0
+    repairs_expired: int = 0  # damaged ranges a slave let go: its master's retention had deleted them
+    repair_bytes_expired: int = 0
     last_repair: str = ""
 
 
@@ -308,6 +310,8 @@ def decode_ha_runtime_info(doc: dict[str, Any]) -> HARuntimeInfo:
         repair_bytes_taken=_int(doc, "repairBytesTaken"),
         repairs_given=_int(doc, "repairsGiven"),
         repair_bytes_given=_int(doc, "repairBytesGiven"),
+        repairs_expired=_int(doc, "repairsExpired"),
+        repair_bytes_expired=_int(doc, "repairBytesExpired"),
         last_repair=str(doc.get("lastRepair") or ""),
     )
 

@@ -467,14 +467,16 @@ class BrokerCollector:
         base = self.base()
         repairs = self.counter(
             "ledgermq_ha_repairs",
-            "Damaged commit-log ranges repaired through HA: taken (rewritten here from a peer's bytes) or given "
-            "(sent to a slave that holds them damaged).",
+            "Damaged commit-log ranges repaired through HA: taken (rewritten here from a peer's bytes), given "
+            "(sent to a slave that holds them damaged) or expired (let go by a slave: its master's retention had "
+            "deleted them).",
             ("direction",),
         )
         nbytes = self.counter("ledgermq_ha_repaired_bytes", "Bytes of those repairs.", ("direction",))
         for direction, count, size in (
             ("taken", info["repairsTaken"], info["repairBytesTaken"]),
             ("given", info["repairsGiven"], info["repairBytesGiven"]),
+            ("expired", info["repairsExpired"], info["repairBytesExpired"]),
         ):
             repairs.add_metric([*base, direction], count)
             nbytes.add_metric([*base, direction], size)

@@ -274,6 +274,11 @@ def _repair_lines(info: HARuntimeInfo, peers: str) -> list[str]:
             f"#Repairs\ttaken {info.repairs_taken} ({info.repair_bytes_taken} bytes) from {peers}, "
             f"given {info.repairs_given} ({info.repair_bytes_given} bytes) to {peers}"
         )
+    if info.repairs_expired:
+        lines.append(
+            f"#Expired\t{info.repairs_expired} damaged range(s) ({info.repair_bytes_expired} bytes) let go: "
+            "the master's retention had deleted them"
+        )
     if info.last_repair:
         lines.append(f"#LastRepair\t{info.last_repair}")
     if info.damaged_ranges:

@@ -14,7 +14,9 @@ answers before anything else flows (``epochs.reconcile`` decides the answer):
   never a valid 4.x transfer), the int32 size, then JSON: ``{"decision": "agree",
   "offset": P, "epochs": [[e, start], ...]}``, ``{"decision": "fetch", "start": A, "end": B}``
   or ``{"decision": "refuse", "reason": "..."}``; an agreement may list the slave's damaged
-  ranges the master cannot repair (``"repairRefused": [{"start", "end", "reason"}]``);
+  ranges the master cannot repair (``"repairRefused": [{"start", "end", "reason"}]``) and
+  says where the master's log starts (``"logStart": S``): damage the slave holds wholly
+  below S was expired by the group, and the slave lets it go (store/damage_expiry.py);
 * after a fetch the slave sends ``[A, B)`` of its commit log as ordinary HA frames
   (``codec.frame_buffers``) and then a header-only frame at the offset where it stopped;
   the master answers again. A fetch takes back a lost tail, or (``"repair": true``) a
@@ -132,6 +134,7 @@ class Reply:
     check: Check | None = None  # agree
     refused: tuple[Unrepaired, ...] = ()  # agree: the slave's damage this master cannot repair
     repair: bool = False  # fetch: for a damaged range of the master's, not a lost tail
+    log_start: int | None = None  # agree: where the master's log starts (None: a master before the field)
 
 
 def encode_answer(
@@ -141,6 +144,7 @@ def encode_answer(
     *,
     refused: Sequence[Unrepaired] = (),
     repair: bool = False,
+    log_start: int | None = None,
 ) -> bytes:
     """``check`` lets the slave verify, before it truncates anything, that the bytes just
     below the agreed offset are the same on both: epoch numbers alone cannot tell this
@@ -152,6 +156,8 @@ def encode_answer(
             doc["check"] = list(check)
         if refused:
             doc["repairRefused"] = [{"start": u.start, "end": u.end, "reason": u.reason} for u in refused]
+        if log_start is not None:
+            doc["logStart"] = log_start
     elif isinstance(decision, Fetch):
         doc = {"decision": "fetch", "start": decision.start, "end": decision.end}
         if repair:
@@ -178,11 +184,15 @@ def decode_answer(body: bytes) -> Reply:
                 isinstance(check, list) and len(check) == 2 and all(isinstance(v, int) for v in check)
             ):
                 raise HandshakeError(f"bad check {check!r}")
+            log_start = doc.get("logStart")
+            if log_start is not None and (not _ints(log_start) or log_start < 0):
+                raise HandshakeError(f"agreement with a bad log start {log_start!r}")
             return Reply(
                 Agree(offset),
                 validate_pairs(doc.get("epochs", [])),
                 (check[0], check[1]) if check else None,
                 _refusals(doc.get("repairRefused", [])),
+                log_start=log_start,
             )
         if kind == "fetch":
             start, end = doc["start"], doc["end"]

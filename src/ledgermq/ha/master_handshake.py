@@ -71,7 +71,9 @@ async def handshake(
         if isinstance(decision, Agree):
             avoid = [*(book.damaged if book is not None else ()), *hello.damaged]
             check = epochs.fingerprint(decision.offset, hello.min_offset, avoid)
-        await loop.sock_sendall(sock, encode_answer(decision, epochs.epochs, check, refused=plan.refused))
+        log_start = book.store.min_phy_offset if book is not None else None
+        answer = encode_answer(decision, epochs.epochs, check, refused=plan.refused, log_start=log_start)
+        await loop.sock_sendall(sock, answer)
     if isinstance(decision, Refuse):
         log.error("HA slave %s refused: %s", address, decision.reason)
         return Outcome(held_from=hello.min_offset, refused=decision.reason, slave_broker_id=hello.broker_id)

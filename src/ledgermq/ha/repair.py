@@ -161,7 +161,7 @@ def plan_repairs(
         missing.append(Unrepaired(a, b, "the slave's copy is damaged too"))
     refused: list[Unrepaired] = []
     for a, b in clip(theirs, 0, min(master_start, agreed)):
-        refused.append(Unrepaired(a, b, f"the master's log starts at {master_start}"))
+        refused.append(Unrepaired(a, b, f"the master's log starts at {master_start} (its retention deleted it)"))
     for a, b in intersect(clip(theirs, master_start, agreed), mine):
         refused.append(Unrepaired(a, b, "the master's copy is damaged too"))
     # (slave damage at or beyond ``agreed`` goes with the tail the slave truncates there)

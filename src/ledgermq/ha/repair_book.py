@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ledgermq.ha.repair import Range, first_damage_at_or_after
+from ledgermq.ha.repair import Range, describe, first_damage_at_or_after
 from ledgermq.store.native_store import NativeMessageStore
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,8 @@ class RepairStatus:
     given: int  # ranges sent to a peer that holds them damaged
     given_bytes: int
     last: str  # the latest repair, "" if none
+    expired: int = 0  # damaged ranges let go here because the group's master no longer holds them
+    expired_bytes: int = 0
 
 
 class RepairBook:
@@ -42,6 +44,8 @@ class RepairBook:
         self.taken_bytes = 0
         self.given = 0
         self.given_bytes = 0
+        self.expired_count = 0
+        self.expired_bytes = 0
         self.last = ""
         self._notes: dict[Range, str] = {}
         self.awaiting_holder: set[Range] = set()
@@ -107,10 +111,25 @@ class RepairBook:
         self.last = f"gave [{start}, {end}) to {peer}"
         log.warning("HA: sent commit log [%d, %d) to %s, which holds it damaged", start, end, peer)
 
+    def expired(self, ranges: Sequence[Range], why: str) -> None:
+        """``ranges`` were let go: the group's master no longer holds them (store/damage_expiry.py)."""
+        self.expired_count += len(ranges)
+        self.expired_bytes += sum(b - a for a, b in ranges)
+        self.last = f"let {describe(ranges)} go: {why} (the group expired them)"
+        self.refresh()
+
     def status(self) -> RepairStatus:
         notes = [f"no replica holds [{a}, {b}): {why}" for (a, b), why in sorted(self._notes.items())]
         return RepairStatus(
-            list(self.damaged), notes, self.taken, self.taken_bytes, self.given, self.given_bytes, self.last
+            list(self.damaged),
+            notes,
+            self.taken,
+            self.taken_bytes,
+            self.given,
+            self.given_bytes,
+            self.last,
+            self.expired_count,
+            self.expired_bytes,
         )
 
 

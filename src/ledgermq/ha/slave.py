@@ -56,7 +56,7 @@ from ledgermq.ha.range_io import send_range
 from ledgermq.ha.readiness import Readiness
 from ledgermq.ha.repair_book import RepairBook
 from ledgermq.ha.session import Reject, SlaveSession
-from ledgermq.ha.slave_repair import hello_damage, note_after_agreement, take_repair
+from ledgermq.ha.slave_repair import expire_below_master_start, hello_damage, note_after_agreement, take_repair
 from ledgermq.net.tls.bridge import secure_connected
 from ledgermq.store.dispatch import starts_record
 from ledgermq.store.native_store import NativeMessageStore
@@ -451,6 +451,7 @@ class HAClient:
                     log.error("HA client: master %s: %s", self.current_address, self.refused)
                     raise _Drop(self.refused)
             self.refused = ""
+            await expire_below_master_start(self.repairs, reply, decision.offset, master)
             note_after_agreement(self.repairs, reply, decision.offset, master)
             if decision.offset < end:
                 self.truncations += 1

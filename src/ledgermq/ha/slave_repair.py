@@ -6,10 +6,16 @@ which ``take_repair`` checks (the bytes around the range must be ours) and hands
 ``store.repair_range``; what the master cannot give comes back with the agreement and is
 noted by ``note_after_agreement``. Nothing is ever truncated for a repair: a damaged range
 in the middle of the log stays where it is, refused, until a master's bytes repair it.
+
+One exception, ``expire_below_master_start``: a damaged range wholly below where the
+master's log starts (its retention deleted those segments) will never be repaired by
+anyone, so the slave lets it go as its own retention would (store/damage_expiry.py),
+loudly, instead of refusing it forever.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from ledgermq.ha.handshake import Give, Reply
@@ -49,3 +55,18 @@ def note_after_agreement(book: RepairBook, reply: Reply, agreed: int, master: st
     for a, b in clip(book.refresh(), 0, agreed):
         if (a, b) not in refused:
             book.note_unrepaired(a, b, f"master {master} did not send it in the last handshake")
+
+
+async def expire_below_master_start(book: RepairBook, reply: Reply, agreed: int, master: str) -> None:
+    """Let go of damaged ranges the master no longer holds at all (below the log start its
+    agreement reported, and below the agreed offset): its retention deleted them, so no
+    replica will ever send them. Only segments ending at or below that start are deleted."""
+    if reply.log_start is None:  # a master before the field: nothing is known expired
+        return
+    group_start = min(reply.log_start, agreed)
+    if not any(b <= group_start for _a, b in book.refresh()):
+        return
+    why = f"master {master}'s log starts at {reply.log_start}"
+    gone = await asyncio.to_thread(book.store.expire_damage_below, group_start, why)
+    if gone is not None:
+        book.expired(gone.ranges, why)

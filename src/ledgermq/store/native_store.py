@@ -21,6 +21,7 @@ from ledgermq.errors import StoreClosedError, StoreError, StoreFullError
 from ledgermq.protocol import message as M
 from ledgermq.store.commitlog import CommitLog, EncodedMessage
 from ledgermq.store.core import StoreCore
+from ledgermq.store.damage_expiry import ExpiredDamage, expire_damage_below
 from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.facade import StoreFacade
 from ledgermq.store.flush import AsyncFlushService, GroupCommitService
@@ -275,6 +276,21 @@ class NativeMessageStore(StoreFacade[CommitLog, ReputService, CleanService]):
     def repair_range(self, start: int, data: bytes | memoryview, source: str) -> None:
         """Overwrite [start, start + len(data)) with a healthy replica's bytes (validated first)."""
         self.integrity.repair_range(start, data, source)
+
+    def expire_damage_below(self, group_start: int, why: str) -> ExpiredDamage | None:
+        """Let go of damaged ranges wholly below ``group_start``, the log start the group's
+        master reported: delete the leading segments holding them (never one ending above
+        ``group_start``) as retention would, and forget them (store/damage_expiry.py)."""
+        core = self.core
+        return expire_damage_below(
+            self.commitlog,
+            core.damage,
+            self.digests,
+            core.cleaner,
+            group_start,
+            why,
+            core.config.destroy_mapped_file_interval_forcibly_ms / 1000,
+        )
 
     def runtime_info(self) -> dict[str, str]:
         return {**super().runtime_info(), "writeFence": self.write_fence or "", **self.integrity.scrub_info()}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import shutil
+import threading
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,6 +107,9 @@ class RetentionRounds(ServiceThread):
         self.manual_requests = 0
         self.disk_full = False
         self.delete_hours = parse_delete_when(config.delete_when)
+        self.round_lock = threading.Lock()
+        """Held while a round deletes files; whoever else deletes leading segments (a slave
+        letting go of damage its group expired, store/damage_expiry.py) takes it too."""
 
     def trigger(self) -> None:
         """An operator's TRIGGER_DELETE_FILES: cleaning rounds regardless of the hour.
@@ -165,8 +169,9 @@ class RetentionRounds(ServiceThread):
         plan = self.plan_round()
         if plan is None:
             return 0
-        removed = self.delete_files(plan)
-        self.clean_derived()
+        with self.round_lock:
+            removed = self.delete_files(plan)
+            self.clean_derived()
         return removed
 
     def _update_disk_full(self, ratio: float) -> None:

@@ -18,7 +18,9 @@ and ``haClientRuntimeInfo`` (a slave's view: ``masterAddr``, ``maxOffset``,
 * on both: ``damagedRanges`` (commit-log ranges the store refuses until a replica repairs
   them), ``unrepaired`` ("no replica holds [a, b): why"), ``repairsTaken`` /
   ``repairBytesTaken`` (ranges rewritten here from a peer's bytes), ``repairsGiven`` /
-  ``repairBytesGiven`` (ranges a master sent a slave) and ``lastRepair``.
+  ``repairBytesGiven`` (ranges a master sent a slave), ``repairsExpired`` /
+  ``repairBytesExpired`` (damaged ranges a slave let go because its master's retention had
+  deleted them) and ``lastRepair``.
 
 We measure no transfer rate, so ``transferredByteInSecond`` is 0; a 4.x master does not
 send its flushed offset, so ``masterFlushOffset`` is 0.
@@ -185,7 +187,8 @@ def _write_fence(broker: Broker) -> str:
 def _repair_info(book: RepairBook | None) -> dict[str, Any]:
     if book is None:
         return {"damagedRanges": [], "unrepaired": [], "repairsTaken": 0, "repairBytesTaken": 0,
-                "repairsGiven": 0, "repairBytesGiven": 0, "lastRepair": ""}  # fmt: skip
+                "repairsGiven": 0, "repairBytesGiven": 0, "repairsExpired": 0, "repairBytesExpired": 0,
+                "lastRepair": ""}  # fmt: skip
     st = book.status()
     return {
         "damagedRanges": [list(r) for r in st.damaged],
@@ -194,6 +197,8 @@ def _repair_info(book: RepairBook | None) -> dict[str, Any]:
         "repairBytesTaken": st.taken_bytes,
         "repairsGiven": st.given,
         "repairBytesGiven": st.given_bytes,
+        "repairsExpired": st.expired,
+        "repairBytesExpired": st.expired_bytes,
         "lastRepair": st.last,
     }
 

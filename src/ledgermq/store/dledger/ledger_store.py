@@ -21,7 +21,6 @@ Nothing is kept per entry in Python: ``get`` reads the 32-byte index unit, then 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -68,6 +67,7 @@ from ledgermq.store.dledger.segments import (
     read_index_unit,
     sync_file,
 )
+from ledgermq.store.dledger.short_files import pad_short_data_files, pad_short_index_files
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.mapped_file_queue import MappedFileQueue
 
@@ -170,10 +170,14 @@ class DLedgerStore:
             store.term_state = load_term_state(config.default_path)
             log_start = load_log_start(config.default_path)
             store.damage.load()
+            index_lost_from = None
             if config.repair_damage:
-                _pad_short_files(config)
+                pad_short_data_files(config, store.damage)
+                index_lost_from = pad_short_index_files(config)
             store.data.load()
             store.index.load()
+            if index_lost_from is not None:
+                store.index.truncate_after(index_lost_from)  # recovery rebuilds the units from the data
             result = recover(
                 config,
                 store.data,
@@ -562,24 +566,3 @@ def _note_log_start(
     if start != recorded:
         save_log_start(config.default_path, start)
     return start
-
-
-def _pad_short_files(config: DLedgerStoreConfig) -> None:
-    """A data file cut short (a truncated copy, a file system that lost its tail) is padded
-    with zeros to its size, so recovery sees the lost bytes as damage and repairs them instead
-    of refusing the whole directory."""
-    directory = config.data_dir
-    if not directory.is_dir():
-        return
-    for path in sorted(directory.iterdir()):
-        if not path.name.isdigit():
-            continue
-        size = path.stat().st_size
-        if size < config.data_file_size:
-            log.error(
-                "dledger: data file %s is %d bytes, not %d: padding it with zeros; recovery repairs what it lost",
-                path,
-                size,
-                config.data_file_size,
-            )
-            os.truncate(path, config.data_file_size)

@@ -210,6 +210,8 @@ class _Recovery:
             assert bad is not None
             log.error("dledger recovery: index file %s is missing; rebuilding the index from there", bad.path.name)
             index.truncate_after(index.files[index.files.index(bad) - 1].end_offset)
+        if repair:
+            _drop_index_missing_its_head(data, index)
         all_files = data.files
         files = all_files if hole is None else all_files[: all_files.index(hole)]
         lost_head = _lost_head(all_files, log_start)
@@ -393,6 +395,26 @@ def _lost_head(files: list[MappedFile], log_start: LogStart | None) -> str | Non
         f"data file {segment_name(log_start.first_pos)} (the log's beginning at index {log_start.first_index}, "
         f"where retention left it) is missing: the first data file is {files[0].path.name}"
     )
+
+
+def _drop_index_missing_its_head(data: MappedFileQueue, index: MappedFileQueue) -> None:
+    """The index must begin at or below the unit of the log's first entry (retention deletes
+    an index file only once every unit in it is below that entry). One that begins above it
+    lost its first file(s), and the entries there would be unreadable though held: the whole
+    index goes, and the scan rebuilds it from the data (every unit then disagrees)."""
+    first = data.first()
+    if first is None or not index.files:
+        return
+    head = check_entry(first.mm, 0, first.size, first.start_offset, check_crc=False)
+    if not isinstance(head, EntryInfo) or index.files[0].start_offset <= head.index * INDEX_UNIT_SIZE:
+        return
+    log.error(
+        "dledger recovery: the index file holding index %d (the log's first entry) is missing: the first index "
+        "file is %s; rebuilding the index from the data",
+        head.index,
+        index.files[0].path.name,
+    )
+    index.truncate_after(0)
 
 
 def _tail_start(files: list[MappedFile], index: MappedFileQueue, config: DLedgerStoreConfig, committed: int) -> int:

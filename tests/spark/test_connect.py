@@ -19,7 +19,7 @@ from tests.compat.cluster import HOST, Cluster, tcp_open, wait_until
 from tests.spark.conftest import BROKER, CONNECT_PORT
 from tests.spark.helpers import body, create_topic, send
 from tests.spark.queries import run_to_end
-from tests.spark.spark_processes import START_TIMEOUT
+from tests.spark.standalone import START_TIMEOUT
 
 # a streaming query may be started again when Spark's Python worker did not connect back
 # (conftest adds the JVM's start when the session starts in this module's setup)

@@ -21,8 +21,7 @@ import pytest
 from tests.compat.cluster import HOST, Cluster, tail
 from tests.spark.conftest import BROKER
 from tests.spark.helpers import create_topic, send
-from tests.spark.spark_processes import spark_env, spark_home
-from tests.spark.standalone import START_TIMEOUT, SparkStandalone
+from tests.spark.standalone import START_TIMEOUT, SparkStandalone, spark_env, spark_home
 
 pytestmark = pytest.mark.slow
 

@@ -36,13 +36,14 @@ chromium:
 # Two pytest workers: most tests wait on real processes and sockets, not on the CPU, so two
 # run side by side in about half the time on two cores (tests use free ports and their own
 # directories; the suite is written to pass under load, docs/testing.md). A file's tests stay
-# on one worker (--dist loadfile) so module fixtures start once.
+# on one worker (--dist loadfile) so module fixtures start once; the Spark tests are one unit,
+# handed out first, so their JVMs start once (-p tests.spark.xdist_scope).
 PYTEST_WORKERS ?= 2
 test: $(STAMP) java chromium
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not long" --durations=20
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -p tests.spark.xdist_scope -m "not long" --durations=20
 
 # The whole-profile fault runs kept out of `make test` for time (the one-minute soak, the
 # SYNC_FLUSH data-fault profile, the TLS chaos profiles of the SYNC_MASTER and controller layouts).
@@ -52,7 +53,7 @@ test-long: $(STAMP) java
 # The Spark sink's fault test at full length (docs/spark.md, "Exactly-once writing"): a
 # standalone Spark cluster, SPARK_FAULT_ROUNDS rounds of executor SIGKILLs and driver
 # kill/restart with exactlyOnce=true (every row exactly once) and half as many with it off
-# (duplicates expected); `make test` runs 2 rounds. Figures are printed at the end.
+# (duplicates expected); `make test` runs 1 round of each. Figures are printed at the end.
 SPARK_FAULT_ROUNDS ?= 20
 SPARK_FAULT_SEED ?= 1
 spark-faults: $(STAMP) java

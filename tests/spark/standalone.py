@@ -20,7 +20,7 @@ from tests.compat.cluster import tail, tcp_open, wait_until
 
 HOST = "127.0.0.1"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
-START_TIMEOUT = 90.0  # two JVMs on a loaded two-core machine
+START_TIMEOUT = 180.0  # each of two JVMs, on a loaded two-core machine
 
 
 def spark_home() -> Path:

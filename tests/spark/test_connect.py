@@ -1,26 +1,29 @@
-"""``format("ledgermq")`` through Spark Connect: a real connect server started from the pyspark wheel's own
-``sbin/start-connect-server.sh``, a client session (``SparkSession.builder.remote``) in this process, and the
-ledgermq name server and broker of the Spark tests. The data source is registered on the client
-(``ledgermq.spark.register``), which sends the class to the server; the server's Python workers import ledgermq
-from their interpreter (``PYSPARK_PYTHON``). Batch read, batch write and an availableNow streaming query."""
+"""``format("ledgermq")`` through Spark Connect: a client session (``SparkSession.builder.remote``) in this
+process, over gRPC, to the Spark Connect service that the package's local SparkSession runs in its driver (Spark's
+``SparkConnectPlugin``: the service ``sbin/start-connect-server.sh`` starts, inside a JVM the tests start anyway),
+and the ledgermq name server and broker of the Spark tests. The data source is registered on the client
+(``ledgermq.spark.register``), which sends the class to the server by reference; the server's Python workers
+import ledgermq from their interpreter (``PYSPARK_PYTHON``). Batch read, batch write and an availableNow streaming
+query."""
 
 from __future__ import annotations
 
 import importlib.util
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ledgermq.testing.ports import free_port
-from tests.compat.cluster import HOST, Cluster
-from tests.spark.conftest import BROKER
+from tests.compat.cluster import HOST, Cluster, tcp_open, wait_until
+from tests.spark.conftest import BROKER, CONNECT_PORT
 from tests.spark.helpers import body, create_topic, send
-from tests.spark.spark_processes import start_connect_server
+from tests.spark.queries import run_to_end
+from tests.spark.standalone import START_TIMEOUT
 
-pytestmark = pytest.mark.slow
+# a streaming query may be started again when Spark's Python worker did not connect back
+# (conftest adds the JVM's start when the session starts in this module's setup)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 CONNECT_DEPS = ("pyspark", "pyarrow", "pandas", "grpc", "grpc_status", "google.protobuf", "zstandard")
 
@@ -38,31 +41,23 @@ def _missing_deps() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A Spark Connect client session on a connect server of its own (killed by pid at the end)."""
+def remote(spark: Any) -> Iterator[Any]:
+    """A Spark Connect client session on the Connect service of the package's SparkSession."""
     missing = _missing_deps()
     if missing:
         pytest.skip(f"Spark Connect client dependencies missing ({', '.join(missing)}): the 'spark-connect' extra")
-    if shutil.which("java") is None:  # pragma: no cover - make test installs one
-        pytest.skip("no Java runtime (make test installs openjdk-17-jre-headless)")
     from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
     import ledgermq.spark
 
-    port = free_port()
-    server = start_connect_server(tmp_path_factory.mktemp("connect"), port)
-    session = None
+    port = int(spark.conf.get(CONNECT_PORT))
+    wait_until("the Spark Connect service to listen", lambda: tcp_open(port), START_TIMEOUT, 0.5)
+    session = RemoteSparkSession.builder.remote(f"sc://{HOST}:{port}").getOrCreate()
     try:
-        session = RemoteSparkSession.builder.remote(f"sc://{HOST}:{port}").getOrCreate()
         ledgermq.spark.register(session)
         yield session
     finally:
-        if session is not None:
-            try:
-                session.stop()
-            except Exception:  # the server is killed next anyway
-                pass
-        server.kill()
+        session.stop()
 
 
 def _values(df: Any) -> list[tuple[int, int, bytes]]:
@@ -112,17 +107,15 @@ def test_streaming_query_through_spark_connect(remote: Any, cluster: Cluster, tm
             .option("maxOffsetsPerTrigger", "4")
             .load()
         )
-        query = (
+        writer = (
             stream.selectExpr("key", "value")
             .writeStream.format("ledgermq")
             .option("namesrvAddr", cluster.namesrv_addr)
             .option("topic", target)
             .option("checkpointLocation", str(tmp_path / "checkpoint"))
             .trigger(availableNow=True)
-            .start()
         )
-        query.awaitTermination(240)
-        assert not query.isActive, "the availableNow query did not finish within 240 s"
+        query = run_to_end(writer.start, 240)
         assert query.exception() is None, query.exception()
 
     def copied() -> list[bytes]:

@@ -13,6 +13,7 @@ import pytest
 
 from tests.compat.cluster import Cluster, wait_until
 from tests.spark.helpers import create_topic, delete_expired, queue_bounds, rows_of, send
+from tests.spark.queries import run_to_end
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +41,7 @@ def small_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
 
 
 def stream(spark: Any, cluster: Cluster, ckpt: Path, out: Path, **options: str) -> Any:
+    """An availableNow query from the topic into parquet, run to its end (``queries.run_to_end``)."""
     r = (
         spark.readStream.format("ledgermq")
         .option("namesrvAddr", cluster.namesrv_addr)
@@ -48,15 +50,15 @@ def stream(spark: Any, cluster: Cluster, ckpt: Path, out: Path, **options: str) 
     )
     for k, v in options.items():
         r = r.option(k, v)
-    return (
+    writer = (
         r.load()
         .select("topic", "broker", "queueId", "queueOffset", "value")
         .writeStream.format("parquet")
         .option("path", str(out))
         .option("checkpointLocation", str(ckpt))
         .trigger(availableNow=True)
-        .start()
     )
+    return run_to_end(writer.start, 120)
 
 
 def _settled_low(c: Cluster, quiet: float = 5.0, timeout: float = 30.0) -> int:
@@ -80,7 +82,7 @@ def test_fail_on_data_loss_both_ways(spark: Any, small_cluster: Cluster, tmp_pat
     # a stream reads the first 5 messages and checkpoints offset 5
     ckpt, out = tmp_path / "ckpt", tmp_path / "out"
     q = stream(spark, c, ckpt, out)
-    assert q.awaitTermination(120) and q.exception() is None
+    assert q.exception() is None, q.exception()
     ckpt_copy, out_copy = tmp_path / "ckpt-copy", tmp_path / "out-copy"
     shutil.copytree(ckpt, ckpt_copy)
     shutil.copytree(out, out_copy)
@@ -118,14 +120,10 @@ def test_fail_on_data_loss_both_ways(spark: Any, small_cluster: Cluster, tmp_pat
     assert rows_of(batch()) == kept  # "earliest" is the earliest still stored: no loss
 
     # streaming: the checkpoint at offset 5 is behind the earliest offset now
-    q = stream(spark, c, ckpt, out)
-    try:
-        with pytest.raises(Exception, match="deleted by retention before they were read"):
-            q.awaitTermination(120)
-    finally:
-        q.stop()
+    failure = stream(spark, c, ckpt, out).exception()
+    assert failure is not None and "deleted by retention before they were read" in str(failure), failure
     q = stream(spark, c, ckpt_copy, out_copy, failOnDataLoss="false")
-    assert q.awaitTermination(120) and q.exception() is None
+    assert q.exception() is None, q.exception()
     got = rows_of(spark.read.parquet(str(out_copy)))
     assert [r[3] for r in got if r[3] >= 5] == list(range(low, high))  # read on from the earliest, once each
     assert {r[4] for r in got} <= {b for _, _, b in first + sent}

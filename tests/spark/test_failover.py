@@ -12,6 +12,7 @@ import pytest
 from tests.compat.cluster import route, wait_until
 from tests.ha.process_group import GROUP, HAGroup
 from tests.spark.helpers import create_topic, rows_of, send
+from tests.spark.queries import run_to_end
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +21,7 @@ TOPIC = "SparkFailover"
 
 def run_stream(spark: Any, namesrv: str, ckpt: Path, out: Path) -> list[int]:
     """An availableNow query into parquet; the input rows of its batches."""
-    query = (
+    writer = (
         spark.readStream.format("ledgermq")
         .option("namesrvAddr", namesrv)
         .option("subscribe", TOPIC)
@@ -32,13 +33,10 @@ def run_stream(spark: Any, namesrv: str, ckpt: Path, out: Path) -> list[int]:
         .option("path", str(out))
         .option("checkpointLocation", str(ckpt))
         .trigger(availableNow=True)
-        .start()
     )
-    try:
-        assert query.awaitTermination(120), "the availableNow query did not finish"
-        return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-    finally:
-        query.stop()
+    query = run_to_end(writer.start, 120)
+    assert query.exception() is None, query.exception()
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
 
 
 def test_stream_reads_once_across_a_master_outage_and_a_queue_count_change(spark: Any, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from tests.compat.cluster import HAVE_CPP_CLIENT, Cluster
 from tests.spark.conftest import BROKER
 from tests.spark.helpers import create_topic, rows_of, send
+from tests.spark.queries import run_to_end
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +86,7 @@ def test_stream_copies_a_topic_through_the_sink(spark: Any, cluster: Cluster, tm
     for t in (src, dst):
         create_topic(cluster.namesrv_addr, [cluster.broker_addr], t, queues=2)
     sent = send(cluster.namesrv_addr, src, BROKER, {0: 9, 1: 4})
-    query = (
+    writer = (
         spark.readStream.format("ledgermq")
         .option("namesrvAddr", cluster.namesrv_addr)
         .option("subscribe", src)
@@ -96,13 +97,9 @@ def test_stream_copies_a_topic_through_the_sink(spark: Any, cluster: Cluster, tm
         .option("topic", dst)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
         .trigger(availableNow=True)
-        .start()
     )
-    try:
-        assert query.awaitTermination(120)
-        assert query.exception() is None
-    finally:
-        query.stop()
+    query = run_to_end(writer.start, 120)
+    assert query.exception() is None, query.exception()
     copied = read(spark, cluster, dst).collect()
     assert sorted(bytes(r.value) for r in copied) == sorted(b for _, _, b in sent)
     # the tags, keys and user properties travel; the queue ids too (queueId column)

@@ -12,6 +12,7 @@ import pytest
 from tests.compat.cluster import Cluster
 from tests.spark.conftest import BROKER
 from tests.spark.helpers import body, create_topic, rows_of, send
+from tests.spark.queries import run_to_end
 
 pytestmark = pytest.mark.slow
 
@@ -90,17 +91,17 @@ def test_bad_options_are_rejected_naming_the_option(spark: Any, cluster: Cluster
     for options, name in cases:
         with pytest.raises(Exception, match=f"'{name}'"):
             reader(spark, cluster, **options).collect()
-    with pytest.raises(Exception, match="'endingOffsets'"):
-        (
-            spark.readStream.format("ledgermq")
-            .option("namesrvAddr", cluster.namesrv_addr)
-            .option("subscribe", "T")
-            .option("endingOffsets", "latest")
-            .load()
-            .writeStream.format("noop")
-            .start()
-            .awaitTermination(30)
-        )
+    # a stream's options are checked where Spark creates its reader, in the query's Python worker
+    stream = (
+        spark.readStream.format("ledgermq")
+        .option("namesrvAddr", cluster.namesrv_addr)
+        .option("subscribe", "T")
+        .option("endingOffsets", "latest")
+        .load()
+        .writeStream.format("noop")
+    )
+    failure = run_to_end(stream.start, 30).exception()
+    assert failure is not None and "'endingOffsets'" in str(failure), failure
 
 
 def run_available_now(
@@ -115,21 +116,17 @@ def run_available_now(
     )
     for k, v in options.items():
         r = r.option(k, v)
-    query = (
+    writer = (
         r.load()
         .select("topic", "broker", "queueId", "queueOffset", "value")
         .writeStream.format("parquet")
         .option("path", str(out))
         .option("checkpointLocation", str(checkpoint))
         .trigger(**({"once": True} if once else {"availableNow": True}))
-        .start()
     )
-    try:
-        assert query.awaitTermination(120), "the query did not finish in 120 s"
-        assert query.exception() is None, query.exception()
-        return [p for p in query.recentProgress if p["numInputRows"]]
-    finally:
-        query.stop()
+    query = run_to_end(writer.start, 120)
+    assert query.exception() is None, query.exception()
+    return [p for p in query.recentProgress if p["numInputRows"]]
 
 
 def test_stream_restarted_from_its_checkpoint_reads_every_message_once(

@@ -9,70 +9,24 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ledgermq.testing.ports import free_port
 from tests.compat.cluster import HOST, Cluster, tail
 from tests.spark.conftest import BROKER
 from tests.spark.helpers import create_topic, send
-from tests.spark.spark_processes import SparkProcess, spark_env, spark_home
+from tests.spark.standalone import START_TIMEOUT, SparkStandalone, spark_env, spark_home
 
 pytestmark = pytest.mark.slow
 
 JOB = Path(__file__).with_name("standalone_job.py")
 SUBMIT_TIMEOUT = 400.0
-
-
-@dataclass
-class Standalone:
-    master_url: str
-    work: Path
-    env: dict[str, str]
-
-
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    """A master and one worker (2 cores, 1 GiB), killed by pid at the end."""
-    pytest.importorskip("pyspark", reason="pyspark is not installed (the 'spark' extra)")
-    if shutil.which("java") is None:  # pragma: no cover - make test installs one
-        pytest.skip("no Java runtime (make test installs openjdk-17-jre-headless)")
-    work = tmp_path_factory.mktemp("standalone")
-    env = spark_env(work)
-    spark_class = str(spark_home() / "bin" / "spark-class")
-    master_port, master_ui, worker_port, worker_ui = (free_port() for _ in range(4))
-    url = f"spark://{HOST}:{master_port}"
-    started: list[SparkProcess] = []
-    try:
-        master = SparkProcess(
-            "the standalone master",
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", HOST, "--port", str(master_port),
-             "--webui-port", str(master_ui)],
-            env,
-            work / "master.log",
-        )  # fmt: skip
-        started.append(master)
-        master.wait_port(master_port)
-        worker = SparkProcess(
-            "the standalone worker",
-            [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", HOST, "--port", str(worker_port),
-             "--webui-port", str(worker_ui), "--cores", "2", "--memory", "1g", "--work-dir", str(work / "work"), url],
-            env,
-            work / "worker.log",
-        )  # fmt: skip
-        started.append(worker)
-        worker.wait_log("Successfully registered with master")
-        yield Standalone(url, work, env)
-    finally:
-        for proc in reversed(started):
-            proc.kill()
 
 
 def executor_python(root: Path) -> Path:
@@ -100,7 +54,10 @@ def ledgermq_archive(dest: Path) -> Path:
     return Path(archive)
 
 
-def test_batch_read_and_write_on_a_standalone_cluster(standalone: Standalone, cluster: Cluster, tmp_path: Path) -> None:
+@pytest.mark.timeout(SUBMIT_TIMEOUT + 2 * START_TIMEOUT + 60)  # the shared cluster may start in its setup
+def test_batch_read_and_write_on_a_standalone_cluster(
+    standalone: SparkStandalone, cluster: Cluster, tmp_path: Path
+) -> None:
     source, target = "StandaloneIn", "StandaloneOut"
     for topic in (source, target):
         create_topic(cluster.namesrv_addr, [cluster.broker_addr], topic, queues=2)
@@ -108,7 +65,7 @@ def test_batch_read_and_write_on_a_standalone_cluster(standalone: Standalone, cl
 
     python = executor_python(tmp_path / "executor-venv")
     archive = ledgermq_archive(tmp_path)
-    env = dict(standalone.env, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env = dict(spark_env(tmp_path / "submit"), PYSPARK_DRIVER_PYTHON=sys.executable)
     env.pop("PYSPARK_PYTHON", None)  # the executors' interpreter comes from spark.pyspark.python below
     conf = {
         "spark.pyspark.python": str(python),
@@ -132,9 +89,11 @@ def test_batch_read_and_write_on_a_standalone_cluster(standalone: Standalone, cl
         try:
             code = proc.wait(SUBMIT_TIMEOUT)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait(10)
             raise AssertionError(f"spark-submit did not finish in {SUBMIT_TIMEOUT:.0f}s:\n{tail(log)}") from None
+        finally:  # whatever ends the wait (pytest-timeout too), the driver and its Python go with it
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
     assert code == 0, f"spark-submit exited with {code}:\n{tail(log, 60)}"
     result: dict[str, Any] = json.loads(
         next(line for line in log.read_text().splitlines() if line.startswith("RESULT "))[7:]

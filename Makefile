@@ -46,7 +46,8 @@ test: $(STAMP) java chromium
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -p tests.spark.xdist_scope -m "not long" --durations=20
 
 # The whole-profile fault runs kept out of `make test` for time (the one-minute soak, the
-# SYNC_FLUSH data-fault profile, the TLS chaos profiles of the SYNC_MASTER and controller layouts).
+# SYNC_FLUSH data-fault profile, the TLS chaos profiles of the SYNC_MASTER and controller layouts,
+# Spark Connect through a server started by PySpark's start-connect-server.sh).
 test-long: $(STAMP) java
 	$(BIN)/python -m pytest -q -m long
 

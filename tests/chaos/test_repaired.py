@@ -91,3 +91,40 @@ def test_a_kill_mode_flip_never_mended_fails_the_fault_loudly(tmp_path: Path) ->
     asyncio.run(wait_repaired(layout, rec, 0, 0.5))
     assert rec.repaired_at == 0
     assert "still holds 2 flipped byte(s)" in rec.unrepaired and str(BASE + SEG // 4) in rec.unrepaired
+
+
+@dataclass
+class _Gone:
+    alive: bool = False
+    paused: bool = False
+
+
+@dataclass
+class _RestartedNode:
+    store_dir: Path
+    process: _Gone = field(default_factory=_Gone)
+
+
+@dataclass
+class _RestartedLayout(_QuietLayout):
+    """A target whose corruption counters read below the baseline (a new life after an
+    in-process restart, or no answer): only its bytes can say the flip was found."""
+
+    def node(self, name: str) -> _Node:
+        return cast(_Node, _RestartedNode(self.store_dir))
+
+
+def test_an_online_flip_mended_by_a_restarted_member_counts_as_found(tmp_path: Path) -> None:
+    _layout, rec, seg, original = _flipped(tmp_path)
+    rec.mode = "online"
+    layout = cast(Layout, _RestartedLayout(tmp_path / "store"))
+
+    async def run() -> None:
+        waiting = asyncio.create_task(wait_repaired(layout, rec, 3, 30.0))
+        await asyncio.sleep(0.6)
+        assert not waiting.done()  # neither counted nor mended yet
+        seg.write_bytes(original)  # the member re-copied the range after its restart
+        await asyncio.wait_for(waiting, 10)
+
+    asyncio.run(run())
+    assert rec.repaired_at > 0 and rec.unrepaired == ""

@@ -95,7 +95,10 @@ async def wait_repaired(layout: Layout, rec: FaultRecord, baseline: int, timeout
     deadline = time.monotonic() + timeout
     flipped = rec.kind == "bitflip" and not rec.notes.get("skipped")
     if flipped and rec.mode != "kill":  # after a SIGKILL a torn-write cut counts nothing: see above
-        while await found_count(layout, rec.target) <= baseline:
+        # The bytes back as they were also prove it was found: only a repair writes them. (A
+        # DLedger member that finds damage restarts its node in-process, and the counters of
+        # its new life start below the baseline: a 100-cycle run waited out such a repair.)
+        while await found_count(layout, rec.target) <= baseline and flips_left(layout, rec):
             if time.monotonic() > deadline:
                 rec.unrepaired = f"{rec.target} never found the flipped bytes within {timeout:.0f}s"
                 return

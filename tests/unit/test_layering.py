@@ -107,6 +107,9 @@ SPARK_MAY_IMPORT = (
     # the sink's named crash points (spark/sink.py, spark/eo_commit.py) for its fault tests:
     # failpoints is a stdlib-only core module and a point does nothing unless a test arms it
     "ledgermq.failpoints",
+    # the worker's freeze of its long-lived objects (one stdlib-only module, shared with the
+    # servers' start-up): spark/source.py at a worker's first task
+    "ledgermq.util.long_lived",
 )
 
 

@@ -14,6 +14,7 @@ import click
 from ledgermq.aio.loops import new_event_loop
 from ledgermq.config import parse_properties
 from ledgermq.errors import LedgerError
+from ledgermq.util.long_lived import freeze_long_lived
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ def serve(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[Non
             await start()
         except (OSError, LedgerError) as exc:  # one line (StartupError names cause and fix), exit 1
             raise click.ClickException(str(exc)) from None
+        freeze_long_lived()  # start-up's objects out of every later full collection (util/long_lived.py)
         try:
             await done.wait()
         finally:

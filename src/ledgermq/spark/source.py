@@ -43,7 +43,7 @@ from ledgermq.spark.options import ReadOptions, parse_read_options
 from ledgermq.spark.planner import plan_batch, resolve_start, subscribed_queues
 from ledgermq.spark.planning import DataLossError, QueueRange, ranges_between, split_ranges
 from ledgermq.spark.reading import read_range
-from ledgermq.spark.worker_gc import freeze_long_lived
+from ledgermq.util.long_lived import freeze_long_lived
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -89,7 +89,7 @@ class QueuePartition(InputPartition):
 def _read(opts: ReadOptions, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, QueuePartition):  # Spark reads InputPartition(None) for no partitions
         return iter(())
-    freeze_long_lived()  # an executor's Python worker: see worker_gc
+    freeze_long_lived()  # an executor's Python worker: see util/long_lived.py
     return read_range(opts, partition.range)
 
 

@@ -1,4 +1,4 @@
-"""``worker_gc.freeze_long_lived``: what PySpark's per-task ``gc.collect()`` walks in a reused worker.
+"""``util.long_lived.freeze_long_lived``: what PySpark's per-task ``gc.collect()`` walks in a reused worker.
 
 Run in a child interpreter: freezing is process-wide and the test process must keep its own collector as it is.
 """
@@ -13,7 +13,7 @@ CHILD = r"""
 import gc, json, time
 import pyarrow, pyarrow.compute
 import ledgermq.spark.reading
-from ledgermq.spark.worker_gc import freeze_long_lived
+from ledgermq.util.long_lived import freeze_long_lived
 
 def full_collection_walks():
     # objects a full collection examines: everything tracked outside the permanent generation

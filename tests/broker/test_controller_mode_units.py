@@ -117,3 +117,20 @@ def test_contradictions_in_the_file_are_refused_and_ignored_keys_are_named() -> 
         config(controllerHeartBeatTimeoutMills="500", brokerHeartbeatInterval="200")
     with pytest.raises(ConfigError, match="minInSyncReplicas"):
         config(minInSyncReplicas="0")
+
+
+def test_the_lag_deadline_is_the_last_catch_up_plus_the_limit_and_the_drop_comes_right_after_it() -> None:
+    t = tracker(frozenset({ME, SLAVE}))
+    t.on_ack(SLAVE, 1000, 1000, 1.0)  # caught up at 1.0
+    assert t.lag_deadline(1000) is None  # it holds everything: nothing to wait for
+    t.on_ack(SLAVE, 1000, 1500, 1.2)  # then writes arrive that it does not copy
+    deadline = t.lag_deadline(1500)
+    assert deadline == pytest.approx(4.0)
+    assert t.next_proposal(deadline, 1500) is None  # "more than" the limit, not "at" it
+    assert t.next_proposal(deadline + 0.001, 1500) == {ME}
+    assert t.lag_deadline(1500) is None  # a proposal is in flight
+
+
+def test_a_member_that_never_connected_has_its_deadline_at_the_grace_end() -> None:
+    t = tracker(frozenset({ME, SLAVE}))
+    assert t.lag_deadline(0) == pytest.approx(3.0)

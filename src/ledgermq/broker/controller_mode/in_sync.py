@@ -138,6 +138,23 @@ class InSyncTracker:
                 drop.add(b)
         return self._target(drop=drop)
 
+    def lag_deadline(self, log_end: int) -> float | None:
+        """When the next member would pass haMaxTimeSlaveNotCatchup if nothing changes (its
+        last catch-up plus the limit; a member that never connected: this broker's start as
+        master plus the limit), or None: nobody to drop, or a proposal is in flight. The
+        master looks again at that moment instead of at the next periodic check, so a slave
+        that stalls holds writes up for the lag limit, not the limit plus up to a period."""
+        if self.pending is not None:
+            return None
+        deadlines = []
+        for b in self.accepted.members - {self.self_id}:
+            if b in self.connected:
+                if self.last_ack.get(b, -1) < log_end:
+                    deadlines.append(self.caught_up_at.get(b, self._since) + self.max_lag_s)
+            elif b not in self._seen:
+                deadlines.append(self._since + self.max_lag_s)
+        return min(deadlines, default=None)
+
     def _target(self, add: set[int] | None = None, drop: set[int] | None = None) -> frozenset[int] | None:
         members = (self.accepted.members - (drop or set())) | (add or set()) | {self.self_id}
         if members == self.accepted.members:

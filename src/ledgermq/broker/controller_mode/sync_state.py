@@ -11,6 +11,7 @@ waits for the members the tracker requires.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -31,6 +32,7 @@ __all__ = ["SyncStateSetKeeper"]
 log = logging.getLogger(__name__)
 
 RC = ResponseCode
+DEADLINE_SLACK_S = 0.001
 _FENCED = (RC.CONTROLLER_FENCED_MASTER_EPOCH, RC.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH, RC.CONTROLLER_INVALID_MASTER)
 
 
@@ -61,6 +63,7 @@ class SyncStateSetKeeper:
         self.resync = resync
         self.tracker: InSyncTracker | None = None  # while master
         self.accepted_changes = 0
+        self._deadline_look: asyncio.TimerHandle | None = None  # a look set for a member's lag deadline
         self.refused_changes = 0
         ha.ack_listeners.append(self._on_slave_ack)
         ha.gone_listeners.append(self._on_slave_gone)
@@ -73,6 +76,9 @@ class SyncStateSetKeeper:
 
     def stop(self) -> None:
         self.tracker = None
+        if self._deadline_look is not None:
+            self._deadline_look.cancel()
+            self._deadline_look = None
 
     def accept(self, members: frozenset[int], epoch: int) -> None:
         """The controller's set from an answer or a notification (ignored unless newer)."""
@@ -112,12 +118,31 @@ class SyncStateSetKeeper:
             self._propose(proposal)
 
     def check(self) -> None:
+        """The periodic look (checkSyncStateSetPeriod); when a member's lag limit ends before
+        the next one, a look is also set for that moment (``_look_at_deadline``)."""
         tracker = self.tracker
         if tracker is None or not self.is_master():
             return
-        proposal = tracker.next_proposal(self.clock.monotonic(), self.log_end())
+        now, log_end = self.clock.monotonic(), self.log_end()
+        proposal = tracker.next_proposal(now, log_end)
         if proposal is not None:
             self._propose(proposal)
+            return
+        self._look_at_deadline(tracker.lag_deadline(log_end), now)
+
+    def _look_at_deadline(self, deadline: float | None, now: float) -> None:
+        period = self.cfg.check_sync_state_set_period_ms / 1000
+        if deadline is None or deadline - now >= period:
+            return  # the periodic look comes first
+        if self._deadline_look is not None and not self._deadline_look.cancelled():
+            self._deadline_look.cancel()
+        # a hair past the deadline: the tracker compares "more than the limit"
+        delay = max(0.0, deadline - now) + DEADLINE_SLACK_S
+        self._deadline_look = asyncio.get_running_loop().call_later(delay, self._deadline_check)
+
+    def _deadline_check(self) -> None:
+        self._deadline_look = None
+        self.check()
 
     # -- proposals ------------------------------------------------------------------------
     def _propose(self, members: frozenset[int]) -> None:

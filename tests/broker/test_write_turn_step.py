@@ -18,6 +18,8 @@ from ledgermq.store.message_store import MessageStore
 
 
 class _Store:
+    flushed_phy_offset = 1 << 62  # the store's own flushed offset: every report stands
+
     def __init__(self, calls: list[str]) -> None:
         self.calls = calls
 

@@ -32,6 +32,23 @@ def test_a_durable_wait_is_released_only_when_an_fsync_covers_its_own_end() -> N
     assert _ends(t.add(_wait(250, Need.DURABLE), now=0.3)) == [250]  # already durable: at once
 
 
+def test_a_log_cut_back_makes_earlier_durable_reports_stale() -> None:
+    """A broker that was master fsynced up to 1000, then became a slave and truncated to 600
+    (controller mode's role change), then master again: a message written at 600-800 is
+    durable only once an fsync after the cut covers it, not because 1000 was once reported.
+    Without the store's own flushed offset the table let it go at once: acknowledged with
+    no fsync behind it, and lost in the next power loss."""
+    truth = [1000]  # the store's flushed offset now
+    t = Waits(flushed=lambda: truth[0])
+    assert t.durable(1000, now=0.0) == []
+    truth[0] = 600  # the cut
+    assert t.add(_wait(800, Need.DURABLE), now=1.0) == []  # not met by the report of 1000
+    assert t.durable(1000, now=1.1) == []  # a stale report drained after the cut
+    assert t.durable_offset == 600
+    truth[0] = 800  # an fsync after the cut
+    assert _ends(t.durable(800, now=1.2)) == [800]
+
+
 def test_one_offset_below_the_end_releases_nothing() -> None:
     t = Waits()
     t.add(_wait(100, Need.DURABLE), now=0.0)

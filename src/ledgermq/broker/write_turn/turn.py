@@ -100,7 +100,7 @@ class WriteTurn:
         self.clock = clock
         self.replication = replication
         self.on_arrival = on_arrival
-        self.waits = Waits()
+        self.waits = Waits(flushed=lambda: store.flushed_phy_offset)
         self.inbox = Inbox(self._wake_threadsafe)
         self.steps = 0  # end-of-turn steps run
         self.failures = 0  # steps that raised (logged; the next step runs as usual)

@@ -9,7 +9,14 @@ A wait needs up to three things, met in this order:
 
 * ``DURABLE``: an fsync covers the message's bytes (SYNC_FLUSH). Keyed by the offset the
   message ends at; released when the durable offset reaches it. A failed fsync is sticky:
-  it fails every durable wait then and later ("fsyncgate").
+  it fails every durable wait then and later ("fsyncgate"). The durable offset is never
+  taken on the reports alone: a log cut back (a broker that becomes a slave truncates what
+  it holds beyond the agreed point, and may be master again later) makes every offset
+  reported before the cut stale, and a message written again below it would have counted
+  as durable with no fsync behind it, acknowledged and lost in the next power loss (found
+  by the chaos harness's controller-mode power-loss run). So each report, and each wait
+  that would be met at once, is also checked against ``flushed()``, the store's own
+  flushed offset, which a truncation lowers.
 * ``REPLICATED``: the slaves the mode asks for hold the message (SYNC_MASTER; in
   controller mode every member of the SyncStateSet). Keyed by the end offset too; released
   when the replication floor reaches it *and* ``holds(end)`` says the slaves verifiably
@@ -79,7 +86,8 @@ class Waits:
     """The table. Heaps by end offset per stage, and one heap by deadline; entries of waits
     that moved on or ended stay in a heap until they reach its top (checked by stage)."""
 
-    def __init__(self) -> None:
+    def __init__(self, flushed: Callable[[], int] | None = None) -> None:
+        self._flushed = flushed  # the store's flushed offset now (lowered by a truncation)
         self.durable_offset = 0
         self.durable_failure = ""  # sticky: after a failed fsync nothing is durable any more
         self._by_end: dict[int, list[tuple[int, int, Wait]]] = {Need.DURABLE: [], Need.REPLICATED: []}
@@ -113,8 +121,13 @@ class Waits:
         return released
 
     def durable(self, offset: int, now: float) -> list[Wait]:
-        """An fsync covered everything below ``offset``."""
-        if offset > self.durable_offset:
+        """An fsync covered everything below ``offset`` (as far as the log, which may have
+        been cut back since, still holds it: ``flushed()``)."""
+        flushed = self._flushed
+        if flushed is not None:
+            offset = min(offset, flushed())
+            self.durable_offset = offset  # may go down: a truncation
+        elif offset > self.durable_offset:
             self.durable_offset = offset
         released: list[Wait] = []
         heap = self._by_end[Need.DURABLE]
@@ -213,7 +226,7 @@ class Waits:
             if self.durable_failure:
                 self._miss(wait, Need.DURABLE, self.durable_failure, released)
                 return
-            if wait.end <= self.durable_offset:
+            if wait.end <= self.durable_offset and (self._flushed is None or wait.end <= self._flushed()):
                 wait.needs &= ~Need.DURABLE
                 self._enter_stage(wait, now, released)
                 return

@@ -53,7 +53,7 @@ from ledgermq.broker.transactions.check_service import TransactionCheckService
 from ledgermq.broker.upkeep import BrokerUpkeep
 from ledgermq.broker.write_turn import WriteTurn
 from ledgermq.clock import SYSTEM_CLOCK, Clock
-from ledgermq.config import BrokerRole, StoreConfig
+from ledgermq.config import BrokerRole, FlushDiskType, StoreConfig
 from ledgermq.errors import StoreLockedError
 from ledgermq.ha.config import HAConfig
 from ledgermq.ha.master import HAService
@@ -303,7 +303,8 @@ class BrokerApp:
             sync_master=master_role is BrokerRole.SYNC_MASTER,
         )
         slave_ha = dataclasses.replace(self.ha_config, master_address="")  # the controller names the master
-        self.ha_client = HAClient(store, lambda: self.master_ha_addr, slave_ha, clock=self.clock)
+        durable = self.store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH  # see HAClient.ack_durable
+        self.ha_client = HAClient(store, lambda: self.master_ha_addr, slave_ha, clock=self.clock, ack_durable=durable)
         interval = cfg.slave_sync_interval_ms / 1000
         self.slave_sync = SlaveSynchronizer(b, self.client, lambda: self.master_addr, interval)
         self.offset_reconciler = MasterOffsetReconciler(b, self.client, cfg.namesrv_addrs, interval)

@@ -59,6 +59,7 @@ from ledgermq.ha.session import Reject, SlaveSession
 from ledgermq.ha.slave_repair import expire_below_master_start, hello_damage, note_after_agreement, take_repair
 from ledgermq.net.tls.bridge import secure_connected
 from ledgermq.store.dispatch import starts_record
+from ledgermq.store.flush import GroupCommitService
 from ledgermq.store.native_store import NativeMessageStore
 
 log = logging.getLogger(__name__)
@@ -118,8 +119,16 @@ class HAClient:
         reconnect_min: float = 0.1,
         reconnect_max: float = 1.0,
         rng: random.Random | None = None,
+        ack_durable: bool = False,
     ) -> None:
         self.store = store
+        # Report only what an fsync covers (controller mode under SYNC_FLUSH): every member of
+        # the SyncStateSet may be elected, so after a power loss of the whole group the one
+        # elected must hold every acknowledged message on disk, not only in its page cache.
+        # A slave that reported its written end lost what its master had acknowledged
+        # (chaos: controller-mode power-loss, the shorter log elected). RocketMQ's slave
+        # reports its written end; a fixed SYNC_MASTER's returning master has it all anyway.
+        self.ack_durable = ack_durable
         self.master_address = master_address
         self.config = config or HAConfig()
         self.clock = clock
@@ -309,7 +318,7 @@ class HAClient:
                 if self._redo:
                     raise _Drop(self._redo)
                 now = clock.monotonic()
-                due = session.report_due(store.max_phy_offset, now)
+                due = session.report_due(store.flushed_phy_offset if self.ack_durable else store.max_phy_offset, now)
                 if due is not None:
                     await _send_all(loop, sock, encode_report(due))
                     session.on_reported(due, now)
@@ -346,6 +355,8 @@ class HAClient:
                     view[:have] = view[pos : pos + have]
                 self._count_burst(n)
                 if end >= 0:  # report what we hold at once (a SYNC_MASTER waits for it), then dispatch
+                    if self.ack_durable:
+                        end = await self._made_durable(end)
                     now = clock.monotonic()
                     due = session.report_due(end, now)  # our log's end: only this task appends to it
                     if due is not None:
@@ -360,6 +371,17 @@ class HAClient:
             self._bulk_until = 0.0
             sock.close()
             self.connected = False
+
+    async def _made_durable(self, end: int) -> int:
+        """Wait until an fsync covers our log up to ``end`` (the group-commit thread batches
+        the requests); the offset now durable. A failed fsync has failed the store: raise."""
+        flusher = self.store.commitlog_flusher
+        if isinstance(flusher, GroupCommitService):
+            if not await asyncio.wrap_future(flusher.submit(end)):
+                raise _Drop(f"our log could not be made durable up to {end}")
+        else:  # an ASYNC_FLUSH store asked to ack durably: flush in a thread
+            await asyncio.to_thread(self.store.commitlog.queue.flush)
+        return min(end, self.store.flushed_phy_offset)
 
     async def _agreed_connection(self, loop: asyncio.AbstractEventLoop) -> tuple[str, socket.socket]:
         """A socket to the master, past the handshake (where our logs agree); _Drop if none."""

@@ -251,6 +251,21 @@ def test_async_flush_may_lose_what_no_broker_had_fsynced_before_a_power_loss() -
     assert v_ok.to_json()["lost_allowed"] == 1
 
 
+def test_a_send_acknowledged_while_the_power_loss_was_being_injected_belongs_to_it() -> None:
+    """An ASYNC_MASTER run: the master answered a send 45 ms after the power loss began (the
+    processes are killed one by one), on no broker's disk; judged by the next power loss, its
+    loss was reported as a failure of the mode's promise."""
+    from ledgermq.chaos.promise import allowed_losses
+
+    during = _sent(0, 0, 0, 0, end=2.045, phys=300)  # the loss began at 2.0, the restart at 3.0
+    first = _power_loss(2.0, {"master": 200, "slave": 250})
+    second = _power_loss(9.0, {"master": 5000, "slave": 5000})
+    allowed = allowed_losses([during], [first, second], "async", "async")
+    assert list(allowed) == [0] and "0.045s into power loss" in allowed[0]
+    after_restart = _sent(1, 0, 0, 1, end=3.5, phys=300)  # stored after the restart: the second one decides
+    assert allowed_losses([after_restart], [first, second], "async", "async") == {}
+
+
 def test_sync_flush_allows_no_loss_and_dledger_needs_a_majority() -> None:
     from ledgermq.chaos.promise import allowed_losses
 

@@ -85,7 +85,10 @@ def queue_messages(store: MessageStore, queue_id: int, start: int) -> list[bytes
 
 
 def assert_queues_serve_same(master: MessageStore, slave: MessageStore) -> int:
-    """Every message in the slave's queues equals the master's; returns how many."""
+    """Every message in the slave's queues equals the master's; returns how many. Both sides
+    dispatched first: the master's consume queues lag its log too (its reput thread), and
+    under load that lag outlasted the slave's copy."""
+    assert master.wait_dispatched(timeout=10.0)
     assert slave.wait_dispatched(timeout=10.0)
     total = 0
     for q in range(QUEUES):

@@ -51,5 +51,8 @@ def test_heap_stays_flat_as_messages_accumulate(store_factory: Callable[..., Mes
         tracemalloc.stop()
     per_message = (after - before) / more
     print(f"heap growth per message: {per_message:.3f} bytes")
-    assert per_message < 4, f"heap grew {after - before} bytes for {more} messages"
+    # under 6: a per-message object costs at least 8 bytes (a list slot) and usually 36 or
+    # more; the files the run adds (segments, queue files, index files) cost a few KiB each,
+    # which came to 4.1 bytes per message once on a loaded machine
+    assert per_message < 6, f"heap grew {after - before} bytes for {more} messages"
     assert store.max_offset_in_queue("Mem", 0) == 25_000 // 8

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from ledgermq.config import FlushDiskType
@@ -31,7 +32,9 @@ async def send_raw(h: Harness, seq: int, timeout: float = 10.0) -> tuple[int, st
     return resp.code, resp.remark or ""
 
 
-def test_senders_past_sync_flush_timeout_do_not_strand_the_others(tmp_path: Path) -> None:
+def _held_group_commit() -> tuple[threading.Event, threading.Event, Callable[[], None]]:
+    """(release, held, action): armed at the fsync failpoint, ``action`` holds the group-commit
+    thread (``held`` set) until ``release`` is set (10 s at most)."""
     release = threading.Event()
     held = threading.Event()
 
@@ -39,6 +42,12 @@ def test_senders_past_sync_flush_timeout_do_not_strand_the_others(tmp_path: Path
         if threading.current_thread().name == GroupCommitService.name and not release.is_set():
             held.set()
             release.wait(10)
+
+    return release, held, slow_disk
+
+
+def test_senders_past_sync_flush_timeout_do_not_strand_the_others(tmp_path: Path) -> None:
+    release, held, slow_disk = _held_group_commit()
 
     async def main() -> None:
         store = {"flush_disk_type": FlushDiskType.SYNC_FLUSH, "sync_flush_timeout_ms": 2000}
@@ -117,13 +126,7 @@ def test_a_send_written_below_a_cut_waits_for_an_fsync_after_the_cut(tmp_path: P
     durable offset reported before the cut counted, the answer left at once with no fsync
     behind it, and a power loss lost an acknowledged message (the chaos harness's
     controller-mode power-loss run: 79 of 46,023)."""
-    release = threading.Event()
-    held = threading.Event()
-
-    def slow_disk() -> None:
-        if threading.current_thread().name == GroupCommitService.name and not release.is_set():
-            held.set()
-            release.wait(10)
+    release, held, slow_disk = _held_group_commit()
 
     async def main() -> None:
         store_keys = {"flush_disk_type": FlushDiskType.SYNC_FLUSH, "sync_flush_timeout_ms": 8000}

@@ -15,7 +15,7 @@ from ledgermq.client.message import SendStatus
 from tests.compat.cluster import tcp_open, wait_until
 from tests.ha.controller_group import ControllerGroup
 from tests.ha.dledger_group import TOPIC, DLedgerGroup
-from tests.ha.process_group import HAGroup, open_store, queue_bodies
+from tests.ha.process_group import BrokerProc, HAGroup, open_store, queue_bodies
 
 TIMERS = 200
 PRECISION = {"timerPrecisionMs": 100, "timerFlushIntervalMs": 200}
@@ -54,6 +54,18 @@ def pending_timers(namesrv: str, addr: str) -> int:
 
 def delivered(bodies_by_queue: dict[int, dict[int, bytes]]) -> Counter[bytes]:
     return Counter(b for q in bodies_by_queue.values() for b in q.values() if b.startswith(b"timer-"))
+
+
+def delivered_on(broker: BrokerProc) -> Counter[bytes]:
+    """The timers a stopped broker's store holds on TimerTopic, each with how often."""
+    store = open_store(broker)
+    try:
+        got: Counter[bytes] = Counter()
+        for qid in range(8):
+            got.update(x for x in queue_bodies(store, "TimerTopic", qid).values() if x.startswith(b"timer-"))
+        return got
+    finally:
+        store.shutdown()
 
 
 def test_a_killed_dledger_leader_leaves_no_timer_undelivered(tmp_path: Path) -> None:
@@ -143,13 +155,7 @@ def test_a_killed_master_delivers_every_timer_after_its_restart(tmp_path: Path) 
         settled = lambda: pending_timers(group.namesrv_addr, master.addr) == 0  # noqa: E731
         wait_until("the master to deliver every pending timer", settled, 40, 0.25, group.explain)
         assert master.server.stop() == 0 and slave.server.stop() == 0
-        store = open_store(master)
-        try:
-            got: Counter[bytes] = Counter()
-            for qid in range(8):
-                got.update(b for b in queue_bodies(store, "TimerTopic", qid).values() if b.startswith(b"timer-"))
-        finally:
-            store.shutdown()
+        got = delivered_on(master)
     finally:
         group.close()
     dups = sum(got.values()) - len(got)
@@ -181,13 +187,7 @@ def test_a_killed_controller_mode_master_leaves_no_timer_undelivered(tmp_path: P
         settled = lambda: pending_timers(group.namesrv_addr, b.addr) == 0  # noqa: E731
         wait_until("the new master to deliver every pending timer", settled, 40, 0.25, group.explain)
         assert b.server.stop() == 0
-        store = open_store(b)
-        try:
-            got: Counter[bytes] = Counter()
-            for qid in range(8):
-                got.update(x for x in queue_bodies(store, "TimerTopic", qid).values() if x.startswith(b"timer-"))
-        finally:
-            store.shutdown()
+        got = delivered_on(b)
         report.update(delivered=len(got), duplicates=sum(got.values()) - len(got))
     finally:
         group.close()

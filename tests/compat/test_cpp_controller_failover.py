@@ -58,10 +58,7 @@ def test_cpp_producer_resumes_by_itself_after_the_controller_replaces_a_killed_m
     stream = None
     report: dict[str, object] = {}
     try:
-        group.start_namesrv()
-        group.start_broker(a, "MASTER")
-        group.start_broker(b, "SLAVE")
-        group.wait_sync_state_set(a, 2)
+        group.start_pair(a, b)
         _create_topic(group, a.addr, b.addr)
 
         stream = clients.start_stream(PRODUCER_GROUP, TOPIC, "S", UID, interval=0.05)

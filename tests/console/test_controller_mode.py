@@ -32,10 +32,7 @@ def controlled(
     b = group.add_broker("b")
     console = ConsoleProcess(root, group.namesrv_addr, "--refresh-ms", "1000")
     try:
-        group.start_namesrv()
-        group.start_broker(a, "MASTER")
-        group.start_broker(b, "SLAVE")
-        group.wait_sync_state_set(a, 2)
+        group.start_pair(a, b)
         console.start()
         yield group, a, b, console
     finally:

@@ -64,6 +64,14 @@ class ControllerGroup(HAGroup):
         wait_until(f"{b.name}'s port", lambda: b.server.check_alive() and tcp_open(b.port), timeout, 0.05)
         self.wait_role(b, role, timeout)
 
+    def start_pair(self, master: BrokerProc, slave: BrokerProc) -> None:
+        """The name server (with the controller), ``master`` then ``slave``, and both in the
+        SyncStateSet: the start of most controller-mode tests."""
+        self.start_namesrv()
+        self.start_broker(master, "MASTER")
+        self.start_broker(slave, "SLAVE")
+        self.wait_sync_state_set(master, 2)
+
     def wait_role(self, b: BrokerProc, role: str, timeout: float = 20.0) -> dict[str, str]:
         seen: dict[str, str] = {}
 

@@ -86,10 +86,7 @@ def start_isolatable_pair(
     links = IsolatedLinks(group, a.port)
     lines = [line for line in a.conf.read_text().splitlines() if line.split("=", 1)[0] not in links.props]
     a.conf.write_text("".join(f"{line}\n" for line in lines) + "".join(f"{k}={v}\n" for k, v in links.props.items()))
-    group.start_namesrv()
-    group.start_broker(a, "MASTER")
-    group.start_broker(b, "SLAVE")
-    group.wait_sync_state_set(a, 2)
+    group.start_pair(a, b)
     return group, links, a, b
 
 

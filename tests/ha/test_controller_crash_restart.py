@@ -80,10 +80,7 @@ def test_a_master_restarted_after_losing_its_tail_takes_it_back_from_a_sync_stat
     a = group.add_broker("a")
     b = group.add_broker("b")
     try:
-        group.start_namesrv()
-        group.start_broker(a, "MASTER")
-        group.start_broker(b, "SLAVE")
-        group.wait_sync_state_set(a, 2)
+        group.start_pair(a, b)
         acked = send_all(a, range(600))  # ~200 KiB, more than the tail that will be lost
         end = group.wait_caught_up(a, [b], 20)
 

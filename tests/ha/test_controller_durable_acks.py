@@ -37,10 +37,7 @@ def test_a_send_waits_for_the_slaves_fsync_not_only_its_write(tmp_path: Path) ->
     b.server.module = "ledgermq.cli.chaos_child"  # arms LEDGERMQ_FAILPOINTS, then runs the broker
     b.server.env = {"LEDGERMQ_FAILPOINTS": f"mapped_file.before_fsync=stall-if:{flag}"}
     try:
-        group.start_namesrv()
-        group.start_broker(a, "MASTER")
-        group.start_broker(b, "SLAVE")
-        group.wait_sync_state_set(a, 2)
+        group.start_pair(a, b)
 
         async def run() -> tuple[float, int, float, int]:
             client = RemotingClient(connect_timeout=1.0)

@@ -102,10 +102,7 @@ def test_kill_9_of_the_master_elects_the_slave_and_loses_no_acknowledged_send(tm
     a = group.add_broker("a")
     b = group.add_broker("b")
     try:
-        group.start_namesrv()
-        group.start_broker(a, "MASTER")
-        group.start_broker(b, "SLAVE")
-        group.wait_sync_state_set(a, 2)
+        group.start_pair(a, b)
         create_topic(group, a, b)
         acked, took = asyncio.run(sends_across_a_kill(group, a, b, seed=seed))
         print(f"\nseed {seed}: kill -9 -> first SEND_OK from the new master: {took * 1000:.0f} ms")

@@ -46,10 +46,7 @@ def test_a_paused_master_is_replaced_fenced_and_returns_as_a_slave_then_a_planne
     a = group.add_broker("a")
     b = group.add_broker("b")
     try:
-        group.start_namesrv()
-        group.start_broker(a, "MASTER")
-        group.start_broker(b, "SLAVE")
-        group.wait_sync_state_set(a, 2)
+        group.start_pair(a, b)
         assert send(a, "before")[0] == ResponseCode.SUCCESS
         a_id = group.info(a)["brokerControllerId"]
 

@@ -69,10 +69,7 @@ def test_a_paused_slave_is_dropped_and_writes_resume_within_the_lag_limit(tmp_pa
     a = group.add_broker("a", metricsPort=metrics_port)
     b = group.add_broker("b")
     try:
-        group.start_namesrv()
-        group.start_broker(a, "MASTER")
-        group.start_broker(b, "SLAVE")
-        group.wait_sync_state_set(a, 2)
+        group.start_pair(a, b)
         assert send(a, "both hold it")[0] == ResponseCode.SUCCESS
         group.pause(b)
         code, remark, took = send(a, "waits for the paused slave")

@@ -172,10 +172,7 @@ def test_a_killed_controller_mode_master_leaves_no_timer_undelivered(tmp_path: P
     b = group.add_broker("b")
     report: dict[str, object] = {}
     try:
-        group.start_namesrv()
-        group.start_broker(a, "MASTER")
-        group.start_broker(b, "SLAVE")
-        group.wait_sync_state_set(a, 2)
+        group.start_pair(a, b)
         acked = asyncio.run(send_timers(group.namesrv_addr, "TimerTopic", 2.0, 4.0))
         assert len(acked) == TIMERS, group.explain()
         some_delivered = lambda: 0 <= pending_timers(group.namesrv_addr, a.addr) < TIMERS * 3 // 4  # noqa: E731

@@ -374,13 +374,13 @@ class HAClient:
 
     async def _made_durable(self, end: int) -> int:
         """Wait until an fsync covers our log up to ``end`` (the group-commit thread batches
-        the requests); the offset now durable. A failed fsync has failed the store: raise."""
+        the requests); the offset now durable. A failed fsync has failed the store: raise.
+        Only a SYNC_FLUSH store acknowledges durably (the wiring asks it of no other)."""
         flusher = self.store.commitlog_flusher
-        if isinstance(flusher, GroupCommitService):
-            if not await asyncio.wrap_future(flusher.submit(end)):
-                raise _Drop(f"our log could not be made durable up to {end}")
-        else:  # an ASYNC_FLUSH store asked to ack durably: flush in a thread
-            await asyncio.to_thread(self.store.commitlog.queue.flush)
+        if not isinstance(flusher, GroupCommitService):
+            raise _Drop("durable acknowledgements need a SYNC_FLUSH store (no group commit here)")
+        if not await asyncio.wrap_future(flusher.submit(end)):
+            raise _Drop(f"our log could not be made durable up to {end}")
         return min(end, self.store.flushed_phy_offset)
 
     async def _agreed_connection(self, loop: asyncio.AbstractEventLoop) -> tuple[str, socket.socket]:

@@ -63,8 +63,8 @@ class SyncStateSetKeeper:
         self.resync = resync
         self.tracker: InSyncTracker | None = None  # while master
         self.accepted_changes = 0
-        self._deadline_look: asyncio.TimerHandle | None = None  # a look set for a member's lag deadline
         self.refused_changes = 0
+        self._deadline_look: asyncio.TimerHandle | None = None  # a look set for a member's lag deadline
         ha.ack_listeners.append(self._on_slave_ack)
         ha.gone_listeners.append(self._on_slave_gone)
 
@@ -134,7 +134,7 @@ class SyncStateSetKeeper:
         period = self.cfg.check_sync_state_set_period_ms / 1000
         if deadline is None or deadline - now >= period:
             return  # the periodic look comes first
-        if self._deadline_look is not None and not self._deadline_look.cancelled():
+        if self._deadline_look is not None:
             self._deadline_look.cancel()
         # a hair past the deadline: the tracker compares "more than the limit"
         delay = max(0.0, deadline - now) + DEADLINE_SLACK_S

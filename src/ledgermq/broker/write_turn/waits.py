@@ -226,6 +226,7 @@ class Waits:
             if self.durable_failure:
                 self._miss(wait, Need.DURABLE, self.durable_failure, released)
                 return
+            # the cached offset first (no store read for the usual wait past it), then the store's
             if wait.end <= self.durable_offset and (self._flushed is None or wait.end <= self._flushed()):
                 wait.needs &= ~Need.DURABLE
                 self._enter_stage(wait, now, released)

@@ -21,6 +21,7 @@ from ledgermq.client import sync as S
 from ledgermq.client.consumer.common import ConsumeFromWhere
 from ledgermq.client.errors import ClientStateError, MessageInvalidError
 from ledgermq.client.producer.selector import select_by_hash
+from ledgermq.client.producer.send_budget import AsyncBackPressureError
 from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
 from ledgermq.client.sync import SyncLitePullConsumer, SyncProducer, SyncPushConsumer
 from ledgermq.protocol import properties as P
@@ -158,6 +159,80 @@ def test_blocking_call_on_the_loop_thread_is_refused_and_waits_can_time_out(clus
         with pytest.raises(TimeoutError):  # slow() would return after 30 s without the timeout
             lt.run(slow(), timeout=0.1)
         assert cancelled.wait(20)
+
+
+def _hold_loop(p: SyncProducer) -> threading.Event:
+    """Block the facade's loop thread until the returned event is set."""
+    release = threading.Event()
+    held = threading.Event()
+
+    def hold() -> None:
+        held.set()
+        release.wait(60)
+
+    p._loop.loop.call_soon_threadsafe(hold)
+    assert held.wait(20)
+    return release
+
+
+def test_send_async_returns_without_waiting_for_the_loop_thread(cluster: Cluster) -> None:
+    """A thread firing async sends hands them over and goes on: it never waits for the loop
+    thread (each call used to block until the loop had admitted its send)."""
+    with make_producer(cluster) as p:
+        p.send(Message("SyncHand", b"warm"))
+        release = _hold_loop(p)
+        futures: list[concurrent.futures.Future[SendResult]] = []
+        fired = threading.Thread(
+            target=lambda: futures.extend(p.send_async(Message("SyncHand", b"%d" % i)) for i in range(50))
+        )
+        try:
+            fired.start()
+            fired.join(30)
+            returned_while_held = not fired.is_alive()
+            assert not any(f.done() for f in futures)  # nothing ran: the loop is still held
+        finally:
+            release.set()
+        fired.join(30)
+        assert returned_while_held and len(futures) == 50
+        assert all(f.result(20).status is SendStatus.SEND_OK for f in futures)
+
+        # the send is started later, on the loop thread: what is sent is the message as it
+        # was at the call, whatever the caller does with its object afterwards
+        release = _hold_loop(p)
+        msg = Message("SyncHand", b"as given", keys=["k1"], properties={"p": "given"})
+        try:
+            fut = p.send_async(msg)
+            msg.body = b"changed"
+            msg.properties["p"] = "changed"
+            assert isinstance(msg.keys, list)
+            msg.keys.append("k2")
+        finally:
+            release.set()
+        with SyncAdmin(cluster.ns_addr) as admin:
+            stored = admin.view_message_by_id(fut.result(20).offset_msg_id)
+        assert stored.body == b"as given"
+        assert stored.properties["p"] == "given" and stored.properties[P.KEYS] == "k1"
+
+
+def test_send_async_blocks_the_caller_while_the_budget_is_full_then_fails_it(cluster: Cluster) -> None:
+    with make_producer(cluster, async_send_max_inflight=2) as p:
+        p.send(Message("SyncHand", b"warm"))
+        release = _hold_loop(p)
+        errors: list[Exception] = []
+        try:
+            first = [p.send_async(Message("SyncHand", b"%d" % i)) for i in range(2)]
+            started = p._target.clock.monotonic()
+            third = p.send_async(Message("SyncHand", b"third"), on_exception=errors.append, timeout=0.3)
+            waited = p._target.clock.monotonic() - started
+            with pytest.raises(AsyncBackPressureError) as err:
+                third.result(20)  # failed from the callback pool, with the loop still held
+            assert waited >= 0.3  # the caller was held back for its whole timeout
+        finally:
+            release.set()
+        assert len(errors) == 1 and errors[0] is err.value
+        assert all(f.result(20).status is SendStatus.SEND_OK for f in first)
+        # the slots came back with the answers: a later send is admitted at once
+        assert p.send_async(Message("SyncHand", b"after"), timeout=5.0).result(20).status is SendStatus.SEND_OK
 
 
 def test_sync_admin(cluster: Cluster) -> None:

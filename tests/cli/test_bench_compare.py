@@ -15,6 +15,7 @@ from ledgermq.bench.compare.model import (
     ASYNC_GATHER,
     DRAIN_PULL,
     DRAIN_PUSH,
+    FACADE_ASYNC,
     FACADE_SYNC,
     INFLIGHT,
     JETSTREAM,
@@ -185,8 +186,27 @@ def test_figures_without_any_comparison_are_shown() -> None:
 
 
 def test_send_workloads_follow_the_patterns() -> None:
-    settings = dataclasses.replace(QUICK, patterns=("facade", "batch", "gather"), batches=(32,))
-    assert settings.send_workloads() == (ASYNC_GATHER, "batch32", FACADE_SYNC)
+    settings = dataclasses.replace(QUICK, patterns=("facade-async", "facade", "batch", "gather"), batches=(32,))
+    assert settings.send_workloads() == (ASYNC_GATHER, "batch32", FACADE_SYNC, FACADE_ASYNC)
+
+
+def test_blocking_facade_patterns_tiny_real_run() -> None:
+    """The facade's ``send`` and its ``send_async`` fired from one thread, against the pair,
+    each compared with the asyncio patterns (JetStream has no blocking client)."""
+    from ledgermq.bench.compare.run import run_compare
+
+    settings = CompareSettings(
+        messages=200, backlog=200, inflight=16, cap_s=10.0, variants=False, nats=False, drains=False,
+        patterns=("sync", "tasks", "facade", "facade-async"),
+    )  # fmt: skip
+    results = run_compare(settings)
+    for workload in (FACADE_SYNC, FACADE_ASYNC):
+        f = results.figures[(LEDGERMQ, workload)]
+        assert f.count == 400 and f.rate > 0 and f.client_cpu_seconds > 0, workload
+        assert f.percentile(50) is not None, workload
+    rows = {r["workload"]: r for r in build_rows(results, settings)}
+    assert rows["ledgermq: blocking facade send_async in a loop / tasks awaiting send"]["rate_ratio"] > 0
+    assert rows["ledgermq: blocking facade send / asyncio sync send"]["rate_ratio"] > 0
 
 
 def _nats_ready() -> bool:

@@ -21,10 +21,12 @@ DRAIN_PUSH = "drain-push"
 DRAIN_LITE = "drain-lite"
 DRAIN_PULL = "drain-pull"
 # The other ways users send (issue #24): ``send_async`` fired in a loop then one gather,
-# ``send_async`` paced by ``wait_for_async_capacity``, and the blocking facade's ``send``.
+# ``send_async`` paced by ``wait_for_async_capacity``, and the blocking facade's ``send``
+# and ``send_async`` (fired in a loop from a thread, Java style, then every future waited).
 ASYNC_GATHER = "async-gather"
 ASYNC_CAPACITY = "async-capacity"
 FACADE_SYNC = "facade-sync"
+FACADE_ASYNC = "facade-async"
 
 # The send patterns ``--patterns`` picks from (its names), each with its workload key;
 # "batch" stands for every size of ``batches``.
@@ -35,6 +37,7 @@ PATTERNS: dict[str, str] = {
     "capacity": ASYNC_CAPACITY,
     "batch": BATCH,
     "facade": FACADE_SYNC,
+    "facade-async": FACADE_ASYNC,
 }
 # Layouts ``--layouts`` picks from: the master-slave pair against JetStream R1 ("pair"),
 # its SYNC_MASTER / SYNC_FLUSH variants, a 3-node DLedger group against a 3-node JetStream

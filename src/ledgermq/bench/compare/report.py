@@ -20,6 +20,7 @@ from ledgermq.bench.compare.model import (
     DRAIN_LITE,
     DRAIN_PULL,
     DRAIN_PUSH,
+    FACADE_ASYNC,
     FACADE_SYNC,
     INFLIGHT,
     JETSTREAM,
@@ -72,6 +73,8 @@ def comparisons(settings: CompareSettings) -> list[Comparison]:
         Comparison("ledgermq: send_async + capacity / tasks awaiting send", LEDGERMQ, ASYNC_CAPACITY,
                    LEDGERMQ, INFLIGHT),
         Comparison("ledgermq: blocking facade send / asyncio sync send", LEDGERMQ, FACADE_SYNC, LEDGERMQ, SYNC),
+        Comparison("ledgermq: blocking facade send_async in a loop / tasks awaiting send", LEDGERMQ, FACADE_ASYNC,
+                   LEDGERMQ, INFLIGHT),
     ]  # fmt: skip
     drain = f"drain {settings.backlog:,} backlog"
     rows += [

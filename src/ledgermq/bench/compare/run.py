@@ -18,6 +18,7 @@ from ledgermq.bench.compare.model import (
     DRAIN_LITE,
     DRAIN_PULL,
     DRAIN_PUSH,
+    FACADE_ASYNC,
     FACADE_SYNC,
     INFLIGHT,
     JETSTREAM_R3,
@@ -41,8 +42,8 @@ def ledgermq_workloads(settings: CompareSettings) -> tuple[str, ...]:
 
 
 def jetstream_workloads(settings: CompareSettings, drains: bool) -> tuple[str, ...]:
-    """JetStream runs every chosen pattern but the blocking facade (nats-py has none)."""
-    sends = tuple(w for w in settings.send_workloads() if w != FACADE_SYNC)
+    """JetStream runs every chosen pattern but the blocking facade's (nats-py has none)."""
+    sends = tuple(w for w in settings.send_workloads() if w not in (FACADE_SYNC, FACADE_ASYNC))
     return (*sends, DRAIN_PULL) if drains and settings.drains else sends
 
 

@@ -10,12 +10,14 @@ The same patterns run against ledgermq (``Producer``, ``SyncProducer``) and JetS
   one publish coroutine per message, gathered);
 * ``paced``: start a send only when the in-flight budget has room
   (``wait_for_async_capacity``; JetStream: a semaphore of ``inflight``);
-* the blocking facade (``SyncProducer.send`` from one thread): ledgermq only.
+* the blocking facade (``SyncProducer.send`` from one thread, and ``fired_from_thread``:
+  its ``send_async`` in a loop from one thread): ledgermq only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -86,6 +88,23 @@ def blocking(send: Callable[[], object], count: int, cap_s: float, latencies: li
         latencies.append((clock() - t0) * 1000)
         done += 1
     return done
+
+
+def fired_from_thread(
+    start: Callable[[], concurrent.futures.Future[Any]], count: int, cap_s: float, latencies: list[float]
+) -> int:
+    """One thread starting sends in a loop (the blocking facade's ``send_async``, which
+    blocks only while the in-flight budget is full), then waiting for all of them."""
+    clock = time.perf_counter
+    deadline = clock() + cap_s
+    futures: list[concurrent.futures.Future[Any]] = []
+    while len(futures) < count and clock() < deadline:
+        fut = start()
+        fut.add_done_callback(_record(latencies, clock(), clock))
+        futures.append(fut)
+    for fut in concurrent.futures.as_completed(futures, timeout=max(deadline - clock(), 0.0) + cap_s):
+        fut.result()
+    return len(futures)
 
 
 class Paced:

@@ -24,6 +24,7 @@ from ledgermq.client.producer.selector import select_by_hash
 from ledgermq.client.producer.send_budget import AsyncBackPressureError
 from ledgermq.client.push.consume_service import ConsumeConcurrentlyStatus
 from ledgermq.client.sync import SyncLitePullConsumer, SyncProducer, SyncPushConsumer
+from ledgermq.client.sync.loop_thread import CALLBACK_THREADS
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.message import MessageRecord
 from tests.admin.servers import BackgroundCluster, Cluster
@@ -206,10 +207,14 @@ def test_send_async_returns_without_waiting_for_the_loop_thread(cluster: Cluster
             msg.properties["p"] = "changed"
             assert isinstance(msg.keys, list)
             msg.keys.append("k2")
+            buffer = bytearray(b"buffer as given")
+            from_buffer = p.send_async(Message("SyncHand", buffer))  # type: ignore[arg-type]
+            buffer[:] = b"reused buffer!!"
         finally:
             release.set()
         with SyncAdmin(cluster.ns_addr) as admin:
             stored = admin.view_message_by_id(fut.result(20).offset_msg_id)
+            assert admin.view_message_by_id(from_buffer.result(20).offset_msg_id).body == b"buffer as given"
         assert stored.body == b"as given"
         assert stored.properties["p"] == "given" and stored.properties[P.KEYS] == "k1"
 
@@ -233,6 +238,68 @@ def test_send_async_blocks_the_caller_while_the_budget_is_full_then_fails_it(clu
         assert all(f.result(20).status is SendStatus.SEND_OK for f in first)
         # the slots came back with the answers: a later send is admitted at once
         assert p.send_async(Message("SyncHand", b"after"), timeout=5.0).result(20).status is SendStatus.SEND_OK
+
+
+def test_send_async_edge_cases_fail_the_future_or_refuse_at_once(cluster: Cluster) -> None:
+    with make_producer(cluster) as p:
+        with pytest.raises(TypeError, match="coroutine function"):
+
+            async def later(_r: SendResult) -> None: ...
+
+            p.send_async(Message("SyncHand", b"x"), on_success=later)
+        bad_body = p.send_async(Message("SyncHand", None))  # type: ignore[arg-type]
+        with pytest.raises(MessageInvalidError):  # the producer's refusal, through the future
+            bad_body.result(20)
+
+
+def test_send_async_from_every_callback_thread_with_the_budget_full_does_not_deadlock(cluster: Cluster) -> None:
+    """Callbacks may send: with the budget full and every callback thread waiting for its
+    own send's back-pressure error, that error must not queue behind them on the pool."""
+    with make_producer(cluster, async_send_max_inflight=1) as p:
+        p.send(Message("SyncHand", b"warm"))
+        release = _hold_loop(p)
+        try:
+            held = p.send_async(Message("SyncHand", b"takes the one slot"))
+            errors: list[Exception] = []
+
+            def from_callback_thread() -> str:
+                fut = p.send_async(Message("SyncHand", b"x"), on_exception=errors.append, timeout=0.2)
+                return type(fut.exception(20)).__name__
+
+            jobs = [p._loop.callbacks.submit(from_callback_thread) for _ in range(CALLBACK_THREADS)]
+            assert [j.result(60) for j in jobs] == ["AsyncBackPressureError"] * CALLBACK_THREADS
+            assert len(errors) == CALLBACK_THREADS
+        finally:
+            release.set()
+        assert held.result(20).status is SendStatus.SEND_OK
+
+
+def test_shutdown_waits_for_the_callbacks_of_async_sends(cluster: Cluster) -> None:
+    with make_producer(cluster, group="pg-keeps-the-loop") as other, make_producer(cluster) as p:
+        order: list[str] = []
+        started, gate = threading.Event(), threading.Event()
+
+        def slow_callback(_r: SendResult) -> None:
+            started.set()
+            gate.wait(20)
+            order.append("callback")
+
+        fut = p.send_async(Message("SyncHand", b"x"), on_success=slow_callback)
+        assert started.wait(20)
+
+        def shut() -> None:
+            p.shutdown()
+            order.append("shutdown")
+
+        closing = threading.Thread(target=shut)
+        closing.start()
+        closing.join(0.3)
+        gate.set()
+        closing.join(30)
+        assert order == ["callback", "shutdown"] and fut.done()
+        with pytest.raises(ClientStateError):
+            p.send_async(Message("SyncHand", b"after"))
+        assert other.send(Message("SyncHand", b"loop still up")).status is SendStatus.SEND_OK
 
 
 def test_sync_admin(cluster: Cluster) -> None:

@@ -1,36 +1,46 @@
-"""How ``SyncProducer.send_async`` hands sends to the loop thread without waiting for it.
+"""The pieces ``SyncProducer.send_async`` hands sends to the loop thread with, without
+waiting for it (``client/sync/async_send.py`` puts them together).
 
 A Java-style loop of async sends from a plain thread must not pay a round trip to the
-loop thread per call: before this, each call ran a coroutine on the loop and blocked until
-the producer had admitted the send, which cost about 400 µs of client CPU per message
-(thread switches, a task and a future per send; ``docs/benchmarks.md``). Here the calling
-thread takes the in-flight slot itself (``ThreadAdmission``, the producer's own limits)
-and queues the start (``LoopHandoff``); the loop thread starts every queued send in one
-callback, woken once per batch rather than once per send.
-
-The admission mirrors the producer's ``AsyncSendBudget`` (same count and byte limits,
-same rule for a send bigger than the byte budget) for the facade's sends, so a thread
-that outruns the broker blocks here, as Java's semaphore blocks the caller, instead of
-queueing without bound. The producer's own budget still admits each send on the loop.
+loop thread per call: before these, each call ran a coroutine on the loop and blocked until
+the producer had admitted the send, about 400 µs of client CPU per message (thread
+switches, a task and a future per send; ``docs/benchmarks.md``). Now the calling thread
+takes the in-flight slot itself (``ThreadAdmission``, the producer's own limits), queues
+the start (``LoopHandoff``), and the loop thread starts every queued send in one callback,
+woken once per batch rather than once per send. ``Outstanding`` counts the returned
+futures not yet completed, so a shutdown can wait for their callbacks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from ledgermq.clock import Clock
 
-__all__ = ["LoopHandoff", "ThreadAdmission"]
+__all__ = ["Admission", "LoopHandoff", "Outstanding", "ThreadAdmission"]
 
 log = logging.getLogger(__name__)
 
 
+class Admission:
+    """What ``ThreadAdmission.acquire`` says."""
+
+    GRANTED = "granted"
+    TIMED_OUT = "timed out"
+    CLOSED = "closed"
+
+
 class ThreadAdmission:
-    """In-flight slots taken by calling threads and given back on the loop thread."""
+    """In-flight slots taken by calling threads, in the order they asked (as the
+    producer's ``AsyncSendBudget`` serves its waiters), and given back on the loop thread.
+    The limits are the producer's: count, and body bytes (a send bigger than the whole
+    byte budget still goes when nothing else is in flight)."""
 
     def __init__(self, max_count: int, max_bytes: int, clock: Clock) -> None:
         self.clock = clock
@@ -38,31 +48,54 @@ class ThreadAdmission:
         self.max_bytes = max_bytes
         self.count = 0
         self.bytes = 0
+        self.closed = False
         self._cond = threading.Condition()
+        self._waiters: deque[object] = deque()  # tickets of the threads waiting, in order
 
     def _fits(self, size: int) -> bool:
         return self.count < self.max_count and (self.count == 0 or self.bytes + size <= self.max_bytes)
 
-    def acquire(self, size: int, timeout: float) -> bool:
+    def acquire(self, size: int, timeout: float) -> str:
         """Take a slot for a send of ``size`` body bytes, waiting at most ``timeout``
-        seconds for one; False when the wait ran out."""
+        seconds for one, behind every thread that asked before: ``Admission.GRANTED``,
+        ``TIMED_OUT`` or ``CLOSED`` (``close`` was called; nothing taken)."""
         with self._cond:
-            if not self._fits(size):
-                deadline = self.clock.monotonic() + max(timeout, 0.0)
-                while not self._fits(size):
+            if self.closed:
+                return Admission.CLOSED
+            if not self._waiters and self._fits(size):
+                self._take(size)
+                return Admission.GRANTED
+            ticket = object()
+            self._waiters.append(ticket)
+            deadline = self.clock.monotonic() + max(timeout, 0.0)
+            try:
+                while not self.closed and not (self._waiters[0] is ticket and self._fits(size)):
                     left = deadline - self.clock.monotonic()
                     if left <= 0:
-                        return False
+                        return Admission.TIMED_OUT
                     self._cond.wait(left)
-            self.count += 1
-            self.bytes += size
-            return True
+                if self.closed:
+                    return Admission.CLOSED
+                self._take(size)
+                return Admission.GRANTED
+            finally:
+                self._waiters.remove(ticket)
+                self._cond.notify_all()  # the next in line may fit now
+
+    def _take(self, size: int) -> None:
+        self.count += 1
+        self.bytes += size
 
     def release(self, size: int) -> None:
         with self._cond:
             self.count -= 1
             self.bytes -= size
-            # every waiter looks again: a freed slot may fit a small send and not a big one
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Refuse every later ``acquire`` and wake the threads waiting in one."""
+        with self._cond:
+            self.closed = True
             self._cond.notify_all()
 
 
@@ -96,3 +129,27 @@ class LoopHandoff:
                 fn()
             except Exception:  # one send's start failing must not drop the others queued with it
                 log.exception("starting a queued async send failed")
+
+
+class Outstanding:
+    """The facade's async-send futures not yet completed (their callbacks not yet run)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.count = 0
+
+    def track(self, fut: concurrent.futures.Future[Any]) -> None:
+        with self._cond:
+            self.count += 1
+        fut.add_done_callback(self._done)  # every way it ends: answered, failed, cancelled
+
+    def _done(self, _fut: concurrent.futures.Future[Any]) -> None:
+        with self._cond:
+            self.count -= 1
+            self._cond.notify_all()
+
+    def wait_until(self, left: int) -> None:
+        """Block until at most ``left`` futures are outstanding (a callback that shuts its
+        own producer down waits for the others, not for itself)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.count <= left)

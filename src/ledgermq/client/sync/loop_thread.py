@@ -25,7 +25,16 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, Self, TypeVar
 from ledgermq.aio.loops import new_event_loop
 from ledgermq.client.errors import ClientStateError
 
-__all__ = ["CALLBACK_THREADS", "STOP_TIMEOUT", "Closable", "LoopThread", "blocking", "on_loop", "shutdown_all"]
+__all__ = [
+    "CALLBACK_THREADS",
+    "STOP_TIMEOUT",
+    "Closable",
+    "LoopThread",
+    "blocking",
+    "on_callback_thread",
+    "on_loop",
+    "shutdown_all",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -39,6 +48,11 @@ _callback_thread = threading.local()
 
 def _mark_callback_thread() -> None:
     _callback_thread.active = True
+
+
+def on_callback_thread() -> bool:
+    """Whether the calling thread is one of the facade's callback threads."""
+    return getattr(_callback_thread, "active", False)
 
 
 class LoopThread:
@@ -118,7 +132,7 @@ class LoopThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(STOP_TIMEOUT)
         # From a callback thread, do not wait for the pool (that thread is one of its workers).
-        self.callbacks.shutdown(wait=not getattr(_callback_thread, "active", False))
+        self.callbacks.shutdown(wait=not on_callback_thread())
 
 
 _lock = threading.Lock()
@@ -255,7 +269,9 @@ class Closable(_Facade[T]):
             raise ClientStateError(f"this {type(self).__name__} is shut down")
         return self._loop.call(fn)
 
-    def _close(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _close(self, coro: Coroutine[Any, Any, None], then: Callable[[], None] | None = None) -> None:
+        """Run ``coro`` (the asyncio object's shutdown), then ``then`` on this thread, then
+        let the loop thread go; once only."""
         with self._close_lock:
             if self._closed:
                 coro.close()
@@ -263,6 +279,8 @@ class Closable(_Facade[T]):
             self._closed = True
         try:
             self._loop.run(coro)
+            if then is not None:
+                then()
         finally:
             _release_loop(self._loop)
 

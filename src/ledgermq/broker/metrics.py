@@ -73,7 +73,8 @@ in DLedger mode it follows the Raft role), so master and slaves of a group diffe
   ``ledgermq_controller_mode_elections_seen_total`` (newer master epochs learned after the
   first), ``ledgermq_controller_mode_sync_state_set_changes_total`` (label ``result``:
   accepted, refused: the master's proposals, unanswered ones counted as refused),
-  ``ledgermq_controller_mode_role_changes_total``,
+  ``ledgermq_controller_mode_role_changes_total``, ``..._role_change_failures_total`` (switches that
+  raised, each tried again at the next metadata sync),
   ``ledgermq_controller_mode_fenced_writes_total`` (sends refused for a lapsed lease) and
   ``ledgermq_controller_mode_heartbeat_failures_total``. There ``ledgermq_ha_slave_in_sync``
   and ``ledgermq_ha_in_sync_slaves`` count SyncStateSet members, as haStatus does.

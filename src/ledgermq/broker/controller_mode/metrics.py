@@ -73,6 +73,10 @@ def controller_mode_metrics(
     yield changes
     yield counter("role_changes", "Roles taken on the controller's word.", service.role_changes)
     yield counter(
+        "role_change_failures", "Role switches that failed (each tried again at the next metadata sync).",
+        service.role_change_failures,
+    )  # fmt: skip
+    yield counter(
         "fenced_writes", "Sends refused because this master's controller lease had lapsed.", service.gate.fenced_writes
     )
     yield counter(

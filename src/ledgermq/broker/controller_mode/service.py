@@ -77,7 +77,9 @@ class ControllerModeService:
         self.view = MasterView(None, None, 0)  # the last view applied
         self.lease = Lease(cfg.heartbeat_timeout_ms / 1000)
         self.role_changes = 0
+        self.role_change_failures = 0  # switches that raised; each is tried again (``_take_role``)
         self.elections_seen = 0  # newer master epochs learned from the controller (ours or another's)
+        self._epoch_seen = 0  # the highest master epoch learned, for ``elections_seen``
         self.last_problem = ""
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -268,30 +270,12 @@ class ControllerModeService:
             if self._stopping or self.broker_id is None:
                 return
             me = self.broker_id
-            if view.master_epoch > self.view.master_epoch and self.view.master_epoch > 0:
-                self.elections_seen += 1
+            if view.master_epoch > self._epoch_seen:
+                if self._epoch_seen > 0:
+                    self.elections_seen += 1
+                self._epoch_seen = view.master_epoch
             if view.master_epoch > self.view.master_epoch and view.master_id is not None and view.master_addr:
-                self.view = view
-                self.role = Role.SWITCHING
-                self.role_changes += 1
-                if view.master_id == me:
-                    log.warning(
-                        "controller mode: becoming master of %s (epoch %d)",
-                        self.broker_cfg.broker_name,
-                        view.master_epoch,
-                    )
-                    await self._become_master(view)
-                else:
-                    log.warning(
-                        "controller mode: becoming slave of broker %d at %s (epoch %d)",
-                        view.master_id,
-                        view.master_addr,
-                        view.master_epoch,
-                    )
-                    await self.switch.become_slave(view.master_addr, me)
-                    self.sync_state.stop()
-                    self.role = Role.SLAVE
-                    self.switch.settled()
+                await self._take_role(view, me)
                 return
             if view.master_id is None:
                 if view.master_epoch > self.view.master_epoch and self.role is Role.MASTER:
@@ -308,6 +292,47 @@ class ControllerModeService:
                 return
             if view.master_epoch == self.view.master_epoch and self.role is Role.MASTER:
                 self.sync_state.accept(view.sync_state_set, view.sync_state_set_epoch)
+
+    async def _take_role(self, view: MasterView, me: int) -> None:
+        """Become ``view``'s master or its slave. A switch that fails (the disk full when the
+        epoch file is written, say) leaves the broker taking no writes, and the view it
+        held before: the next metadata sync (``syncBrokerMetadataPeriod``) tries the same
+        role again, so the group gets its master back once the cause clears instead of
+        waiting for a restart."""
+        held = self.view
+        self.view = view
+        self.role = Role.SWITCHING
+        self.role_changes += 1
+        try:
+            if view.master_id == me:
+                log.warning(
+                    "controller mode: becoming master of %s (epoch %d)", self.broker_cfg.broker_name, view.master_epoch
+                )
+                await self._become_master(view)
+            else:
+                log.warning(
+                    "controller mode: becoming slave of broker %d at %s (epoch %d)",
+                    view.master_id,
+                    view.master_addr,
+                    view.master_epoch,
+                )
+                await self.switch.become_slave(view.master_addr, me)
+                self.sync_state.stop()
+                self.role = Role.SLAVE
+                self.switch.settled()
+        except Exception as exc:
+            self.sync_state.stop()
+            self.view = held  # so the next sync with the controller takes this role again
+            self.role = Role.SWITCHING
+            self.role_change_failures += 1
+            role = "master" if view.master_id == me else "slave"
+            self.last_problem = f"becoming {role} in epoch {view.master_epoch} failed: {exc}"
+            log.error(
+                "controller mode: %s; taking no writes, tried again at the next metadata sync (every %d ms)",
+                self.last_problem,
+                self.cfg.sync_broker_metadata_period_ms,
+                exc_info=True,
+            )
 
     async def _become_master(self, view: MasterView) -> None:
         assert self.broker_id is not None
@@ -349,5 +374,6 @@ class ControllerModeService:
             "syncStateSetEpoch": tracker.accepted.epoch if tracker is not None else 0,
             "syncStateSetPending": sorted(tracker.pending) if tracker is not None and tracker.pending else [],
             "leaseValidMillis": int(self.lease.remaining_s(self.clock.monotonic()) * 1000),
+            "roleChangeFailures": self.role_change_failures,
             "lastProblem": self.last_problem,
         }

@@ -266,6 +266,7 @@ def runtime_info(broker: Broker) -> dict[str, str]:
                 "syncStateSet": ",".join(str(i) for i in st["syncStateSet"]),  # type: ignore[attr-defined]
                 "syncStateSetEpoch": str(st["syncStateSetEpoch"]),
                 "controllerLeaseValidMillis": str(st["leaseValidMillis"]),
+                "controllerRoleChangeFailures": str(st["roleChangeFailures"]),
             }
         )
     if broker.timer is not None:  # RocketMQ 5's timer keys (docs/timers.md)

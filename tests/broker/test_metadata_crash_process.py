@@ -42,9 +42,12 @@ class Outcome:
 
 
 def _run(config_dir: Path, kind: str, failpoints: str = "", kill_after_acks: int | None = None) -> Outcome:
+    """Run the writer; with ``kill_after_acks`` it runs until the SIGKILL that follows that
+    many acknowledgements (it cannot finish first, however late this process reads)."""
     env = {**os.environ, "LEDGERMQ_FAILPOINTS": failpoints, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    count = COUNT if kill_after_acks is None else 0
     proc = subprocess.Popen(
-        [sys.executable, str(WRITER), str(config_dir), kind, str(COUNT)],
+        [sys.executable, str(WRITER), str(config_dir), kind, str(count)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

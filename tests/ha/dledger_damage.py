@@ -136,9 +136,16 @@ def damage_one_member(
             0.2,
             lambda: f" status {st}{group.explain()}",
         )
-        log_text = (group.root / f"{victim}.log").read_text(errors="replace")
-        for text in log_says:
-            assert text in log_text, f"{victim}'s log lacks {text!r}: {log_text[-3000:]}"
+        # the status can say "repaired" a moment before the member logs it (the repair
+        # marker is cleared in a worker thread first): wait for the lines, do not race them
+        log_path = group.root / f"{victim}.log"
+        wait_until(
+            f"{victim}'s log to say {log_says}",
+            lambda: all(text in log_path.read_text(errors="replace") for text in log_says),
+            30,
+            0.2,
+            lambda: f": {log_path.read_text(errors='replace')[-3000:]}",
+        )
         for b in group.brokers.values():
             assert b.stop() == 0, group.explain()
     finally:

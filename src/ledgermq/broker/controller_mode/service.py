@@ -40,6 +40,7 @@ from ledgermq.ha.master import HAService
 from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import ResponseCode
 from ledgermq.store.results import PutResult
+from ledgermq.util.ratelog import limited
 
 __all__ = ["ControllerModeService", "MasterView", "Role", "RoleSwitch"]
 
@@ -327,7 +328,10 @@ class ControllerModeService:
             self.role_change_failures += 1
             role = "master" if view.master_id == me else "slave"
             self.last_problem = f"becoming {role} in epoch {view.master_epoch} failed: {exc}"
-            log.error(
+            limited.log(  # a disk that stays full fails every retry: once a minute in the log
+                log,
+                logging.ERROR,
+                ("controller-role-change", self.broker_cfg.broker_name),
                 "controller mode: %s; taking no writes, tried again at the next metadata sync (every %d ms)",
                 self.last_problem,
                 self.cfg.sync_broker_metadata_period_ms,

@@ -60,6 +60,12 @@ class BrokerProc:
         assert self.server.proc is not None
         return self.server.proc.pid
 
+    def arm_failpoints(self, spec: str) -> None:
+        """Run this broker with LEDGERMQ_FAILPOINTS ``spec`` armed (through chaos_child,
+        which arms them and then runs the broker); from its next start on."""
+        self.server.module = "ledgermq.cli.chaos_child"
+        self.server.env = {"LEDGERMQ_FAILPOINTS": spec}
+
     def commitlog_files(self) -> dict[str, bytes]:
         d = self.store_dir / "commitlog"
         if not d.is_dir():
@@ -249,3 +255,17 @@ def send_request(topic: str, queue_id: int, body: bytes) -> RemotingCommand:
 
 async def send_raw(client: RemotingClient, b: BrokerProc, topic: str, queue_id: int, body: bytes) -> RemotingCommand:
     return await client.invoke(b.addr, send_request(topic, queue_id, body), 10.0)
+
+
+def send_once(b: BrokerProc, topic: str, body: bytes, queue_id: int = 0) -> tuple[int, str]:
+    """One send on a connection of its own: the answer's code and remark."""
+
+    async def run() -> tuple[int, str]:
+        client = RemotingClient(connect_timeout=2.0)
+        try:
+            resp = await send_raw(client, b, topic, queue_id, body)
+            return resp.code, resp.remark or ""
+        finally:
+            await client.close()
+
+    return asyncio.run(run())

@@ -22,7 +22,7 @@ from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import ResponseCode
 from tests.compat.cluster import broker_writable, wait_until
 from tests.ha.controller_group import ControllerGroup
-from tests.ha.process_group import BrokerProc, assert_identical, open_store, queue_bodies, send_raw
+from tests.ha.process_group import BrokerProc, assert_identical, open_store, queue_bodies, send_once, send_raw
 from tests.ha.test_lost_tail_process import zero_written_tail
 
 TOPIC = "CtlCrashTopic"
@@ -52,15 +52,7 @@ def send_all(b: BrokerProc, seqs: range) -> dict[int, tuple[int, int]]:
 
 
 def one_send(b: BrokerProc) -> tuple[int, str]:
-    async def run() -> tuple[int, str]:
-        client = RemotingClient(connect_timeout=2.0)
-        try:
-            resp = await send_raw(client, b, TOPIC, 0, b"must not be taken while the tail is missing")
-            return resp.code, resp.remark or ""
-        finally:
-            await client.close()
-
-    return asyncio.run(run())
+    return send_once(b, TOPIC, b"must not be taken while the tail is missing")
 
 
 def took_back(group: ControllerGroup, b: BrokerProc) -> int:

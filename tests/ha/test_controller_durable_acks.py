@@ -40,8 +40,7 @@ def test_a_send_waits_for_the_slaves_fsync_not_only_its_write(tmp_path: Path) ->
     )
     a = group.add_broker("a")
     b = group.add_broker("b")
-    b.server.module = "ledgermq.cli.chaos_child"  # arms LEDGERMQ_FAILPOINTS, then runs the broker
-    b.server.env = {"LEDGERMQ_FAILPOINTS": f"mapped_file.before_fsync=stall-if:{flag}"}
+    b.arm_failpoints(f"mapped_file.before_fsync=stall-if:{flag}")
     try:
         group.start_pair(a, b)
 

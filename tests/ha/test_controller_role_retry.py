@@ -11,14 +11,12 @@ failpoint on every atomic file write.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
-from ledgermq.net.client import RemotingClient
 from ledgermq.protocol.codes import ResponseCode
 from tests.compat.cluster import wait_until
 from tests.ha.controller_group import ControllerGroup
-from tests.ha.process_group import send_raw
+from tests.ha.process_group import send_once
 
 TOPIC = "CtlRoleRetryTopic"
 
@@ -28,8 +26,7 @@ def test_a_new_master_whose_switch_failed_on_a_full_disk_takes_writes_once_it_is
     group = ControllerGroup(tmp_path, allAckInSyncStateSet="true")
     a = group.add_broker("a")
     b = group.add_broker("b")
-    b.server.module = "ledgermq.cli.chaos_child"  # arms LEDGERMQ_FAILPOINTS, then runs the broker
-    b.server.env = {"LEDGERMQ_FAILPOINTS": f"atomic_file.before_fsync=enospc-if:{flag}"}
+    b.arm_failpoints(f"atomic_file.before_fsync=enospc-if:{flag}")
     try:
         group.start_pair(a, b)
         flag.touch()  # b's disk is full: its epoch file cannot be written
@@ -46,15 +43,7 @@ def test_a_new_master_whose_switch_failed_on_a_full_disk_takes_writes_once_it_is
         flag.unlink()
         group.wait_role(b, "MASTER", 20)  # tried again at a metadata sync, without a restart
 
-        async def send() -> tuple[int, str]:
-            client = RemotingClient(connect_timeout=1.0)
-            try:
-                resp = await send_raw(client, b, TOPIC, 0, b"after the disk was freed")
-                return resp.code, resp.remark or ""
-            finally:
-                await client.close()
-
-        code, remark = asyncio.run(send())
+        code, remark = send_once(b, TOPIC, b"after the disk was freed")
         # one broker of the set is gone: SYNC waits end at SLAVE_NOT_AVAILABLE or succeed
         # once the set shrinks; either way the master is writing again
         assert code in (ResponseCode.SUCCESS, ResponseCode.SLAVE_NOT_AVAILABLE), (code, remark)

@@ -1,15 +1,17 @@
 """Server CPU per acknowledged send, per process: what one replication round costs each node.
 
-``python -m ledgermq.bench.round_cost dledger|sync|controller [--messages N] [--inflight K]``
+``python -m ledgermq.bench.round_cost dledger|sync|async|controller [--messages N] [--inflight K]
+[--batch B]``
 
 Wall-clock rates on a shared 2-core machine say more about the neighbours than about the
 code; the user + system CPU each server process spends per message (``/proc``) does not
 depend on who else runs. The layouts are the produce benches' own (a 3-node DLedger group,
-a SYNC_MASTER with one slave, a controller-mode pair with allAckInSyncStateSet), one
-layout per run. After a warm-up and a quiet moment, the host's idle CPU of every process
+a SYNC_MASTER or an ASYNC_MASTER with one slave, a controller-mode pair with
+allAckInSyncStateSet), one layout per run. After a warm-up and a quiet moment, the host's idle CPU of every process
 is sampled for two seconds (ticks, heartbeats, timers: a cost per second, not per
 message, but it lands in the per-message figure of a slow run), then one Producer sends
-``--messages`` messages ``--inflight`` at a time and each process's CPU is read again.
+``--messages`` messages ``--inflight`` requests at a time (each a ``send_batch`` of
+``--batch`` messages when that is above 1) and each process's CPU is read again.
 Run it several times alternating the variants (A, B, B, A) and compare the medians.
 """
 
@@ -57,10 +59,13 @@ class RoundCost:
     rate: float
     p50_ms: float
     processes: list[ProcessCost]
+    batch: int = 1
 
     def render(self) -> str:
         head = (
-            f"{self.layout}: {self.messages} sends, {self.inflight} in flight, load {self.load:.2f}, "
+            f"{self.layout}: {self.messages} messages"
+            + (f" in batches of {self.batch}" if self.batch > 1 else "")
+            + f", {self.inflight} in flight, load {self.load:.2f}, "
             f"{self.rate:,.0f} msgs/s, p50 {self.p50_ms:.2f} ms"
         )
         rows = [
@@ -79,7 +84,13 @@ async def _roles(layout: str, group: Group) -> list[str]:
 
 
 async def _drive(
-    layout: str, group: Group, brokers: list[subprocess.Popen[bytes]], count: int, inflight: int, size: int
+    layout: str,
+    group: Group,
+    brokers: list[subprocess.Popen[bytes]],
+    count: int,
+    inflight: int,
+    size: int,
+    batch: int = 1,
 ) -> RoundCost:
     from ledgermq.client import Message, Producer
 
@@ -99,9 +110,13 @@ async def _drive(
         async def sender() -> None:
             nonlocal remaining
             while remaining > 0:
-                remaining -= 1
+                n = min(batch, remaining)
+                remaining -= n
                 t0 = time.perf_counter()
-                result = await producer.send(Message(TOPIC, body))
+                if batch == 1:
+                    result = await producer.send(Message(TOPIC, body))
+                else:
+                    result = await producer.send_batch([Message(TOPIC, body) for _ in range(n)])
                 latencies.append((time.perf_counter() - t0) * 1000)
                 if result.status.name != "SEND_OK":
                     failures.append(result.status.name)
@@ -122,28 +137,35 @@ async def _drive(
         )
         for i, (i0, b, a) in enumerate(zip(idle0, before, after, strict=True))
     ]
-    return RoundCost(layout, count, inflight, load_average(), count / elapsed, statistics.median(latencies), costs)
+    return RoundCost(
+        layout, count, inflight, load_average(), count / elapsed, statistics.median(latencies), costs, batch
+    )
 
 
-def measure(layout: str, count: int, inflight: int = 1, size: int = 256, workdir: Path | None = None) -> RoundCost:
-    """Start ``layout`` ("dledger", "sync" or "controller") as processes, measure, stop them."""
+def measure(
+    layout: str, count: int, inflight: int = 1, size: int = 256, workdir: Path | None = None, batch: int = 1
+) -> RoundCost:
+    """Start ``layout`` ("dledger", "sync", "async" or "controller") as processes, measure,
+    stop them. ``batch`` > 1: each request is a ``send_batch`` of that many messages (the
+    figures stay per message)."""
     base = workdir or Path(tempfile.mkdtemp(prefix="ledgermq-round-cost-"))
     try:
         if layout == "dledger":
             with DLedgerTrio(base / "dledger", 64 * MIB) as trio:
                 trio.start()
-                return asyncio.run(_drive(layout, trio, trio.procs[1:], count, inflight, size))
-        if layout == "sync":
-            with HAPair(base / "sync", "SYNC_MASTER", 64 * MIB) as pair:
+                return asyncio.run(_drive(layout, trio, trio.procs[1:], count, inflight, size, batch))
+        if layout in ("sync", "async"):
+            role = "SYNC_MASTER" if layout == "sync" else "ASYNC_MASTER"
+            with HAPair(base / layout, role, 64 * MIB) as pair:
                 pair.start_master()
                 slave = pair.spawn_slave()
                 _wait_port(pair.slave_port, slave)
-                return asyncio.run(_drive(layout, pair, pair.procs[1:], count, inflight, size))
+                return asyncio.run(_drive(layout, pair, pair.procs[1:], count, inflight, size, batch))
         if layout == "controller":
             with ControllerPair(base / "controller", 64 * MIB) as ctl:
                 ctl.start()
-                return asyncio.run(_drive(layout, ctl, ctl.procs[1:], count, inflight, size))
-        raise ValueError(f"unknown layout {layout!r}: dledger, sync or controller")
+                return asyncio.run(_drive(layout, ctl, ctl.procs[1:], count, inflight, size, batch))
+        raise ValueError(f"unknown layout {layout!r}: dledger, sync, async or controller")
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
@@ -151,12 +173,15 @@ def measure(layout: str, count: int, inflight: int = 1, size: int = 256, workdir
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m ledgermq.bench.round_cost", description=__doc__)
-    parser.add_argument("layout", choices=["dledger", "sync", "controller"])
+    parser.add_argument("layout", choices=["dledger", "sync", "async", "controller"])
     parser.add_argument("--messages", type=int, default=3000)
     parser.add_argument("--inflight", type=int, default=1)
     parser.add_argument("--body-size", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=1, help="messages per send_batch (1: single sends)")
     args = parser.parse_args(argv)
-    print(measure(args.layout, args.messages, args.inflight, args.body_size).render())
+    if args.batch < 1:
+        parser.error("--batch must be at least 1")
+    print(measure(args.layout, args.messages, args.inflight, args.body_size, batch=args.batch).render())
 
 
 if __name__ == "__main__":

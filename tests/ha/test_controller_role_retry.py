@@ -29,6 +29,7 @@ def test_a_new_master_whose_switch_failed_on_a_full_disk_takes_writes_once_it_is
     b.arm_failpoints(f"atomic_file.before_fsync=enospc-if:{flag}")
     try:
         group.start_pair(a, b)
+        taken = int(group.info(b)["controllerRoleChanges"])  # b's slave role so far
         flag.touch()  # b's disk is full: its epoch file cannot be written
         group.kill(a)
         seen: dict[str, str] = {}
@@ -36,12 +37,14 @@ def test_a_new_master_whose_switch_failed_on_a_full_disk_takes_writes_once_it_is
         def failed_once() -> bool:
             b.server.check_alive()
             seen.update(group.info(b))
-            return int(seen.get("controllerRoleChangeFailures", "0")) >= 1
+            return int(seen.get("controllerRoleChangeFailures", "0")) >= 2
 
-        wait_until("b's switch to master to fail on its full disk", failed_once, 30, 0.05, lambda: f"{seen}")
+        wait_until("b's switch to master to fail twice on its full disk", failed_once, 30, 0.05, lambda: f"{seen}")
         assert seen["controllerRole"] == "SWITCHING"  # and it takes no writes meanwhile
+        assert int(seen["controllerRoleChanges"]) == taken  # a failed try is no role taken
         flag.unlink()
-        group.wait_role(b, "MASTER", 20)  # tried again at a metadata sync, without a restart
+        now = group.wait_role(b, "MASTER", 20)  # tried again at a metadata sync, without a restart
+        assert int(now["controllerRoleChanges"]) == taken + 1, now
 
         code, remark = send_once(b, TOPIC, b"after the disk was freed")
         # one broker of the set is gone: SYNC waits end at SLAVE_NOT_AVAILABLE or succeed

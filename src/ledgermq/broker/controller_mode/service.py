@@ -303,7 +303,6 @@ class ControllerModeService:
         held = self.view
         self.view = view
         self.role = Role.SWITCHING
-        self.role_changes += 1
         try:
             if view.master_id == me:
                 log.warning(
@@ -321,6 +320,7 @@ class ControllerModeService:
                 self.sync_state.stop()
                 self.role = Role.SLAVE
                 self.switch.settled()
+            self.role_changes += 1  # roles taken; a failed try counts in ``role_change_failures``
         except Exception as exc:
             self.sync_state.stop()
             self.view = held  # so the next sync with the controller takes this role again
@@ -378,6 +378,7 @@ class ControllerModeService:
             "syncStateSetEpoch": tracker.accepted.epoch if tracker is not None else 0,
             "syncStateSetPending": sorted(tracker.pending) if tracker is not None and tracker.pending else [],
             "leaseValidMillis": int(self.lease.remaining_s(self.clock.monotonic()) * 1000),
+            "roleChanges": self.role_changes,
             "roleChangeFailures": self.role_change_failures,
             "lastProblem": self.last_problem,
         }

@@ -266,6 +266,7 @@ def runtime_info(broker: Broker) -> dict[str, str]:
                 "syncStateSet": ",".join(str(i) for i in st["syncStateSet"]),  # type: ignore[attr-defined]
                 "syncStateSetEpoch": str(st["syncStateSetEpoch"]),
                 "controllerLeaseValidMillis": str(st["leaseValidMillis"]),
+                "controllerRoleChanges": str(st["roleChanges"]),
                 "controllerRoleChangeFailures": str(st["roleChangeFailures"]),
             }
         )

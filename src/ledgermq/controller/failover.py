@@ -131,12 +131,18 @@ class Failover:
 
     # -- scans -------------------------------------------------------------------------
     async def scan_brokers(self) -> None:
-        """Mark alive what is heard from and gone what timed out (leader only; others just expire)."""
+        """Mark alive what is heard from and gone what timed out (leader only; others just
+        expire), then elect where a master went. Every replica found gone is marked so
+        before any election: a master and its slave lost together (both SIGKILLed within a
+        heartbeat timeout, found by one scan) must not see the slave elected only because
+        the master was marked first, which shrank the SyncStateSet to a dead slave and left
+        the master unelectable when it alone came back."""
         now = self.now_ms()
         self.liveness.expire(now)
         if not self.node.is_ready_leader:
             return
         grace_until = self.node.leader_since_ms + self.liveness.default_timeout_ms
+        gone: list[BrokerKey] = []
         for g in list(self.node.state.groups.values()):
             for r in list(g.replicas.values()):
                 key = (g.broker_name, r.broker_id)
@@ -146,7 +152,10 @@ class Failover:
                 elif r.alive and not heard and self.liveness.info(*key) is None and now <= grace_until:
                     continue  # a new leader has not had a full timeout to hear from it yet
                 elif r.alive and not heard:
-                    await self._mark_gone(*key)
+                    gone.append(key)
+        masters_lost = [key[0] for key in gone if await self._mark_gone(*key)]
+        for broker_name in dict.fromkeys(masters_lost):
+            await self.trigger_election(broker_name)
 
     async def scan_masters(self) -> None:
         """Elect where the master is gone, or missing while a replica could take over."""
@@ -164,11 +173,11 @@ class Failover:
     async def _mark_alive(self, broker_name: str, broker_id: int) -> None:
         await self._propose_quietly(BrokerHeartbeat(broker_name, broker_id, self.now_ms()))
 
-    async def _mark_gone(self, broker_name: str, broker_id: int) -> None:
+    async def _mark_gone(self, broker_name: str, broker_id: int) -> bool:
+        """Whether the replica marked gone was its group's master (an election is due)."""
         log.warning("controller: broker %s/%d is not active", broker_name, broker_id)
         result = await self._propose_quietly(BrokerInactive(broker_name, broker_id, self.now_ms()))
-        if result is not None and result.changed and result.was_master:
-            await self.trigger_election(broker_name)
+        return result is not None and result.changed and result.was_master
 
     async def _propose_quietly(self, event: BrokerHeartbeat | BrokerInactive | ElectMaster) -> Result | None:
         try:

@@ -11,21 +11,26 @@ STAMP := $(VENV)/.installed
 # chromium (driven by Playwright; never `playwright install`); apt-get installs them when missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install install-run java chromium test test-long run lint bench bench-timers chaos chaos-rot soak example-spark spark-faults clean
+.PHONY: install install-run cc java chromium test test-long run lint bench bench-timers chaos chaos-rot soak example-spark spark-faults clean
 
-$(RUN_STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml setup.py src/ledgermq/_recordc.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e .
 	touch $(RUN_STAMP)
 
-$(STAMP): $(RUN_STAMP)
+# The test install builds the C record path (src/ledgermq/_recordc.c) with the machine's C
+# compiler, which apt-get installs when missing; without one, ledgermq runs pure Python.
+$(STAMP): $(RUN_STAMP) | cc
 	$(BIN)/pip install --quiet -e '.[test,spark,spark-connect]'
 	touch $(STAMP)
 
 install-run: $(RUN_STAMP)
 
 install: $(STAMP)
+
+cc:
+	@command -v cc >/dev/null 2>&1 || ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends gcc libc6-dev)
 
 java:
 	@command -v java >/dev/null 2>&1 || ($(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends openjdk-17-jre-headless)
@@ -44,6 +49,10 @@ test: $(STAMP) java chromium
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -p tests.spark.xdist_scope -m "not long" --durations=20
+	# The send-batch paths again with the compiled record path turned off (ledgermq/speedups.py).
+	LEDGERMQ_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/store/test_batch_put.py \
+		tests/protocol/test_batch.py tests/broker/test_send.py \
+		tests/store/test_batch_records_c.py::test_the_compiled_record_path_is_built_unless_turned_off
 
 # The whole-profile fault runs kept out of `make test` for time (the one-minute soak, the
 # SYNC_FLUSH data-fault profile, the TLS chaos profiles of the SYNC_MASTER and controller layouts,

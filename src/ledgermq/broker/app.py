@@ -11,6 +11,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
+from ledgermq import speedups
 from ledgermq.acl.signing import Credentials, signer
 from ledgermq.aio.periodic import Periodic
 from ledgermq.broker.acl_gate import AclGate, acl_file_path
@@ -358,7 +359,13 @@ class BrokerApp:
         except BaseException:
             await self._shutdown(unregister=False)
             raise
-        log.info("broker %s (id %d) serving on port %d", self.config.broker_name, self.config.broker_id, self.port)
+        log.info(
+            "broker %s (id %d) serving on port %d (%s)",
+            self.config.broker_name,
+            self.config.broker_id,
+            self.port,
+            speedups.describe(),
+        )
 
     async def _stop_acl(self) -> None:
         if self.acl is not None:

@@ -249,6 +249,46 @@ def encode_record(
     return bytearray().join((head_b, body, _BYTE[len(topic_b)], topic_b, _SHORT.pack(len(props_b)), props_b))
 
 
+def record_head(
+    *, topic: str, queue_id: int, sysflag: int, born_timestamp: int, born_host: Host, store_host: Host
+) -> tuple[bytes, bytes, int] | None:
+    """What every record of a batch shares, as ``encode_record`` would write it: the header
+    with TOTALSIZE, BODYCRC, FLAG and BODYLEN (its last four bytes) zero, the topic's length
+    byte and bytes, and SYSFLAG with the host bits. None where ``encode_record`` raises
+    (a topic's length, a field out of range), so the caller takes that path instead."""
+    born_ip, born_port, born_v6 = pack_host(born_host)
+    store_ip, store_port, store_v6 = pack_host(store_host)
+    sysflag &= ~(SF.BORNHOST_V6 | SF.STOREHOST_V6)
+    sysflag |= (SF.BORNHOST_V6 if born_v6 else 0) | (SF.STOREHOST_V6 if store_v6 else 0)
+    topic_b = topic.encode()
+    if not topic_b or len(topic_b) > MAX_TOPIC_BYTES:
+        return None
+    head = _HEADS[_head_index(sysflag)]
+    try:
+        head_b = head.pack(
+            0,
+            MESSAGE_MAGIC_CODE,
+            0,
+            queue_id,
+            0,
+            0,
+            0,
+            sysflag,
+            born_timestamp,
+            born_ip,
+            born_port,
+            0,
+            store_ip,
+            store_port,
+            0,
+            0,
+            0,
+        )
+    except struct.error:
+        return None
+    return head_b, _BYTE[len(topic_b)] + topic_b, sysflag
+
+
 def set_append_fields(
     buf: bytearray | memoryview, at: int, queue_offset: int, physical_offset: int, store_ts: int
 ) -> None:

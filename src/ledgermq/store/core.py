@@ -180,8 +180,11 @@ class StoreCore:
 
     def refuse_batch(self, batch: BatchInput, fence: str | None) -> PutResult | None:
         """Why ``batch`` cannot be written now (``refuse_put`` of its whole body, then each
-        message's properties), or None."""
-        refused = self.refuse_put(batch.topic, sum(len(b) for _, b, _ in batch.entries), batch.queue_id, fence)
+        message's properties), or None. A batch encoded from its body holds no NUL in its
+        properties (``encoding.encode_batch_body`` leaves those to the entries' path)."""
+        encoded = batch.encoded
+        body_bytes = encoded.body_bytes if encoded is not None else sum(len(b) for _, b, _ in batch.entries)
+        refused = self.refuse_put(batch.topic, body_bytes, batch.queue_id, fence)
         for _flag, _body, props in batch.entries:
             refused = refused or self.refuse_text(props)
         return refused

@@ -7,6 +7,9 @@ and DLedger mode's proposals both build their records here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from ledgermq import speedups
 from ledgermq.errors import LocalProtocolError, PropertiesTooLargeError
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
@@ -14,11 +17,12 @@ from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.message import Host
 from ledgermq.store.appended import facts_for
 from ledgermq.store.commitlog import EncodedMessage, queue_key
-from ledgermq.store.dispatch import SCHEDULE_TOPIC
-from ledgermq.store.message_input import BatchInput, MessageInput
+from ledgermq.store.dispatch import SCHEDULE_TOPIC, TIMER_TOPIC, DispatchRequest
+from ledgermq.store.message_input import BatchInput, EncodedBatch, MessageInput
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.timer.intercept import INTERCEPTED_NAMES, TIMER_PROPERTIES, Interception, intercept
 from ledgermq.store.timer.settings import TimerSettings
+from ledgermq.util.javahash import tag_hash
 
 Encoded = tuple[list[EncodedMessage], str, int, bool]  # records, topic, queue id, wait for the flush
 
@@ -77,6 +81,8 @@ def encode_message(
 
 def encode_batch(batch: BatchInput, store_host: Host) -> Encoded | PutResult:
     """The stored records of a batch (one topic-queue); a refusal as a PutResult."""
+    if batch.encoded is not None:  # built from the request body (``encode_batch_body``)
+        return batch.encoded.records, batch.topic, batch.queue_id, batch.encoded.wait
     if not batch.entries:
         return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="empty batch")
     if SF.transaction_type(batch.sysflag) != SF.TRANSACTION_NOT_TYPE:
@@ -110,3 +116,81 @@ def encode_batch(batch: BatchInput, store_host: Host) -> Encoded | PutResult:
     except LocalProtocolError as exc:
         return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
     return encoded, batch.topic, batch.queue_id, wait
+
+
+# The C path's names: what it reads for the facts and the wait (TAGS, KEYS, UNIQ_KEY, WAIT,
+# DELAY), and the names whose presence leaves a batch to the Python path (it refuses them).
+_FACT_NAMES = tuple(k.encode() for k in (P.TAGS, P.KEYS, P.UNIQ_KEY, P.WAIT, P.DELAY))
+_LEFT_TO_PYTHON = tuple(k.encode() for k in (P.TRAN_MSG, *TIMER_PROPERTIES))
+_NOT_IN_EXTRA = frozenset((P.DELAY, P.WAIT, P.TRAN_MSG, *TIMER_PROPERTIES))
+
+
+def encode_batch_body(
+    *,
+    topic: str,
+    queue_id: int,
+    sysflag: int,
+    born_timestamp: int,
+    born_host: Host,
+    store_host: Host,
+    body: bytes | memoryview,
+    extra: Mapping[str, str],
+) -> EncodedBatch | None:
+    """A send-batch body's records built at once in C (ledgermq/_recordc.c), the same bytes
+    and facts as decoding its entries, merging ``extra`` (the properties the broker adds)
+    into each and ``encode_batch``; None when the C path is not there or the batch is not
+    one it takes (then the caller decodes the entries, and refuses what must be refused).
+
+    It takes batches whose entries have plain ASCII properties, one pair per KEY\x01VALUE,
+    no repeated or added name and none of the names the Python path refuses or rewrites
+    (delays, timers, transactions), into an ordinary topic: the batches clients send."""
+    c = speedups.recordc
+    if c is None or topic in (SCHEDULE_TOPIC, TIMER_TOPIC) or SF.transaction_type(sysflag) != SF.TRANSACTION_NOT_TYPE:
+        return None
+    if not _plain(extra) or not _NOT_IN_EXTRA.isdisjoint(extra):
+        return None
+    shared = M.record_head(
+        topic=topic,
+        queue_id=queue_id,
+        sysflag=sysflag,
+        born_timestamp=born_timestamp,
+        born_host=born_host,
+        store_host=store_host,
+    )
+    if shared is None:
+        return None
+    head, topic_part, stored_sysflag = shared
+    extra_tags = extra.get(P.TAGS)
+    built = c.encode_clean_batch(
+        body,
+        head,
+        topic_part,
+        P.encode_properties(extra).encode(),
+        tuple(k.encode() for k in extra),
+        _LEFT_TO_PYTHON,
+        _FACT_NAMES,
+        (tag_hash(extra_tags) if extra_tags else 0, extra.get(P.KEYS), extra.get(P.UNIQ_KEY)),
+        topic,
+        queue_id,
+        queue_key(topic, queue_id),
+        store_host,
+        stored_sysflag,
+        DispatchRequest,
+        EncodedMessage,
+    )
+    if built is None:
+        return None
+    records, wait, body_bytes = built
+    return EncodedBatch(records, wait, body_bytes)
+
+
+def _plain(props: Mapping[str, str]) -> bool:
+    """Every name and value non-empty ASCII without NUL or a separator (\x01, \x02), and
+    few enough for the C path's table."""
+    if len(props) > 16:
+        return False
+    for k, v in props.items():
+        for text in (k, v):
+            if not text or not text.isascii() or "\x00" in text or "\x01" in text or "\x02" in text:
+                return False
+    return True

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ledgermq.protocol.message import Host
+
+if TYPE_CHECKING:
+    from ledgermq.store.commitlog import EncodedMessage
 
 
 @dataclass(slots=True)
@@ -34,3 +38,16 @@ class BatchInput:
     born_timestamp: int = 0
     born_host: Host = ("127.0.0.1", 0)
     store_host: Host | None = None
+    # Set instead of ``entries`` when the body was encoded at once (store/encoding.py,
+    # ``encode_batch_body``): the stored records, ready for the commit log.
+    encoded: EncodedBatch | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBatch:
+    """A batch's records built straight from its request body, with what the store's
+    checks need from the entries: their bodies' total size and whether the sender waits."""
+
+    records: list[EncodedMessage]
+    wait: bool
+    body_bytes: int

@@ -24,6 +24,7 @@ from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers_send import SendMessageRequestHeader
 from ledgermq.protocol.message import inflate_body
 from ledgermq.protocol.route import PERM_WRITE, TopicConfig
+from ledgermq.store.encoding import encode_batch_body
 from ledgermq.store.message_input import BatchInput, MessageInput
 
 
@@ -236,6 +237,28 @@ def _batch_input(
         return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold delayed messages")
     extra.pop(P.WAIT, None)
     extra[P.CLUSTER] = broker.config.cluster_name
+    born_host = _peer_host(ctx)
+    encoded = encode_batch_body(  # the C path, for the batches it takes (else None)
+        topic=tc.topic_name,
+        queue_id=queue_id,
+        sysflag=sysflag,
+        born_timestamp=hdr.born_timestamp,
+        born_host=born_host,
+        store_host=broker.store_host,
+        body=body,
+        extra=extra,
+    )
+    if encoded is not None:
+        return BatchInput(
+            topic=tc.topic_name,
+            entries=[],
+            queue_id=queue_id,
+            sysflag=sysflag,
+            born_timestamp=hdr.born_timestamp,
+            born_host=born_host,
+            store_host=broker.store_host,
+            encoded=encoded,
+        )
     entries = []
     for entry in iter_batch(body):
         props = P.decode_properties(entry.properties)
@@ -253,7 +276,7 @@ def _batch_input(
         queue_id=queue_id,
         sysflag=sysflag,
         born_timestamp=hdr.born_timestamp,
-        born_host=_peer_host(ctx),
+        born_host=born_host,
         store_host=broker.store_host,
     )
     return batch

@@ -1,0 +1,17 @@
+"""The C extension (src/ledgermq/_recordc.c); everything else is in pyproject.toml.
+
+``optional=True``: without a C compiler the install still succeeds, and ledgermq runs
+its pure-Python path (ledgermq/speedups.py)."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "ledgermq._recordc",
+            ["src/ledgermq/_recordc.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-Wall", "-Werror=implicit-function-declaration"],
+        )
+    ]
+)

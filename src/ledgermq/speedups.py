@@ -27,5 +27,5 @@ recordc: ModuleType | None = _load()
 
 
 def describe() -> str:
-    """One line for start-up logs and ``ledgermq version``-style reports."""
+    """Which record path this process runs, for the broker's start-up line."""
     return "compiled record path" if recordc is not None else "pure Python"

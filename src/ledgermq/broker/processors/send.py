@@ -248,19 +248,8 @@ def _batch_input(
         body=body,
         extra=extra,
     )
-    if encoded is not None:
-        return BatchInput(
-            topic=tc.topic_name,
-            entries=[],
-            queue_id=queue_id,
-            sysflag=sysflag,
-            born_timestamp=hdr.born_timestamp,
-            born_host=born_host,
-            store_host=broker.store_host,
-            encoded=encoded,
-        )
-    entries = []
-    for entry in iter_batch(body):
+    entries: list[tuple[int, bytes, dict[str, str]]] = []  # decoded only where C did not build the records
+    for entry in iter_batch(body) if encoded is None else ():
         props = P.decode_properties(entry.properties)
         # RocketMQ's broker would store such an entry at once, undelayed, or as an ordinary
         # message: refuse it rather than quietly drop what the entry asked for.
@@ -270,7 +259,7 @@ def _batch_input(
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot hold transactional messages")
         props.update(extra)
         entries.append((entry.flag, entry.body, props))
-    batch = BatchInput(
+    return BatchInput(
         topic=tc.topic_name,
         entries=entries,
         queue_id=queue_id,
@@ -278,8 +267,8 @@ def _batch_input(
         born_timestamp=hdr.born_timestamp,
         born_host=born_host,
         store_host=broker.store_host,
+        encoded=encoded,
     )
-    return batch
 
 
 PROCESSORS = {

@@ -49,10 +49,11 @@ test: $(STAMP) java chromium
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -p tests.spark.xdist_scope -m "not long" --durations=20
-	# The send-batch paths again with the compiled record path turned off (ledgermq/speedups.py).
+	# The send paths again with the compiled record path turned off (ledgermq/speedups.py).
 	LEDGERMQ_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/store/test_batch_put.py \
 		tests/protocol/test_batch.py tests/broker/test_send.py \
-		tests/store/test_batch_records_c.py::test_the_compiled_record_path_is_built_unless_turned_off
+		tests/store/test_batch_records_c.py::test_the_compiled_record_path_is_built_unless_turned_off \
+		tests/store/test_single_records_c.py::test_the_pure_python_run_builds_every_record_in_python
 
 # The whole-profile fault runs kept out of `make test` for time (the one-minute soak, the
 # SYNC_FLUSH data-fault profile, the TLS chaos profiles of the SYNC_MASTER and controller layouts,

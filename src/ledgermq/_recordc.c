@@ -1,15 +1,17 @@
-/* The stored records of a send-batch body, in C: the broker's per-message work for a
- * batch of small messages was ~6 us of Python per entry (entry parse, properties decoded
- * into a dict and encoded back, the record's header, its CRC, the dispatch facts), more
- * than a third of the master's CPU per message (docs/benchmarks.md).
+/* The stored records of sent messages, in C: the broker's per-message work before the
+ * commit log (properties decoded into a dict and encoded back, the record's header, its
+ * CRC, the dispatch facts) was ~6 us of Python per batch entry and a fifth of the master's
+ * CPU per single send (docs/benchmarks.md).
  *
- * One function, ``encode_clean_batch``. It takes only batches whose every entry is
- * "clean" (ASCII properties without NUL, each pair one KEY\x01VALUE with both sides non-empty, no
+ * Two functions, ``encode_clean_batch`` (a send-batch body) and ``encode_clean_single``
+ * (one SEND_MESSAGE / SEND_MESSAGE_V2 message). They take only "clean" messages (ASCII
+ * properties without NUL, each pair one KEY\x01VALUE with both sides non-empty, no
  * repeated key, no key the broker adds, none of the keys that make Python refuse or
- * rewrite the batch) and returns None for anything else, which the caller then encodes
+ * rewrite the message) and return None for anything else, which the caller then encodes
  * with the Python path in store/encoding.py: the same bytes and facts either way, held
- * against each other by tests/store/test_batch_records_c.py. No error is raised here for
- * a malformed body; the Python path raises the one users see.
+ * against each other by tests/store/test_batch_records_c.py and
+ * tests/store/test_single_records_c.py. No error is raised here for a malformed request;
+ * the Python path raises the one users see.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -62,6 +64,11 @@ static void put32(unsigned char *p, uint32_t v) {
     p[1] = (unsigned char)(v >> 16);
     p[2] = (unsigned char)(v >> 8);
     p[3] = (unsigned char)v;
+}
+
+static void put64(unsigned char *p, uint64_t v) {
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
 }
 
 typedef struct {
@@ -140,61 +147,226 @@ static int bytes_list(PyObject *tuple, Bytes *out, Py_ssize_t cap, Py_ssize_t *c
 }
 
 typedef struct {
-    const char *tags, *keys, *uniq, *wait, *delay;
-    Py_ssize_t tags_n, keys_n, uniq_n, wait_n, delay_n;
+    const char *tags, *keys, *uniq;
+    Py_ssize_t tags_n, keys_n, uniq_n;
+    int wait_at; /* the WAIT pair's index, -1 if none */
 } Named;
 
-/* encode_clean_batch(body, head, topic_part, extra_text, extra_keys, refused_keys, names,
- *                    extra_facts, topic, queue_id, queue_key, store_host, sysflag,
- *                    request_cls, encoded_cls) -> (records, wait, body bytes) | None
+/* What every record of one call shares: the broker's added properties, the names read or
+ * refused, the record's fixed parts and the Python classes the facts become. */
+typedef struct {
+    const char *head_s, *topic_s, *extra_s;
+    Py_ssize_t head_n, topic_n, extra_n;
+    Bytes extra_keys[16], refused[16], names[5];
+    Py_ssize_t n_extra, n_refused;
+    PyObject *extra_tags_code, *extra_keys_val, *extra_uniq;
+    PyObject *topic, *queue_id, *queue_key, *store_host, *sysflag, *request_cls, *encoded_cls;
+    /* A single send's head is shared by every send from its host to its topic: these three
+     * are written into each record (a batch's head has them already). */
+    int per_record;
+    int32_t queue_id_v, reconsume_v;
+    int64_t born_v;
+} Shared;
+
+/* The shared context's Python-side part: (extra_text, extra_keys, refused_keys, names,
+ * extra_facts, request_cls, encoded_cls), built once per set of added properties. */
+static int read_context(PyObject *ctx, Shared *sh) {
+    Py_ssize_t n_names;
+    if (!PyTuple_Check(ctx) || PyTuple_GET_SIZE(ctx) != 7) {
+        PyErr_SetString(PyExc_TypeError, "expected the 7-tuple context");
+        return -1;
+    }
+    PyObject *extra_text = PyTuple_GET_ITEM(ctx, 0), *extra_facts = PyTuple_GET_ITEM(ctx, 4);
+    if (!PyBytes_Check(extra_text) || !PyTuple_Check(extra_facts) || PyTuple_GET_SIZE(extra_facts) != 3) {
+        PyErr_SetString(PyExc_TypeError, "context: bad added properties");
+        return -1;
+    }
+    if (bytes_list(PyTuple_GET_ITEM(ctx, 1), sh->extra_keys, 16, &sh->n_extra) < 0 ||
+        bytes_list(PyTuple_GET_ITEM(ctx, 2), sh->refused, 16, &sh->n_refused) < 0 ||
+        bytes_list(PyTuple_GET_ITEM(ctx, 3), sh->names, 5, &n_names) < 0)
+        return -1;
+    if (n_names != 5) {
+        PyErr_SetString(PyExc_TypeError, "context: five names");
+        return -1;
+    }
+    sh->extra_s = PyBytes_AS_STRING(extra_text);
+    sh->extra_n = PyBytes_GET_SIZE(extra_text);
+    sh->extra_tags_code = PyTuple_GET_ITEM(extra_facts, 0);
+    sh->extra_keys_val = PyTuple_GET_ITEM(extra_facts, 1);
+    sh->extra_uniq = PyTuple_GET_ITEM(extra_facts, 2);
+    sh->request_cls = PyTuple_GET_ITEM(ctx, 5);
+    sh->encoded_cls = PyTuple_GET_ITEM(ctx, 6);
+    return 0;
+}
+
+static int read_head(PyObject *head, PyObject *topic_part, Shared *sh) {
+    if (!PyBytes_Check(head) || !PyBytes_Check(topic_part) || PyBytes_GET_SIZE(head) < 64) {
+        PyErr_SetString(PyExc_TypeError, "expected the record head and topic part as bytes");
+        return -1;
+    }
+    sh->head_s = PyBytes_AS_STRING(head);
+    sh->head_n = PyBytes_GET_SIZE(head);
+    sh->topic_s = PyBytes_AS_STRING(topic_part);
+    sh->topic_n = PyBytes_GET_SIZE(topic_part);
+    return 0;
+}
+
+/* Read the pairs' names: 0 if a name leaves the record to Python, else 1. */
+static int read_names(const Shared *sh, const Pair *pairs, Py_ssize_t n_pairs, Named *found, int *wait) {
+    const Bytes *names = sh->names;
+    found->wait_at = -1;
+    for (Py_ssize_t i = 0; i < n_pairs; i++) {
+        const char *k = pairs[i].key;
+        Py_ssize_t kn = pairs[i].key_len;
+        if (in_list(k, kn, sh->extra_keys, sh->n_extra) || in_list(k, kn, sh->refused, sh->n_refused)) return 0;
+        if (same(k, kn, names[0].s, names[0].n)) {
+            found->tags = pairs[i].val;
+            found->tags_n = pairs[i].val_len;
+        } else if (same(k, kn, names[1].s, names[1].n)) {
+            found->keys = pairs[i].val;
+            found->keys_n = pairs[i].val_len;
+        } else if (same(k, kn, names[2].s, names[2].n)) {
+            found->uniq = pairs[i].val;
+            found->uniq_n = pairs[i].val_len;
+        } else if (same(k, kn, names[3].s, names[3].n)) {
+            found->wait_at = (int)i;
+            if (same(pairs[i].val, pairs[i].val_len, "false", 5)) *wait = 0;
+        } else if (same(k, kn, names[4].s, names[4].n)) {
+            if (!same(pairs[i].val, pairs[i].val_len, "0", 1)) return 0; /* refused or rewritten by Python */
+        }
+    }
+    return 1;
+}
+
+/* One stored record and its facts (an EncodedMessage holding a DispatchRequest) from a
+ * clean body and properties. ``drop_wait``: the WAIT pair is left out of the stored text
+ * (a single send's, which the broker honours and strips; a batch entry's is stored).
+ * Returns 1 with *out set, 0 where Python must build the record, -1 on an error. */
+static int build_record(const Shared *sh, const unsigned char *body, Py_ssize_t body_len, int32_t flag,
+                        const char *props, Py_ssize_t props_len, int drop_wait, int *wait, PyObject **out) {
+    Pair pairs[MAX_PAIRS];
+    Named found = {0};
+    Py_ssize_t n_pairs = clean_pairs(props, props_len, pairs);
+    if (n_pairs < 0) return 0;
+    if (!read_names(sh, pairs, n_pairs, &found, wait)) return 0;
+    int dropped = drop_wait && found.wait_at >= 0;
+    Py_ssize_t kept_len = props_len;
+    if (dropped) {
+        const Pair *w = &pairs[found.wait_at];
+        kept_len -= w->key_len + 1 + w->val_len + (n_pairs > 1 ? 1 : 0);
+    }
+    Py_ssize_t stored_props = kept_len + (kept_len && sh->extra_n ? 1 : 0) + sh->extra_n;
+    if (stored_props > MAX_PROPERTIES_BYTES) return 0;
+    Py_ssize_t size = sh->head_n + body_len + sh->topic_n + 2 + stored_props;
+    if (size > INT32_MAX) return 0;
+
+    PyObject *data = PyByteArray_FromStringAndSize(NULL, size);
+    if (data == NULL) return -1;
+    unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(data);
+    memcpy(o, sh->head_s, (size_t)sh->head_n);
+    put32(o, (uint32_t)size);
+    put32(o + 8, crc32_of(body, body_len) & 0x7FFFFFFFu);
+    put32(o + 16, (uint32_t)flag);
+    put32(o + sh->head_n - 4, (uint32_t)body_len);
+    if (sh->per_record) {
+        put32(o + 12, (uint32_t)sh->queue_id_v);
+        put64(o + 40, (uint64_t)sh->born_v);
+        put32(o + sh->head_n - 16, (uint32_t)sh->reconsume_v);
+    }
+    unsigned char *w = o + sh->head_n;
+    memcpy(w, body, (size_t)body_len);
+    w += body_len;
+    memcpy(w, sh->topic_s, (size_t)sh->topic_n);
+    w += sh->topic_n;
+    w[0] = (unsigned char)(stored_props >> 8);
+    w[1] = (unsigned char)stored_props;
+    w += 2;
+    const char *text = (const char *)w;
+    if (!dropped) {
+        memcpy(w, props, (size_t)props_len);
+        w += props_len;
+    } else {
+        int first = 1;
+        for (Py_ssize_t i = 0; i < n_pairs; i++) {
+            if (i == found.wait_at) continue;
+            if (!first) *w++ = 0x02;
+            first = 0;
+            memcpy(w, pairs[i].key, (size_t)pairs[i].key_len);
+            w += pairs[i].key_len;
+            *w++ = 0x01;
+            memcpy(w, pairs[i].val, (size_t)pairs[i].val_len);
+            w += pairs[i].val_len;
+        }
+    }
+    if (kept_len && sh->extra_n) *w++ = 0x02;
+    memcpy(w, sh->extra_s, (size_t)sh->extra_n);
+
+    PyObject *tags_code, *keys, *uniq, *text_obj, *request = NULL, *encoded = NULL;
+    if (found.tags) {
+        tags_code = PyLong_FromLong(java_hash_ascii(found.tags, found.tags_n));
+    } else {
+        tags_code = Py_NewRef(sh->extra_tags_code);
+    }
+    keys = found.keys ? PyUnicode_DecodeASCII(found.keys, found.keys_n, NULL) : Py_NewRef(sh->extra_keys_val);
+    uniq = found.uniq ? PyUnicode_DecodeASCII(found.uniq, found.uniq_n, NULL) : Py_NewRef(sh->extra_uniq);
+    text_obj = PyUnicode_DecodeASCII(text, stored_props, NULL);
+    PyObject *size_obj = PyLong_FromSsize_t(size);
+    PyObject *minus_one = PyLong_FromLong(-1);
+    PyObject *zero = PyLong_FromLong(0);
+    if (tags_code && keys && uniq && text_obj && size_obj && minus_one && zero) {
+        PyObject *req_args[12] = {sh->topic, sh->queue_id, minus_one, size_obj, tags_code, zero,
+                                  zero,      sh->sysflag,   keys,      uniq,     zero,      text_obj};
+        request = PyObject_Vectorcall(sh->request_cls, req_args, 12, NULL);
+        if (request != NULL) {
+            PyObject *enc_args[5] = {data, sh->queue_key, Py_True, sh->store_host, request};
+            encoded = PyObject_Vectorcall(sh->encoded_cls, enc_args, 5, NULL);
+        }
+    }
+    Py_XDECREF(tags_code);
+    Py_XDECREF(keys);
+    Py_XDECREF(uniq);
+    Py_XDECREF(text_obj);
+    Py_XDECREF(size_obj);
+    Py_XDECREF(minus_one);
+    Py_XDECREF(zero);
+    Py_XDECREF(request);
+    Py_DECREF(data);
+    if (encoded == NULL) return -1;
+    *out = encoded;
+    return 1;
+}
+
+/* encode_clean_batch(body, head, topic_part, context, topic, queue_id, queue_key,
+ *                    store_host, sysflag) -> (records, wait, body bytes) | None
  *
  * head: the record header with TOTALSIZE, BODYCRC, FLAG and BODYLEN zero (its last four
- * bytes are BODYLEN); topic_part: the topic's length byte and bytes; extra_text: the
- * properties the broker adds, encoded; extra_keys: their names; refused_keys: names whose
- * presence leaves the batch to Python; names: (TAGS, KEYS, UNIQ_KEY, WAIT, DELAY);
- * extra_facts: (tags code, keys, uniq key) the added properties give an entry that lacks
- * them.
+ * bytes are BODYLEN); topic_part: the topic's length byte and bytes; context: see
+ * read_context (extra_text: the properties the broker adds, encoded; extra_keys: their
+ * names; refused_keys: names whose presence leaves the batch to Python; names: (TAGS,
+ * KEYS, UNIQ_KEY, WAIT, DELAY); extra_facts: (tags code, keys, uniq key) the added
+ * properties give an entry that lacks them).
  */
 static PyObject *encode_clean_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 15) {
-        PyErr_SetString(PyExc_TypeError, "encode_clean_batch takes 15 arguments");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "encode_clean_batch takes 9 arguments");
         return NULL;
     }
+    Shared sh;
+    if (read_head(args[1], args[2], &sh) < 0 || read_context(args[3], &sh) < 0) return NULL;
+    sh.per_record = 0;
+    sh.topic = args[4];
+    sh.queue_id = args[5];
+    sh.queue_key = args[6];
+    sh.store_host = args[7];
+    sh.sysflag = args[8];
     Py_buffer body;
     if (PyObject_GetBuffer(args[0], &body, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *result = NULL, *records = NULL;
-    PyObject *head = args[1], *topic_part = args[2], *extra_text = args[3];
-    PyObject *extra_facts = args[7], *topic = args[8], *queue_id = args[9], *queue_key = args[10];
-    PyObject *store_host = args[11], *sysflag = args[12], *request_cls = args[13], *encoded_cls = args[14];
-    Bytes extra_keys[16], refused[16], names[5];
-    Py_ssize_t n_extra, n_refused, n_names;
-    if (!PyBytes_Check(head) || !PyBytes_Check(topic_part) || !PyBytes_Check(extra_text) ||
-        !PyTuple_Check(extra_facts) || PyTuple_GET_SIZE(extra_facts) != 3 || PyBytes_GET_SIZE(head) < 4) {
-        PyErr_SetString(PyExc_TypeError, "encode_clean_batch: bad arguments");
-        goto done;
-    }
-    if (bytes_list(args[4], extra_keys, 16, &n_extra) < 0 || bytes_list(args[5], refused, 16, &n_refused) < 0 ||
-        bytes_list(args[6], names, 5, &n_names) < 0)
-        goto done;
-    if (n_names != 5) {
-        PyErr_SetString(PyExc_TypeError, "encode_clean_batch: five names");
-        goto done;
-    }
     const unsigned char *buf = (const unsigned char *)body.buf;
     Py_ssize_t len = body.len;
-    const char *head_s = PyBytes_AS_STRING(head);
-    Py_ssize_t head_n = PyBytes_GET_SIZE(head);
-    const char *topic_s = PyBytes_AS_STRING(topic_part);
-    Py_ssize_t topic_n = PyBytes_GET_SIZE(topic_part);
-    const char *extra_s = PyBytes_AS_STRING(extra_text);
-    Py_ssize_t extra_n = PyBytes_GET_SIZE(extra_text);
-    PyObject *extra_tags_code = PyTuple_GET_ITEM(extra_facts, 0);
-    PyObject *extra_keys_val = PyTuple_GET_ITEM(extra_facts, 1);
-    PyObject *extra_uniq = PyTuple_GET_ITEM(extra_facts, 2);
     int wait = 1;
     long long body_bytes = 0;
-    Pair pairs[MAX_PAIRS];
 
     records = PyList_New(0);
     if (records == NULL) goto done;
@@ -216,86 +388,10 @@ static PyObject *encode_clean_batch(PyObject *self, PyObject *const *args, Py_ss
         const char *props = (const char *)buf + p;
         pos += total;
 
-        Py_ssize_t n_pairs = clean_pairs(props, props_len, pairs);
-        if (n_pairs < 0) goto fallback;
-        Named found = {0};
-        for (Py_ssize_t i = 0; i < n_pairs; i++) {
-            const char *k = pairs[i].key;
-            Py_ssize_t kn = pairs[i].key_len;
-            if (in_list(k, kn, extra_keys, n_extra) || in_list(k, kn, refused, n_refused)) goto fallback;
-            if (same(k, kn, names[0].s, names[0].n)) {
-                found.tags = pairs[i].val;
-                found.tags_n = pairs[i].val_len;
-            } else if (same(k, kn, names[1].s, names[1].n)) {
-                found.keys = pairs[i].val;
-                found.keys_n = pairs[i].val_len;
-            } else if (same(k, kn, names[2].s, names[2].n)) {
-                found.uniq = pairs[i].val;
-                found.uniq_n = pairs[i].val_len;
-            } else if (same(k, kn, names[3].s, names[3].n)) {
-                if (same(pairs[i].val, pairs[i].val_len, "false", 5)) wait = 0;
-            } else if (same(k, kn, names[4].s, names[4].n)) {
-                if (!same(pairs[i].val, pairs[i].val_len, "0", 1)) goto fallback; /* refused by Python */
-            }
-        }
-        Py_ssize_t stored_props = props_len + (props_len && extra_n ? 1 : 0) + extra_n;
-        if (stored_props > MAX_PROPERTIES_BYTES) goto fallback;
-        Py_ssize_t size = head_n + body_len + topic_n + 2 + stored_props;
-        if (size > INT32_MAX) goto fallback;
-
-        PyObject *data = PyByteArray_FromStringAndSize(NULL, size);
-        if (data == NULL) goto done;
-        unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(data);
-        memcpy(out, head_s, (size_t)head_n);
-        put32(out, (uint32_t)size);
-        put32(out + 8, crc32_of(entry_body, body_len) & 0x7FFFFFFFu);
-        put32(out + 16, (uint32_t)flag);
-        put32(out + head_n - 4, (uint32_t)body_len);
-        unsigned char *w = out + head_n;
-        memcpy(w, entry_body, (size_t)body_len);
-        w += body_len;
-        memcpy(w, topic_s, (size_t)topic_n);
-        w += topic_n;
-        w[0] = (unsigned char)(stored_props >> 8);
-        w[1] = (unsigned char)stored_props;
-        w += 2;
-        const char *text = (const char *)w;
-        memcpy(w, props, (size_t)props_len);
-        w += props_len;
-        if (props_len && extra_n) *w++ = 0x02;
-        memcpy(w, extra_s, (size_t)extra_n);
-
-        PyObject *tags_code, *keys, *uniq, *text_obj, *request = NULL, *encoded = NULL;
-        if (found.tags) {
-            tags_code = PyLong_FromLong(java_hash_ascii(found.tags, found.tags_n));
-        } else {
-            tags_code = Py_NewRef(extra_tags_code);
-        }
-        keys = found.keys ? PyUnicode_DecodeASCII(found.keys, found.keys_n, NULL) : Py_NewRef(extra_keys_val);
-        uniq = found.uniq ? PyUnicode_DecodeASCII(found.uniq, found.uniq_n, NULL) : Py_NewRef(extra_uniq);
-        text_obj = PyUnicode_DecodeASCII(text, stored_props, NULL);
-        PyObject *size_obj = PyLong_FromSsize_t(size);
-        PyObject *minus_one = PyLong_FromLong(-1);
-        PyObject *zero = PyLong_FromLong(0);
-        if (tags_code && keys && uniq && text_obj && size_obj && minus_one && zero) {
-            PyObject *req_args[12] = {topic, queue_id, minus_one, size_obj, tags_code, zero,
-                                      zero,  sysflag,  keys,      uniq,     zero,      text_obj};
-            request = PyObject_Vectorcall(request_cls, req_args, 12, NULL);
-            if (request != NULL) {
-                PyObject *enc_args[5] = {data, queue_key, Py_True, store_host, request};
-                encoded = PyObject_Vectorcall(encoded_cls, enc_args, 5, NULL);
-            }
-        }
-        Py_XDECREF(tags_code);
-        Py_XDECREF(keys);
-        Py_XDECREF(uniq);
-        Py_XDECREF(text_obj);
-        Py_XDECREF(size_obj);
-        Py_XDECREF(minus_one);
-        Py_XDECREF(zero);
-        Py_XDECREF(request);
-        Py_DECREF(data);
-        if (encoded == NULL) goto done;
+        PyObject *encoded = NULL;
+        int built = build_record(&sh, entry_body, body_len, flag, props, props_len, 0, &wait, &encoded);
+        if (built < 0) goto done;
+        if (built == 0) goto fallback;
         int appended = PyList_Append(records, encoded);
         Py_DECREF(encoded);
         if (appended < 0) goto done;
@@ -311,6 +407,70 @@ done:
     return result;
 }
 
+/* 1 with *out set if ``obj`` is an int in [lo, hi], 0 if it is not in range, -1 on an error. */
+static int in_range(PyObject *obj, long long lo, long long hi, long long *out) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+/* encode_clean_single(body, properties, flag, queue_id, born_timestamp, reconsume_times,
+ *                     head, topic_part, context, topic, queue_key, store_host, sysflag)
+ *     -> (encoded, wait) | None
+ *
+ * One sent message's record, for a clean ``properties`` text (a str, ASCII): WAIT is
+ * read and left out of the stored text, the added properties appended. ``head`` is the
+ * record header with QUEUEID, BORNTIMESTAMP and RECONSUMETIMES zero as well (shared by
+ * every send from one host to one topic); they are written from the arguments here.
+ */
+static PyObject *encode_clean_single(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "encode_clean_single takes 13 arguments");
+        return NULL;
+    }
+    PyObject *props_obj = args[1];
+    if (!PyUnicode_Check(props_obj)) {
+        PyErr_SetString(PyExc_TypeError, "properties must be a str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(props_obj)) Py_RETURN_NONE;
+    Shared sh;
+    if (read_head(args[6], args[7], &sh) < 0 || read_context(args[8], &sh) < 0) return NULL;
+    long long flag, queue_id, born, reconsume;
+    int fits = in_range(args[2], INT32_MIN, INT32_MAX, &flag);
+    if (fits > 0) fits = in_range(args[3], INT32_MIN, INT32_MAX, &queue_id);
+    if (fits > 0) fits = in_range(args[4], INT64_MIN, INT64_MAX, &born);
+    if (fits > 0) fits = in_range(args[5], INT32_MIN, INT32_MAX, &reconsume);
+    if (fits < 0) return NULL;
+    if (fits == 0) Py_RETURN_NONE; /* Python's path raises the error users see */
+    sh.per_record = 1;
+    sh.queue_id_v = (int32_t)queue_id;
+    sh.born_v = (int64_t)born;
+    sh.reconsume_v = (int32_t)reconsume;
+    sh.topic = args[9];
+    sh.queue_id = args[3];
+    sh.queue_key = args[10];
+    sh.store_host = args[11];
+    sh.sysflag = args[12];
+    Py_buffer body;
+    if (PyObject_GetBuffer(args[0], &body, PyBUF_SIMPLE) < 0) return NULL;
+    int wait = 1;
+    PyObject *encoded = NULL, *result = NULL;
+    int built = build_record(&sh, (const unsigned char *)body.buf, body.len, (int32_t)flag,
+                             (const char *)PyUnicode_1BYTE_DATA(props_obj), PyUnicode_GET_LENGTH(props_obj), 1,
+                             &wait, &encoded);
+    PyBuffer_Release(&body);
+    if (built < 0) return NULL;
+    if (built == 0) Py_RETURN_NONE;
+    result = PyTuple_Pack(2, encoded, wait ? Py_True : Py_False);
+    Py_DECREF(encoded);
+    return result;
+}
+
 static PyObject *crc32(PyObject *self, PyObject *arg) {
     (void)self;
     Py_buffer view;
@@ -323,12 +483,14 @@ static PyObject *crc32(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"encode_clean_batch", (PyCFunction)(void (*)(void))encode_clean_batch, METH_FASTCALL,
      "The stored records and dispatch facts of a clean send-batch body, or None."},
+    {"encode_clean_single", (PyCFunction)(void (*)(void))encode_clean_single, METH_FASTCALL,
+     "One sent message's stored record and dispatch facts, for clean properties, or None."},
     {"crc32", crc32, METH_O, "zlib.crc32 of a bytes-like object (the records' BODYCRC before masking)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "ledgermq._recordc",
-                                    "Send-batch records in C (see store/encoding.py).", -1, methods};
+                                    "Sent messages' records in C (see store/encoding.py).", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__recordc(void) {
     crc_init();

@@ -1,4 +1,4 @@
-"""Send-batch records in C (src/ledgermq/_recordc.c); store/encoding.py is its only caller."""
+"""Sent messages' records in C (src/ledgermq/_recordc.c); store/encoding.py is its only caller."""
 
 from typing import Any
 
@@ -6,18 +6,28 @@ def encode_clean_batch(
     body: bytes | bytearray | memoryview,
     head: bytes,
     topic_part: bytes,
-    extra_text: bytes,
-    extra_keys: tuple[bytes, ...],
-    refused_keys: tuple[bytes, ...],
-    names: tuple[bytes, bytes, bytes, bytes, bytes],
-    extra_facts: tuple[int, str | None, str | None],
+    context: tuple[Any, ...],
     topic: str,
     queue_id: int,
     queue_key: str,
     store_host: tuple[str, int],
     sysflag: int,
-    request_cls: Any,
-    encoded_cls: Any,
     /,
 ) -> tuple[list[Any], bool, int] | None: ...
+def encode_clean_single(
+    body: bytes | bytearray | memoryview,
+    properties: str,
+    flag: int,
+    queue_id: int,
+    born_timestamp: int,
+    reconsume_times: int,
+    head: bytes,
+    topic_part: bytes,
+    context: tuple[Any, ...],
+    topic: str,
+    queue_key: str,
+    store_host: tuple[str, int],
+    sysflag: int,
+    /,
+) -> tuple[Any, bool] | None: ...
 def crc32(data: bytes | bytearray | memoryview, /) -> int: ...

@@ -30,7 +30,7 @@ from pathlib import Path
 from ledgermq.admin.client import AdminClient
 from ledgermq.bench.broker_bench import _wait_port
 from ledgermq.bench.controller_bench import ControllerPair
-from ledgermq.bench.procstat import cpu_split, load_average
+from ledgermq.bench.procstat import cpu_split, load_average, voluntary_switches
 from ledgermq.bench.replication_bench import MIB, DLedgerTrio, Group, HAPair, _wait_quiet
 
 __all__ = ["ProcessCost", "RoundCost", "main", "measure"]
@@ -48,6 +48,11 @@ class ProcessCost:
     sys_us: float
     idle_ms_per_s: float
     """CPU the process used per second while nobody sent (ticks, heartbeats, timers)."""
+    main_us: float = 0.0
+    """The event-loop (main) thread's share of user + system CPU per message; the rest is
+    the store's threads (flush, reput, HA)."""
+    switches: float = 0.0
+    """Voluntary context switches per message, all threads: a wake-up is one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,17 +65,20 @@ class RoundCost:
     p50_ms: float
     processes: list[ProcessCost]
     batch: int = 1
+    client_us: float = 0.0
+    """The producer's own CPU per message (its process, this one)."""
 
     def render(self) -> str:
         head = (
             f"{self.layout}: {self.messages} messages"
             + (f" in batches of {self.batch}" if self.batch > 1 else "")
             + f", {self.inflight} in flight, load {self.load:.2f}, "
-            f"{self.rate:,.0f} msgs/s, p50 {self.p50_ms:.2f} ms"
+            f"{self.rate:,.0f} msgs/s, p50 {self.p50_ms:.2f} ms, client {self.client_us:.0f} us per message"
         )
         rows = [
             f"  {p.name:<10} {p.role:<9} user {p.user_us:6.0f} us  sys {p.sys_us:5.0f} us  "
-            f"total {p.user_us + p.sys_us:6.0f} us per message   idle {p.idle_ms_per_s:4.1f} ms/s"
+            f"total {p.user_us + p.sys_us:6.0f} us per message (loop thread {p.main_us:4.0f})   "
+            f"idle {p.idle_ms_per_s:4.1f} ms/s   wake-ups {p.switches:4.2f}"
             for p in self.processes
         ]
         return "\n".join([head, *rows])
@@ -103,6 +111,8 @@ async def _drive(
         idle0 = [cpu_split(p.pid) for p in brokers]
         await asyncio.sleep(IDLE_SAMPLE_S)
         before = [cpu_split(p.pid) for p in brokers]
+        main_before = [sum(cpu_split(p.pid, p.pid)) for p in brokers]
+        switches_before = [voluntary_switches(p.pid) for p in brokers]
         latencies: list[float] = []
         remaining = count
         failures: list[str] = []
@@ -122,9 +132,13 @@ async def _drive(
                     failures.append(result.status.name)
 
         started = time.perf_counter()
+        client_started = time.process_time()
         await asyncio.gather(*(sender() for _ in range(inflight)))
         elapsed = time.perf_counter() - started
+        client_cpu = time.process_time() - client_started
         after = [cpu_split(p.pid) for p in brokers]
+        main_after = [sum(cpu_split(p.pid, p.pid)) for p in brokers]
+        switches_after = [voluntary_switches(p.pid) for p in brokers]
     if failures:
         raise RuntimeError(f"{len(failures)} sends were not SEND_OK (first: {failures[0]})")
     costs = [
@@ -134,11 +148,21 @@ async def _drive(
             (a[0] - b[0]) / count * 1e6,
             (a[1] - b[1]) / count * 1e6,
             (sum(b) - sum(i0)) / IDLE_SAMPLE_S * 1000,
+            (main_after[i] - main_before[i]) / count * 1e6,
+            (switches_after[i] - switches_before[i]) / count,
         )
         for i, (i0, b, a) in enumerate(zip(idle0, before, after, strict=True))
     ]
     return RoundCost(
-        layout, count, inflight, load_average(), count / elapsed, statistics.median(latencies), costs, batch
+        layout,
+        count,
+        inflight,
+        load_average(),
+        count / elapsed,
+        statistics.median(latencies),
+        costs,
+        batch,
+        client_cpu / count * 1e6,
     )
 
 

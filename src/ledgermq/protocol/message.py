@@ -256,8 +256,11 @@ def record_head(
     with TOTALSIZE, BODYCRC, FLAG and BODYLEN (its last four bytes) zero, the topic's length
     byte and bytes, and SYSFLAG with the host bits. None where ``encode_record`` raises
     (a topic's length, a field out of range), so the caller takes that path instead."""
-    born_ip, born_port, born_v6 = pack_host(born_host)
-    store_ip, store_port, store_v6 = pack_host(store_host)
+    try:
+        born_ip, born_port, born_v6 = pack_host(born_host)
+        store_ip, store_port, store_v6 = pack_host(store_host)
+    except ValueError:  # not an address: the Python path says so
+        return None
     sysflag &= ~(SF.BORNHOST_V6 | SF.STOREHOST_V6)
     sysflag |= (SF.BORNHOST_V6 if born_v6 else 0) | (SF.STOREHOST_V6 if store_v6 else 0)
     topic_b = topic.encode()

@@ -7,6 +7,7 @@ and DLedger mode's proposals both build their records here."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from ledgermq import speedups
@@ -38,6 +39,8 @@ def encode_message(
     sender waits: a timer message is rewritten to rmq_sys_wheel_timer (``timer`` given),
     a delayed one to SCHEDULE_TOPIC_XXXX here. A refusal comes back as a PutResult.
     Shared by native puts and DLedger mode's proposals."""
+    if msg.encoded is not None:  # built from the request's text (``encode_single_text``)
+        return [msg.encoded], msg.topic, msg.queue_id, msg.wait_store_ok
     props = msg.properties
     topic, queue_id = msg.topic, msg.queue_id
     queue_entry = SF.gets_queue_entry(msg.sysflag)
@@ -147,7 +150,8 @@ def encode_batch_body(
     c = speedups.recordc
     if c is None or topic in (SCHEDULE_TOPIC, TIMER_TOPIC) or SF.transaction_type(sysflag) != SF.TRANSACTION_NOT_TYPE:
         return None
-    if not _plain(extra) or not _NOT_IN_EXTRA.isdisjoint(extra):
+    context = _c_context(tuple(extra.items()))
+    if context is None:
         return None
     shared = M.record_head(
         topic=topic,
@@ -160,28 +164,102 @@ def encode_batch_body(
     if shared is None:
         return None
     head, topic_part, stored_sysflag = shared
-    extra_tags = extra.get(P.TAGS)
     built = c.encode_clean_batch(
         body,
         head,
         topic_part,
-        P.encode_properties(extra).encode(),
-        tuple(k.encode() for k in extra),
-        _LEFT_TO_PYTHON,
-        _FACT_NAMES,
-        (tag_hash(extra_tags) if extra_tags else 0, extra.get(P.KEYS), extra.get(P.UNIQ_KEY)),
+        context,
         topic,
         queue_id,
         queue_key(topic, queue_id),
         store_host,
         stored_sysflag,
-        DispatchRequest,
-        EncodedMessage,
     )
     if built is None:
         return None
     records, wait, body_bytes = built
     return EncodedBatch(records, wait, body_bytes)
+
+
+def encode_single_text(
+    *,
+    topic: str,
+    queue_id: int,
+    flag: int,
+    body: bytes,
+    properties: str,
+    sysflag: int,
+    born_timestamp: int,
+    born_host: Host,
+    store_host: Host,
+    reconsume_times: int,
+    extra: tuple[tuple[str, str], ...],
+) -> tuple[EncodedMessage, bool] | None:
+    """One sent message's record built at once in C, straight from its ``properties``
+    text as the request carried it: WAIT read and left out, ``extra`` (the properties the
+    broker adds, as pairs) appended; the same bytes and facts as decoding the text into a
+    MessageInput and ``encode_message``. Returns the record and whether the sender waits
+    for the flush, or None when the C path is not there or the message is not one it
+    takes (the caller then builds the MessageInput, and refuses what must be refused).
+
+    It takes what clients send to an ordinary topic: ASCII properties, one pair per
+    KEY\x01VALUE, no repeated or added name and none of the names the Python path refuses
+    or rewrites (delays, timers, transactions), no transaction flag."""
+    c = speedups.recordc
+    if c is None or topic in (SCHEDULE_TOPIC, TIMER_TOPIC) or sysflag & SF.TRANSACTION_MASK:
+        return None
+    context = _c_context(extra)
+    if context is None:
+        return None
+    shared = _single_head(topic, sysflag, born_host, store_host)
+    if shared is None:
+        return None
+    head, topic_part, stored_sysflag = shared
+    built: tuple[EncodedMessage, bool] | None = c.encode_clean_single(
+        body,
+        properties,
+        flag,
+        queue_id,
+        born_timestamp,
+        reconsume_times,
+        head,
+        topic_part,
+        context,
+        topic,
+        f"{topic}-{queue_id}",  # queue_key's form, spelled out: once per send
+        store_host,
+        stored_sysflag,
+    )
+    return built
+
+
+@functools.lru_cache(maxsize=1024)
+def _single_head(topic: str, sysflag: int, born_host: Host, store_host: Host) -> tuple[bytes, bytes, int] | None:
+    """The record head every send from ``born_host`` to ``topic`` shares (its queue id,
+    born time and reconsume times are written per record by the C path)."""
+    return M.record_head(
+        topic=topic, queue_id=0, sysflag=sysflag, born_timestamp=0, born_host=born_host, store_host=store_host
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _c_context(extra: tuple[tuple[str, str], ...]) -> tuple[object, ...] | None:
+    """What the C path needs of the properties the broker adds (the same few per broker:
+    built once): their text, names and facts, the names it reads and those it leaves to
+    Python, and the classes a record's facts become. None if they are not plain."""
+    added = dict(extra)
+    if len(added) != len(extra) or not _plain(added) or not _NOT_IN_EXTRA.isdisjoint(added):
+        return None
+    tags = added.get(P.TAGS)
+    return (
+        P.encode_properties(added).encode(),
+        tuple(k.encode() for k in added),
+        _LEFT_TO_PYTHON,
+        _FACT_NAMES,
+        (tag_hash(tags) if tags else 0, added.get(P.KEYS), added.get(P.UNIQ_KEY)),
+        DispatchRequest,
+        EncodedMessage,
+    )
 
 
 def _plain(props: Mapping[str, str]) -> bool:

@@ -25,6 +25,10 @@ class MessageInput:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
     wait_store_ok: bool = True  # the broker strips WAIT from what it stores but still honours it
+    # Set when the record was built straight from the request's properties text (store/
+    # encoding.py, ``encode_single_text``): the stored record, final but for its offsets;
+    # ``properties`` is then left empty (the text holds nothing the store must check).
+    encoded: EncodedMessage | None = None
 
 
 @dataclass(slots=True)

@@ -24,7 +24,7 @@ from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers_send import SendMessageRequestHeader
 from ledgermq.protocol.message import inflate_body
 from ledgermq.protocol.route import PERM_WRITE, TopicConfig
-from ledgermq.store.encoding import encode_batch_body
+from ledgermq.store.encoding import encode_batch_body, encode_single_text
 from ledgermq.store.message_input import BatchInput, MessageInput
 
 
@@ -179,6 +179,25 @@ def _message_input(
     queue_id: int,
 ) -> tuple[MessageInput, bool] | RemotingCommand:
     topic, queue_id_stored = _retry_to_dlq(broker, hdr, tc.topic_name, queue_id)
+    sysflag = hdr.sys_flag
+    if tc.topic_filter_type == "MULTI_TAG":
+        sysflag |= SF.MULTI_TAGS
+    built = encode_single_text(  # the C path, for the messages it takes (else None)
+        topic=topic,
+        queue_id=queue_id_stored,
+        flag=hdr.flag,
+        body=cmd.body,
+        properties=hdr.properties or "",
+        sysflag=sysflag,
+        born_timestamp=hdr.born_timestamp,
+        born_host=_peer_host(ctx),
+        store_host=broker.store_host,
+        reconsume_times=hdr.reconsume_times,
+        extra=((P.CLUSTER, broker.config.cluster_name),),
+    )
+    if built is not None:
+        encoded, wait = built
+        return MessageInput(topic, cmd.body, queue_id_stored, wait_store_ok=wait, encoded=encoded), wait
     props = P.decode_properties(hdr.properties or "")
     prepared = is_prepared(props)  # a transaction's half message (broker/transactions)
     if prepared and broker.config.reject_transaction_message:
@@ -189,9 +208,6 @@ def _message_input(
     wait_text = props.pop(P.WAIT, None)
     wait = wait_text != "false"
     props[P.CLUSTER] = broker.config.cluster_name
-    sysflag = hdr.sys_flag
-    if tc.topic_filter_type == "MULTI_TAG":
-        sysflag |= SF.MULTI_TAGS
     msg = MessageInput(
         topic=topic,
         body=cmd.body,

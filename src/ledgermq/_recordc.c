@@ -471,6 +471,95 @@ static PyObject *encode_clean_single(PyObject *self, PyObject *const *args, Py_s
     return result;
 }
 
+/* decode_header(cls, plan, slow, ext) -> header
+ *
+ * A typed request header (protocol/header_codec.py) from its extFields dict, for what
+ * clients send: every number plain ASCII digits short enough for its Java type, every
+ * boolean one of the four spellings, every required field there. Anything else (and an
+ * ext that is not a dict) is decoded by ``slow``, the generated Python decoder, which
+ * raises the errors users see. ``plan``: one (key, kind, default, setter, short) per
+ * field in the class's order; kind 0 text, 1 int, 2 bool; default REQUIRED marks a
+ * required field (``required`` below); setter: the slot's member descriptor; short:
+ * an int field's longest length read here (fewer digits than its type's largest value).
+ */
+static PyObject *decode_header(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "decode_header takes 5 arguments");
+        return NULL;
+    }
+    PyObject *cls = args[0], *plan = args[1], *slow = args[2], *required = args[3], *ext = args[4];
+    if (!PyType_Check(cls) || !PyTuple_Check(plan)) {
+        PyErr_SetString(PyExc_TypeError, "decode_header: a class and a plan");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(ext)) return PyObject_CallOneArg(slow, ext);
+    Py_ssize_t n = PyTuple_GET_SIZE(plan);
+    PyObject *values[64];
+    if (n > 64) return PyObject_CallOneArg(slow, ext);
+    Py_ssize_t made = 0;
+    PyObject *result = NULL;
+    for (; made < n; made++) {
+        PyObject *field = PyTuple_GET_ITEM(plan, made);
+        PyObject *key = PyTuple_GET_ITEM(field, 0);
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(field, 1));
+        PyObject *dflt = PyTuple_GET_ITEM(field, 2);
+        PyObject *v = PyDict_GetItemWithError(ext, key); /* borrowed */
+        PyObject *value = NULL;
+        if (v == NULL && PyErr_Occurred()) goto error;
+        if (v == NULL || v == Py_None) { /* None reads as absent, as ``ext.get`` gives it */
+            if (dflt == required) goto slow_path;
+            value = Py_NewRef(dflt);
+        } else if (kind == 0) {
+            value = Py_NewRef(v);
+        } else {
+            if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v)) goto slow_path;
+            const char *t = (const char *)PyUnicode_1BYTE_DATA(v);
+            Py_ssize_t len = PyUnicode_GET_LENGTH(v);
+            if (kind == 1) {
+                long short_len = PyLong_AsLong(PyTuple_GET_ITEM(field, 4));
+                if (len == 0 || len >= short_len) goto slow_path;
+                long long number = 0;
+                for (Py_ssize_t i = 0; i < len; i++) {
+                    if (t[i] < '0' || t[i] > '9') goto slow_path;
+                    number = number * 10 + (t[i] - '0');
+                }
+                value = PyLong_FromLongLong(number);
+                if (value == NULL) goto error;
+            } else {
+                if (same(t, len, "true", 4) || same(t, len, "1", 1)) {
+                    value = Py_NewRef(Py_True);
+                } else if (same(t, len, "false", 5) || same(t, len, "0", 1)) {
+                    value = Py_NewRef(Py_False);
+                } else {
+                    goto slow_path;
+                }
+            }
+        }
+        values[made] = value;
+    }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    result = type->tp_alloc(type, 0);
+    if (result == NULL) goto error;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *setter = PyTuple_GET_ITEM(PyTuple_GET_ITEM(plan, i), 3);
+        descrsetfunc set = Py_TYPE(setter)->tp_descr_set;
+        if (set == NULL || set(setter, result, values[i]) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "decode_header: a field without a slot");
+            Py_CLEAR(result);
+            goto error;
+        }
+    }
+    goto done;
+slow_path:
+    for (Py_ssize_t i = 0; i < made; i++) Py_DECREF(values[i]);
+    return PyObject_CallOneArg(slow, ext);
+error:
+done:
+    for (Py_ssize_t i = 0; i < made; i++) Py_DECREF(values[i]);
+    return result;
+}
+
 static PyObject *crc32(PyObject *self, PyObject *arg) {
     (void)self;
     Py_buffer view;
@@ -485,6 +574,8 @@ static PyMethodDef methods[] = {
      "The stored records and dispatch facts of a clean send-batch body, or None."},
     {"encode_clean_single", (PyCFunction)(void (*)(void))encode_clean_single, METH_FASTCALL,
      "One sent message's stored record and dispatch facts, for clean properties, or None."},
+    {"decode_header", (PyCFunction)(void (*)(void))decode_header, METH_FASTCALL,
+     "A typed request header from its extFields, or the slow decoder's answer."},
     {"crc32", crc32, METH_O, "zlib.crc32 of a bytes-like object (the records' BODYCRC before masking)."},
     {NULL, NULL, 0, NULL},
 };

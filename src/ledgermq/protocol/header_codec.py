@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Self, TypeVar, dataclass_transform
 
+from ledgermq import speedups
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers import INT32, INT64, MissingField, parse_int
 
@@ -125,6 +127,30 @@ def build_decoder(cls: type, renames: Mapping[str, str] | None = None) -> Decode
     # The source is built above from the class's own field specs, never from request data.
     exec("\n".join(lines), env)
     decoder: Decoder = env["decode"]
+    return _compiled(cls, renames, decoder) or decoder
+
+
+_KIND_CODES = {Kind.TEXT: 0, Kind.INT: 1, Kind.BOOL: 2}
+
+
+def _compiled(cls: type, renames: Mapping[str, str], slow: Decoder) -> Decoder | None:
+    """The same decoder in C (ledgermq/_recordc.c, ``decode_header``) where it is built: it
+    reads what clients send (plain digits, the four boolean spellings) and hands anything
+    else to ``slow``, the generated decoder above, whose errors users see."""
+    c = speedups.recordc
+    if c is None:
+        return None
+    plan = tuple(
+        (
+            renames.get(attr, wire.key),
+            _KIND_CODES[wire.kind],
+            wire.absent,
+            vars(cls)[attr],  # the slot's member descriptor
+            10 if wire.bits == INT32 else 19,  # as the fast path above: fewer digits, in range
+        )
+        for attr, wire in wires(cls)
+    )
+    decoder: Decoder = functools.partial(c.decode_header, cls, plan, slow, REQUIRED)
     return decoder
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgermq.util.javahash import java_string_hash, java_utf8_hash
+from ledgermq.util.javahash import java_string_hash, java_utf8_hash, python_string_hash
 from tests.protocol.golden import ref_java_hash
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -97,3 +97,11 @@ def test_utf8_hash_is_the_hash_of_the_decoded_text(data: bytes) -> None:
     """An index key taken straight from a record's bytes (store/record_scan.py) hashes as
     the text the properties parse would have read: undecodable bytes as U+FFFD."""
     assert java_utf8_hash(data) == java_string_hash(data.decode("utf-8", "replace"))
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(text=st.one_of(st.text(ANY_CHAR, max_size=40), st.text(max_size=1200)))
+def test_the_python_hash_agrees_with_the_one_in_use(text: str) -> None:
+    """Where the C hash is built, ``java_string_hash`` is it; the Python one (used without
+    a C compiler, and in `make test`'s pure-Python pass) must give the same numbers."""
+    assert python_string_hash(text) == java_string_hash(text) == ref_java_hash(text)

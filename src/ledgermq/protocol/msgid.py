@@ -15,17 +15,32 @@ from __future__ import annotations
 import ipaddress
 import re
 import struct
+from functools import lru_cache
 
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.protocol.hosts import Host, pack_host
 
 _PORT_OFFSET = struct.Struct(">iq")
+_PORT = struct.Struct(">i")
 _HEX = re.compile(r"[0-9A-Fa-f]*")
 
 
 def offset_msg_id(store_host: Host, physical_offset: int) -> str:
+    """RocketMQ's offset message id: the store host's ip and port and the record's offset,
+    as upper-case hex. Made once per stored message: the host's part is cached."""
+    if 0 <= physical_offset < _OFFSET_LIMIT:
+        return f"{_host_hex(store_host)}{physical_offset:016X}"
     ip, port, _ = pack_host(store_host)
-    return (ip + _PORT_OFFSET.pack(port, physical_offset)).hex().upper()
+    return (ip + _PORT_OFFSET.pack(port, physical_offset)).hex().upper()  # raises for what Java cannot store
+
+
+_OFFSET_LIMIT = 1 << 63
+
+
+@lru_cache(maxsize=64)
+def _host_hex(store_host: Host) -> str:
+    ip, port, _ = pack_host(store_host)
+    return (ip + _PORT.pack(port)).hex().upper()
 
 
 def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:

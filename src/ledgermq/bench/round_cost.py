@@ -76,8 +76,8 @@ class RoundCost:
             f"{self.rate:,.0f} msgs/s, p50 {self.p50_ms:.2f} ms, client {self.client_us:.0f} us per message"
         )
         rows = [
-            f"  {p.name:<10} {p.role:<9} user {p.user_us:6.0f} us  sys {p.sys_us:5.0f} us  "
-            f"total {p.user_us + p.sys_us:6.0f} us per message (loop thread {p.main_us:4.0f})   "
+            f"  {p.name:<10} {p.role:<9} user {p.user_us:6.1f} us  sys {p.sys_us:5.1f} us  "
+            f"total {p.user_us + p.sys_us:6.1f} us per message (loop thread {p.main_us:5.1f})   "
             f"idle {p.idle_ms_per_s:4.1f} ms/s   wake-ups {p.switches:4.2f}"
             for p in self.processes
         ]

@@ -30,7 +30,7 @@ from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.dispatch import BLANK, END_OF_DATA, INCOMPLETE, DispatchRequest, Verdict, check_record
 from ledgermq.store.dispatch_hooks import DispatchHook
 from ledgermq.store.dispatch_host import Arrivals, HoldOff
-from ledgermq.store.index import IndexService
+from ledgermq.store.index import IndexNotBuilt, IndexService
 from ledgermq.store.log_reads import LogReads
 from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.queue_table import ConsumeQueueTable, put_staged_units
@@ -370,16 +370,15 @@ class ReputService(DispatchService):
         if why is not None:
             failure = (staged[done], why)
         index = self.index
+        if index is not None and done:
+            try:
+                index.build_staged(staged, done)
+            except IndexNotBuilt as exc:
+                done = exc.failed
+                failure = (staged[done], exc.__cause__ if isinstance(exc.__cause__, Exception) else exc)
         hooks = self.dispatch_hooks
         for i in range(done):
             req = staged[i]
-            if index is not None:
-                try:
-                    index.build(req)
-                except Exception as exc:
-                    done = i
-                    failure = (req, exc)
-                    break
             if hooks:
                 self._after_dispatch(req)
             if not req.sysflag & _NO_QUEUE_ENTRY:

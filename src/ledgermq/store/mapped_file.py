@@ -78,6 +78,9 @@ class SegmentPositions:
         return self.wrote >= self.size
 
 
+_FD_APPEND_AT = 4096  # bytes: from here on ``append`` writes through the file descriptor
+
+
 class MappedFile(SegmentPositions):
     """A single segment. Not thread-safe for writes; the owning queue serialises them."""
 
@@ -118,7 +121,13 @@ class MappedFile(SegmentPositions):
 
     # -- writes ----------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview) -> int:
-        """Copy ``data`` at the write position; return the position it landed at."""
+        """Copy ``data`` at the write position; return the position it landed at. A page or
+        more goes through the file (``append_through_fd``): a store into fresh pages of the
+        mapping costs a page fault per page, more than one ``pwrite`` of them all (a batch of
+        32 records of 1 KiB: 2.5 against 1.8 µs per record, of 4 KiB: 7 against 3); a small
+        record is cheaper through the mapping (a 1 KiB send: 3.5 against 5.4 µs)."""
+        if len(data) >= _FD_APPEND_AT:
+            return self.append_through_fd((data,))
         at = self.wrote
         end = at + len(data)
         if end > self.size:

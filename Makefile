@@ -51,7 +51,7 @@ test: $(STAMP) java chromium
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -p tests.spark.xdist_scope -m "not long" --durations=20
 	# The send paths again with the compiled record path turned off (ledgermq/speedups.py).
 	LEDGERMQ_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/store/test_batch_put.py \
-		tests/protocol/test_batch.py tests/broker/test_send.py tests/protocol/test_javahash.py \
+		tests/protocol/test_batch.py tests/broker/test_send.py tests/protocol/test_javahash.py tests/protocol/test_command.py \
 		tests/store/test_batch_records_c.py::test_the_compiled_record_path_is_built_unless_turned_off \
 		tests/store/test_single_records_c.py::test_the_pure_python_run_builds_every_record_in_python
 

@@ -560,6 +560,116 @@ done:
     return result;
 }
 
+/* decode_frame(loads, cls, setters, json_type, slow, payload) -> RemotingCommand
+ *
+ * A remoting frame (without its length prefix) whose header is JSON, as Java and our own
+ * clients send it: ``loads`` (orjson's) parses the header in place, and the command is
+ * built from it when every field has its usual type (int code, opaque, flag and version;
+ * a str language and remark; extFields of str values). Anything else, a binary (ROCKETMQ)
+ * header included, is decoded by ``slow``, the Python decoder, which raises the errors
+ * users see. ``setters``: the member descriptors of code, opaque, flag, language, version,
+ * remark, ext_fields, body and serialize_type, in that order.
+ */
+static PyObject *decode_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "decode_frame takes 6 arguments");
+        return NULL;
+    }
+    PyObject *loads = args[0], *cls = args[1], *setters = args[2], *json_type = args[3], *slow = args[4];
+    PyObject *payload = args[5];
+    if (!PyType_Check(cls) || !PyTuple_Check(setters) || PyTuple_GET_SIZE(setters) != 9) {
+        PyErr_SetString(PyExc_TypeError, "decode_frame: a class and nine setters");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    PyObject *doc = NULL, *ext = NULL, *values[9] = {NULL};
+    PyObject *result = NULL;
+    if (view.len < 4) goto slow_path;
+    uint32_t word = (uint32_t)be32(buf);
+    Py_ssize_t header_len = (Py_ssize_t)(word & 0xFFFFFF);
+    if ((word >> 24) != 0 || header_len > view.len - 4) goto slow_path; /* not JSON, or too short */
+    PyObject *header = PyMemoryView_FromMemory((char *)buf + 4, header_len, PyBUF_READ);
+    if (header == NULL) goto error;
+    doc = PyObject_CallOneArg(loads, header);
+    Py_DECREF(header);
+    if (doc == NULL) {
+        PyErr_Clear(); /* the Python decoder says why */
+        goto slow_path;
+    }
+    if (!PyDict_CheckExact(doc)) goto slow_path;
+    static const char *ints[4] = {"code", "opaque", "flag", "version"};
+    static const int int_slots[4] = {0, 1, 2, 4};
+    for (int i = 0; i < 4; i++) {
+        PyObject *v = PyDict_GetItemString(doc, ints[i]);
+        if (v == NULL) {
+            values[int_slots[i]] = PyLong_FromLong(0);
+            if (values[int_slots[i]] == NULL) goto error;
+        } else if (PyLong_CheckExact(v)) {
+            values[int_slots[i]] = Py_NewRef(v);
+        } else {
+            goto slow_path;
+        }
+    }
+    PyObject *language = PyDict_GetItemString(doc, "language");
+    if (language == NULL) {
+        values[3] = PyUnicode_FromString("OTHER");
+        if (values[3] == NULL) goto error;
+    } else if (PyUnicode_CheckExact(language)) {
+        values[3] = Py_NewRef(language);
+    } else {
+        goto slow_path;
+    }
+    PyObject *remark = PyDict_GetItemString(doc, "remark");
+    if (remark == NULL || remark == Py_None) {
+        values[5] = Py_NewRef(Py_None);
+    } else if (PyUnicode_CheckExact(remark)) {
+        values[5] = Py_NewRef(remark);
+    } else {
+        goto slow_path;
+    }
+    ext = PyDict_GetItemString(doc, "extFields");
+    if (ext != NULL && PyDict_CheckExact(ext) && PyDict_GET_SIZE(ext) > 0) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(ext, &pos, &k, &v))
+            if (!PyUnicode_CheckExact(v)) goto slow_path; /* numbers (C++): the Python path converts */
+        values[6] = Py_NewRef(ext);
+    } else if (ext == NULL || ext == Py_None || (PyDict_CheckExact(ext) && PyDict_GET_SIZE(ext) == 0)) {
+        values[6] = PyDict_New();
+        if (values[6] == NULL) goto error;
+    } else {
+        goto slow_path; /* another type: the Python path refuses it or reads it as empty */
+    }
+    values[7] = PyBytes_FromStringAndSize((const char *)buf + 4 + header_len, view.len - 4 - header_len);
+    if (values[7] == NULL) goto error;
+    values[8] = Py_NewRef(json_type);
+    PyTypeObject *type = (PyTypeObject *)cls;
+    result = type->tp_alloc(type, 0);
+    if (result == NULL) goto error;
+    for (int i = 0; i < 9; i++) {
+        PyObject *setter = PyTuple_GET_ITEM(setters, i);
+        descrsetfunc set = Py_TYPE(setter)->tp_descr_set;
+        if (set == NULL || set(setter, result, values[i]) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "decode_frame: a field without a slot");
+            Py_CLEAR(result);
+            goto error;
+        }
+    }
+    goto done;
+slow_path:
+    result = PyObject_CallOneArg(slow, payload);
+    goto done;
+error:
+done:
+    for (int i = 0; i < 9; i++) Py_XDECREF(values[i]);
+    Py_XDECREF(doc);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* java_hash(text) -> int: Java's String.hashCode of a str, over its UTF-16 units (a
  * character past the BMP counts as its two surrogates; a lone surrogate as itself), as a
  * signed 32-bit int. RocketMQ writes it to disk as tag codes and index-key hashes. */
@@ -626,6 +736,8 @@ static PyMethodDef methods[] = {
      "One sent message's stored record and dispatch facts, for clean properties, or None."},
     {"decode_header", (PyCFunction)(void (*)(void))decode_header, METH_FASTCALL,
      "A typed request header from its extFields, or the slow decoder's answer."},
+    {"decode_frame", (PyCFunction)(void (*)(void))decode_frame, METH_FASTCALL,
+     "A remoting frame with a JSON header as a RemotingCommand, or the slow decoder's answer."},
     {"java_hash", java_hash, METH_O, "Java's String.hashCode of a str."},
     {"java_ascii_hash", java_ascii_hash, METH_O, "Java's String.hashCode of ASCII bytes, or None."},
     {"crc32", crc32, METH_O, "zlib.crc32 of a bytes-like object (the records' BODYCRC before masking)."},

@@ -114,6 +114,12 @@ class AsyncSends:
         self._queued: dict[SendOp, Queued] = {}
         self._idle: asyncio.Future[None] | None = None  # resolved when ``live`` empties during drain
         self._reporting: set[asyncio.Future[None]] = set()  # async callbacks still running
+        # Bound once: a bound method made per send is one more object per send for the
+        # collector to walk while thousands wait (the ops' and the budget's callbacks).
+        self._grant: Callable[[tuple[SendOp, int, Launch, float]], None] = self._admitted
+        self._expire: Callable[[tuple[SendOp, int, Launch, float]], None] = self._expired
+        self._on_end: Callable[[SendOp, bool], None] = self._ended
+        self._on_report: Callable[[SendOp, SendResult | None, BaseException | None], None] = self._report
 
     def start(
         self,
@@ -138,8 +144,8 @@ class AsyncSends:
             self._fail_early(fut, handler, exc)
             return fut
         op = fut.op = make_op(out, fut, started, timeout)
-        op.on_end = self._ended
-        op.report = self._report
+        op.on_end = self._on_end
+        op.report = self._on_report
         op.handler = handler
         self.live.add(op)
         size = len(out.body)
@@ -148,7 +154,7 @@ class AsyncSends:
             launch(op)
         else:
             self._queued[op] = self.budget.enqueue(
-                size, lambda: self._admitted(op, size, launch), lambda: self._expired(op, timeout), timeout
+                size, self._grant, self._expire, timeout, (op, size, launch, timeout)
             )
         return fut
 
@@ -167,12 +173,14 @@ class AsyncSends:
         self._reporting.add(task)
         task.add_done_callback(self._reporting.discard)
 
-    def _admitted(self, op: SendOp, size: int, launch: Launch) -> None:
+    def _admitted(self, queued: tuple[SendOp, int, Launch, float]) -> None:
+        op, size, launch, _timeout = queued
         self._queued.pop(op, None)
         op.held = size
         launch(op)
 
-    def _expired(self, op: SendOp, timeout: float) -> None:
+    def _expired(self, queued: tuple[SendOp, int, Launch, float]) -> None:
+        op, _size, _launch, timeout = queued
         self._queued.pop(op, None)
         budget = self.budget
         op.finish(

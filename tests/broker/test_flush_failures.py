@@ -16,9 +16,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
+
 from ledgermq.config import FlushDiskType
 from ledgermq.failpoints import armed
 from ledgermq.protocol.codes import RequestCode, ResponseCode
+from ledgermq.protocol.command import RemotingCommand, decode_command
 from ledgermq.store.flush import AsyncFlushService, GroupCommitService
 from tests.broker.harness import Harness, running_broker
 
@@ -148,3 +151,48 @@ def test_a_send_written_below_a_cut_waits_for_an_fsync_after_the_cut(tmp_path: P
             assert store.flushed_phy_offset == store.max_phy_offset
 
     asyncio.run(main())
+
+
+def test_a_heartbeat_between_held_sends_does_not_take_a_sends_slot(tmp_path: Path) -> None:
+    """A producer keeps as many sends in flight as the broker's per-connection limit (its
+    async budget is that limit) and heartbeats on the same connection. The heartbeat is
+    answered where it is read: with the limit's last slot free and its sends held (their
+    fsync stalled), a heartbeat and a send arriving in one read both go through. Answered
+    from a task instead, the heartbeat held a slot into a later loop turn and the send was
+    refused SYSTEM_BUSY (seen as a failed send_async burst against a DLedger group)."""
+    release, held, slow_disk = _held_group_commit()
+
+    async def main() -> None:
+        store = {"flush_disk_type": FlushDiskType.SYNC_FLUSH, "sync_flush_timeout_ms": 8000}
+        async with running_broker(tmp_path, store=store, max_inflight_per_connection=3) as h:
+            assert (await send_raw(h, 0))[0] == ResponseCode.SUCCESS
+            reader, writer = await asyncio.open_connection("127.0.0.1", h.app.port)
+            try:
+
+                def send(seq: int) -> bytes:
+                    header = {"a": "pg", "b": TOPIC, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}
+                    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, seq, ext_fields=header, body=b"m").encode()
+
+                beat = orjson.dumps(
+                    {"clientID": "pc@1", "consumerDataSet": [], "producerDataSet": [{"groupName": "pg"}]}
+                )
+                with armed(FSYNC, slow_disk):
+                    writer.write(send(1) + send(2))  # both wait for the stalled fsync: two slots held
+                    await writer.drain()
+                    await asyncio.to_thread(held.wait, 5)
+                    writer.write(RemotingCommand(RequestCode.HEART_BEAT, 3, body=beat).encode() + send(4))
+                    await writer.drain()
+                    first = await asyncio.wait_for(_read_answer(reader), 5)  # the heartbeat's, at once
+                    assert (first.opaque, first.code) == (3, ResponseCode.SUCCESS), first
+                    release.set()
+                    rest = [await asyncio.wait_for(_read_answer(reader), 10) for _ in range(3)]
+                assert sorted((a.opaque, a.code) for a in rest) == [(1, 0), (2, 0), (4, 0)], rest
+            finally:
+                writer.close()
+
+    asyncio.run(main())
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> RemotingCommand:
+    length = int.from_bytes(await reader.readexactly(4), "big")
+    return decode_command(await reader.readexactly(length))

@@ -1,5 +1,11 @@
 """Client lifecycle and offsets: HEART_BEAT, UNREGISTER_CLIENT, CHECK_CLIENT_CONFIG,
-GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET."""
+GET_CONSUMER_LIST_BY_GROUP, QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET.
+
+None of them waits, so each is answered where its frame is read (a plain function, no
+task): a request answered from a task holds one of its connection's in-flight slots into a
+later loop turn, and a producer whose async sends fill the rest of them (its budget is the
+broker's per-connection limit) then had a send refused SYSTEM_BUSY because its heartbeat
+came in the same read (tests/broker/test_flush_failures.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from ledgermq.protocol.headers_pull import (
 )
 
 
-async def heartbeat(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def heartbeat(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     data = parse_heartbeat(cmd.body)
     channel = ClientChannel(data.client_id, ctx.connection, cmd.language, cmd.version, broker.clock.wall_ms())
     for consumer in data.consumers:
@@ -39,7 +45,7 @@ async def heartbeat(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -
     return cmd.response(ResponseCode.SUCCESS)
 
 
-async def unregister_client(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def unregister_client(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = UnregisterClientRequestHeader.decode(cmd)
     producer_group, consumer_group = hdr.producer_group, hdr.consumer_group
     if producer_group:
@@ -49,7 +55,7 @@ async def unregister_client(broker: Broker, ctx: RequestContext, cmd: RemotingCo
     return cmd.response(ResponseCode.SUCCESS)
 
 
-async def check_client_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def check_client_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """What a consumer asks at start for each non-TAG subscription (RocketMQ's
     ``ClientManageProcessor.checkClientConfig``): can this broker filter with it?"""
     if not cmd.body:
@@ -78,7 +84,7 @@ async def check_client_config(broker: Broker, ctx: RequestContext, cmd: Remoting
     return cmd.response(ResponseCode.SUCCESS)
 
 
-async def consumer_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def consumer_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     group = GetConsumerListByGroupRequestHeader.decode(cmd).consumer_group
     info = broker.consumers.groups.get(group)
     if info is None or not info.channels:
@@ -86,7 +92,7 @@ async def consumer_list(broker: Broker, ctx: RequestContext, cmd: RemotingComman
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"consumerIdList": info.client_ids()}))
 
 
-async def query_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def query_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = QueryConsumerOffsetRequestHeader.decode(cmd)
     group, topic, queue_id = hdr.consumer_group, hdr.topic, hdr.queue_id
     offset = broker.offsets.query(group, topic, queue_id)
@@ -107,7 +113,7 @@ def _in_disk(broker: Broker, topic: str, queue_id: int, offset: int) -> bool:
     return broker.store.max_phy_offset - phy > broker.store.memory_budget
 
 
-async def update_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def update_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = UpdateConsumerOffsetRequestHeader.decode(cmd)
     broker.offsets.commit(hdr.consumer_group, hdr.topic, hdr.queue_id, hdr.commit_offset)
     return cmd.response(ResponseCode.SUCCESS)

@@ -185,6 +185,7 @@ class SendOp:
         self.request = None
         path = self.path
         watched = self.attempt
+        self.attempt = None  # it holds the request's cancel, the request holds this method: a cycle
         if watched is not None:
             path.watch.unregister(watched)
         if self.ended:
@@ -262,6 +263,8 @@ class SendOp:
 
     def complete(self, result: SendResult | None, exc: BaseException | None) -> None:
         fut = self.fut
+        if isinstance(fut, SendFuture):
+            fut.op = None  # ended: the future no longer stops it, and the two no longer hold each other
         if fut.done():
             return
         if exc is None:

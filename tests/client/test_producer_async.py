@@ -337,3 +337,34 @@ def test_budget_serves_waiters_in_order_and_lets_a_huge_send_go_alone() -> None:
         assert not budget._waiters and budget.count == 2
 
     asyncio.run(main())
+
+
+def test_finished_sends_leave_no_reference_cycle(tmp_path: Path) -> None:
+    """A send that ended is freed by reference counting: nothing of it waits for the cyclic
+    collector, which a loop of thousands of sends would otherwise keep busy (the op, its
+    future, its attempt's watch entry and the pending request used to hold each other)."""
+    import gc
+
+    kinds = {"SendOp", "SendFuture", "PendingCall", "_Attempt", "Outgoing"}
+
+    async def body(cluster: Cluster) -> None:
+        async with producer(cluster) as p:
+            await p.send(Message("CycleTopic", b"warm"))
+            gc.collect()
+            gc.disable()
+            try:
+                for i in range(50):
+                    await p.send(Message("CycleTopic", b"s%d" % i))
+                futures = [p.send_async(Message("CycleTopic", b"a%d" % i)) for i in range(50)]
+                await asyncio.gather(*futures)
+                del futures
+                gc.set_debug(gc.DEBUG_SAVEALL)
+                gc.collect()
+                left = Counter(type(o).__name__ for o in gc.garbage if type(o).__name__ in kinds)
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+                gc.enable()
+            assert not left, f"sends left for the cyclic collector: {dict(left)}"
+
+    run(tmp_path, body)

@@ -471,6 +471,24 @@ static PyObject *encode_clean_single(PyObject *self, PyObject *const *args, Py_s
     return result;
 }
 
+/* An instance of ``type`` (a slotted class, no __init__ run) with each slot set through its
+ * member descriptor ``setters[i]`` to ``values[i]`` (new references are taken), as the
+ * Python decoders build frozen headers and commands; NULL with an error set if one fails. */
+static PyObject *new_with_slots(PyTypeObject *type, PyObject *const *setters, PyObject *const *values,
+                                Py_ssize_t n) {
+    PyObject *obj = type->tp_alloc(type, 0);
+    if (obj == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        descrsetfunc set = Py_TYPE(setters[i])->tp_descr_set;
+        if (set == NULL || set(setters[i], obj, values[i]) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a field without a slot");
+            Py_DECREF(obj);
+            return NULL;
+        }
+    }
+    return obj;
+}
+
 /* decode_header(cls, plan, slow, ext) -> header
  *
  * A typed request header (protocol/header_codec.py) from its extFields dict, for what
@@ -495,7 +513,7 @@ static PyObject *decode_header(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     if (!PyDict_CheckExact(ext)) return PyObject_CallOneArg(slow, ext);
     Py_ssize_t n = PyTuple_GET_SIZE(plan);
-    PyObject *values[64];
+    PyObject *values[64] = {NULL}, *setters[64] = {NULL};
     if (n > 64) return PyObject_CallOneArg(slow, ext);
     Py_ssize_t made = 0;
     PyObject *result = NULL;
@@ -537,19 +555,9 @@ static PyObject *decode_header(PyObject *self, PyObject *const *args, Py_ssize_t
             }
         }
         values[made] = value;
+        setters[made] = PyTuple_GET_ITEM(field, 3);
     }
-    PyTypeObject *type = (PyTypeObject *)cls;
-    result = type->tp_alloc(type, 0);
-    if (result == NULL) goto error;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *setter = PyTuple_GET_ITEM(PyTuple_GET_ITEM(plan, i), 3);
-        descrsetfunc set = Py_TYPE(setter)->tp_descr_set;
-        if (set == NULL || set(setter, result, values[i]) < 0) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "decode_header: a field without a slot");
-            Py_CLEAR(result);
-            goto error;
-        }
-    }
+    result = new_with_slots((PyTypeObject *)cls, setters, values, n);
     goto done;
 slow_path:
     for (Py_ssize_t i = 0; i < made; i++) Py_DECREF(values[i]);
@@ -646,18 +654,7 @@ static PyObject *decode_frame(PyObject *self, PyObject *const *args, Py_ssize_t 
     values[7] = PyBytes_FromStringAndSize((const char *)buf + 4 + header_len, view.len - 4 - header_len);
     if (values[7] == NULL) goto error;
     values[8] = Py_NewRef(json_type);
-    PyTypeObject *type = (PyTypeObject *)cls;
-    result = type->tp_alloc(type, 0);
-    if (result == NULL) goto error;
-    for (int i = 0; i < 9; i++) {
-        PyObject *setter = PyTuple_GET_ITEM(setters, i);
-        descrsetfunc set = Py_TYPE(setter)->tp_descr_set;
-        if (set == NULL || set(setter, result, values[i]) < 0) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "decode_frame: a field without a slot");
-            Py_CLEAR(result);
-            goto error;
-        }
-    }
+    result = new_with_slots((PyTypeObject *)cls, PySequence_Fast_ITEMS(setters), values, 9);
     goto done;
 slow_path:
     result = PyObject_CallOneArg(slow, payload);

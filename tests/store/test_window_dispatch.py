@@ -249,14 +249,24 @@ def test_a_failed_unit_write_stops_the_window_at_the_first_record_it_left_out(st
         assert len(store.query_message("T", f"k{i}", 8, 0, 2**62).messages) == 1  # indexed once
 
 
-def test_a_failed_index_entry_stops_the_window_at_its_record(
-    store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("records", ["read back", "with their facts"])
+def test_a_failed_index_entry_stops_the_round_at_its_record(
+    store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch, records: str
 ) -> None:
+    """Records read back (a replica's window) or with their facts (a master's own puts,
+    indexed a round at a time by ``build_staged``): the records before the failed one are
+    dispatched, it and the rest are tried again, and every key is indexed once."""
     store = store_factory()
-    _replica_like(store)
+    assert store.reput is not None
+    if records == "read back":
+        _replica_like(store)
+    else:
+        store.reput.dispatch_available()
+        store.reput.stop()
     seen = _heard(store)
     results = [put(store, "T", f"m{i}".encode(), 0, TAGS="t", KEYS=f"k{i}") for i in range(6)]
     offsets = [r.append.wrote_offset for r in results if r.append]
+    assert bool(store.commitlog.appended.queued) == (records == "with their facts")
     real = IndexFile.put_hashed
     failed: list[int] = []
 
@@ -267,44 +277,10 @@ def test_a_failed_index_entry_stops_the_window_at_its_record(
         return real(f, java_hash, phy, ts)
 
     monkeypatch.setattr(IndexFile, "put_hashed", third_record_fails_once)
-    assert store.reput is not None
     assert store.reput.dispatch_available() == 2
     assert seen == offsets[:2] and store.reput.reput_from == offsets[2]
     assert store.reput.dispatch_error is not None and "T-0 offset 2" in store.reput.dispatch_error
     assert store.max_offset_in_queue("T", 0) == 6  # units went first; written once
-    assert store.reput.dispatch_available() == 4
-    assert store.reput.dispatch_error is None and seen == offsets
-    for i in range(6):
-        assert len(store.query_message("T", f"k{i}", 8, 0, 2**62).messages) == 1
-
-
-def test_a_failed_index_entry_stops_a_masters_round_at_its_record(
-    store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same rule where the records come with their facts (a master's own puts, indexed
-    a round at a time by ``build_staged``): the records before the failed one are
-    dispatched, it and the rest are tried again, and every key is indexed once."""
-    store = store_factory()
-    assert store.reput is not None
-    store.reput.dispatch_available()
-    store.reput.stop()
-    seen = _heard(store)
-    results = [put(store, "T", f"m{i}".encode(), 0, TAGS="t", KEYS=f"k{i}") for i in range(6)]
-    offsets = [r.append.wrote_offset for r in results if r.append]
-    assert store.commitlog.appended.queued
-    real = IndexFile.put_hashed
-    failed: list[int] = []
-
-    def third_record_fails_once(f: IndexFile, java_hash: int, phy: int, ts: int) -> bool:
-        if phy == offsets[2] and not failed:
-            failed.append(phy)
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        return real(f, java_hash, phy, ts)
-
-    monkeypatch.setattr(IndexFile, "put_hashed", third_record_fails_once)
-    assert store.reput.dispatch_available() == 2
-    assert seen == offsets[:2] and store.reput.reput_from == offsets[2]
-    assert store.reput.dispatch_error is not None and "T-0 offset 2" in store.reput.dispatch_error
     assert store.reput.dispatch_available() == 4
     assert store.reput.dispatch_error is None and seen == offsets
     for i in range(6):

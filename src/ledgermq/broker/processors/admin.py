@@ -160,7 +160,7 @@ async def update_and_create_topic(broker: Broker, ctx: RequestContext, cmd: Remo
     return cmd.response(ResponseCode.SUCCESS)
 
 
-async def delete_topic(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def delete_topic(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """RocketMQ: deleteTopicConfig, then the store's cleanUnusedTopic. The store has no
     API to drop a topic's consume queues yet, so only the config goes: the queue files
     stay on disk (retention ages them out with the commit log) and a topic re-created
@@ -179,7 +179,7 @@ async def delete_topic(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
     return cmd.response(ResponseCode.SUCCESS)
 
 
-async def get_all_topic_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_all_topic_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     topics = broker.topics
     doc = {
         "dataVersion": topics.data_version.to_json(),
@@ -188,7 +188,7 @@ async def get_all_topic_config(broker: Broker, ctx: RequestContext, cmd: Remotin
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(doc))
 
 
-async def get_topic_stats_info(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_topic_stats_info(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     topic = GetTopicStatsInfoRequestHeader.decode(cmd).topic
     tc = broker.topics.get(topic)
     if tc is None:
@@ -275,7 +275,7 @@ def runtime_info(broker: Broker) -> dict[str, str]:
     return info
 
 
-async def get_broker_runtime_info(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_broker_runtime_info(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"table": runtime_info(broker)}))
 
 
@@ -300,7 +300,7 @@ def bump_config_version(broker: Broker) -> None:
     broker.config_version = broker.config_version.next(broker.clock.wall_ms())
 
 
-async def get_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     text = "".join(f"{k}={v}\n" for k, v in sorted(config_properties(broker).items()))
     version = fastjson.dumps(broker.config_version.to_json()).decode()
     return cmd.response(
@@ -308,18 +308,18 @@ async def get_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCo
     )
 
 
-async def trigger_delete_files(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def trigger_delete_files(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     log.warning("manual commit-log clean requested by %s", ctx.peer)
     broker.store.trigger_delete_files()
     return cmd.response(ResponseCode.SUCCESS)
 
 
 # -- offsets ---------------------------------------------------------------------------
-async def get_all_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_all_consumer_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(broker.offsets.to_json()))
 
 
-async def get_all_delay_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_all_delay_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     table = broker.schedule.to_json() if broker.schedule is not None else {"offsetTable": {}}
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(table))
 
@@ -328,11 +328,11 @@ async def get_all_delay_offset(broker: Broker, ctx: RequestContext, cmd: Remotin
 _GROUP_BOOL_KEYS = ("consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "notifyConsumerIdsChangedEnable")
 
 
-async def get_all_subscription_group(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_all_subscription_group(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(broker.subscriptions.to_json()))
 
 
-async def update_and_create_subscription_group(
+def update_and_create_subscription_group(
     broker: Broker, ctx: RequestContext, cmd: RemotingCommand
 ) -> RemotingCommand:
     refused = _refused_on_slave(broker, cmd)
@@ -358,7 +358,7 @@ async def update_and_create_subscription_group(
     return cmd.response(ResponseCode.SUCCESS)
 
 
-async def delete_subscription_group(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def delete_subscription_group(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     refused = _refused_on_slave(broker, cmd)
     if refused is not None:
         return refused
@@ -377,7 +377,7 @@ async def delete_subscription_group(broker: Broker, ctx: RequestContext, cmd: Re
 
 
 # -- consumers -------------------------------------------------------------------------
-async def get_consume_stats(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_consume_stats(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """ConsumeStats: per read queue brokerOffset / consumerOffset / lastTimestamp.
 
     Without a topic the group's topics come from its committed offsets. A topic the group
@@ -410,7 +410,7 @@ async def get_consume_stats(broker: Broker, ctx: RequestContext, cmd: RemotingCo
     return cmd.response(ResponseCode.SUCCESS, body=body)
 
 
-async def get_consumer_connection_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_consumer_connection_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     group = GetConsumerConnectionListRequestHeader.decode(cmd).consumer_group
     info = broker.consumers.groups.get(group)
     if info is None:

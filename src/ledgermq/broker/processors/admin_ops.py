@@ -38,7 +38,7 @@ _NOTIFYING: set[asyncio.Future[None]] = set()  # notifications under way (kept r
 RESET_TO_MAX = -1  # timestamp -1: to the end of each queue (RocketMQ's "now" shortcut)
 
 
-async def get_producer_connection_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_producer_connection_list(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     group = GetProducerConnectionListRequestHeader.decode(cmd).producer_group
     channels = broker.producers.groups.get(group)
     if not channels:
@@ -70,7 +70,7 @@ def reset_offsets(broker: Broker, group: str, topic: str, timestamp: int, force:
     return chosen
 
 
-async def invoke_broker_to_reset_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def invoke_broker_to_reset_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = ResetOffsetRequestHeader.decode(cmd)
     topic, group, timestamp, force = hdr.topic, hdr.group, hdr.timestamp, hdr.is_force
     if broker.topics.get(topic) is None:
@@ -134,7 +134,7 @@ async def consume_message_directly(broker: Broker, ctx: RequestContext, cmd: Rem
     return cmd.response(answer.code, answer.remark, body=answer.body)
 
 
-async def update_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def update_broker_config(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     """Applies only keys the broker honours live (``broker.live_config``); refuses the rest."""
     try:
         props = parse_properties(cmd.body.decode("utf-8"))

@@ -16,8 +16,11 @@ log = logging.getLogger(__name__)
 
 BrokerAnswer = RemotingCommand | None
 BrokerProcessor = Callable[[Broker, RequestContext, RemotingCommand], BrokerAnswer | Deferred | Awaitable[BrokerAnswer]]
-"""``async def`` for a request that waits; a plain function for one the send path answers
-at once, returning a ``Deferred`` or an awaitable only when it must wait (net/server.py)."""
+"""``async def`` only for a request that awaits something; a plain function for one that
+does not (most do not), returning a ``Deferred`` or an awaitable only when it must wait
+(net/server.py). A request answered from a task holds one of its connection's in-flight
+slots into a later loop turn: a producer whose async sends fill the others (its budget is
+the per-connection limit) then had a send refused SYSTEM_BUSY."""
 
 
 def bind(fn: BrokerProcessor, broker: Broker) -> Processor:

@@ -73,7 +73,7 @@ def dledger_status_doc(broker: Broker, dl: BrokerDLedger, st: RaftStatus) -> dic
     }
 
 
-async def get_dledger_status(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_dledger_status(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     dl = broker.dledger
     st = dl.status() if dl is not None else None
     if dl is None or st is None:

@@ -203,7 +203,7 @@ def _repair_info(book: RepairBook | None) -> dict[str, Any]:
     }
 
 
-async def get_broker_ha_status(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_broker_ha_status(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(ha_runtime_info(broker)))
 
 

@@ -35,7 +35,7 @@ def _decode(cmd: RemotingCommand) -> tuple[str, str, set[MessageQueue]] | Remoti
     return group, client_id, mq_set(doc.get("mqSet"))
 
 
-async def lock_batch_mq(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def lock_batch_mq(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     decoded = _decode(cmd)
     if isinstance(decoded, RemotingCommand):
         return decoded
@@ -44,7 +44,7 @@ async def lock_batch_mq(broker: Broker, ctx: RequestContext, cmd: RemotingComman
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"lockOKMQSet": mq_list(locked)}))
 
 
-async def unlock_batch_mq(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def unlock_batch_mq(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     decoded = _decode(cmd)
     if isinstance(decoded, RemotingCommand):
         return decoded

@@ -23,31 +23,31 @@ from ledgermq.protocol.headers_pull import (
 DEFAULT_QUERY_MAX_NUM = 32
 
 
-async def max_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def max_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = GetMaxOffsetRequestHeader.decode(cmd)
     offset = broker.store.max_offset_in_queue(hdr.topic, hdr.queue_id)
     return cmd.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).ext())
 
 
-async def min_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def min_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = GetMinOffsetRequestHeader.decode(cmd)
     offset = broker.store.min_offset_in_queue(hdr.topic, hdr.queue_id)
     return cmd.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).ext())
 
 
-async def search_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def search_offset(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = SearchOffsetRequestHeader.decode(cmd)
     offset = broker.store.offset_in_queue_by_time(hdr.topic, hdr.queue_id, hdr.timestamp)
     return cmd.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).ext())
 
 
-async def earliest_time(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def earliest_time(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = GetEarliestMsgStoretimeRequestHeader.decode(cmd)
     ts = broker.store.earliest_message_time(hdr.topic, hdr.queue_id)
     return cmd.response(ResponseCode.SUCCESS, ext_fields=GetEarliestMsgStoretimeResponseHeader(ts).ext())
 
 
-async def view_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def view_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     offset = ViewMessageRequestHeader.decode(cmd).offset
     try:
         record = broker.store.look_message_by_offset(offset)
@@ -58,7 +58,7 @@ async def view_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand
     return cmd.response(ResponseCode.SUCCESS, body=record)
 
 
-async def query_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def query_message(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = QueryMessageRequestHeader.decode(cmd)
     max_num = DEFAULT_QUERY_MAX_NUM if hdr.by_unique_key else hdr.max_num
     try:

@@ -13,7 +13,7 @@ from ledgermq.protocol.command import RemotingCommand
 from ledgermq.protocol.headers_admin import QueryTopicConsumeByWhoRequestHeader, ViewBrokerStatsDataRequestHeader
 
 
-async def view_broker_stats_data(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def view_broker_stats_data(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     hdr = ViewBrokerStatsDataRequestHeader.decode(cmd)
     name, key = hdr.stats_name, hdr.stats_key
     found = broker.stats.key_stats(name, key)
@@ -24,7 +24,7 @@ async def view_broker_stats_data(broker: Broker, ctx: RequestContext, cmd: Remot
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(body))
 
 
-async def query_topic_consume_by_who(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def query_topic_consume_by_who(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     topic = QueryTopicConsumeByWhoRequestHeader.decode(cmd).topic
     groups = {g for g, info in broker.consumers.groups.items() if topic in info.subscriptions}
     groups.update(broker.offsets.groups_of_topic(topic))

@@ -9,7 +9,7 @@ from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 
 
-async def get_timer_check_point(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
+def get_timer_check_point(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     if broker.timer is None:
         return cmd.response(ResponseCode.SYSTEM_ERROR, "The checkpoint is null")
     return cmd.response(ResponseCode.SUCCESS, body=broker.timer.snapshot().encode())

@@ -18,8 +18,8 @@ from ledgermq.net.connection import Connection
 from ledgermq.protocol import fastjson
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
+from ledgermq.protocol.javahash import tag_hash
 from ledgermq.protocol.message import decode_records
-from ledgermq.util.javahash import tag_hash
 from tests.broker.harness import Harness, running_broker
 from tests.broker.test_pull import heartbeat_body
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledgermq.util.javahash import java_string_hash, java_utf8_hash, python_string_hash
+from ledgermq.protocol.javahash import java_string_hash, java_utf8_hash, python_string_hash
 from tests.protocol.golden import ref_java_hash
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

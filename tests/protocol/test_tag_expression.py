@@ -17,13 +17,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ledgermq.protocol.javahash import java_string_hash
 from ledgermq.protocol.tag_expression import (
     SUB_ALL,
     TagExpressionError,
     check_subscribable,
     parse_tag_expression,
 )
-from ledgermq.util.javahash import java_string_hash
 
 # (expression, tags RocketMQ builds, whether the broker matches every message)
 JAVA_CASES = [

@@ -13,8 +13,8 @@ from typing import Any
 from ledgermq.errors import RemoteProtocolError
 from ledgermq.filter import is_tag_type
 from ledgermq.protocol import fastjson
+from ledgermq.protocol.javahash import tag_hash
 from ledgermq.protocol.tag_expression import SUB_ALL, TagExpressionError, parse_tag_expression
-from ledgermq.util.javahash import tag_hash
 
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ledgermq.errors import ProtocolError
-from ledgermq.util.javahash import tag_hash
+from ledgermq.protocol.javahash import tag_hash
 
 __all__ = ["SUB_ALL", "TagExpression", "TagExpressionError", "check_subscribable", "parse_tag_expression"]
 

@@ -28,9 +28,9 @@ from collections import deque
 from collections.abc import Mapping
 
 from ledgermq.protocol import properties as P
+from ledgermq.protocol.javahash import tag_hash
 from ledgermq.protocol.message import SYSFLAG_POS
 from ledgermq.store.dispatch import SCHEDULE_TOPIC, TIMER_TOPIC, DispatchRequest, timer_tags_code
-from ledgermq.util.javahash import tag_hash
 
 MAX_QUEUED = 16384  # records; past this, dispatch is behind and parsing costs nothing extra
 _SYSFLAG = struct.Struct(">i")

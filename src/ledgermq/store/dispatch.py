@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
-from ledgermq.util.javahash import tag_hash
+from ledgermq.protocol.javahash import tag_hash
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # store/timer/: the unit's tag code is its slot time

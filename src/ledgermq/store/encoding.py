@@ -15,6 +15,7 @@ from ledgermq.errors import LocalProtocolError, PropertiesTooLargeError
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
+from ledgermq.protocol.javahash import tag_hash
 from ledgermq.protocol.message import Host
 from ledgermq.store.appended import facts_for
 from ledgermq.store.commitlog import EncodedMessage, queue_key
@@ -23,7 +24,6 @@ from ledgermq.store.message_input import BatchInput, EncodedBatch, MessageInput
 from ledgermq.store.results import PutResult, PutStatus
 from ledgermq.store.timer.intercept import INTERCEPTED_NAMES, TIMER_PROPERTIES, Interception, intercept
 from ledgermq.store.timer.settings import TimerSettings
-from ledgermq.util.javahash import tag_hash
 
 Encoded = tuple[list[EncodedMessage], str, int, bool]  # records, topic, queue id, wait for the flush
 

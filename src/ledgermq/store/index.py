@@ -35,10 +35,10 @@ from pathlib import Path
 from ledgermq.atomic_file import fsync_dir
 from ledgermq.clock import Clock
 from ledgermq.protocol import sysflag as SF
+from ledgermq.protocol.javahash import java_string_hash, java_utf8_hash
 from ledgermq.protocol.properties import KEY_SEPARATOR
 from ledgermq.store.dispatch import DispatchRequest
 from ledgermq.store.record_scan import KEYS, PHYS, STORE_TS, SYSFLAG, TOPIC, UNIQ, Row
-from ledgermq.util.javahash import java_string_hash, java_utf8_hash
 
 log = logging.getLogger(__name__)
 

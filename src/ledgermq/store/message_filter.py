@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Protocol
 
+from ledgermq.protocol.javahash import tag_hash
 from ledgermq.protocol.message import record_properties_text
 from ledgermq.protocol.properties import decode_properties, get_property
 from ledgermq.protocol.tag_expression import TagExpression, parse_tag_expression
-from ledgermq.util.javahash import tag_hash
 
 
 class MessageFilter(Protocol):

@@ -27,8 +27,8 @@ from typing import Final
 from ledgermq.protocol import message as M
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
+from ledgermq.protocol.javahash import tag_hash
 from ledgermq.store.dispatch import SCHEDULE_TOPIC, TIMER_TOPIC, DispatchRequest, timer_tags_code
-from ledgermq.util.javahash import tag_hash
 
 ScanBuffer = mmap.mmap | bytes
 """What records are scanned in: a segment's mapping or bytes (slices of either are bytes)."""

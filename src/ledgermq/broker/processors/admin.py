@@ -332,9 +332,7 @@ def get_all_subscription_group(broker: Broker, ctx: RequestContext, cmd: Remotin
     return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(broker.subscriptions.to_json()))
 
 
-def update_and_create_subscription_group(
-    broker: Broker, ctx: RequestContext, cmd: RemotingCommand
-) -> RemotingCommand:
+def update_and_create_subscription_group(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand:
     refused = _refused_on_slave(broker, cmd)
     if refused is not None:
         return refused

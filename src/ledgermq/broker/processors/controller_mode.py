@@ -25,9 +25,7 @@ from ledgermq.protocol.controller_body import JAVA_LONG_MAX, EpochEntry, EpochEn
 from ledgermq.protocol.headers_controller import NotifyBrokerRoleChangedRequestHeader
 
 
-def notify_broker_role_changed(
-    broker: Broker, ctx: RequestContext, cmd: RemotingCommand
-) -> RemotingCommand | None:
+def notify_broker_role_changed(broker: Broker, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
     service = broker.controller
     if service is None:
         return (

@@ -17,9 +17,9 @@ from typing import Any
 from ledgermq.client.errors import MQClientError
 from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.filter import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, FilterSyntaxError, compile_expression
+from ledgermq.protocol.javahash import tag_hash
 from ledgermq.protocol.names import GROUP_MAX_LENGTH, GROUP_NAME_PATTERN
 from ledgermq.protocol.tag_expression import TagExpressionError, check_subscribable
-from ledgermq.util.javahash import tag_hash
 
 __all__ = [
     "DEFAULT_CONSUMER_GROUP",

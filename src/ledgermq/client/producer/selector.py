@@ -22,7 +22,7 @@ from typing import Any
 from ledgermq.client.instance.publish_info import TopicPublishInfo
 from ledgermq.client.producer.fault import FaultStrategy
 from ledgermq.protocol.admin_body import MessageQueue
-from ledgermq.util.javahash import java_string_hash
+from ledgermq.protocol.javahash import java_string_hash
 
 # (queues, message, arg) -> queue; what ``Producer.send_orderly`` takes.
 QueueSelector = Callable[[Sequence[MessageQueue], Any, Any], MessageQueue]

@@ -16,7 +16,7 @@ from ledgermq.client.errors import ClientStateError, MQClientError
 from ledgermq.client.message import SendResult
 from ledgermq.client.producer.fast_send import SendFuture, SendOp
 from ledgermq.client.producer.outgoing import Outgoing
-from ledgermq.client.producer.send_budget import AsyncBackPressureError, AsyncSendBudget, Queued
+from ledgermq.client.producer.send_budget import AsyncBackPressureError, AsyncSendBudget
 from ledgermq.clock import Clock
 from ledgermq.util.ratelog import limited
 
@@ -46,6 +46,8 @@ class Callbacks:
     def of(
         cls, callback: SendCallback | None, on_success: OnSuccess | None, on_exception: OnException | None
     ) -> Callbacks | None:
+        if callback is None and on_success is None and on_exception is None:
+            return None  # the common future-only send, first
         if callback is not None:
             if on_success is not None or on_exception is not None:
                 raise TypeError("give a callback object or on_success=/on_exception=, not both")
@@ -54,8 +56,6 @@ class Callbacks:
             ):
                 raise TypeError(f"{callback!r} has no on_success and on_exception methods")
             return cls(callback.on_success, callback.on_exception)
-        if on_success is None and on_exception is None:
-            return None
         return cls(on_success, on_exception)
 
     def call_now(self, fn: Callable[[Any], object] | None, arg: object) -> Awaitable[object] | None:
@@ -111,25 +111,25 @@ class AsyncSends:
         self.clock = clock
         self.check_running = check_running
         self.live: set[SendOp] = set()  # admitted or queued, not yet reported
-        self._queued: dict[SendOp, Queued] = {}
         self._idle: asyncio.Future[None] | None = None  # resolved when ``live`` empties during drain
         self._reporting: set[asyncio.Future[None]] = set()  # async callbacks still running
         # Bound once: a bound method made per send is one more object per send for the
         # collector to walk while thousands wait (the ops' and the budget's callbacks).
-        self._grant: Callable[[tuple[SendOp, int, Launch, float]], None] = self._admitted
-        self._expire: Callable[[tuple[SendOp, int, Launch, float]], None] = self._expired
+        self._grant: Callable[[SendOp], None] = self._admitted
+        self._expire: Callable[[SendOp], None] = self._expired
         self._on_end: Callable[[SendOp, bool], None] = self._ended
         self._on_report: Callable[[SendOp, SendResult | None, BaseException | None], None] = self._report
 
     def start(
         self,
-        prepare: Callable[[], Outgoing],
+        prepare: Callable[[Any], Outgoing],
+        subject: Any,
         make_op: MakeOp,
         launch: Launch,
         handler: Callbacks | None,
         timeout: float,
     ) -> SendFuture:
-        """Prepare now (so later changes to the message do not leak into the send), take a
+        """Prepare ``subject`` now (so later changes to the message do not leak into the send), take a
         budget slot if one is free and launch the send, else queue it for a slot. A producer
         not running or a bad message ends the future with that error (and reaches
         ``on_exception``, on a later step) instead of raising here."""
@@ -139,7 +139,7 @@ class AsyncSends:
         fut.op = None
         try:
             self.check_running()
-            out = prepare()
+            out = prepare(subject)
         except MQClientError as exc:
             self._fail_early(fut, handler, exc)
             return fut
@@ -153,9 +153,8 @@ class AsyncSends:
             op.held = size
             launch(op)
         else:
-            self._queued[op] = self.budget.enqueue(
-                size, self._grant, self._expire, timeout, (op, size, launch, timeout)
-            )
+            op.size, op.launch, op.grant, op.expire = size, launch, self._grant, self._expire
+            self.budget.enqueue(op, timeout)
         return fut
 
     def _fail_early(self, fut: SendFuture, handler: Callbacks | None, exc: MQClientError) -> None:
@@ -173,20 +172,16 @@ class AsyncSends:
         self._reporting.add(task)
         task.add_done_callback(self._reporting.discard)
 
-    def _admitted(self, queued: tuple[SendOp, int, Launch, float]) -> None:
-        op, size, launch, _timeout = queued
-        self._queued.pop(op, None)
-        op.held = size
-        launch(op)
+    def _admitted(self, op: SendOp) -> None:
+        op.held = op.size
+        op.launch(op)
 
-    def _expired(self, queued: tuple[SendOp, int, Launch, float]) -> None:
-        op, _size, _launch, timeout = queued
-        self._queued.pop(op, None)
+    def _expired(self, op: SendOp) -> None:
         budget = self.budget
         op.finish(
             None,
             AsyncBackPressureError(
-                f"no async send slot within {timeout:.3f}s ({budget.count} sends, {budget.bytes} bytes in flight)"
+                f"no async send slot within {op.timeout:.3f}s ({budget.count} sends, {budget.bytes} bytes in flight)"
             ),
         )
 
@@ -194,10 +189,8 @@ class AsyncSends:
         if op.held >= 0:
             size, op.held = op.held, -1
             self.budget.release(size)
-        else:
-            entry = self._queued.pop(op, None)
-            if entry is not None:
-                self.budget.withdraw(entry)
+        elif not op.withdrawn:
+            self.budget.withdraw(op)
         if aborted:
             self._settled(op)
 

@@ -33,6 +33,7 @@ from ledgermq.client.producer.fault import FaultStrategy
 from ledgermq.client.producer.master_watch import MasterWatch
 from ledgermq.client.producer.outgoing import Outgoing
 from ledgermq.client.producer.selector import select_queue
+from ledgermq.client.producer.send_budget import Queued
 from ledgermq.client.producer.send_codec import read_send_response, send_request
 from ledgermq.client.producer.send_retry import Attempt, Retries
 from ledgermq.clock import Clock
@@ -77,8 +78,10 @@ class SendFuture(asyncio.Future[SendResult]):
         return super().cancel(msg)
 
 
-class SendOp:
+class SendOp(Queued):
     """One send of ``out``: its first attempt made here, the rest in a task when needed.
+    An async send waiting for an in-flight slot is its own entry in the budget's queue
+    (``Queued``), started by ``launch`` when admitted.
 
     ``on_end`` is called once when the send ends whichever way, with True when it was
     aborted (the async sends' budget and bookkeeping); ``report`` (async sends' callbacks) gets the outcome before the
@@ -93,6 +96,7 @@ class SendOp:
         "handler",
         "held",
         "info",
+        "launch",
         "mq",
         "on_end",
         "out",
@@ -105,6 +109,8 @@ class SendOp:
         "timeout",
         "times_total",
     )  # fmt: skip
+
+    launch: Callable[[SendOp], None]  # set when queued for a budget slot: how it starts when admitted
 
     def __init__(
         self,
@@ -123,6 +129,7 @@ class SendOp:
         self.on_end, self.report = on_end, report
         self.handler: Any = None  # the async sends' callbacks (``report`` reads them)
         self.held = -1  # body bytes held in the async sends' budget, -1: none
+        self.withdrawn = True  # not waiting in the budget's queue
         self.addr = ""
         self.info: TopicPublishInfo | None = None
         self.mq: MessageQueue | None = None

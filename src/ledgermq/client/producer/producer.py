@@ -465,7 +465,8 @@ class Producer:
         ``on_exception``; only a malformed callback argument raises here (TypeError).
         Cancelling the future cancels the send, and no callback runs then."""
         return self._async.start(
-            lambda: self._prepare(msg),
+            self._prepare,
+            msg,
             self._async_op,
             SendOp.start,
             Callbacks.of(callback, on_success, on_exception),
@@ -483,7 +484,8 @@ class Producer:
     ) -> SendFuture:
         """``send_batch`` as an async send (retries as ``send_async``)."""
         return self._async.start(
-            lambda: self._prepare_batch(msgs),
+            self._prepare_batch,
+            msgs,
             self._async_op,
             SendOp.start,
             Callbacks.of(callback, on_success, on_exception),
@@ -507,7 +509,8 @@ class Producer:
             return await self._send_selected_async(out, queue, started, timeout)
 
         return self._async.start(
-            lambda: self._prepare(msg),
+            self._prepare,
+            msg,
             self._async_op,
             lambda op: op.run_coroutine(run(op.out, op.started, op.timeout)),
             Callbacks.of(callback, on_success, on_exception),
@@ -536,7 +539,8 @@ class Producer:
             return await self._send_selected_async(out, queue, started, timeout)
 
         return self._async.start(
-            lambda: self._prepare(msg),
+            self._prepare,
+            msg,
             self._async_op,
             lambda op: op.run_coroutine(run(op.out, op.started, op.timeout)),
             Callbacks.of(callback, on_success, on_exception),

@@ -27,16 +27,20 @@ class AsyncBackPressureError(MQClientError):
 
 
 class Queued:
-    """A send waiting in the budget's queue for a slot: started when admitted, failed with
-    AsyncBackPressureError when its deadline passes first."""
+    """What waits in the budget's queue for a slot: ``size`` body bytes, a ``deadline`` on
+    the loop's clock, ``grant(self)`` run when admitted (the slot taken), ``expire(self)``
+    when the deadline passes first. ``withdrawn`` is True once either ran or the owner
+    withdrew it. Whoever queues subclasses this (the async send's op is its own entry, so a
+    waiting send costs no entry, tuple or dict slot of its own) and sets ``withdrawn = True``
+    while not queued; ``grant`` and ``expire`` are the owner's, the same for every entry."""
 
-    __slots__ = ("arg", "deadline", "expire", "grant", "size", "withdrawn")
+    __slots__ = ("deadline", "expire", "grant", "size", "withdrawn")
 
-    def __init__(
-        self, size: int, grant: Callable[[Any], None], expire: Callable[[Any], None], deadline: float, arg: Any
-    ) -> None:
-        self.size, self.grant, self.expire, self.deadline, self.arg = size, grant, expire, deadline, arg
-        self.withdrawn = False
+    size: int
+    deadline: float
+    withdrawn: bool
+    grant: Callable[[Any], None]
+    expire: Callable[[Any], None]
 
 
 _Waiter = tuple[int, asyncio.Future[None]] | Queued
@@ -75,26 +79,18 @@ class AsyncSendBudget:
         self.bytes += size
         return True
 
-    def enqueue(
-        self,
-        size: int,
-        grant: Callable[[Any], None],
-        expire: Callable[[Any], None],
-        timeout: float,
-        arg: Any = None,
-    ) -> Queued:
-        """Queue a send for a slot: ``grant(arg)`` runs when it is admitted (the slot taken),
-        ``expire(arg)`` when ``timeout`` passes first. ``withdraw`` it if it ends otherwise.
-        The callbacks are the caller's, the same for every send, and ``arg`` says which send:
-        a loop that queues 20,000 sends then makes no closure per send (each one's function,
-        cells and tuple lived until its turn, and the collector walked them all, again and
-        again)."""
+    def enqueue(self, entry: Queued, timeout: float) -> None:
+        """Queue ``entry`` (its ``size``, ``grant`` and ``expire`` set) for a slot, for up to
+        ``timeout`` seconds. ``withdraw`` it if it ends otherwise. The callbacks are the
+        owner's, the same for every entry, and are handed the entry: a loop that queues
+        20,000 sends then makes no closure or extra object per send (each one lived until
+        its turn, and the collector walked them all, again and again)."""
         loop = asyncio.get_running_loop()
-        entry = Queued(size, grant, expire, loop.time() + max(timeout, 0.0), arg)
+        entry.deadline = deadline = loop.time() + max(timeout, 0.0)
+        entry.withdrawn = False
         self._waiters.append(entry)
-        if self._timer is None or entry.deadline < self._timer_at:
-            self._arm(loop, entry.deadline)
-        return entry
+        if self._timer is None or deadline < self._timer_at:
+            self._arm(loop, deadline)
 
     def withdraw(self, entry: Queued) -> None:
         """A queued send that ended before its turn (cancelled, shut down)."""
@@ -116,7 +112,7 @@ class AsyncSendBudget:
         expired = [w for w in self._waiters if isinstance(w, Queued) and not w.withdrawn and w.deadline <= now]
         for entry in expired:
             entry.withdrawn = True
-            entry.expire(entry.arg)
+            entry.expire(entry)
         left = [w.deadline for w in self._waiters if isinstance(w, Queued) and not w.withdrawn]
         if left:
             self._arm(loop, min(left))
@@ -178,7 +174,7 @@ class AsyncSendBudget:
             self.bytes += size
             if isinstance(head, Queued):
                 head.withdrawn = True
-                head.grant(head.arg)
+                head.grant(head)
             else:
                 head[1].set_result(None)
 

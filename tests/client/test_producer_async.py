@@ -368,3 +368,32 @@ def test_finished_sends_leave_no_reference_cycle(tmp_path: Path) -> None:
             assert not left, f"sends left for the cyclic collector: {dict(left)}"
 
     run(tmp_path, body)
+
+
+def test_a_send_waiting_for_a_slot_is_three_objects_for_the_collector(tmp_path: Path) -> None:
+    """A loop that fires thousands of ``send_async`` keeps most of them waiting for a slot,
+    and the cyclic collector walks every waiting send again and again: each one is its
+    future, its op (its own queue entry) and its prepared message, no more."""
+    import gc
+
+    async def body(cluster: Cluster) -> None:
+        app = cluster.brokers["broker-a"]
+        slow_sends(app, 0.5)
+        async with producer(cluster, async_send_max_inflight=1) as p:
+            await p.send(Message("WaitTopic", b"warm"))
+            msgs = [Message("WaitTopic", b"w%d" % i) for i in range(400)]
+            first = p.send_async(Message("WaitTopic", b"first"))  # holds the one slot
+            gc.collect()
+            gc.disable()
+            try:
+                before = len(gc.get_objects())
+                futures = [p.send_async(m) for m in msgs]
+                grown = len(gc.get_objects()) - before
+            finally:
+                gc.enable()
+            assert p.async_budget.count == 1 and len(p.async_budget._waiters) == len(msgs)
+            assert grown <= 3 * len(msgs) + 10, f"{grown / len(msgs):.2f} tracked objects per waiting send"
+            for fut in (first, *futures):
+                fut.cancel()
+
+    run(tmp_path, body)

@@ -48,8 +48,10 @@ from ledgermq.store.damage import DamageSummary
 from ledgermq.store.dispatch import DispatchRequest, Placement, check_record, read_placement
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.entry import BODY_OFFSET, entry_body_problem
+from ledgermq.store.dledger.fresh_rows import Fresh, FreshRows, scan_row
 from ledgermq.store.dledger.ledger_store import DLedgerStore
 from ledgermq.store.mapped_file import MappedFile
+from ledgermq.store.record_scan import PHYS, QUEUE_ID, QUEUE_OFFSET, STORE_TS, SYSFLAG, TOPIC, Row
 from ledgermq.store.results import AppendResult
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,8 @@ class DLedgerCommitLog:
         self._committed_index = -1
         self._committed_end = 0
         self.on_commit: Callable[[], None] | None = None  # wakes the reput
+        self.fresh = FreshRows()
+        """The rows of entries just appended, for the reput (under the put lock)."""
         self.on_corrupt: Callable[[BaseException], None] | None = None
         """Hears of a corrupt entry a read found (from the reading thread): the broker repairs."""
         self._replaced = DamageSummary()
@@ -125,6 +129,7 @@ class DLedgerCommitLog:
         if divided_offset and cfg.first_data_offset != divided_offset:
             cfg = self.ledger_config = replace(cfg, first_data_offset=divided_offset)
         self._ledger = DLedgerStore.open(cfg)
+        self.fresh.clear()
         self._committed_index = -1
         self._committed_end = max(self._span_end(self.ledger.first_index - 1), divided_offset)
         self._set_committed(self.ledger.committed_index)
@@ -153,6 +158,7 @@ class DLedgerCommitLog:
                 old.close(flush=False)  # its bytes stay in the page cache the new maps read
             failpoint("dledger.reopen_after_close")
             new = DLedgerStore.open(self.ledger_config)
+            self.fresh.clear()
             if old is not None:
                 gone = old.damage.summary()
                 self._replaced += DamageSummary(corruptions_found=gone.corruptions_found, repairs=old.repairs_completed)
@@ -300,25 +306,32 @@ class DLedgerCommitLog:
         offsets by ``prepare_append``; reading each one's place back would only repeat that.
         """
         prepared: list[tuple[int, int, bytearray]] = []
-        facts: list[Placement | None] = []
+        facts: list[_Fact] = []
+        rows: list[Row | None] = []  # a follower's pre-check reads each message's row once
         for index, term, body in entries:
             buf = body if isinstance(body, bytearray) else bytearray(body)
-            if not placed:
-                facts.append(_message_facts(buf, index) if buf else None)
+            row = None
+            if not placed and buf:
+                row, fact = _message_facts(buf, index)
+                facts.append(fact)
+            rows.append(row)
             prepared.append((index, term, buf))
         with self.put_lock:
             if self.closed:
                 raise StoreClosedError("the commit log is shut down")
             positions = self.ledger.append_with_pos(prepared, _patch_physical_offset)
-            for fact in facts:
-                if fact is None:
-                    continue
-                if SF.gets_queue_entry(fact.sysflag):
-                    key = f"{fact.topic}-{fact.queue_id}"
-                    if self.queue_offsets.get(key, 0) <= fact.queue_offset:
-                        self.queue_offsets[key] = fact.queue_offset + 1
-                if fact.store_timestamp > self.last_store_timestamp:
-                    self.last_store_timestamp = fact.store_timestamp
+            fresh = self.fresh
+            for (index, term, buf), pos, row in zip(prepared, positions, rows, strict=True):
+                if buf and (row is None or row[PHYS] != pos + BODY_OFFSET):
+                    row = scan_row(buf, pos + BODY_OFFSET)  # placed here: read as written
+                fresh.add(index, term, pos, len(buf), row)
+            for topic, queue_id, sysflag, queue_offset, store_timestamp in facts:
+                if SF.gets_queue_entry(sysflag):
+                    key = f"{topic}-{queue_id}"
+                    if self.queue_offsets.get(key, 0) <= queue_offset:
+                        self.queue_offsets[key] = queue_offset + 1
+                if store_timestamp > self.last_store_timestamp:
+                    self.last_store_timestamp = store_timestamp
         return positions
 
     def commit_to_index(self, index: int) -> int:
@@ -336,7 +349,14 @@ class DLedgerCommitLog:
         if index < self._committed_index:
             raise StoreError(f"truncate after {index} would drop committed index {self._committed_index}")
         with self.put_lock:
+            self.fresh.clear()
             self.ledger.truncate_after(index)
+
+    def take_fresh(self, pos: int, max_index: int) -> list[Fresh]:
+        """The rows of the entries just appended from data position ``pos`` up to
+        ``max_index``, for the reput (empty: walk the files; see fresh_rows.py)."""
+        with self.put_lock:
+            return self.fresh.take(pos, max_index)
 
     def rebuild_queue_offsets(self, base: dict[str, int], from_pos: int) -> None:
         """Next queue offsets: ``base`` (the consume queues' max offsets, which cover every
@@ -494,13 +514,22 @@ def _patch_physical_offset(body: bytearray, body_pos: int) -> None:
         _LONG.pack_into(body, M.PHYSICALOFFSET_POS, body_pos)
 
 
-def _message_facts(body: bytearray, index: int) -> Placement:
-    """Where a body's message belongs (the body checked to be one record naming its own PHYSICALOFFSET)."""
+_Fact = tuple[str, int, int, int, int]
+"""Where a follower's message belongs: topic, queue id, sysflag, queue offset, store time."""
+
+
+def _message_facts(body: bytearray, index: int) -> tuple[Row | None, _Fact]:
+    """Where a body's message belongs (the body checked to be one record naming its own
+    PHYSICALOFFSET), and its dispatch row when the reput's scan vouches for it (nearly
+    always: then the body is read once, here, for both)."""
     if len(body) < M.PHYSICALOFFSET_POS + 8:
         raise StoreError(f"entry {index}: a {len(body)}-byte body is not a stored message")
     claimed = _LONG.unpack_from(body, M.PHYSICALOFFSET_POS)[0]
+    row = scan_row(body, claimed)
+    if row is not None:
+        return row, (row[TOPIC], row[QUEUE_ID], row[SYSFLAG], row[QUEUE_OFFSET], row[STORE_TS])
     v = read_placement(body, 0, len(body), claimed)
     if not isinstance(v, Placement) or v.size != len(body):
         reason = v.reason if not isinstance(v, Placement) else f"record of {v.size} bytes"
         raise StoreError(f"entry {index}: the body is not one stored message ({reason})")
-    return v
+    return None, (v.topic, v.queue_id, v.sysflag, v.queue_offset, v.store_timestamp)

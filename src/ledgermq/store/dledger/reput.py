@@ -16,6 +16,7 @@ entry of the first record that could not be.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.errors import StoreError
@@ -23,7 +24,7 @@ from ledgermq.protocol import sysflag as SF
 from ledgermq.store.dispatch import DispatchRequest, Verdict, check_record
 from ledgermq.store.dispatch_host import HoldOff
 from ledgermq.store.dledger.commitlog import DLedgerCommitLog
-from ledgermq.store.dledger.ledger_store import EntrySpan
+from ledgermq.store.dledger.ledger_store import DLedgerStore, EntrySpan
 from ledgermq.store.index import IndexService
 from ledgermq.store.queue_table import ConsumeQueueTable
 from ledgermq.store.record_scan import Row, scan_records
@@ -67,9 +68,9 @@ class DLedgerReputService(DispatchService):
         starts: list[int] = []  # the entry position of each row of the round
         cursor = self.reput_from  # past every entry walked
         try:
-            for span in ledger.entries_from(self.reput_from, cl.committed_index):
+            for span, row in self._walk(cl, ledger):
                 if span.body_size:
-                    rows = self._row_of(span)
+                    rows = [row] if row is not None else self._row_of(span)
                     if rows is None:
                         break  # stuck there
                     if rnd.stage(rows) == 0:  # its queue could not be made: tried again next pass
@@ -92,6 +93,18 @@ class DLedgerReputService(DispatchService):
         self._notify_progress()
         self._notify(arrivals)
         return rnd.count
+
+    def _walk(self, cl: DLedgerCommitLog, ledger: DLedgerStore) -> Iterator[tuple[EntrySpan, Row | None]]:
+        """The committed entries from ``reput_from``: first the run the writer left rows for
+        (fresh_rows.py), then the data files from where that run ends."""
+        committed = cl.committed_index
+        pos = self.reput_from
+        while run := cl.take_fresh(pos, committed):
+            for fresh in run:
+                yield fresh
+                pos = fresh[0].next_pos
+        for span in ledger.entries_from(pos, committed):
+            yield span, None
 
     def _row_of(self, span: EntrySpan) -> list[Row] | None:
         """The row of the message in ``span``'s body; None (and dispatch stuck) if there is

@@ -457,9 +457,11 @@ class Proposal:
 
     def outcome(self) -> PutResult:
         """The send's result once settled: SEND_OK with its offsets, or why not."""
-        failure = next(
-            (f.exception() or asyncio.CancelledError() for f in self.futures if f.cancelled() or f.exception()), None
-        )
+        failure: BaseException | None = None
+        for f in self.futures:
+            failure = asyncio.CancelledError() if f.cancelled() else f.exception()
+            if failure is not None:
+                break
         if isinstance(failure, ProposalOutcomeUnknownError):
             # It may still commit under the next leader. RocketMQ's DLedgerCommitLog answers
             # this SYSTEM_ERROR ("in-sync replicas not enough"), not FLUSH_SLAVE_TIMEOUT, which

@@ -254,3 +254,29 @@ def test_readers_and_a_flusher_alongside_appends(store: DLedgerStore) -> None:
             t.join(10)
     assert not errors, errors
     assert store.flush() == 299
+
+
+def test_entry_spans_from_memory_are_the_index_units(tmp_path: Path) -> None:
+    """The last entries' (pos, size) come from memory: always what their index units say,
+    across a truncation, new entries at the same indices, a reopen, and past the table's bound."""
+    from ledgermq.store.dledger.ledger_store import RECENT_SPANS
+    from ledgermq.store.dledger.segments import read_index_unit
+
+    def units_agree(s: DLedgerStore) -> None:
+        for i in range(s.first_index, s.last_index + 1):
+            unit = read_index_unit(s.index, i)
+            assert unit is not None and s.entry_span(i) == (unit[1], unit[2]), i
+
+    cfg = small_config(tmp_path, data_file_size=1 << 20, index_file_size=32 * 16384)
+    with DLedgerStore.open(cfg) as s:
+        s.append([(i, 1, b"x" * (i % 50 + 1)) for i in range(300)])
+        units_agree(s)
+        s.truncate_after(199)
+        s.append([(i, 2, b"y" * (i % 7 + 90)) for i in range(200, 260)])
+        units_agree(s)
+        s.append([(i, 2, b"z" * 10) for i in range(260, RECENT_SPANS + 400)])
+        assert len(s._spans) == RECENT_SPANS
+        units_agree(s)
+    with DLedgerStore.open(cfg) as s:
+        assert not s._spans
+        units_agree(s)

@@ -1,4 +1,5 @@
-"""The DLedger store keeps no Python object per entry: index lookups go to the index file."""
+"""The DLedger store keeps no Python object per entry: index lookups go to the index file,
+but for a bounded table of the last entries appended (``RECENT_SPANS``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import tracemalloc
 from pathlib import Path
 
 from ledgermq.store.dledger import DLedgerStore
+from ledgermq.store.dledger.ledger_store import RECENT_SPANS
 from tests.store.dledger.helpers import small_config
 
 
@@ -21,14 +23,15 @@ def test_heap_stays_flat_as_entries_accumulate(tmp_path: Path) -> None:
     with DLedgerStore.open(cfg) as store:
         tracemalloc.start()
         try:
-            store.append([(i, 1, body) for i in range(2_000)])  # warm up: files, buffers
+            warm = RECENT_SPANS + 2_000
+            store.append([(i, 1, body) for i in range(warm)])  # warm up: files, buffers, the recent spans
             store.flush()
             before = _heap()
             more = 30_000
-            for start in range(2_000, 2_000 + more, 100):
+            for start in range(warm, warm + more, 100):
                 store.append([(i, 1, body) for i in range(start, start + 100)])
                 store.flush()
-            for i in range(0, 2_000 + more, 97):
+            for i in range(0, warm + more, 97):
                 assert store.get(i).body == body
             after = _heap()
         finally:

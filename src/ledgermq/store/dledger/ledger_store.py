@@ -122,6 +122,10 @@ class EntrySpan:
     next_pos: int  # where the walk goes on (a blank is skipped when reached)
 
 
+RECENT_SPANS = 4096
+"""Entries whose (pos, size) ``entry_span`` answers from memory (the last appended)."""
+
+
 class DLedgerStore:
     def __init__(self, config: DLedgerStoreConfig) -> None:
         """Use ``DLedgerStore.open``: it loads and recovers the files."""
@@ -133,6 +137,10 @@ class DLedgerStore:
         self._checkpoint_lock = threading.Lock()  # checkpoint writes land in the order decided
         self._head = bytearray(BODY_OFFSET)  # an entry head is packed here, then copied in
         self._unit = bytearray(INDEX_UNIT_SIZE)
+        self._spans: dict[int, tuple[int, int]] = {}
+        """(pos, size) of the last ``RECENT_SPANS`` entries appended: a leader answers each
+        send with its entry's position just after appending it, and reading the index unit
+        back for it cost a file lookup, a pin and an unpack per message."""
         self._first_index = 0
         self._last_index = -1
         self._last_term = -1
@@ -267,6 +275,7 @@ class DLedgerStore:
                 expected, term_floor = expected + 1, term
             positions: list[int] = []
             first_offset = self.config.first_data_offset
+            spans = self._spans
             for index, term, body in entries:
                 size = BODY_OFFSET + len(body)
                 mf = data_file_for(self.data, size, first_offset)
@@ -281,6 +290,8 @@ class DLedgerStore:
                 pack_index_unit(self._unit, 0, pos, size, index, term)
                 index_file_for(self.index, index * INDEX_UNIT_SIZE).append(self._unit)
                 self._last_index, self._last_term = index, term
+                spans[index] = (pos, size)
+                spans.pop(index - RECENT_SPANS, None)
                 positions.append(pos)
             return positions
 
@@ -295,6 +306,9 @@ class DLedgerStore:
     def entry_span(self, index: int) -> tuple[int, int]:
         """(pos, size) of an entry from its index unit (DLedger's getEntryPosAndSize)."""
         self._check_index(index)
+        span = self._spans.get(index)
+        if span is not None:
+            return span
         unit = read_index_unit(self.index, index)
         if unit is None or unit[0] != ENTRY_MAGIC or unit[3] != index:
             raise EntryNotFoundError(f"no index unit for index {index}")
@@ -392,6 +406,7 @@ class DLedgerStore:
             if self.digests is not None:
                 self.digests.forget_from(cut_pos)  # a sealed file cut here will hold other bytes
             self.damage.drop_from(cut_pos)
+            self._spans.clear()
             self.data.truncate_after(cut_pos, online=True)
             self.index.truncate_after((index + 1) * INDEX_UNIT_SIZE, online=True)
             for queue in (self.data, self.index):

@@ -14,6 +14,7 @@ from ledgermq.protocol import properties as P
 from ledgermq.protocol.codes import RequestCode, ResponseCode
 from ledgermq.protocol.command import RemotingCommand
 from ledgermq.raftio.driver import LeadershipLostError
+from ledgermq.raftio.proposals import OnSettled
 from tests.broker.harness import Harness, running_broker
 from tests.broker.test_dledger_internal_writes import one_node_group, wait_for
 
@@ -33,24 +34,21 @@ def test_an_unknown_outcome_is_answered_as_rocketmq_dledger_does(tmp_path: Path)
             assert dl is not None and dl.driver is not None
             await wait_for("leadership", lambda: dl.is_master)
             driver = dl.driver
-            real_propose = driver.propose_nowait
+            real_propose = driver.propose_with
 
-            def then_unknown(data: bytes) -> asyncio.Future[int]:
+            def then_unknown(data: bytes, on_settled: OnSettled) -> int:
                 """Propose for real, then report the outcome as unknown (as a step-down would)."""
-                inner = real_propose(data)
-                outer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-                inner.add_done_callback(
-                    lambda f: outer.set_exception(
-                        LeadershipLostError("stepped down (test)", f.result(), driver.status().term)
-                    )
-                )
-                return outer
 
-            driver.propose_nowait = then_unknown  # type: ignore[method-assign]
+                def unknown(index: int, _error: BaseException | None) -> None:
+                    on_settled(index, LeadershipLostError("stepped down (test)", index, driver.status().term))
+
+                return real_propose(data, unknown)
+
+            driver.propose_with = then_unknown  # type: ignore[method-assign]
             try:
                 resp = await send_unchecked(h, b"outcome unknown")
             finally:
-                driver.propose_nowait = real_propose  # type: ignore[method-assign]
+                driver.propose_with = real_propose  # type: ignore[method-assign]
             assert resp.code == ResponseCode.SYSTEM_ERROR, resp
             assert "in-sync replicas not enough" in (resp.remark or "")
             assert "leadership changed before commit" in (resp.remark or "")

@@ -397,41 +397,37 @@ class BrokerDLedger:
         driver = self.driver
         assert driver is not None
         bodies = self.store.prepare_append(list(messages), topic, queue_id)
-        futures: list[asyncio.Future[int]] = []
+        proposal = Proposal(self.store, bodies, topic, queue_id)
+        settled = proposal.settled_one
         try:
             for body in bodies:  # proposed in the order their queue offsets were given
-                futures.append(driver.propose_nowait(bytes(body)))
+                index = driver.propose_with(bytes(body), settled)
+                if proposal.first < 0:
+                    proposal.first = index
         except (NotLeaderError, ProposalDroppedError) as exc:
-            for fut in futures:
-                fut.cancel()
+            proposal.abandoned = True  # what was appended settles later, unheard
             self.store.rebuild_queue_offsets()  # the offsets just given were never used
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=f"not the DLedger leader: {exc}")
-        return Proposal(self.store, bodies, futures, topic, queue_id)
+        return proposal
 
 
 class Proposal:
-    """One send's entries, proposed; settled by the Raft driver (each future: the entry's
-    index once committed, or why not). ``on_done`` is told once all of them settled."""
+    """One send's entries, proposed; settled entry by entry by the Raft driver
+    (``settled_one``: committed, or why not), from the step that decides them: no future or
+    loop step per entry. ``on_done`` is told once all of them settled."""
 
-    __slots__ = ("_done", "_left", "bodies", "futures", "queue_id", "store", "topic")
+    __slots__ = ("_done", "_errors", "_left", "abandoned", "bodies", "first", "queue_id", "store", "topic")
 
-    def __init__(
-        self,
-        store: DLedgerMessageStore,
-        bodies: list[bytearray],
-        futures: list[asyncio.Future[int]],
-        topic: str,
-        queue_id: int,
-    ) -> None:
+    def __init__(self, store: DLedgerMessageStore, bodies: list[bytearray], topic: str, queue_id: int) -> None:
         self.store = store
         self.bodies = bodies
-        self.futures = futures
         self.topic = topic
         self.queue_id = queue_id
-        self._left = len(futures)
+        self.first = -1  # the Raft index of the first entry (the others follow it)
+        self.abandoned = False  # proposing failed part-way: the send was answered already
+        self._left = len(bodies)
+        self._errors: list[BaseException | None] = [None] * len(bodies)
         self._done: list[Callable[[bool], None]] = []
-        for fut in futures:
-            fut.add_done_callback(self._one_settled)
 
     def on_done(self, callback: Callable[[bool], None]) -> None:
         """``callback(committed)`` once every entry settled (at once if they have)."""
@@ -442,9 +438,20 @@ class Proposal:
 
     async def settled(self) -> None:
         """Until every entry settled (for callers that await, e.g. ``put``)."""
-        await asyncio.wait(self.futures)
+        if self._left == 0:
+            return
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._done.append(lambda committed: None if fut.done() else fut.set_result(committed))
+        await fut
 
-    def _one_settled(self, _fut: asyncio.Future[int]) -> None:
+    def settled_one(self, index: int, error: BaseException | None) -> None:
+        """The driver's word on the entry at Raft ``index``."""
+        if self.abandoned or self.first < 0:
+            return
+        slot = index - self.first
+        if not 0 <= slot < len(self._errors):
+            return
+        self._errors[slot] = error
         self._left -= 1
         if self._left == 0:
             committed = self._committed()
@@ -453,15 +460,11 @@ class Proposal:
                 callback(committed)
 
     def _committed(self) -> bool:
-        return all(not f.cancelled() and f.exception() is None for f in self.futures)
+        return all(e is None for e in self._errors)
 
     def outcome(self) -> PutResult:
         """The send's result once settled: SEND_OK with its offsets, or why not."""
-        failure: BaseException | None = None
-        for f in self.futures:
-            failure = asyncio.CancelledError() if f.cancelled() else f.exception()
-            if failure is not None:
-                break
+        failure = next((e for e in self._errors if e is not None), None)
         if isinstance(failure, ProposalOutcomeUnknownError):
             # It may still commit under the next leader. RocketMQ's DLedgerCommitLog answers
             # this SYSTEM_ERROR ("in-sync replicas not enough"), not FLUSH_SLAVE_TIMEOUT, which
@@ -477,7 +480,8 @@ class Proposal:
         if failure is not None:
             return PutResult(PutStatus.UNKNOWN_ERROR, remark=f"{type(failure).__name__}: {failure}")
         ledger = self.store.commitlog.ledger
-        positions = [ledger.entry_span(f.result() - 1)[0] for f in self.futures]
+        first = self.first - 1  # the DLedger index of the first entry (Raft's counts from 1)
+        positions = [ledger.entry_span(first + k)[0] for k in range(len(self.bodies))]
         return PutResult(
             PutStatus.PUT_OK, DLedgerCommitLog.append_result(self.bodies, positions, self.topic, self.queue_id)
         )

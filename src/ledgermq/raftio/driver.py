@@ -47,6 +47,7 @@ from ledgermq.raftio.ledger_storage import LedgerStorage
 from ledgermq.raftio.proposals import (
     DriverNotRunningError,
     LeadershipLostError,
+    OnSettled,
     PendingProposals,
     ProposalOutcomeUnknownError,
     ProposalOverwrittenError,
@@ -213,6 +214,20 @@ class RaftDriver:
         fut = self._proposals.add(index, self.node.term)
         self._wake.set()
         return fut
+
+    def propose_with(self, data: bytes, on_settled: OnSettled) -> int:
+        """``propose_nowait`` without a future: the entry's index now, and
+        ``on_settled(index, error)`` once decided (``error`` None: committed; else what the
+        future would have raised), called from the step that decides it. A broker's send
+        path settles many entries per step this way, with no loop step per entry."""
+        if not self._running or self.failed is not None:
+            raise DriverNotRunningError(f"raft {self.config.self_id} is not running")
+        if not data:
+            raise ValueError("an empty proposal would read back as a NOOP; propose at least one byte")
+        index = self.node.propose(data)
+        self._proposals.add_callback(index, self.node.term, on_settled)
+        self._wake.set()
+        return index
 
     def transfer_leadership(self, target: str) -> None:
         """Ask the leader to hand over to ``target`` (NotLeaderError elsewhere); see ``wait_for``."""

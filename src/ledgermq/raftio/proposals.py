@@ -12,6 +12,7 @@ role became, and when it stopped or failed.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -19,9 +20,12 @@ from ledgermq.errors import LedgerError
 from ledgermq.raft.errors import ProposalDroppedError
 from ledgermq.raft.types import Entry, Role
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "DriverNotRunningError",
     "LeadershipLostError",
+    "OnSettled",
     "PendingProposals",
     "ProposalOutcomeUnknownError",
     "ProposalOverwrittenError",
@@ -57,10 +61,15 @@ ErrorFor = Callable[[int, int], BaseException]
 """(index, term of the proposal) -> the error its future gets."""
 
 
+OnSettled = Callable[[int, "BaseException | None"], None]
+"""(index, None when committed, else the error) -> None: a proposal told without a future."""
+
+
 @dataclass(slots=True)
 class _Pending:
     term: int
-    future: asyncio.Future[int]
+    future: asyncio.Future[int] | None
+    on_settled: OnSettled | None = None
 
 
 class PendingProposals:
@@ -78,6 +87,28 @@ class PendingProposals:
         self._by_index[index] = _Pending(term, fut)
         return fut
 
+    def add_callback(self, index: int, term: int, on_settled: OnSettled) -> None:
+        """Tell ``on_settled`` of the proposal just appended at ``index`` in ``term``, from
+        the step that decides it (a future would make a loop step of its own per entry)."""
+        self._by_index[index] = _Pending(term, None, on_settled)
+
+    @staticmethod
+    def _resolve(p: _Pending, index: int, error: BaseException | None) -> None:
+        fut = p.future
+        if fut is not None:
+            if fut.done():
+                return
+            if error is None:
+                fut.set_result(index)
+            else:
+                fut.set_exception(error)
+            return
+        assert p.on_settled is not None
+        try:
+            p.on_settled(index, error)
+        except Exception:  # the others must still be told
+            log.exception("a proposal's callback failed for index %d", index)
+
     def settle(self, committed: Iterable[Entry]) -> None:
         """Resolve the proposals these committed entries decide: the index if the entry
         carries the proposal's term, ProposalOverwrittenError if another term's does."""
@@ -85,15 +116,17 @@ class PendingProposals:
             return
         for e in committed:
             p = self._by_index.pop(e.index, None)
-            if p is None or p.future.done():
+            if p is None:
                 continue
             if e.term == p.term:
-                p.future.set_result(e.index)
+                self._resolve(p, e.index, None)
             else:
-                p.future.set_exception(
+                self._resolve(
+                    p,
+                    e.index,
                     ProposalOverwrittenError(
                         f"index {e.index} committed with term {e.term}, not the proposal's {p.term}"
-                    )
+                    ),
                 )
 
     def leadership_changed(self, self_id: str, role: Role, term: int, leader: str | None) -> None:
@@ -123,5 +156,5 @@ class PendingProposals:
             if unless_term is not None and p.term == unless_term:
                 continue
             del self._by_index[index]
-            if not p.future.done():
-                p.future.set_exception(error(index, p.term))
+            if p.future is None or not p.future.done():
+                self._resolve(p, index, error(index, p.term))

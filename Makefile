@@ -49,11 +49,12 @@ test: $(STAMP) java chromium
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -p tests.spark.xdist_scope -m "not long" --durations=20
-	# The send paths again with the compiled record path turned off (ledgermq/speedups.py).
+	# The send paths and the reput's record scan again with the compiled record path turned off (ledgermq/speedups.py).
 	LEDGERMQ_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/store/test_batch_put.py \
 		tests/protocol/test_batch.py tests/broker/test_send.py tests/protocol/test_javahash.py tests/protocol/test_command.py \
 		tests/store/test_batch_records_c.py::test_the_compiled_record_path_is_built_unless_turned_off \
-		tests/store/test_single_records_c.py::test_the_pure_python_run_builds_every_record_in_python
+		tests/store/test_single_records_c.py::test_the_pure_python_run_builds_every_record_in_python \
+		tests/store/test_window_dispatch.py tests/store/test_record_scan_c.py::test_the_compiled_scan_is_built_unless_turned_off
 
 # The whole-profile fault runs kept out of `make test` for time (the one-minute soak, the
 # SYNC_FLUSH data-fault profile, the TLS chaos profiles of the SYNC_MASTER and controller layouts,

@@ -12,6 +12,10 @@
  * against each other by tests/store/test_batch_records_c.py and
  * tests/store/test_single_records_c.py. No error is raised here for a malformed request;
  * the Python path raises the one users see.
+ *
+ * Further down, the same way round for what a replica reads back: ``scan_records``, the
+ * leading run of stored records store/record_scan.py's loop would read, which it goes on
+ * from (tests/store/test_record_scan_c.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -667,15 +671,8 @@ done:
     return result;
 }
 
-/* java_hash(text) -> int: Java's String.hashCode of a str, over its UTF-16 units (a
- * character past the BMP counts as its two surrogates; a lone surrogate as itself), as a
- * signed 32-bit int. RocketMQ writes it to disk as tag codes and index-key hashes. */
-static PyObject *java_hash(PyObject *self, PyObject *text) {
-    (void)self;
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "java_hash takes a str");
-        return NULL;
-    }
+/* Java's String.hashCode of a str (``java_hash`` below). */
+static int32_t java_hash_of(PyObject *text) {
     uint32_t h = 0;
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     if (PyUnicode_IS_ASCII(text)) {
@@ -695,7 +692,19 @@ static PyObject *java_hash(PyObject *self, PyObject *text) {
             }
         }
     }
-    return PyLong_FromLong((long)(int32_t)h);
+    return (int32_t)h;
+}
+
+/* java_hash(text) -> int: Java's String.hashCode of a str, over its UTF-16 units (a
+ * character past the BMP counts as its two surrogates; a lone surrogate as itself), as a
+ * signed 32-bit int. RocketMQ writes it to disk as tag codes and index-key hashes. */
+static PyObject *java_hash(PyObject *self, PyObject *text) {
+    (void)self;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "java_hash takes a str");
+        return NULL;
+    }
+    return PyLong_FromLong((long)java_hash_of(text));
 }
 
 /* java_ascii_hash(data) -> int | None: ``java_hash`` of ASCII bytes (an index key read
@@ -726,6 +735,227 @@ static PyObject *crc32(PyObject *self, PyObject *arg) {
     return PyLong_FromUnsignedLong(c);
 }
 
+/* scan_records(buf, pos, limit, base_offset, capacity, max_records, delay_levels_ms,
+ *              special_topics, special) -> (rows, pos)
+ *
+ * store/record_scan.py's ``scan_records`` loop in C: the rows of the sound records from
+ * ``pos`` and the position after the last one, each row the same 12-tuple of the same
+ * values and types the Python loop builds. It stops at the first record it does not read
+ * (one the Python loop refuses, but also one that runs past the end of ``buf``, or
+ * arguments that are not ints of 64 bits or a buffer it cannot read); the caller's Python
+ * loop goes on from there, so whatever it decides about that record (a stop, an error) is
+ * decided in one place. ``buf``: bytes or an mmap, read through the buffer protocol.
+ * TAGS, KEYS and UNIQ_KEY are read as ``prop_value`` reads them (the last pair starting
+ * with the key whose value is not empty); a record of a topic in ``special_topics`` (a
+ * frozenset of str) takes its tag code from ``special(topic, props, tags_code, store_ts,
+ * delay_levels_ms)``, the Python helper.
+ */
+#define SCAN_HEAD 88                        /* the fixed fields up to BODYLENGTH, both hosts IPv4 */
+#define SCAN_MIN_TOTAL 92                   /* message.record_length(0, 1, 0) */
+#define SCAN_MAGIC ((int32_t)0xDAA320A7u)   /* message.MESSAGE_MAGIC_CODE */
+#define SCAN_BORNHOST_V6 0x10               /* sysflag.BORNHOST_V6: 12 bytes more of host */
+#define SCAN_STOREHOST_V6 0x20              /* sysflag.STOREHOST_V6 */
+
+static int64_t be64(const unsigned char *p) {
+    return (int64_t)((uint64_t)(uint32_t)be32(p) << 32 | (uint64_t)(uint32_t)be32(p + 4));
+}
+
+typedef struct {
+    const unsigned char *s; /* NULL: no such pair with a value */
+    Py_ssize_t n;
+} Value;
+
+/* The values of TAGS, UNIQ_KEY and KEYS in raw properties, as ``prop_value`` finds them:
+ * the key (with its \x01) at the start of a pair, the last such pair with a non-empty value
+ * (the value runs to the pair's end: no key holds a \x02). */
+static void prop_values(const unsigned char *props, Py_ssize_t n, Value *tags, Value *uniq, Value *keys) {
+    tags->s = uniq->s = keys->s = NULL;
+    Py_ssize_t start = 0;
+    while (start < n) {
+        const unsigned char *seg = props + start;
+        const unsigned char *sep = memchr(seg, 0x02, (size_t)(n - start));
+        Py_ssize_t len = sep ? sep - seg : n - start;
+        if (len > 5 && memcmp(seg, "TAGS\x01", 5) == 0) {
+            tags->s = seg + 5;
+            tags->n = len - 5;
+        } else if (len > 5 && memcmp(seg, "KEYS\x01", 5) == 0) {
+            keys->s = seg + 5;
+            keys->n = len - 5;
+        } else if (len > 9 && memcmp(seg, "UNIQ_KEY\x01", 9) == 0) {
+            uniq->s = seg + 9;
+            uniq->n = len - 9;
+        }
+        if (sep == NULL) break;
+        start += len + 1;
+    }
+}
+
+/* An int argument as 64 bits: 0 if it is not an int or does not fit (the Python loop reads it). */
+static int arg_i64(PyObject *v, long long *out) {
+    int overflow = 0;
+    if (!PyLong_Check(v)) return 0;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* A TAGS value's tag code: Java's hash of its text decoded as UTF-8 with replacement. */
+static int tag_code(const Value *tags, int32_t *out) {
+    const unsigned char *s = tags->s;
+    for (Py_ssize_t i = 0; i < tags->n; i++) {
+        if (s[i] >= 0x80) {
+            PyObject *text = PyUnicode_DecodeUTF8((const char *)s, tags->n, "replace");
+            if (text == NULL) return -1;
+            *out = java_hash_of(text);
+            Py_DECREF(text);
+            return 0;
+        }
+    }
+    *out = java_hash_ascii((const char *)s, tags->n);
+    return 0;
+}
+
+static PyObject *bytes_or_none(const Value *v) {
+    return v->s ? PyBytes_FromStringAndSize((const char *)v->s, v->n) : Py_NewRef(Py_None);
+}
+
+static PyObject *scan_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "scan_records takes 9 arguments");
+        return NULL;
+    }
+    PyObject *pos_obj = args[1], *levels = args[6], *specials = args[7], *special = args[8];
+    if (!PyAnySet_Check(specials)) {
+        PyErr_SetString(PyExc_TypeError, "scan_records: special_topics must be a frozenset");
+        return NULL;
+    }
+    PyObject *rows = PyList_New(0);
+    if (rows == NULL) return NULL;
+    long long pos, limit, base, capacity, max_records;
+    if (!arg_i64(pos_obj, &pos) || !arg_i64(args[2], &limit) || !arg_i64(args[3], &base) ||
+        !arg_i64(args[4], &capacity) || !arg_i64(args[5], &max_records))
+        goto hand_back;
+    long long room_end = limit < capacity ? limit : capacity;
+    if (pos < 0 || room_end < LLONG_MIN + pos) goto hand_back;
+    long long room = room_end - pos;
+    if (room < SCAN_HEAD || max_records <= 0) goto hand_back;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear(); /* the Python loop reads it, or says why not */
+        goto hand_back;
+    }
+    const unsigned char *b = (const unsigned char *)view.buf;
+    long long len = (long long)view.len;
+    const unsigned char *topic_raw = NULL; /* the last topic's bytes and str, reused while it repeats */
+    unsigned int topic_len = 0;
+    PyObject *topic = NULL;
+    int topic_special = 0;
+    long long count = 0, start = pos;
+    while (count < max_records && room >= SCAN_HEAD) {
+        if (pos > len - SCAN_HEAD) break;
+        const unsigned char *r = b + pos;
+        int32_t total = be32(r);
+        if (be32(r + 4) != SCAN_MAGIC || total > room || total < SCAN_MIN_TOTAL) break;
+        if (base > 0 ? pos > LLONG_MAX - base : pos < LLONG_MIN - base) break; /* no int64 phys is that */
+        if (be64(r + 28) != base + pos) break;
+        long long end = pos + total;
+        if (end > len) break; /* past the buffer: the Python loop decides */
+        int32_t sysflag = be32(r + 36);
+        int born_v6 = (sysflag & SCAN_BORNHOST_V6) != 0;
+        long long head = SCAN_HEAD + (born_v6 ? 12 : 0) + ((sysflag & SCAN_STOREHOST_V6) ? 12 : 0);
+        if (head > total) break;
+        int32_t body_len = be32(r + head - 4);
+        if (body_len < 0) break;
+        long long p = pos + head + body_len;
+        if (p + 3 > end) break;
+        unsigned int t_len = b[p];
+        long long q = p + 1 + t_len;
+        if (t_len == 0 || q + 2 > end) break;
+        if ((long long)(int16_t)(uint16_t)(b[q] << 8 | b[q + 1]) != end - q - 2) break;
+
+        const unsigned char *t_raw = b + p + 1;
+        if (topic == NULL || t_len != topic_len || memcmp(t_raw, topic_raw, t_len) != 0) {
+            PyObject *decoded = PyUnicode_DecodeUTF8((const char *)t_raw, t_len, "replace");
+            if (decoded == NULL) goto error;
+            Py_XSETREF(topic, decoded);
+            topic_raw = t_raw;
+            topic_len = t_len;
+            topic_special = PySet_Contains(specials, topic);
+            if (topic_special < 0) goto error;
+        }
+        const unsigned char *props = b + q + 2;
+        Py_ssize_t props_len = (Py_ssize_t)(end - q - 2);
+        Value tags, uniq, keys;
+        prop_values(props, props_len, &tags, &uniq, &keys);
+        int32_t code = 0;
+        if (tags.s != NULL && tag_code(&tags, &code) < 0) goto error;
+
+        PyObject *items[12];
+        items[0] = PyLong_FromLong(total);
+        items[1] = PyLong_FromLong(be32(r + 12));
+        items[2] = PyLong_FromLongLong(be64(r + 20));
+        items[3] = PyLong_FromLongLong(base + pos);
+        items[4] = PyLong_FromLong(sysflag);
+        items[5] = PyLong_FromLongLong(be64(r + 56 + (born_v6 ? 12 : 0)));
+        items[6] = PyLong_FromLongLong(be64(r + head - 12));
+        items[7] = PyLong_FromLong(code);
+        items[8] = Py_NewRef(topic);
+        items[9] = bytes_or_none(&uniq);
+        items[10] = bytes_or_none(&keys);
+        items[11] = PyBytes_FromStringAndSize((const char *)props, props_len);
+        int ok = 1;
+        for (int i = 0; i < 12; i++) ok = ok && items[i] != NULL;
+        if (ok && topic_special) { /* a timer's or a delayed record's tag code is a time: Python's */
+            PyObject *call[5] = {topic, items[11], items[7], items[5], levels};
+            PyObject *special_code = PyObject_Vectorcall(special, call, 5, NULL);
+            if (special_code == NULL) {
+                ok = 0;
+            } else {
+                Py_SETREF(items[7], special_code);
+            }
+        }
+        PyObject *row = ok ? PyTuple_New(12) : NULL;
+        if (row == NULL) {
+            for (int i = 0; i < 12; i++) Py_XDECREF(items[i]);
+            goto error;
+        }
+        for (int i = 0; i < 12; i++) PyTuple_SET_ITEM(row, i, items[i]);
+        int appended = PyList_Append(rows, row);
+        Py_DECREF(row);
+        if (appended < 0) goto error;
+        count++;
+        room -= total;
+        pos = end;
+    }
+    Py_XDECREF(topic);
+    PyBuffer_Release(&view);
+    if (pos != start) {
+        PyObject *end_obj = PyLong_FromLongLong(pos);
+        if (end_obj == NULL) {
+            Py_DECREF(rows);
+            return NULL;
+        }
+        PyObject *result = PyTuple_Pack(2, rows, end_obj);
+        Py_DECREF(rows);
+        Py_DECREF(end_obj);
+        return result;
+    }
+hand_back: {
+    PyObject *result = PyTuple_Pack(2, rows, pos_obj);
+    Py_DECREF(rows);
+    return result;
+}
+error:
+    Py_XDECREF(topic);
+    PyBuffer_Release(&view);
+    Py_DECREF(rows);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"encode_clean_batch", (PyCFunction)(void (*)(void))encode_clean_batch, METH_FASTCALL,
      "The stored records and dispatch facts of a clean send-batch body, or None."},
@@ -737,6 +967,8 @@ static PyMethodDef methods[] = {
      "A remoting frame with a JSON header as a RemotingCommand, or the slow decoder's answer."},
     {"java_hash", java_hash, METH_O, "Java's String.hashCode of a str."},
     {"java_ascii_hash", java_ascii_hash, METH_O, "Java's String.hashCode of ASCII bytes, or None."},
+    {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL,
+     "The rows of the sound records of a run in a buffer, and the position after them."},
     {"crc32", crc32, METH_O, "zlib.crc32 of a bytes-like object (the records' BODYCRC before masking)."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,5 +1,8 @@
-"""Sent messages' records in C (src/ledgermq/_recordc.c); store/encoding.py is its only caller."""
+"""The compiled record paths (src/ledgermq/_recordc.c): sent messages' records (store/encoding.py),
+request headers and frames, Java's string hash, and the reput's record scan (store/record_scan.py)."""
 
+import mmap
+from collections.abc import Callable
 from typing import Any
 
 def encode_clean_batch(
@@ -40,6 +43,18 @@ def decode_frame(
     payload: bytes | bytearray | memoryview,
     /,
 ) -> Any: ...
+def scan_records(
+    buf: bytes | mmap.mmap,
+    pos: int,
+    limit: int,
+    base_offset: int,
+    capacity: int,
+    max_records: int,
+    delay_levels_ms: list[int],
+    special_topics: frozenset[str],
+    special: Callable[[str, bytes, int, int, list[int]], int],
+    /,
+) -> tuple[list[Any], int]: ...
 def java_hash(text: str, /) -> int: ...
 def java_ascii_hash(data: bytes | bytearray | memoryview, /) -> int | None: ...
 def crc32(data: bytes | bytearray | memoryview, /) -> int: ...

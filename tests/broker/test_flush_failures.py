@@ -193,6 +193,55 @@ def test_a_heartbeat_between_held_sends_does_not_take_a_sends_slot(tmp_path: Pat
     asyncio.run(main())
 
 
+def test_a_heartbeat_is_answered_while_every_slot_of_its_connection_is_held(tmp_path: Path) -> None:
+    """Requests that answer where they are read hold no slot, so the per-connection limit
+    does not apply to them: with every slot held by sends waiting for a stalled fsync, a
+    heartbeat and an offset query are answered at once, and the next send is refused
+    SYSTEM_BUSY as before. Counted, the heartbeat was refused too (a producer's async
+    budget is the broker's per-connection limit), and a consumer whose heartbeats are
+    refused long enough is dropped from its group."""
+    release, held, slow_disk = _held_group_commit()
+
+    async def main() -> None:
+        store = {"flush_disk_type": FlushDiskType.SYNC_FLUSH, "sync_flush_timeout_ms": 8000}
+        async with running_broker(tmp_path, store=store, max_inflight_per_connection=2) as h:
+            assert (await send_raw(h, 0))[0] == ResponseCode.SUCCESS
+            reader, writer = await asyncio.open_connection("127.0.0.1", h.app.port)
+            try:
+
+                def send(seq: int) -> bytes:
+                    header = {"a": "pg", "b": TOPIC, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}
+                    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, seq, ext_fields=header, body=b"m").encode()
+
+                beat = orjson.dumps(
+                    {"clientID": "pc@1", "consumerDataSet": [], "producerDataSet": [{"groupName": "pg"}]}
+                )
+                offset = {"topic": TOPIC, "queueId": 0}
+                with armed(FSYNC, slow_disk):
+                    writer.write(send(1) + send(2))  # both wait for the stalled fsync: every slot held
+                    await writer.drain()
+                    await asyncio.to_thread(held.wait, 5)
+                    writer.write(
+                        RemotingCommand(RequestCode.HEART_BEAT, 3, body=beat).encode()
+                        + RemotingCommand(RequestCode.GET_MAX_OFFSET, 4, ext_fields=offset).encode()
+                        + send(5)
+                    )
+                    await writer.drain()
+                    now = [await asyncio.wait_for(_read_answer(reader), 5) for _ in range(3)]
+                    assert [(a.opaque, a.code) for a in now] == [
+                        (3, ResponseCode.SUCCESS),
+                        (4, ResponseCode.SUCCESS),
+                        (5, ResponseCode.SYSTEM_BUSY),
+                    ], now
+                    release.set()
+                    rest = [await asyncio.wait_for(_read_answer(reader), 10) for _ in range(2)]
+                assert sorted((a.opaque, a.code) for a in rest) == [(1, 0), (2, 0)], rest
+            finally:
+                writer.close()
+
+    asyncio.run(main())
+
+
 async def _read_answer(reader: asyncio.StreamReader) -> RemotingCommand:
     length = int.from_bytes(await reader.readexactly(4), "big")
     return decode_command(await reader.readexactly(length))

@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import logging
 from pathlib import Path
+from typing import cast
 
 from ledgermq import speedups
 from ledgermq.acl.signing import Credentials, signer
@@ -42,7 +43,7 @@ from ledgermq.broker.processors import (
     timer,
     transactions,
 )
-from ledgermq.broker.processors.common import bind
+from ledgermq.broker.processors.common import answers_at_once, bind
 from ledgermq.broker.registration import Registrar, RegistrationAnswer
 from ledgermq.broker.schedule import ScheduleService
 from ledgermq.broker.slave_sync import MasterOffsetReconciler, SlaveSynchronizer
@@ -60,7 +61,7 @@ from ledgermq.ha.config import HAConfig
 from ledgermq.ha.master import HAService
 from ledgermq.ha.slave import HAClient
 from ledgermq.net.client import RemotingClient
-from ledgermq.net.server import RemotingServer
+from ledgermq.net.server import InlineProcessor, RemotingServer
 from ledgermq.startup import bind_failed, store_locked
 from ledgermq.store.dledger.mode_store import DLedgerMessageStore
 from ledgermq.store.message_store import MessageStore, open_message_store
@@ -284,7 +285,10 @@ class BrokerApp:
         b = self.broker
         for module in PROCESSOR_MODULES:
             for code, fn in module.PROCESSORS.items():
-                self.server.register(code, bind(fn, b))
+                if answers_at_once(fn):  # never a Deferred or an awaitable: no slot to hold
+                    self.server.register_inline(code, cast(InlineProcessor, bind(fn, b)))
+                else:
+                    self.server.register(code, bind(fn, b))
         self.upkeep.follow_client_events(self.server)
         if self.config.enable_property_filter:
             b.filter_cache = DispatchMatchCache(self.clock)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -21,6 +22,20 @@ does not (most do not), returning a ``Deferred`` or an awaitable only when it mu
 (net/server.py). A request answered from a task holds one of its connection's in-flight
 slots into a later loop turn: a producer whose async sends fill the others (its budget is
 the per-connection limit) then had a send refused SYSTEM_BUSY."""
+
+
+_AT_ONCE = frozenset({"RemotingCommand", "RemotingCommand | None", "BrokerAnswer"})
+
+
+def answers_at_once(fn: BrokerProcessor) -> bool:
+    """A plain function declared to return its answer (mypy holds it to that): it holds
+    nothing, so the server runs it where the frame is read without counting it against the
+    connection's in-flight limit, as RocketMQ runs heartbeats and admin requests on
+    executors of their own. Counted, a heartbeat arriving while a producer's async sends
+    held every slot of its connection was refused SYSTEM_BUSY (seen in the compare bench
+    against DLedger, whose sends stay in flight a Raft round); a consumer whose heartbeats
+    are refused long enough is dropped from its group."""
+    return not inspect.iscoroutinefunction(fn) and fn.__annotations__.get("return") in _AT_ONCE
 
 
 def bind(fn: BrokerProcessor, broker: Broker) -> Processor:

@@ -153,6 +153,15 @@ def test_a_send_written_below_a_cut_waits_for_an_fsync_after_the_cut(tmp_path: P
     asyncio.run(main())
 
 
+_BEAT = orjson.dumps({"clientID": "pc@1", "consumerDataSet": [], "producerDataSet": [{"groupName": "pg"}]})
+
+
+def _send_frame(seq: int) -> bytes:
+    """A SEND_MESSAGE_V2 frame of one small message, opaque ``seq``."""
+    header = {"a": "pg", "b": TOPIC, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}
+    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, seq, ext_fields=header, body=b"m").encode()
+
+
 def test_a_heartbeat_between_held_sends_does_not_take_a_sends_slot(tmp_path: Path) -> None:
     """A producer keeps as many sends in flight as the broker's per-connection limit (its
     async budget is that limit) and heartbeats on the same connection. The heartbeat is
@@ -168,19 +177,11 @@ def test_a_heartbeat_between_held_sends_does_not_take_a_sends_slot(tmp_path: Pat
             assert (await send_raw(h, 0))[0] == ResponseCode.SUCCESS
             reader, writer = await asyncio.open_connection("127.0.0.1", h.app.port)
             try:
-
-                def send(seq: int) -> bytes:
-                    header = {"a": "pg", "b": TOPIC, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}
-                    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, seq, ext_fields=header, body=b"m").encode()
-
-                beat = orjson.dumps(
-                    {"clientID": "pc@1", "consumerDataSet": [], "producerDataSet": [{"groupName": "pg"}]}
-                )
                 with armed(FSYNC, slow_disk):
-                    writer.write(send(1) + send(2))  # both wait for the stalled fsync: two slots held
+                    writer.write(_send_frame(1) + _send_frame(2))  # both wait for the stalled fsync: two slots held
                     await writer.drain()
                     await asyncio.to_thread(held.wait, 5)
-                    writer.write(RemotingCommand(RequestCode.HEART_BEAT, 3, body=beat).encode() + send(4))
+                    writer.write(RemotingCommand(RequestCode.HEART_BEAT, 3, body=_BEAT).encode() + _send_frame(4))
                     await writer.drain()
                     first = await asyncio.wait_for(_read_answer(reader), 5)  # the heartbeat's, at once
                     assert (first.opaque, first.code) == (3, ResponseCode.SUCCESS), first
@@ -208,23 +209,15 @@ def test_a_heartbeat_is_answered_while_every_slot_of_its_connection_is_held(tmp_
             assert (await send_raw(h, 0))[0] == ResponseCode.SUCCESS
             reader, writer = await asyncio.open_connection("127.0.0.1", h.app.port)
             try:
-
-                def send(seq: int) -> bytes:
-                    header = {"a": "pg", "b": TOPIC, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}
-                    return RemotingCommand(RequestCode.SEND_MESSAGE_V2, seq, ext_fields=header, body=b"m").encode()
-
-                beat = orjson.dumps(
-                    {"clientID": "pc@1", "consumerDataSet": [], "producerDataSet": [{"groupName": "pg"}]}
-                )
                 offset = {"topic": TOPIC, "queueId": 0}
                 with armed(FSYNC, slow_disk):
-                    writer.write(send(1) + send(2))  # both wait for the stalled fsync: every slot held
+                    writer.write(_send_frame(1) + _send_frame(2))  # both wait for the stalled fsync: every slot held
                     await writer.drain()
                     await asyncio.to_thread(held.wait, 5)
                     writer.write(
-                        RemotingCommand(RequestCode.HEART_BEAT, 3, body=beat).encode()
+                        RemotingCommand(RequestCode.HEART_BEAT, 3, body=_BEAT).encode()
                         + RemotingCommand(RequestCode.GET_MAX_OFFSET, 4, ext_fields=offset).encode()
-                        + send(5)
+                        + _send_frame(5)
                     )
                     await writer.drain()
                     now = [await asyncio.wait_for(_read_answer(reader), 5) for _ in range(3)]

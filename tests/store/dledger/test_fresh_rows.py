@@ -204,3 +204,82 @@ def test_rows_whose_tag_code_needs_the_delay_levels_are_left_to_the_file_walk() 
     M.set_append_fields(plain, 0, 0, 5000 + BODY_OFFSET, 1)
     assert scan_row(plain, 6000) is None  # its PHYSICALOFFSET says it belongs elsewhere
     assert scan_row(plain[:-1], 5000 + BODY_OFFSET) is None  # not one whole message
+
+
+class _Twin:
+    """One DLedger store driven by a seeded walk; ``files`` makes its reput walk the files."""
+
+    def __init__(self, root: Path, files: bool) -> None:
+        self.store = open_store(root)
+        _stopped(self.store)
+        self.d = Driver(self.store)
+        self.files = files
+
+    def own_proposal(self, bodies: list[bytes], topic: str, queue_id: int, props: dict[str, str]) -> None:
+        """As a leader writes its own: offsets given by ``prepare_append``, appended placed."""
+        msgs = [encode(b, topic=topic, queue_id=queue_id, props=props) for b in bodies]
+        entry_bodies = self.store.prepare_append(msgs, topic, queue_id)  # type: ignore[union-attr]
+        first = self.d.last_index + 1
+        entries = [(first + i, self.d.term, b) for i, b in enumerate(entry_bodies)]
+        self.store.append_entries(entries, placed=True)  # type: ignore[union-attr]
+
+    def dispatch(self) -> None:
+        assert self.store.reput is not None and self.store.commitlog is not None
+        if self.files:
+            self.store.commitlog.fresh.clear()  # type: ignore[attr-defined]
+        self.store.reput.dispatch_available()
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13, 14])
+def test_a_seeded_walk_of_writes_truncations_and_commits_dispatches_as_the_files_say(tmp_path: Path, seed: int) -> None:
+    """Leader-style and follower-style appends, no-ops, cut uncommitted tails rewritten by
+    a later term, commits by random steps and dispatch passes in between: after every pass
+    the store dispatching from memory holds exactly what the one walking its files holds."""
+    rng = random.Random(seed)
+    twins = [_Twin(tmp_path / "memory", False), _Twin(tmp_path / "files", True)]
+    try:
+        for step in range(80):
+            roll = rng.random()
+            if roll < 0.45:
+                bodies = [b"s%d-%d-" % (step, i) + b"x" * rng.randrange(200) for i in range(rng.randrange(1, 4))]
+                topic = rng.choice([DLT, "Other"])
+                queue_id = rng.randrange(3)
+                props = {"KEYS": f"k{rng.randrange(40)}", "TAGS": rng.choice(["a", "b"])}
+                own = rng.random() < 0.5
+                for t in twins:
+                    if own:
+                        t.own_proposal(bodies, topic, queue_id, props)
+                    else:
+                        t.d.propose(bodies, topic=topic, queue_id=queue_id, props=props)
+            elif roll < 0.55:
+                for t in twins:
+                    t.d.noop()
+            elif roll < 0.65:
+                cl = twins[0].store.commitlog
+                assert cl is not None
+                low, high = max(cl.committed_index, 0), twins[0].d.last_index  # type: ignore[union-attr]
+                if high > low:
+                    cut = rng.randrange(low, high)
+                    for t in twins:
+                        t.store.truncate_after_index(cut)  # type: ignore[union-attr]
+                        t.d.term += 1
+            elif roll < 0.85:
+                target = rng.randrange(0, twins[0].d.last_index + 1) if twins[0].d.last_index >= 0 else -1
+                for t in twins:
+                    cl = t.store.commitlog
+                    assert cl is not None
+                    if target > cl.committed_index:  # type: ignore[union-attr]
+                        t.store.commit_to_index(target)  # type: ignore[union-attr]
+            else:
+                for t in twins:
+                    t.dispatch()
+                assert _dispatched(twins[0].store) == _dispatched(twins[1].store), f"seed {seed} step {step}"
+        for t in twins:
+            t.store.commit_to_index(t.d.last_index)  # type: ignore[union-attr]
+            t.dispatch()
+        assert _dispatched(twins[0].store) == _dispatched(twins[1].store)
+        assert twins[0].store.reput is not None
+        assert twins[0].store.reput.reput_from == twins[0].store.commitlog.max_offset  # type: ignore[union-attr]
+    finally:
+        for t in twins:
+            t.store.shutdown()

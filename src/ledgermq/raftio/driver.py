@@ -206,12 +206,7 @@ class RaftDriver:
         """``propose`` without waiting: the entry is in the log (in call order) when this
         returns, and the future resolves as ``propose`` would. A broker that assigned queue
         offsets to several messages proposes them this way, so their order cannot change."""
-        if not self._running or self.failed is not None:
-            raise DriverNotRunningError(f"raft {self.config.self_id} is not running")
-        if not data:
-            raise ValueError("an empty proposal would read back as a NOOP; propose at least one byte")
-        index = self.node.propose(data)
-        fut = self._proposals.add(index, self.node.term)
+        fut = self._proposals.add(self._append_proposal(data), self.node.term)
         self._wake.set()
         return fut
 
@@ -220,14 +215,17 @@ class RaftDriver:
         ``on_settled(index, error)`` once decided (``error`` None: committed; else what the
         future would have raised), called from the step that decides it. A broker's send
         path settles many entries per step this way, with no loop step per entry."""
+        index = self._append_proposal(data)
+        self._proposals.add_callback(index, self.node.term, on_settled)
+        self._wake.set()
+        return index
+
+    def _append_proposal(self, data: bytes) -> int:
         if not self._running or self.failed is not None:
             raise DriverNotRunningError(f"raft {self.config.self_id} is not running")
         if not data:
             raise ValueError("an empty proposal would read back as a NOOP; propose at least one byte")
-        index = self.node.propose(data)
-        self._proposals.add_callback(index, self.node.term, on_settled)
-        self._wake.set()
-        return index
+        return self.node.propose(data)
 
     def transfer_leadership(self, target: str) -> None:
         """Ask the leader to hand over to ``target`` (NotLeaderError elsewhere); see ``wait_for``."""

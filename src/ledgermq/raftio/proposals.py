@@ -156,5 +156,4 @@ class PendingProposals:
             if unless_term is not None and p.term == unless_term:
                 continue
             del self._by_index[index]
-            if p.future is None or not p.future.done():
-                self._resolve(p, index, error(index, p.term))
+            self._resolve(p, index, error(index, p.term))

@@ -258,6 +258,23 @@ class RaftNode:
             if st.role is Role.LEADER:
                 replication.leader_persisted(st)
 
+    def take_persisted_acks(self) -> list[Message]:
+        """The acknowledgements ``persisted`` released, for a caller that writes a Ready's
+        entries while still carrying it out (a broker under ASYNC_FLUSH copies them into the
+        page cache on its loop): sent at once, they need no Ready of their own, and leave
+        before the rest of this one (applying committed entries) is done.
+
+        Call only once the hard state of every Ready handed out is durable (after the
+        ``must_sync`` step of the one being carried out). If the term or vote changed since
+        the last Ready (a message stepped in meanwhile), nothing is released here: the next
+        Ready carries the acks after its hard state.
+        """
+        st = self._st
+        hs = self._prev_hs
+        if not st.msgs_after_persist or st.term != hs.term or st.vote != hs.vote:
+            return []
+        return replication.release_acks(st)
+
     # -- output ------------------------------------------------------------------------
 
     def has_ready(self) -> bool:

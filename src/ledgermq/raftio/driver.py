@@ -381,7 +381,6 @@ class RaftDriver:
                 self.transport.send(rd.messages)
             except Exception:
                 log.exception("raft %s: queueing %d messages failed", self.config.self_id, len(rd.messages))
-        written: Entry | None = None
         if rd.entries_to_persist:
             # A leader appends only its own proposals (and its NOOP) in its own term.
             own = self.node.role is Role.LEADER and rd.entries_to_persist[0].term == self.node.term
@@ -391,7 +390,7 @@ class RaftDriver:
                 except Exception as exc:
                     self._fail(exc, "writing entries")
                     return  # the node stops (its messages vouch only for what was already durable)
-                written = rd.entries_to_persist[-1]
+                self._persisted_inline(rd.entries_to_persist[-1])
             else:
                 self._persist_queue.append((rd.entries_to_persist, own))
                 self._persist_wake.set()
@@ -399,8 +398,20 @@ class RaftDriver:
             await self._apply(rd.committed_entries)
         self._observe_roles()
         self.node.advance(rd)
-        if written is not None:
-            self.node.persisted(written.index, written.term)
+
+    def _persisted_inline(self, written: Entry) -> None:
+        """Entries written on the loop count as persisted at once, and a follower's acks for
+        them leave now: before this Ready's committed entries are applied (a follower's
+        dispatch would delay the leader's commit), with no second Ready per round for them.
+        The hard state of this Ready is durable by now (``must_sync`` was awaited first)."""
+        node = self.node
+        node.persisted(written.index, written.term)
+        acks = node.take_persisted_acks()
+        if acks:
+            try:
+                self.transport.send(acks)
+            except Exception:
+                log.exception("raft %s: queueing %d acks failed", self.config.self_id, len(acks))
 
     async def _apply(self, entries: tuple[Entry, ...]) -> None:
         if self.on_commit is not None:

@@ -223,6 +223,8 @@ class Simulation:
                 disk.pending.append((due, rd.entries_to_persist))
             for m in rd.messages:
                 self._send(m)
+            if self.cfg.acks_at_persist:
+                self._complete_writes(nid)  # what is due now is written while carrying out the Ready
             self.checker.check_apply(nid, rd.committed_entries)
             n.advance(rd)
             self._log(f"{nid} ready ", rd)
@@ -240,6 +242,9 @@ class Simulation:
             if p > disk.storage.last_index():
                 raise InvariantFailure(f"{nid} counts {p} as persisted but its disk holds {disk.storage.last_index()}")
             self._after(n, f"{nid} persisted {last.index}/{last.term}")
+            if self.cfg.acks_at_persist:
+                for m in n.take_persisted_acks():
+                    self._send(m)
 
     def _send(self, m: Message) -> None:
         rng = self.rng

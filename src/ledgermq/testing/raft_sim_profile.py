@@ -35,6 +35,10 @@ class SimConfig:
     entry (recovery truncating at the first bad one) and restarted repairing. At most one node
     is damaged and unrepaired at a time (the fault model: a minority). 0 draws nothing, so the
     other faults of a seed stay as they were."""
+    acks_at_persist: bool = False
+    """Take a follower's acks with ``take_persisted_acks`` right after each ``persisted`` (even
+    while a Ready is being carried out), as the broker's driver does when it writes entries on
+    its loop, instead of waiting for them in the next Ready."""
     repair_rule: bool = True
     """False boots a damaged node as if its log were merely short (no ``Repair``): the unsafe
     behaviour the rule exists for, so tests can show the checker catching it."""
@@ -56,6 +60,7 @@ def random_profile(rng: random.Random, nodes: int) -> SimConfig:
         append_noop=rng.choice((True, False)),
         pre_vote=rng.random() < 0.75,
         check_quorum=rng.random() < 0.75,
+        acks_at_persist=rng.random() < 0.5,  # drawn last: the other knobs of a seed stay as they were
     )
 
 

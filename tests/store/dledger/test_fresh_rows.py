@@ -106,8 +106,15 @@ def test_nothing_just_appended_is_read_back_for_dispatch(tmp_path: Path, monkeyp
         store.shutdown()
 
 
-def test_a_follower_reads_each_copied_message_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its pre-check before the write and its dispatch row are one scan of the body."""
+@pytest.mark.parametrize("as_proposed", [False, True], ids=["stored-bodies", "proposed-bodies"])
+def test_a_follower_reads_each_copied_message_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_proposed: bool
+) -> None:
+    """Its pre-check before the write and its dispatch row are one scan of the body, also
+    for bodies as a leader's Append carries its unstable entries: as proposed, before the
+    leader's own write set their PHYSICALOFFSET (here zeroed), which the follower's
+    placement sets; the dispatch row then carries the placed offset, as a walk of the
+    files reads it."""
     from ledgermq.store.dledger import fresh_rows
 
     leader, follower = open_store(tmp_path / "leader"), open_store(tmp_path / "follower")
@@ -116,7 +123,19 @@ def test_a_follower_reads_each_copied_message_once(tmp_path: Path, monkeypatch: 
         d = Driver(leader)
         d.propose([b"f%d" % i for i in range(20)], props={"KEYS": "fk"})
         assert leader.commitlog is not None and follower.commitlog is not None
-        entries = [(i, 1, leader.commitlog.ledger.get(i).body) for i in range(d.last_index + 1)]
+        entries = [(i, 1, bytearray(leader.commitlog.ledger.get(i).body)) for i in range(d.last_index + 1)]
+        if as_proposed:
+            for _i, _t, body in entries:
+                if body:
+                    body[M.PHYSICALOFFSET_POS : M.PHYSICALOFFSET_POS + 8] = bytes(8)
+        expected = [
+            row
+            for _i, _t, body in entries
+            if body
+            for row in [
+                scan_row(leader.commitlog.ledger.get(_i).body, leader.commitlog.ledger.entry_span(_i)[0] + BODY_OFFSET)
+            ]
+        ]
         scans: list[int] = []
         real = fresh_rows.scan_records
 
@@ -127,6 +146,9 @@ def test_a_follower_reads_each_copied_message_once(tmp_path: Path, monkeypatch: 
         monkeypatch.setattr(fresh_rows, "scan_records", counting)
         follower.append_entries(entries)
         assert len(scans) == 20
+        fresh = list(follower.commitlog.fresh._queue)
+        assert [row for _span, row in fresh if row is not None] == expected  # the rows a file walk reads
+        assert all(row is not None and row[PHYS] == span.body_pos for span, row in fresh if span.body_size)
         follower.commit_to_index(entries[-1][0])
         assert follower.reput is not None
         assert follower.reput.dispatch_available() == 20

@@ -322,8 +322,14 @@ class DLedgerCommitLog:
             positions = self.ledger.append_with_pos(prepared, _patch_physical_offset)
             fresh = self.fresh
             for (index, term, buf), pos, row in zip(prepared, positions, rows, strict=True):
-                if buf and (row is None or row[PHYS] != pos + BODY_OFFSET):
-                    row = scan_row(buf, pos + BODY_OFFSET)  # placed here: read as written
+                body_pos = pos + BODY_OFFSET
+                if row is not None and row[PHYS] != body_pos:
+                    # A leader's Append carries its bodies as proposed, before its own write set
+                    # their PHYSICALOFFSET; the placing patch changed that field alone (the scan
+                    # reads no CRC), so the row scanned from the claimed place holds but for it.
+                    row = (*row[:PHYS], body_pos, *row[PHYS + 1 :])  # type: ignore[assignment]
+                elif row is None and buf:
+                    row = scan_row(buf, body_pos)  # placed here: read as written
                 fresh.add(index, term, pos, len(buf), row)
             for topic, queue_id, sysflag, queue_offset, store_timestamp in facts:
                 if SF.gets_queue_entry(sysflag):

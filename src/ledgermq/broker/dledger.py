@@ -464,7 +464,11 @@ class Proposal:
 
     def outcome(self) -> PutResult:
         """The send's result once settled: SEND_OK with its offsets, or why not."""
-        failure = next((e for e in self._errors if e is not None), None)
+        failure = None
+        for error in self._errors:
+            if error is not None:
+                failure = error
+                break
         if isinstance(failure, ProposalOutcomeUnknownError):
             # It may still commit under the next leader. RocketMQ's DLedgerCommitLog answers
             # this SYSTEM_ERROR ("in-sync replicas not enough"), not FLUSH_SLAVE_TIMEOUT, which
@@ -481,7 +485,9 @@ class Proposal:
             return PutResult(PutStatus.UNKNOWN_ERROR, remark=f"{type(failure).__name__}: {failure}")
         ledger = self.store.commitlog.ledger
         first = self.first - 1  # the DLedger index of the first entry (Raft's counts from 1)
-        positions = [ledger.entry_span(first + k)[0] for k in range(len(self.bodies))]
-        return PutResult(
-            PutStatus.PUT_OK, DLedgerCommitLog.append_result(self.bodies, positions, self.topic, self.queue_id)
-        )
+        bodies = self.bodies
+        if len(bodies) == 1:  # a single send: no comprehension for one position
+            positions = [ledger.entry_span(first)[0]]
+        else:
+            positions = [ledger.entry_span(first + k)[0] for k in range(len(bodies))]
+        return PutResult(PutStatus.PUT_OK, DLedgerCommitLog.append_result(bodies, positions, self.topic, self.queue_id))

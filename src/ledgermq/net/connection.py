@@ -38,7 +38,7 @@ import asyncio
 import heapq
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from ledgermq.errors import LedgerError, RemoteProtocolError
@@ -330,6 +330,20 @@ class Connection(asyncio.Protocol):
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
         cmd.flag |= 0x2
         self.send(cmd)
+
+    def oneway_now(self, cmds: Iterable[RemotingCommand]) -> None:
+        """``oneway`` each of ``cmds`` and write them at once, with whatever was queued before
+        them, in one call: for a sender that is done for now (a Raft Ready's messages to one
+        peer leave while its node writes the same entries), no flush left for a later turn."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionClosedError(f"connection to {self.peer} is closed")
+        out = self._out
+        for cmd in cmds:
+            cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+            cmd.flag |= 0x2
+            out.append(cmd.encode())
+        self.flush()
 
     def close(self) -> None:
         """Close; a peer that left output unread is cut off at once (abort), since a plain

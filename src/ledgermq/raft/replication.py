@@ -144,7 +144,9 @@ def step_leader(st: RaftState, m: Message) -> None:
                 pr.become_replicate()
             else:
                 pr.inflights.free_le(m.index)
-            if maybe_commit(st):
+            # Only this peer's match moved: at or below the commit index it changes no
+            # majority above it (the second ack of a round in a group of three, say).
+            if pr.quorum_match > st.log.committed and maybe_commit(st):
                 st.bcast_pending = True
             if was_paused:
                 maybe_send_append(st, m.src)

@@ -132,10 +132,9 @@ class _PeerSender:
             self.stats.dropped += len(messages)
             return 0
         try:
-            for frame in frames:
-                conn.oneway(RemotingCommand.request(RequestCode.RAFT_MESSAGES, body=frame, oneway=True))
-                self.stats.sent_frames += 1
-            conn.flush()  # on the wire now, while this node writes the same entries
+            # on the wire now, while this node writes the same entries
+            conn.oneway_now([RemotingCommand.request(RequestCode.RAFT_MESSAGES, body=f, oneway=True) for f in frames])
+            self.stats.sent_frames += len(frames)
         except BaseException:
             self.stats.dropped += len(messages)
             raise

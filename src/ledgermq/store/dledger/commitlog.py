@@ -501,11 +501,17 @@ class DLedgerCommitLog:
         """The put result of entries written at ``positions`` (a leader answering a send once
         they are committed): wrote offset = first body position, one offset message id per
         message, naming the store host the record carries."""
-        ids = [M.offset_msg_id_of(body, pos + BODY_OFFSET) for body, pos in zip(bodies, positions, strict=True)]
-        queue_offset, store_timestamp = M.queue_offset_and_store_time(bodies[0])
+        first = bodies[0]
+        if len(bodies) == 1:  # a single send, nearly every answer: no comprehensions
+            ids = [M.offset_msg_id_of(first, positions[0] + BODY_OFFSET)]
+            wrote = len(first)
+        else:
+            ids = [M.offset_msg_id_of(body, pos + BODY_OFFSET) for body, pos in zip(bodies, positions, strict=True)]
+            wrote = sum(len(b) for b in bodies)
+        queue_offset, store_timestamp = M.queue_offset_and_store_time(first)
         return AppendResult(
             wrote_offset=positions[0] + BODY_OFFSET,
-            wrote_bytes=sum(len(b) for b in bodies),
+            wrote_bytes=wrote,
             msg_ids=ids,
             store_timestamp=store_timestamp,
             queue_offset=queue_offset,

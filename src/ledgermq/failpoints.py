@@ -40,6 +40,12 @@ def failpoint(name: str) -> None:
         action()
 
 
+def is_armed(name: str) -> bool:
+    """Whether ``name`` has an action armed: a writer that batches the steps a point falls
+    between takes its step-by-step path while one is (a torn write must stay possible)."""
+    return name in _armed
+
+
 def synced(path: object, position: int, *, cut: bool = False) -> None:
     """Record that ``path`` is durable up to byte ``position`` (nothing beyond it is), or with
     ``cut`` that nothing at or beyond ``position`` is any more, when an fsync log is open.

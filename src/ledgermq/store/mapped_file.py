@@ -136,6 +136,19 @@ class MappedFile(SegmentPositions):
         self.wrote = end
         return at
 
+    def append_parts(self, parts: Sequence[bytes | bytearray | memoryview], total: int) -> int:
+        """``append`` of ``parts`` (``total`` bytes in all) as one write, in order: one copy
+        into the mapping for a small run, one ``pwritev`` from a page up."""
+        if total >= _FD_APPEND_AT:
+            return self.append_through_fd(parts)
+        at = self.wrote
+        end = at + total
+        if end > self.size:
+            raise ValueError(f"{self.path.name}: {total} bytes do not fit at {at}")
+        self.mm[at:end] = b"".join(parts)
+        self.wrote = end
+        return at
+
     def append_through_fd(self, parts: Sequence[bytes | bytearray | memoryview]) -> int:
         """Like ``append`` for several buffers, written with ``pwritev`` on the file instead
         of through the mapping: fresh pages then cost no page fault each (about 3x faster

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from ledgermq.atomic_file import fsync_dir
 from ledgermq.errors import StoreClosedError, StoreError
-from ledgermq.failpoints import failpoint
+from ledgermq.failpoints import failpoint, is_armed
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.digests import SegmentDigests
 from ledgermq.store.dledger.config import DLedgerStoreConfig
@@ -36,7 +36,9 @@ from ledgermq.store.dledger.entry import (
     BODY_OFFSET,
     ENTRY_HEAD,
     ENTRY_MAGIC,
+    INDEX_UNIT,
     INDEX_UNIT_SIZE,
+    MIN_BLANK_LEN,
     EntryInfo,
     Verdict,
     VerdictKind,
@@ -121,6 +123,10 @@ class EntrySpan:
     body_size: int
     next_pos: int  # where the walk goes on (a blank is skipped when reached)
 
+
+TORN_ENTRY_POINT = "dledger.after_entry_head"
+"""The failpoint between an entry's head and its body (a torn entry); while it is armed,
+appends go entry by entry so it can fire there."""
 
 RECENT_SPANS = 4096
 """Entries whose (pos, size) ``entry_span`` answers from memory (the last appended)."""
@@ -273,6 +279,8 @@ class DLedgerStore:
                     raise LogMismatchError(f"index {index} has term {term} below the previous term {term_floor}")
                 self._check_body_size(len(body))
                 expected, term_floor = expected + 1, term
+            if len(entries) > 1 and not is_armed(TORN_ENTRY_POINT):
+                return self._append_runs(entries, patch)
             positions: list[int] = []
             first_offset = self.config.first_data_offset
             spans = self._spans
@@ -285,7 +293,7 @@ class DLedgerStore:
                     patch(body, pos + BODY_OFFSET)
                 pack_entry_head(self._head, 0, index, term, pos, body)
                 mf.append(self._head)
-                failpoint("dledger.after_entry_head")
+                failpoint(TORN_ENTRY_POINT)
                 mf.append(body)
                 pack_index_unit(self._unit, 0, pos, size, index, term)
                 index_file_for(self.index, index * INDEX_UNIT_SIZE).append(self._unit)
@@ -294,6 +302,50 @@ class DLedgerStore:
                 spans.pop(index - RECENT_SPANS, None)
                 positions.append(pos)
             return positions
+
+    def _append_runs(self, entries: Sequence[EntryInput], patch: BodyPatch | None) -> list[int]:
+        """``_append`` (under its lock, entries checked) of several entries a run at a time:
+        the entries that fit the current data file and index file go in as one write to
+        each, with the bytes entry-by-entry appends would write (a Ready's worth of entries
+        no longer costs each its own placement and three writes)."""
+        positions: list[int] = []
+        first_offset = self.config.first_data_offset
+        spans = self._spans
+        head_pack, unit_pack = ENTRY_HEAD.pack, INDEX_UNIT.pack
+        i, n = 0, len(entries)
+        while i < n:
+            first_index, _term, first_body = entries[i]
+            mf = data_file_for(self.data, BODY_OFFSET + len(first_body), first_offset)
+            imf = index_file_for(self.index, first_index * INDEX_UNIT_SIZE)
+            room = mf.remaining() - MIN_BLANK_LEN  # every entry leaves room for a closing blank
+            units_left = imf.remaining() // INDEX_UNIT_SIZE
+            pos = start = mf.write_offset
+            parts: list[bytes | bytearray | memoryview] = []
+            units: list[bytes] = []
+            while i < n and units_left:
+                index, term, body = entries[i]
+                size = BODY_OFFSET + len(body)
+                if pos - start + size > room and parts:
+                    break  # the next file (data_file_for closes this one with a blank)
+                if patch is not None:
+                    assert isinstance(body, bytearray)
+                    patch(body, pos + BODY_OFFSET)
+                parts.append(head_pack(ENTRY_MAGIC, size, index, term, pos, 0, 0, body_crc(body), len(body)))
+                parts.append(body)
+                units.append(unit_pack(ENTRY_MAGIC, pos, size, index, term))
+                positions.append(pos)
+                pos += size
+                units_left -= 1
+                i += 1
+            mf.append_parts(parts, pos - start)
+            imf.append(b"".join(units))
+            # Published once written: readers take no lock and trust ``last_index``.
+            for k in range(i - len(units), i):
+                index, term, body = entries[k]
+                spans[index] = (positions[k], BODY_OFFSET + len(body))
+                spans.pop(index - RECENT_SPANS, None)
+            self._last_index, self._last_term = index, term
+        return positions
 
     def _check_body_size(self, n: int) -> None:
         if n > self.config.max_body_size:

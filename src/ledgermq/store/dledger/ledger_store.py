@@ -31,14 +31,13 @@ from ledgermq.errors import StoreClosedError, StoreError
 from ledgermq.failpoints import failpoint, is_armed
 from ledgermq.store.damage import DamageRegistry
 from ledgermq.store.digests import SegmentDigests
+from ledgermq.store.dledger.append_runs import BodyPatch, EntryInput, write_runs
 from ledgermq.store.dledger.config import DLedgerStoreConfig
 from ledgermq.store.dledger.entry import (
     BODY_OFFSET,
     ENTRY_HEAD,
     ENTRY_MAGIC,
-    INDEX_UNIT,
     INDEX_UNIT_SIZE,
-    MIN_BLANK_LEN,
     EntryInfo,
     Verdict,
     VerdictKind,
@@ -74,12 +73,6 @@ from ledgermq.store.mapped_file import MappedFile
 from ledgermq.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
-
-EntryInput = tuple[int, int, bytes | bytearray | memoryview]  # index, term, body
-# Called with the body and the position its first byte will have in the data files
-# (entry pos + BODY_OFFSET), before the entry is encoded: the leader fills the inner
-# message's PHYSICALOFFSET with it.
-BodyPatch = Callable[[bytearray, int], None]
 
 
 # Whether a leading data file may go, given the first entry of the file after it.
@@ -304,47 +297,15 @@ class DLedgerStore:
             return positions
 
     def _append_runs(self, entries: Sequence[EntryInput], patch: BodyPatch | None) -> list[int]:
-        """``_append`` (under its lock, entries checked) of several entries a run at a time:
-        the entries that fit the current data file and index file go in as one write to
-        each, with the bytes entry-by-entry appends would write (a Ready's worth of entries
-        no longer costs each its own placement and three writes)."""
-        positions: list[int] = []
-        first_offset = self.config.first_data_offset
+        """``_append`` (under its lock, entries checked) of several entries a run per data
+        file and index file (append_runs.py), published once written."""
+        positions = write_runs(self.data, self.index, self.config.first_data_offset, entries, patch)
         spans = self._spans
-        head_pack, unit_pack = ENTRY_HEAD.pack, INDEX_UNIT.pack
-        i, n = 0, len(entries)
-        while i < n:
-            first_index, _term, first_body = entries[i]
-            mf = data_file_for(self.data, BODY_OFFSET + len(first_body), first_offset)
-            imf = index_file_for(self.index, first_index * INDEX_UNIT_SIZE)
-            room = mf.remaining() - MIN_BLANK_LEN  # every entry leaves room for a closing blank
-            units_left = imf.remaining() // INDEX_UNIT_SIZE
-            pos = start = mf.write_offset
-            parts: list[bytes | bytearray | memoryview] = []
-            units: list[bytes] = []
-            while i < n and units_left:
-                index, term, body = entries[i]
-                size = BODY_OFFSET + len(body)
-                if pos - start + size > room and parts:
-                    break  # the next file (data_file_for closes this one with a blank)
-                if patch is not None:
-                    assert isinstance(body, bytearray)
-                    patch(body, pos + BODY_OFFSET)
-                parts.append(head_pack(ENTRY_MAGIC, size, index, term, pos, 0, 0, body_crc(body), len(body)))
-                parts.append(body)
-                units.append(unit_pack(ENTRY_MAGIC, pos, size, index, term))
-                positions.append(pos)
-                pos += size
-                units_left -= 1
-                i += 1
-            mf.append_parts(parts, pos - start)
-            imf.append(b"".join(units))
-            # Published once written: readers take no lock and trust ``last_index``.
-            for k in range(i - len(units), i):
-                index, term, body = entries[k]
-                spans[index] = (positions[k], BODY_OFFSET + len(body))
-                spans.pop(index - RECENT_SPANS, None)
-            self._last_index, self._last_term = index, term
+        for (index, _term, body), pos in zip(entries, positions, strict=True):
+            spans[index] = (pos, BODY_OFFSET + len(body))
+            spans.pop(index - RECENT_SPANS, None)
+        # Readers take no lock and trust ``last_index``: it moves once the bytes are in.
+        self._last_index, self._last_term = entries[-1][0], entries[-1][1]
         return positions
 
     def _check_body_size(self, n: int) -> None:

@@ -296,7 +296,7 @@ class RaftNode:
             or applicable != hs.commit
             or st.lead != ss.leader
             or st.role is not ss.role
-            or any(m.index <= log.persisted for m in st.msgs_after_persist)
+            or (bool(st.msgs_after_persist) and any(m.index <= log.persisted for m in st.msgs_after_persist))
         )
 
     def ready(self) -> Ready:
@@ -307,19 +307,31 @@ class RaftNode:
         log = st.log
         replication.flush_deferred_bcast(st)
         entries = log.take_unsent()
-        hs = st.hard_state()
         prev = self._prev_hs
+        applicable = log.applicable
+        # The previous hard and soft states again when unchanged (nearly every Ready).
+        if st.term == prev.term and st.vote == prev.vote and applicable == prev.commit:
+            hs, changed, must_sync = prev, None, False
+        else:
+            hs = HardState(st.term, st.vote, applicable)
+            changed, must_sync = hs, (hs.term, hs.vote) != (prev.term, prev.vote)
+        ss = self._prev_ss
+        if st.lead != ss.leader or st.role is not ss.role:
+            ss = SoftState(st.lead, st.role)
+        acks = replication.release_acks(st) if st.msgs_after_persist else ()
         rd = Ready(
-            soft_state=self.soft_state(),
-            hard_state=hs if hs != prev else None,
+            soft_state=ss,
+            hard_state=changed,
             entries_to_persist=tuple(entries),
-            committed_entries=tuple(log.entries_to_apply(st.cfg.max_apply_bytes_per_ready)),
-            messages=(*st.msgs, *replication.release_acks(st)),
-            must_sync=(hs.term, hs.vote) != (prev.term, prev.vote),
+            committed_entries=(
+                tuple(log.entries_to_apply(st.cfg.max_apply_bytes_per_ready)) if log.applied < applicable else ()
+            ),
+            messages=(*st.msgs, *acks) if acks else tuple(st.msgs),
+            must_sync=must_sync,
         )
         st.msgs = []
         self._prev_hs = hs
-        self._prev_ss = rd.soft_state
+        self._prev_ss = ss
         self._outstanding = rd
         return rd
 

@@ -16,14 +16,16 @@ def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True, *, pro
     so a follower catching up from far behind never makes the leader load its log.
     """
     pr = st.prs[to]
-    if not send_if_empty and not probe_compacted and pr.next == st.log.last_index + 1:
+    log = st.log
+    last = log.last_index
+    if not send_if_empty and not probe_compacted and pr.next == last + 1:
         return False  # nothing new for it: the common case of every Ready and every ack, kept cheap
     if pr.is_paused():
         return False
     prev_index = pr.next - 1
-    if prev_index > st.log.last_index:
-        raise InvariantViolation(f"progress of {to} points past our log: next={pr.next} last={st.log.last_index}")
-    prev_term = st.log.term(prev_index)
+    if prev_index > last:
+        raise InvariantViolation(f"progress of {to} points past our log: next={pr.next} last={last}")
+    prev_term = log.term(prev_index)
     if prev_term is None:
         # The follower needs entries our storage has compacted away; only a snapshot could
         # help, and the core has none yet, so it stays behind rather than crash the leader.
@@ -41,9 +43,7 @@ def maybe_send_append(st: RaftState, to: str, send_if_empty: bool = True, *, pro
         pr.next = prev_index + 1
         entries: list[Entry] = []
     else:
-        entries = st.log.slice(
-            pr.next, st.log.last_index + 1, st.cfg.max_entries_per_append, st.cfg.max_bytes_per_append
-        )
+        entries = log.slice(pr.next, last + 1, st.cfg.max_entries_per_append, st.cfg.max_bytes_per_append)
     if not entries and not send_if_empty:
         return False
     st.send(

@@ -32,6 +32,7 @@ class RaftState:
         self.cfg = config
         self.id = config.node_id
         self.voters: tuple[str, ...] = tuple(sorted({*peers, config.node_id}))
+        self._peers = tuple(v for v in self.voters if v != config.node_id)
         self.rng = rng
         self.term = hard_state.term
         self.vote = hard_state.vote
@@ -71,8 +72,9 @@ class RaftState:
         return False
 
     @property
-    def peers(self) -> list[str]:
-        return [v for v in self.voters if v != self.id]
+    def peers(self) -> tuple[str, ...]:
+        """The other voters (fixed for the node's life: read per Ready and per broadcast)."""
+        return self._peers
 
     def send(self, msg: Message) -> None:
         self.msgs.append(msg)

@@ -27,6 +27,7 @@ only takes their ``len``), so the input buffer must not be mutated afterwards.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Sequence
 from typing import cast
@@ -77,7 +78,9 @@ assert set(_TYPE_CODES) == set(MsgType) and set(_KIND_CODES) == set(EntryKind)
 # -- encoding ---------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)
 def _id_bytes(name: str, what: str) -> bytes:
+    """A node id's bytes, checked; cached: a node encodes the same few ids in every message."""
     raw = name.encode("utf-8")
     if not 0 < len(raw) < 256:
         raise LocalProtocolError(f"{what} id {name!r} must be 1..255 UTF-8 bytes")

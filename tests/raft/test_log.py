@@ -183,3 +183,33 @@ def test_acknowledging_one_entry_at_a_time_is_linear() -> None:
         assert rl.persisted_to(i, 1)
         assert rl.unstable_len == n - i
     assert rl.term(n) == 1 and rl.last_index == n
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_last_index_is_always_the_durable_part_plus_the_unstable_tail(seed: int) -> None:
+    """``last_index`` is a field moved by appends and truncations (read a dozen times per
+    round); a seeded walk of leader appends, follower Appends with conflicts in and below the
+    durable part, writes and acknowledgements checks it against what the log holds."""
+    import random
+
+    rng = random.Random(seed)
+    rl, storage = _log(1, 1, 1)
+    term = 1
+    for _ in range(400):
+        op = rng.random()
+        if op < 0.3:
+            rl.append([Entry(rl.last_index + 1, term, b"l")])
+        elif op < 0.6:
+            prev = rng.randrange(rl.committed, rl.last_index + 1)
+            if rng.random() < 0.3:
+                term += 1
+            count = rng.randrange(0, 4)
+            rl.maybe_append(prev, rl.term(prev) or 0, [Entry(prev + k, term, b"f") for k in range(1, count + 1)])
+        elif op < 0.8:
+            entries = _write(rl, storage)
+            if entries:
+                rl.persisted_to(entries[-1].index, entries[-1].term)
+        else:
+            rl.commit_to(rng.randrange(rl.committed, rl.persisted + 1))
+        assert rl.last_index == rl.persisted + rl.unstable_len
+        assert rl.term(rl.last_index) is not None and rl.term(rl.last_index + 1) is None

@@ -53,7 +53,17 @@ class _Write:
 
 
 class RaftLog:
-    __slots__ = ("_buf", "_head", "_writes", "applied", "committed", "persisted", "storage", "unsent_from")
+    __slots__ = (
+        "_buf",
+        "_head",
+        "_writes",
+        "applied",
+        "committed",
+        "last_index",
+        "persisted",
+        "storage",
+        "unsent_from",
+    )
 
     def __init__(self, storage: LogStorage, committed: int = 0, applied: int = 0) -> None:
         first, last = storage.first_index(), storage.last_index()
@@ -73,6 +83,9 @@ class RaftLog:
         # half the list, so each acknowledgement costs O(1) amortised, not a copy of the tail.
         self._buf: list[Entry] = []
         self._head = 0
+        self.last_index = last
+        """``persisted + len(_buf) - _head``, kept as a field: the core reads it a dozen times
+        per Raft round; ``append`` and ``_truncate_from`` move it, nothing else does."""
         self._writes: deque[_Write] = deque()
 
     # -- reading ---------------------------------------------------------------------
@@ -85,10 +98,6 @@ class RaftLog:
     @property
     def unstable_len(self) -> int:
         return len(self._buf) - self._head
-
-    @property
-    def last_index(self) -> int:
-        return self.persisted + len(self._buf) - self._head
 
     @property
     def last_term(self) -> int:
@@ -178,7 +187,9 @@ class RaftLog:
         """Add entries right after the last one (the leader's path: it never overwrites)."""
         if entries and entries[0].index != self.last_index + 1:
             raise InvariantViolation(f"append at {entries[0].index} after last index {self.last_index}")
-        self._buf.extend(entries)
+        if entries:
+            self._buf.extend(entries)
+            self.last_index = entries[-1].index
 
     def maybe_append(self, prev_index: int, prev_term: int, entries: Sequence[Entry]) -> int | None:
         """Accept a leader's Append; the index of its last entry, or None if ``prev`` does not match.
@@ -214,6 +225,7 @@ class RaftLog:
             self._buf = []
             self._head = 0
             self.persisted = index - 1
+        self.last_index = index - 1
         self.unsent_from = min(self.unsent_from, index)
         for w in self._writes:
             w.valid = min(w.valid, index - 1)

@@ -90,13 +90,14 @@ def _id_bytes(name: str, what: str) -> bytes:
 def _encode_message(m: Message, out: list[bytes | memoryview]) -> int:
     """Append the parts of ``m`` to ``out``; return how many bytes they take."""
     src, dst = _id_bytes(m.src, "source"), _id_bytes(m.dst, "destination")
+    src_len, dst_len = len(src), len(dst)
     flags = (_REJECT if m.reject else 0) | (_TRANSFER if m.transfer else 0) | (_REPAIRING if m.repair_until else 0)
     try:
         head = _MSG.pack(
             _TYPE_CODES[m.type],
             flags,
-            len(src),
-            len(dst),
+            src_len,
+            dst_len,
             m.term,
             m.log_term,
             m.index,
@@ -107,21 +108,23 @@ def _encode_message(m: Message, out: list[bytes | memoryview]) -> int:
     except struct.error as exc:
         raise LocalProtocolError(f"{m.type.value} {m.src}->{m.dst} does not fit the wire format: {exc}") from None
     out += (head, src, dst)
-    size = len(head) + len(src) + len(dst)
+    size = _MSG.size + src_len + dst_len
     if m.repair_until:
         try:
             out.append(_U64.pack(m.repair_until))
         except struct.error as exc:
             raise LocalProtocolError(f"repair_until {m.repair_until} does not fit the wire format: {exc}") from None
         size += _U64.size
+    entry_head, entry_size, kinds = _ENTRY.pack, _ENTRY.size, _KIND_CODES
     for e in m.entries:
         data = e.data
+        n = len(data)
         try:
-            out.append(_ENTRY.pack(e.index, e.term, _KIND_CODES[e.kind], len(data)))
+            out.append(entry_head(e.index, e.term, kinds[e.kind], n))
         except struct.error as exc:
             raise LocalProtocolError(f"entry {e.index} does not fit the wire format: {exc}") from None
         out.append(data)
-        size += _ENTRY.size + len(data)
+        size += entry_size + n
     return size
 
 

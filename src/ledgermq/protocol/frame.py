@@ -41,6 +41,8 @@ class FrameDecoder:
         return len(self._buf) - self._pos
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand | BadFrame]:
+        if not self._buf:
+            return self._feed_fresh(data)
         self._buf += data
         out: list[RemotingCommand | BadFrame] = []
         buf = self._buf
@@ -64,6 +66,37 @@ class FrameDecoder:
         if self._pos and self._pos * 2 >= len(buf):
             del buf[: self._pos]
             self._pos = 0
+        return out
+
+    def _feed_fresh(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand | BadFrame]:
+        """``feed`` with nothing buffered (nearly every read: whole frames): decoded from
+        ``data`` in place, and only an incomplete tail copied into the buffer."""
+        out: list[RemotingCommand | BadFrame] = []
+        view = memoryview(data)
+        try:
+            end_of_data = len(view)
+            pos = 0
+            while end_of_data - pos >= 4:
+                length = _LEN.unpack_from(view, pos)[0]
+                if length < 4 or length > self.max_frame_size:
+                    raise RemoteProtocolError(
+                        f"frame length {length} outside 4..{self.max_frame_size}; closing the connection"
+                    )
+                end = pos + 4 + length
+                if end > end_of_data:
+                    break
+                payload = view[pos + 4 : end]
+                try:
+                    out.append(decode_command(payload))
+                except RemoteProtocolError as exc:
+                    out.append(_bad_frame(bytes(payload), str(exc)))
+                finally:
+                    payload.release()
+                pos = end
+            if pos < end_of_data:
+                self._buf += view[pos:]
+        finally:
+            view.release()
         return out
 
 

@@ -119,8 +119,9 @@ def _waits_for_slave(broker: Broker, result: PutResult, wait: bool) -> bool:
     )
 
 
-class _SendWait:
-    """One send's entry in the write turn's waits table and the answer it becomes.
+class _SendWait(Wait):
+    """One send's entry in the write turn's waits table (it is the table's ``Wait``: one
+    object per held send, not three) and the answer it becomes.
 
     SYNC_MASTER: no slave connected, or the best one haSlaveFallbehindMax or more behind,
     answers SLAVE_NOT_AVAILABLE at once (after the fsync under SYNC_FLUSH); no
@@ -129,7 +130,7 @@ class _SendWait:
     why. The message is stored either way (RocketMQ's semantics). DLedger: the proposal's
     outcome (its PutResult) once committed or failed."""
 
-    __slots__ = ("broker", "cmd", "deferred", "proposal", "queue_id", "result", "wait")
+    __slots__ = ("broker", "cmd", "deferred", "proposal", "queue_id", "result")
     # The proposal's, when ``proposal`` is set (DLedger); ``result`` stands in until then.
 
     def __init__(
@@ -142,33 +143,40 @@ class _SendWait:
         end: int,
         proposal: Proposal | None,
     ) -> None:
+        Wait.__init__(self, end, needs, broker.store_config.sync_flush_timeout_ms / 1000, _answer_released)
         self.broker = broker
         self.cmd = cmd
         self.result = result
         self.queue_id = queue_id
         self.proposal = proposal
         self.deferred = Deferred()
-        self.wait = Wait(end, needs, broker.store_config.sync_flush_timeout_ms / 1000, self._released)
 
     def start(self) -> Deferred:
         turn = self.broker.turn
         assert turn is not None  # BrokerApp builds it before it serves
-        turn.add(self.wait)
+        turn.add(self)
         if self.proposal is not None:
-            self.proposal.on_done(lambda committed: turn.settle(self.wait, committed))
+            self.proposal.on_done(lambda committed: turn.settle(self, committed))
         return self.deferred
 
-    def _released(self, wait: Wait) -> None:
+    def released(self) -> None:
+        """The table let go of this send: answer it (met, or why not)."""
         result = self.result
         if self.proposal is not None:
             result = self.proposal.outcome()  # committed, or why not (the Raft driver says)
-        elif wait.missed == Need.DURABLE:
+        elif self.missed == Need.DURABLE:
             result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            if wait.reason:
-                result.remark = f"{wait.reason}; the broker refuses writes until it is restarted"
-        elif wait.missed == Need.REPLICATED:
+            if self.reason:
+                result.remark = f"{self.reason}; the broker refuses writes until it is restarted"
+        elif self.missed == Need.REPLICATED:
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
-        if wait.asked & Need.REPLICATED and wait.missed in (Need.NONE, Need.REPLICATED):
+        if self.asked & Need.REPLICATED and self.missed in (Need.NONE, Need.REPLICATED):
             # the slave's share of the send (timeouts included), from the start of that stage
-            self.broker.stats.replication.observe(self.broker.clock.monotonic() - wait.stage_started)
+            self.broker.stats.replication.observe(self.broker.clock.monotonic() - self.stage_started)
         self.deferred.resolve(stored_answer(self.broker, self.cmd, result, self.queue_id))
+
+
+def _answer_released(wait: Wait) -> None:
+    """Every held send's ``on_released`` (one function, no bound method per send)."""
+    assert isinstance(wait, _SendWait)
+    wait.released()

@@ -13,9 +13,10 @@ right order, because that order is what makes Raft safe:
    ``persisted()``; Readies that queue up meanwhile are written together (group commit),
    always in the order they were handed out. When the storage counts an entry as
    persisted once written (``write_inline``: a broker under ASYNC_FLUSH), the write is a
-   copy into the page cache and is done on the loop, ``persisted()`` right after
-   ``advance``, and the worker only fsyncs on the tick timer: a thread hand-off per Ready
-   would cost more than the copy;
+   copy into the page cache and is done on the loop, ``persisted()`` right after it and
+   a follower's acks sent then (``take_persisted_acks``: no Ready of their own, and not
+   behind step 4), and the worker only fsyncs on the tick timer: a thread hand-off per
+   Ready would cost more than the copy;
 4. committed entries go to ``on_commit`` in order, then the proposals they settle resolve;
 5. ``advance``.
 
@@ -375,7 +376,8 @@ class RaftDriver:
                     return  # nothing of this Ready may be sent, and the node stops
             self._commit_hint = rd.hard_state.commit
         # Messages go before this Ready's entries are written (etcd's rule): a leader's Appends
-        # may leave first, and acks for these entries come in a later Ready, once persisted.
+        # may leave first; acks for these entries leave once persisted (below when written
+        # inline, else in a later Ready).
         if rd.messages:
             try:
                 self.transport.send(rd.messages)

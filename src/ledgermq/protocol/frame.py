@@ -41,63 +41,52 @@ class FrameDecoder:
         return len(self._buf) - self._pos
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand | BadFrame]:
-        if not self._buf:
-            return self._feed_fresh(data)
-        self._buf += data
         out: list[RemotingCommand | BadFrame] = []
+        if not self._buf:
+            # Nothing buffered (nearly every read: whole frames): decoded from ``data`` in
+            # place, and only an incomplete tail copied into the buffer.
+            view = memoryview(data)
+            try:
+                pos = self._split(view, 0, out)
+                if pos < len(view):
+                    self._buf += view[pos:]
+            finally:
+                view.release()
+            return out
         buf = self._buf
-        while len(buf) - self._pos >= 4:
-            length = _LEN.unpack_from(buf, self._pos)[0]
+        buf += data
+        view = memoryview(buf)
+        try:
+            self._pos = self._split(view, self._pos, out)
+        finally:
+            view.release()  # before the buffer is resized below
+        if self._pos and self._pos * 2 >= len(buf):
+            del buf[: self._pos]
+            self._pos = 0
+        return out
+
+    def _split(self, view: memoryview, pos: int, out: list[RemotingCommand | BadFrame]) -> int:
+        """Decode every whole frame of ``view`` from ``pos`` into ``out``; where the first
+        incomplete one starts."""
+        end_of_data = len(view)
+        while end_of_data - pos >= 4:
+            length = _LEN.unpack_from(view, pos)[0]
             if length < 4 or length > self.max_frame_size:
                 raise RemoteProtocolError(
                     f"frame length {length} outside 4..{self.max_frame_size}; closing the connection"
                 )
-            if len(buf) - self._pos - 4 < length:
+            end = pos + 4 + length
+            if end > end_of_data:
                 break
-            start = self._pos + 4
-            payload = memoryview(buf)[start : start + length]
+            payload = view[pos + 4 : end]
             try:
                 out.append(decode_command(payload))
             except RemoteProtocolError as exc:
                 out.append(_bad_frame(bytes(payload), str(exc)))
             finally:
                 payload.release()
-            self._pos = start + length
-        if self._pos and self._pos * 2 >= len(buf):
-            del buf[: self._pos]
-            self._pos = 0
-        return out
-
-    def _feed_fresh(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand | BadFrame]:
-        """``feed`` with nothing buffered (nearly every read: whole frames): decoded from
-        ``data`` in place, and only an incomplete tail copied into the buffer."""
-        out: list[RemotingCommand | BadFrame] = []
-        view = memoryview(data)
-        try:
-            end_of_data = len(view)
-            pos = 0
-            while end_of_data - pos >= 4:
-                length = _LEN.unpack_from(view, pos)[0]
-                if length < 4 or length > self.max_frame_size:
-                    raise RemoteProtocolError(
-                        f"frame length {length} outside 4..{self.max_frame_size}; closing the connection"
-                    )
-                end = pos + 4 + length
-                if end > end_of_data:
-                    break
-                payload = view[pos + 4 : end]
-                try:
-                    out.append(decode_command(payload))
-                except RemoteProtocolError as exc:
-                    out.append(_bad_frame(bytes(payload), str(exc)))
-                finally:
-                    payload.release()
-                pos = end
-            if pos < end_of_data:
-                self._buf += view[pos:]
-        finally:
-            view.release()
-        return out
+            pos = end
+        return pos
 
 
 def _bad_frame(payload: bytes, reason: str) -> BadFrame:

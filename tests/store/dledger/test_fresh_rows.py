@@ -128,13 +128,12 @@ def test_a_follower_reads_each_copied_message_once(
             for _i, _t, body in entries:
                 if body:
                     body[M.PHYSICALOFFSET_POS : M.PHYSICALOFFSET_POS + 8] = bytes(8)
+        ledger = leader.commitlog.ledger
+        # The rows a walk of the leader's files reads (its bodies carry their placed offsets).
         expected = [
-            row
-            for _i, _t, body in entries
+            scan_row(ledger.get(index).body, ledger.entry_span(index)[0] + BODY_OFFSET)
+            for index, _term, body in entries
             if body
-            for row in [
-                scan_row(leader.commitlog.ledger.get(_i).body, leader.commitlog.ledger.entry_span(_i)[0] + BODY_OFFSET)
-            ]
         ]
         scans: list[int] = []
         real = fresh_rows.scan_records

@@ -1,15 +1,19 @@
 """The job ``test_standalone.py`` submits to a standalone cluster (``spark-submit --master spark://...``).
 
-``python standalone_job.py NAMESRV SOURCE TARGET``: reads every message of SOURCE with ``format("ledgermq")``,
-writes their values to TARGET, and prints one JSON line: the rows read, and where the executors' Python workers
-imported ledgermq from (the shipped archive, when the executors' interpreter does not have it installed).
+``python standalone_job.py NAMESRV SOURCE TARGET RESULT``: reads every message of SOURCE with ``format("ledgermq")``,
+writes their values to TARGET, and writes one JSON document to the file RESULT: the rows read, and where the
+executors' Python workers imported ledgermq from (the shipped archive, when the executors' interpreter does not have
+it installed). A file and not stdout, because spark-submit's log lines share stdout and stderr with the driver's
+prints and one of them can land inside the printed line (seen in CI).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -19,7 +23,7 @@ def _origin(_rows: Iterator[Any]) -> Iterator[str]:
     yield ledgermq.__file__ or "?"
 
 
-def main(namesrv: str, source: str, target: str) -> None:
+def main(namesrv: str, source: str, target: str, result_file: str) -> None:
     from pyspark.sql import SparkSession
 
     import ledgermq.spark
@@ -42,9 +46,11 @@ def main(namesrv: str, source: str, target: str) -> None:
         "executor_ledgermq": origins,
         "master": spark.sparkContext.master,
     }
-    print("RESULT " + json.dumps(result), flush=True)
+    partial = Path(result_file + ".partial")
+    partial.write_text(json.dumps(result))
+    os.replace(partial, result_file)  # the test reads a whole document or none
     spark.stop()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

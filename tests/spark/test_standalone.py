@@ -82,7 +82,8 @@ def test_batch_read_and_write_on_a_standalone_cluster(
     args = [str(spark_home() / "bin" / "spark-submit"), "--master", standalone.master_url, "--py-files", str(archive)]
     for key, value in conf.items():
         args += ["--conf", f"{key}={value}"]
-    args += [str(JOB), cluster.namesrv_addr, source, target]
+    result_file = tmp_path / "result.json"
+    args += [str(JOB), cluster.namesrv_addr, source, target, str(result_file)]
     log = tmp_path / "submit.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -95,9 +96,8 @@ def test_batch_read_and_write_on_a_standalone_cluster(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
     assert code == 0, f"spark-submit exited with {code}:\n{tail(log, 60)}"
-    result: dict[str, Any] = json.loads(
-        next(line for line in log.read_text().splitlines() if line.startswith("RESULT "))[7:]
-    )
+    assert result_file.exists(), f"the job wrote no result:\n{tail(log, 60)}"
+    result: dict[str, Any] = json.loads(result_file.read_text())
 
     assert result["master"] == standalone.master_url
     assert result["rows"] == sorted([q, o, b.decode()] for q, o, b in sent)

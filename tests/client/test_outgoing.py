@@ -15,9 +15,9 @@ import pytest
 
 from ledgermq.client.errors import MessageInvalidError
 from ledgermq.client.message import Message, validate_topic
-from ledgermq.client.producer.outgoing import Outgoing, prepare_batch, prepare_message
+from ledgermq.client.producer.outgoing import PLAIN_ROW_PREFIX, Outgoing, prepare_batch, prepare_message, prepare_rows
 from ledgermq.client.producer.send_codec import read_send_response, send_request
-from ledgermq.clock import SYSTEM_CLOCK
+from ledgermq.clock import SYSTEM_CLOCK, ManualClock
 from ledgermq.protocol import properties as P
 from ledgermq.protocol.admin_body import MessageQueue
 from ledgermq.protocol.batch import BatchEntry, encode_batch, iter_batch
@@ -103,6 +103,31 @@ def test_prepare_batch_body_is_the_entries_encode_batch_makes() -> None:
 def test_prepare_batch_refuses_any_bad_message(bad: Message, words: str) -> None:
     with pytest.raises(MessageInvalidError, match=words):
         prepare_batch([Message("T", b"ok"), bad], ids(), SYSTEM_CLOCK, MAX)
+
+
+@pytest.mark.parametrize(
+    ("topic", "bodies", "prefix", "words"),
+    [
+        ("T", [], PLAIN_ROW_PREFIX, "at least one"),
+        ("bad topic", [b"x"], PLAIN_ROW_PREFIX, "illegal characters"),
+        ("%RETRY%g", [b"x"], PLAIN_ROW_PREFIX, "retry-group"),
+        ("T", [b"x", b""], PLAIN_ROW_PREFIX, "length is zero"),
+        ("T", [b"x", b"y" * (MAX + 1)], PLAIN_ROW_PREFIX, "over the maximum"),
+        ("T", [b"x"], "p\x01" + "v" * 40000 + "\x02", "32767"),
+    ],
+)
+def test_prepare_rows_refuses_what_prepare_batch_refuses(
+    topic: str, bodies: list[bytes], prefix: str, words: str
+) -> None:
+    with pytest.raises(MessageInvalidError, match=words):
+        prepare_rows(topic, bodies, [prefix] * len(bodies), ids(), SYSTEM_CLOCK, MAX)
+
+
+def test_prepare_rows_makes_the_batch_prepare_batch_makes() -> None:
+    msgs = [Message("T", f"body-{i}".encode()) for i in range(5)]
+    a, b, clock = ids(), ids(), ManualClock()  # the same salt and time: the same ids in turn
+    out = prepare_rows("T", [m.body for m in msgs], [PLAIN_ROW_PREFIX] * 5, a, clock, MAX)
+    assert out == prepare_batch(msgs, b, clock, MAX)
 
 
 def test_prepare_batch_checks_the_topic() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import itertools
+import random
 import re
 import struct
 import time
@@ -243,3 +244,14 @@ def test_month_start_is_local_midnight_across_a_dst_change(berlin_time: None) ->
     assert _local_ms(2024, 3, 1) == 1709247600000  # the fixture really switched the zone
     uid = UniqueIdGenerator(ip="10.0.0.1", pid=7).next_id(now)
     assert _parts(uid)[2] == now - 1709247600000
+
+
+@pytest.mark.parametrize("now", [MID_MAY, LATE_MAY, _local_ms(2024, 6, 1, 0, 0, 1)])
+def test_ids_drawn_at_once_are_the_ids_drawn_one_by_one(now: int) -> None:
+    """A batch's ids (``next_ids``) are what as many ``next_id`` calls return, across the
+    counter's wrap past 0xFFFF and a month tail whose time part is negative as Java's int."""
+    one = UniqueIdGenerator(ip="10.0.0.1", pid=7, rng=random.Random(5))
+    many = UniqueIdGenerator(ip="10.0.0.1", pid=7, rng=random.Random(5))
+    for count in (1, 0, 127, 65_535, 3):
+        assert many.next_ids(count, now) == [one.next_id(now) for _ in range(count)]
+    assert many.next_ids(2, now + 1) == [one.next_id(now + 1), one.next_id(now + 1)]

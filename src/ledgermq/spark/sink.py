@@ -34,14 +34,15 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import DataType, MapType, StructType
 
 from ledgermq.aio.loops import close_loop, new_event_loop
-from ledgermq.client import Message, MessageQueue, Producer
+from ledgermq.client import MessageQueue, Producer
 from ledgermq.client.errors import MQClientError
+from ledgermq.client.producer.outgoing import prepare_rows
 from ledgermq.failpoints import failpoint
 from ledgermq.spark.eo_commit import abort_write, batch_write_id, commit_write, stream_write_id
 from ledgermq.spark.half_sender import HalfSender, SentHalves
 from ledgermq.spark.options import OptionError, WriteOptions, parse_write_options
 from ledgermq.spark.schema import WRITE_COLUMNS
-from ledgermq.spark.sink_rows import SYSTEM_PROPERTIES, SinkError, messages_of
+from ledgermq.spark.sink_rows import SYSTEM_PROPERTIES, RowRun, SinkError, messages_of, row_runs
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -107,24 +108,6 @@ def _writer_options(options: Mapping[str, str], schema: StructType, overwrite: b
     return opts
 
 
-def batches_of(rows: list[tuple[Message, int | None]], size: int) -> Iterator[tuple[str, int | None, list[Message]]]:
-    """Consecutive runs of one topic and queue, cut at ``size`` messages or 1 MiB of bodies."""
-    current: list[Message] = []
-    key: tuple[str, int | None] | None = None
-    nbytes = 0
-    for msg, qid in rows:
-        k = (msg.topic, qid)
-        if current and (k != key or len(current) >= size or nbytes + len(msg.body) > MAX_BATCH_BYTES):
-            assert key is not None
-            yield key[0], key[1], current
-            current, nbytes = [], 0
-        key = k
-        current.append(msg)
-        nbytes += len(msg.body) + 64
-    if current and key is not None:
-        yield key[0], key[1], current
-
-
 # -- sending ---------------------------------------------------------------------------------
 class _Sender:
     """One producer for one task, with its own event loop."""
@@ -157,44 +140,53 @@ class _Sender:
         ids = sorted({mq.queue_id for mq in queues})
         raise SinkError(f"column 'queueId' is {qid}, but topic {topic} has write queues {ids}")
 
-    async def _send(self, topic: str, qid: int | None, msgs: list[Message]) -> None:
-        if qid is None:
-            await self.producer.send_batch(msgs)
-        else:
-            mq = await self._queue(topic, qid)
-            # one attempt on the chosen queue, as send_to_queue, but a whole batch
-            await self.producer.send_batch_to_queue(msgs, mq)
-        self.sent += len(msgs)
+    async def _send(self, run: RowRun) -> None:
+        producer = self.producer
+        out = prepare_rows(
+            run.topic, run.bodies, run.prefixes, producer.ids, producer.clock, producer.settings.max_message_size
+        )
+        # a chosen queue: one attempt on it, as send_to_queue, but a whole batch
+        queue = None if run.queue_id is None else await self._queue(run.topic, run.queue_id)
+        await producer.send_prepared(out, queue)
+        self.sent += len(run.bodies)
         self.batches += 1
 
-    async def send_all(self, rows: list[tuple[Message, int | None]]) -> None:
+    async def send_all(self, batches: Iterator[pa.RecordBatch]) -> None:
+        """Every row of every batch, ``IN_FLIGHT`` requests at a time. The next Arrow batch is
+        read from Spark and cut into runs while the last requests of this one are still in
+        flight, so the broker is not idle between batches."""
         gate = asyncio.Semaphore(IN_FLIGHT)
         failures: list[BaseException] = []
+        tasks: set[asyncio.Future[None]] = set()
 
-        async def one(topic: str, qid: int | None, msgs: list[Message]) -> None:
+        async def one(run: RowRun) -> None:
             try:
-                await self._send(topic, qid, msgs)
+                await self._send(run)
             except (MQClientError, SinkError) as exc:
                 failures.append(exc)
             finally:
                 gate.release()
 
-        tasks = []
-        for topic, qid, msgs in batches_of(rows, self.opts.send_batch_size):
-            await gate.acquire()
-            if failures:
-                gate.release()
-                break
-            tasks.append(asyncio.ensure_future(one(topic, qid, msgs)))
-        await asyncio.gather(*tasks)
+        try:
+            for batch in batches:
+                for run in row_runs(batch, self.opts, self.opts.send_batch_size, MAX_BATCH_BYTES):
+                    await gate.acquire()
+                    if failures:
+                        gate.release()
+                        break
+                    task = asyncio.ensure_future(one(run))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                if failures:
+                    break
+        finally:  # a bad row or a failed send: what is in flight ends before the producer stops
+            await asyncio.gather(*tasks, return_exceptions=True)
         if failures:
             raise failures[0]
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> SentMessages:
         try:
-            for batch in batches:
-                if batch.num_rows:
-                    self.loop.run_until_complete(self.send_all(messages_of(batch, self.opts)))
+            self.loop.run_until_complete(self.send_all(batches))
             return SentMessages(self.sent, self.batches)
         finally:
             try:

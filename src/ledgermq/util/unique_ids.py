@@ -55,11 +55,26 @@ class UniqueIdGenerator:
 
     def next_id(self, now_ms: int) -> str:
         with self._lock:
-            if now_ms >= self._next_start_ms:
-                self._start_ms, self._next_start_ms = _month_start_ms(now_ms)
-            diff = _java_int(now_ms - self._start_ms)  # wraps past 2**31 ms, as Java's (int) does
-            if -1_000_000 < diff < 0:
-                diff = 0  # a small step back (NTP), as the Java client treats it
+            diff = self._time_part(now_ms)
             counter = next(self._counter) & 0xFFFF
         raw = _TIME_COUNTER.pack(diff, counter - (counter >> 15 << 16))
         return self._fixed + raw.hex().upper()
+
+    def next_ids(self, count: int, now_ms: int) -> list[str]:
+        """``count`` ids at once, each what ``next_id(now_ms)`` would have returned in turn:
+        a batch of many messages takes the lock and the time part once, and each id is its
+        counter's four hex digits after a shared prefix (the time part is the same for all)."""
+        with self._lock:
+            diff = self._time_part(now_ms)
+            counters = [next(self._counter) & 0xFFFF for _ in range(count)]
+        prefix = self._fixed + _TIME_COUNTER.pack(diff, 0)[:4].hex().upper()
+        return [f"{prefix}{c:04X}" for c in counters]
+
+    def _time_part(self, now_ms: int) -> int:
+        """Milliseconds since the month's start as Java's int; the caller holds the lock."""
+        if now_ms >= self._next_start_ms:
+            self._start_ms, self._next_start_ms = _month_start_ms(now_ms)
+        diff = _java_int(now_ms - self._start_ms)  # wraps past 2**31 ms, as Java's (int) does
+        if -1_000_000 < diff < 0:
+            diff = 0  # a small step back (NTP), as the Java client treats it
+        return diff

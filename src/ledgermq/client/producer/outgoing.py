@@ -13,16 +13,22 @@ Pure: no I/O, no event loop; the id generator and the clock are passed in.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ledgermq.client.errors import MessageInvalidError
-from ledgermq.client.message import Message, validate_message, validate_message_fields, validate_topic
+from ledgermq.client.message import (
+    Message,
+    _check_text,
+    validate_message,
+    validate_message_fields,
+    validate_topic,
+)
 from ledgermq.clock import Clock
 from ledgermq.errors import LocalProtocolError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
-from ledgermq.protocol.batch import add_batch_entry
+from ledgermq.protocol.batch import add_batch_entry, encode_plain_entries
 from ledgermq.protocol.message import MAX_PROPERTIES_BYTES
 from ledgermq.util.unique_ids import UniqueIdGenerator
 
@@ -96,6 +102,7 @@ def prepare_batch(msgs: Sequence[Message], ids: UniqueIdGenerator, clock: Clock,
         raise MessageInvalidError("retry-group messages are not supported in a batch")
     parts: list[bytes] = []
     msg_ids: list[str] = []
+    fresh = iter(ids.next_ids(len(msgs), clock.wall_ms()))  # one lock and clock read per batch
     try:
         for msg in msgs:
             if msg.topic != topic:
@@ -107,7 +114,7 @@ def prepare_batch(msgs: Sequence[Message], ids: UniqueIdGenerator, clock: Clock,
             validate_message_fields(msg, max_message_size)  # the topic is the one checked above
             props = msg.wire_properties()
             if P.UNIQ_KEY not in props:
-                props[P.UNIQ_KEY] = ids.next_id(clock.wall_ms())
+                props[P.UNIQ_KEY] = next(fresh)
             msg_ids.append(props[P.UNIQ_KEY])
             add_batch_entry(parts, msg.flag, bytes(msg.body), P.encode_properties(props))
     except LocalProtocolError as exc:
@@ -117,3 +124,68 @@ def prepare_batch(msgs: Sequence[Message], ids: UniqueIdGenerator, clock: Clock,
         raise MessageInvalidError(f"the batch is {len(body)} bytes, over the maximum {max_message_size}")
     wait = "true" if msgs[0].wait_store_msg_ok else "false"
     return Outgoing(topic, body, 0, 0, P.encode_properties({P.WAIT: wait}), ",".join(msg_ids), True)
+
+
+UNIQ_KEY_PAIR = P.UNIQ_KEY + P.NAME_VALUE_SEPARATOR
+# The property text every row of a plain frame carries before its UNIQ_KEY (WAIT is always written).
+PLAIN_ROW_PREFIX = f"{P.WAIT}{P.NAME_VALUE_SEPARATOR}true{P.PROPERTY_SEPARATOR}"
+
+
+def row_prefix(tags: str | None, keys: str | None, properties: Mapping[str, str]) -> str:
+    """A row's property text up to its UNIQ_KEY, for ``prepare_rows``: what
+    ``encode_properties(Message(t, b, tags=tags, keys=keys, properties=properties).wire_properties())``
+    writes, each pair followed by 0x02, after the checks ``validate_message_fields`` makes of
+    the same fields (``MessageInvalidError`` when a text holds a separator)."""
+    pairs: list[str] = []
+    if tags:
+        _check_text("the tags", tags)
+        pairs.append(f"{P.TAGS}{P.NAME_VALUE_SEPARATOR}{tags}")
+    if keys:
+        key_list = [k for k in keys.split(P.KEY_SEPARATOR) if k]
+        for key in key_list:
+            _check_text("the key", key)
+        if key_list:
+            pairs.append(f"{P.KEYS}{P.NAME_VALUE_SEPARATOR}{P.KEY_SEPARATOR.join(key_list)}")
+    pairs.append(PLAIN_ROW_PREFIX[:-1])
+    for k, v in properties.items():
+        _check_text("the property name", k)
+        _check_text("the property value", v)
+        if k and v:
+            pairs.append(f"{k}{P.NAME_VALUE_SEPARATOR}{v}")
+    pairs.append("")  # the separator before UNIQ_KEY
+    return P.PROPERTY_SEPARATOR.join(pairs)
+
+
+def prepare_rows(
+    topic: str,
+    bodies: Sequence[bytes],
+    prefixes: Sequence[str],
+    ids: UniqueIdGenerator,
+    clock: Clock,
+    max_message_size: int,
+) -> Outgoing:
+    """``prepare_batch`` for a writer that holds columns (the Spark sink): row ``i`` is
+    ``bodies[i]`` with the property text ``prefixes[i]`` (every pair but UNIQ_KEY, each
+    followed by 0x02, in the order ``Message.wire_properties`` gives them, already checked
+    for separators by the writer) and a fresh UNIQ_KEY last. The same bytes
+    ``prepare_batch`` makes of the same messages, without a ``Message``, a dict and a
+    property encoding per row."""
+    if not bodies:
+        raise MessageInvalidError("a batch needs at least one message")
+    validate_topic(topic)
+    if topic.startswith(RETRY_PREFIX):
+        raise MessageInvalidError("retry-group messages are not supported in a batch")
+    sizes = [len(b) for b in bodies]
+    if min(sizes) == 0:
+        raise MessageInvalidError("the message body length is zero")
+    if max(sizes) > max_message_size:
+        raise MessageInvalidError(f"the message body is {max(sizes)} bytes, over the maximum {max_message_size}")
+    msg_ids = ids.next_ids(len(bodies), clock.wall_ms())
+    texts = [f"{prefix}{UNIQ_KEY_PAIR}{uid}".encode() for prefix, uid in zip(prefixes, msg_ids, strict=True)]
+    try:
+        body = encode_plain_entries(bodies, texts)
+    except LocalProtocolError as exc:
+        raise MessageInvalidError(str(exc)) from None
+    if len(body) > max_message_size:
+        raise MessageInvalidError(f"the batch is {len(body)} bytes, over the maximum {max_message_size}")
+    return Outgoing(topic, body, 0, 0, P.encode_properties({P.WAIT: "true"}), ",".join(msg_ids), True)

@@ -401,6 +401,16 @@ class Producer:
         self._check_running()
         return await self._sync_send(self._prepare_batch(msgs), timeout)
 
+    async def send_prepared(
+        self, out: Outgoing, queue: MessageQueue | None = None, *, timeout: float | None = None
+    ) -> SendResult:
+        """A batch made by ``outgoing.prepare_rows`` from columns (the Spark sink's rows): as
+        ``send_batch``, or with ``queue`` as ``send_batch_to_queue``."""
+        self._check_running()
+        if queue is None:
+            return await self._sync_send(out, timeout)
+        return await self._send_selected(out, queue, timeout)
+
     async def send_to_queue(self, msg: Message, queue: MessageQueue, *, timeout: float | None = None) -> SendResult:
         """One attempt on ``queue`` (``send(msg, mq)``); errors are raised as they come."""
         self._check_running()

@@ -90,6 +90,26 @@ def test_prepare_batch_body_is_the_entries_encode_batch_makes() -> None:
     assert out.batch and out.topic == "T" and out.properties == "WAIT\x01true"
 
 
+def test_plain_messages_in_a_batch_are_encoded_as_any_other() -> None:
+    """Messages with no tags, keys, properties or flag take a shorter way through
+    ``prepare_batch``; their entries are what the general encoding makes of them."""
+    msgs = [
+        Message("T", b"plain"),
+        Message("T", b"no-wait", wait_store_msg_ok=False),
+        Message("T", bytearray(b"bytearray")),
+        Message("T", b"tagged", tags="t"),
+        Message("T", b"flagged", flag=3),
+        Message("T", b"plain again", keys=[]),
+    ]
+    out = prepare_batch(msgs, ids(), SYSTEM_CLOCK, MAX)
+    uniq = out.msg_id.split(",")
+    expected = [
+        BatchEntry(m.flag, bytes(m.body), P.encode_properties({**m.wire_properties(), P.UNIQ_KEY: u}))
+        for m, u in zip(msgs, uniq, strict=True)
+    ]
+    assert out.body == encode_batch(expected) and len(set(uniq)) == len(msgs)
+
+
 @pytest.mark.parametrize(
     ("bad", "words"),
     [

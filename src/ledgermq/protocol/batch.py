@@ -26,38 +26,23 @@ class BatchEntry:
 
 
 def encode_batch(entries: Iterable[BatchEntry]) -> bytes:
-    parts: list[bytes] = []
-    for e in entries:
-        add_batch_entry(parts, e.flag, e.body, e.properties)
-    return b"".join(parts)
+    rows = list(entries)
+    return encode_entries([e.body for e in rows], [e.properties.encode() for e in rows], [e.flag for e in rows])
 
 
-def add_batch_entry(parts: list[bytes], flag: int, body: bytes, properties: str) -> None:
-    """Append one entry's pieces to ``parts`` (``b"".join(parts)`` is the batch body): what
-    ``encode_batch`` does per entry, for a producer that has no ``BatchEntry`` to build."""
-    props = properties.encode()
-    if len(props) > 32767:
-        raise PropertiesTooLargeError(f"batch entry properties are {len(props)} bytes, more than 32767")
-    try:
-        parts.append(_ENTRY_HEAD.pack(ENTRY_OVERHEAD + len(body) + len(props), 0, 0, flag, len(body)))
-    except struct.error as exc:
-        raise LocalProtocolError(f"a batch entry field is out of range: {exc}") from exc
-    parts.append(body)
-    parts.append(_SHORT.pack(len(props)))
-    parts.append(props)
-
-
-def encode_plain_entries(bodies: Sequence[bytes], properties: Sequence[bytes]) -> bytes:
-    """A batch body of flag-0 entries from two columns (bodies, encoded property texts):
-    what ``add_batch_entry`` makes of each pair, for a writer that holds columns (the
-    Spark sink) and has no message objects to walk."""
+def encode_entries(bodies: Sequence[bytes], properties: Sequence[bytes], flags: Sequence[int] | None = None) -> bytes:
+    """A batch body from columns (bodies, encoded property texts, flags; all 0 when None):
+    one entry per row, with one join for the batch."""
     head, short, overhead = _ENTRY_HEAD.pack, _SHORT.pack, ENTRY_OVERHEAD
     parts: list[bytes] = []
     append = parts.append
-    for body, props in zip(bodies, properties, strict=True):
+    for i, (body, props) in enumerate(zip(bodies, properties, strict=True)):
         if len(props) > 32767:
             raise PropertiesTooLargeError(f"batch entry properties are {len(props)} bytes, more than 32767")
-        append(head(overhead + len(body) + len(props), 0, 0, 0, len(body)))
+        try:
+            append(head(overhead + len(body) + len(props), 0, 0, 0 if flags is None else flags[i], len(body)))
+        except struct.error as exc:
+            raise LocalProtocolError(f"a batch entry field is out of range: {exc}") from exc
         append(body)
         append(short(len(props)))
         append(props)

@@ -28,7 +28,7 @@ from ledgermq.clock import Clock
 from ledgermq.errors import LocalProtocolError
 from ledgermq.protocol import properties as P
 from ledgermq.protocol import sysflag as SF
-from ledgermq.protocol.batch import add_batch_entry, encode_plain_entries
+from ledgermq.protocol.batch import encode_entries
 from ledgermq.protocol.message import MAX_PROPERTIES_BYTES
 from ledgermq.util.unique_ids import UniqueIdGenerator
 
@@ -90,6 +90,26 @@ def prepare_message(
     return Outgoing(msg.topic, body, sysflag, msg.flag, text, props[P.UNIQ_KEY], False, reconsume, max_reconsume)
 
 
+UNIQ_KEY_PAIR = P.UNIQ_KEY + P.NAME_VALUE_SEPARATOR
+# The property text a message with no tags, keys or properties carries before its UNIQ_KEY
+# (WAIT is always written): every row of a plain Spark frame, most batched messages.
+PLAIN_ROW_PREFIX = f"{P.WAIT}{P.NAME_VALUE_SEPARATOR}true{P.PROPERTY_SEPARATOR}"
+_WAIT_FALSE_PREFIX = f"{P.WAIT}{P.NAME_VALUE_SEPARATOR}false{P.PROPERTY_SEPARATOR}"
+
+
+def _batch_entry_text(msg: Message, fresh: str, max_message_size: int) -> tuple[str, str]:
+    """A batched message's property text and UNIQ_KEY (its own, else ``fresh``), after the
+    checks a batch makes of each message."""
+    if msg.delay_level > 0:
+        raise MessageInvalidError("delayed messages are not supported in a batch")
+    if msg.deliver_at is not None or msg.delay is not None:
+        raise MessageInvalidError("timer messages (deliver_at / delay) are not supported in a batch")
+    validate_message_fields(msg, max_message_size)  # the topic is the batch's, checked once
+    props = msg.wire_properties()
+    uid = props.setdefault(P.UNIQ_KEY, fresh)
+    return P.encode_properties(props), uid
+
+
 def prepare_batch(msgs: Sequence[Message], ids: UniqueIdGenerator, clock: Clock, max_message_size: int) -> Outgoing:
     """``DefaultMQProducer.batch``: one topic, no delay, no retry topic; each message its own
     UNIQ_KEY. As in Java, a batch is not compressed (``sendKernelImpl`` compresses single
@@ -100,35 +120,40 @@ def prepare_batch(msgs: Sequence[Message], ids: UniqueIdGenerator, clock: Clock,
     validate_topic(topic)
     if topic.startswith(RETRY_PREFIX):
         raise MessageInvalidError("retry-group messages are not supported in a batch")
-    parts: list[bytes] = []
+    bodies: list[bytes] = []
+    texts: list[bytes] = []
+    flags: list[int] = []
     msg_ids: list[str] = []
-    fresh = iter(ids.next_ids(len(msgs), clock.wall_ms()))  # one lock and clock read per batch
+    max_size = max_message_size
     try:
-        for msg in msgs:
+        for msg, fresh in zip(msgs, ids.next_ids(len(msgs), clock.wall_ms()), strict=True):
             if msg.topic != topic:
                 raise MessageInvalidError(f"a batch must have one topic; {msg.topic!r} differs from {topic!r}")
-            if msg.delay_level > 0:
-                raise MessageInvalidError("delayed messages are not supported in a batch")
-            if msg.deliver_at is not None or msg.delay is not None:
-                raise MessageInvalidError("timer messages (deliver_at / delay) are not supported in a batch")
-            validate_message_fields(msg, max_message_size)  # the topic is the one checked above
-            props = msg.wire_properties()
-            if P.UNIQ_KEY not in props:
-                props[P.UNIQ_KEY] = next(fresh)
-            msg_ids.append(props[P.UNIQ_KEY])
-            add_batch_entry(parts, msg.flag, bytes(msg.body), P.encode_properties(props))
+            body = msg.body
+            if (
+                type(body) is bytes
+                and 0 < len(body) <= max_size
+                and not (msg.tags or msg.keys or msg.properties or msg.flag or msg.delay_level)
+                and msg.deliver_at is None
+                and msg.delay is None
+            ):  # a plain message (the usual batch): nothing to check or encode but its body
+                text = f"{PLAIN_ROW_PREFIX if msg.wait_store_msg_ok else _WAIT_FALSE_PREFIX}{UNIQ_KEY_PAIR}{fresh}"
+                flags.append(0)
+                msg_ids.append(fresh)
+            else:
+                text, uid = _batch_entry_text(msg, fresh, max_size)
+                flags.append(msg.flag)
+                msg_ids.append(uid)
+                body = bytes(body)
+            bodies.append(body)
+            texts.append(text.encode())
+        body = encode_entries(bodies, texts, flags)
     except LocalProtocolError as exc:
         raise MessageInvalidError(str(exc)) from None
-    body = b"".join(parts)
     if len(body) > max_message_size:
         raise MessageInvalidError(f"the batch is {len(body)} bytes, over the maximum {max_message_size}")
     wait = "true" if msgs[0].wait_store_msg_ok else "false"
     return Outgoing(topic, body, 0, 0, P.encode_properties({P.WAIT: wait}), ",".join(msg_ids), True)
-
-
-UNIQ_KEY_PAIR = P.UNIQ_KEY + P.NAME_VALUE_SEPARATOR
-# The property text every row of a plain frame carries before its UNIQ_KEY (WAIT is always written).
-PLAIN_ROW_PREFIX = f"{P.WAIT}{P.NAME_VALUE_SEPARATOR}true{P.PROPERTY_SEPARATOR}"
 
 
 def row_prefix(tags: str | None, keys: str | None, properties: Mapping[str, str]) -> str:
@@ -183,7 +208,7 @@ def prepare_rows(
     msg_ids = ids.next_ids(len(bodies), clock.wall_ms())
     texts = [f"{prefix}{UNIQ_KEY_PAIR}{uid}".encode() for prefix, uid in zip(prefixes, msg_ids, strict=True)]
     try:
-        body = encode_plain_entries(bodies, texts)
+        body = encode_entries(bodies, texts)
     except LocalProtocolError as exc:
         raise MessageInvalidError(str(exc)) from None
     if len(body) > max_message_size:

@@ -111,6 +111,35 @@ def test_plain_messages_in_a_batch_are_encoded_as_any_other() -> None:
 
 
 @pytest.mark.parametrize(
+    "msg",
+    [
+        Message("T", b"plain"),
+        Message("T", b"no-wait", wait_store_msg_ok=False),
+        Message("T", bytearray(b"bytearray")),
+        Message("T", b"tagged", tags="t", keys="k", properties={"u": "1"}),
+        Message("%RETRY%g", b"retry"),
+        Message("T", b"x" * 4095),
+    ],
+)
+def test_a_plain_message_is_prepared_as_any_other(msg: Message) -> None:
+    """Messages with no tags, keys, properties or flag and a body under the compression
+    threshold take a shorter way through ``prepare_message``; the outcome is the general one."""
+    out = prepare_message(msg, ids(), SYSTEM_CLOCK, MAX, 4096, 5)
+    text = P.encode_properties({**msg.wire_properties(), P.UNIQ_KEY: out.msg_id})
+    assert out == Outgoing(msg.topic, bytes(msg.body), 0, msg.flag, text, out.msg_id)
+    assert len(out.msg_id) == 32
+
+
+def test_a_plain_message_still_has_its_topic_and_size_checked() -> None:
+    for msg, words in [(Message("bad topic", b"x"), "illegal"), (Message("T", b""), "length is zero")]:
+        with pytest.raises(MessageInvalidError, match=words):
+            prepare_message(msg, ids(), SYSTEM_CLOCK, MAX, 4096, 5)
+    with pytest.raises(MessageInvalidError, match="over the maximum"):
+        prepare_message(Message("T", b"x" * 11), ids(), SYSTEM_CLOCK, 10, 4096, 5)
+    assert prepare_message(Message("T", b"x" * 4096), ids(), SYSTEM_CLOCK, MAX, 4096, 5).sysflag != 0  # compressed
+
+
+@pytest.mark.parametrize(
     ("bad", "words"),
     [
         (Message("Other", b"x"), "one topic"),

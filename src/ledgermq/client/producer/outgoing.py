@@ -38,6 +38,11 @@ COMPRESS_LEVEL = 5
 RETRY_PREFIX = "%RETRY%"
 RECONSUME_TIME = "RECONSUME_TIME"
 MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+UNIQ_KEY_PAIR = P.UNIQ_KEY + P.NAME_VALUE_SEPARATOR
+# The property text a message with no tags, keys or properties carries before its UNIQ_KEY
+# (WAIT is always written): every row of a plain Spark frame, most batched messages.
+PLAIN_ROW_PREFIX = f"{P.WAIT}{P.NAME_VALUE_SEPARATOR}true{P.PROPERTY_SEPARATOR}"
+_WAIT_FALSE_PREFIX = f"{P.WAIT}{P.NAME_VALUE_SEPARATOR}false{P.PROPERTY_SEPARATOR}"
 
 
 @dataclass(slots=True)
@@ -55,6 +60,15 @@ class Outgoing:
     max_reconsume_times: int | None = None
 
 
+def _plain(msg: Message) -> bool:
+    """No tags, keys, properties, flag, delay or timer: the property text is WAIT and the UNIQ_KEY."""
+    return (
+        not (msg.tags or msg.keys or msg.properties or msg.flag or msg.delay_level)
+        and msg.deliver_at is None
+        and msg.delay is None
+    )
+
+
 def prepare_message(
     msg: Message,
     ids: UniqueIdGenerator,
@@ -68,6 +82,14 @@ def prepare_message(
 
     A retry-topic message's RECONSUME_TIME and MAX_RECONSUME_TIMES properties move to the
     request header, as ``sendKernelImpl`` does, because the broker reads them there."""
+    body = msg.body
+    if type(body) is bytes and 0 < len(body) < compress_over and len(body) <= max_message_size and _plain(msg):
+        # the usual message: only its topic to check, and its property text is WAIT and UNIQ_KEY
+        validate_topic(msg.topic)
+        if not msg.topic.startswith(RETRY_PREFIX):
+            uid = ids.next_id(clock.wall_ms())
+            text = f"{PLAIN_ROW_PREFIX if msg.wait_store_msg_ok else _WAIT_FALSE_PREFIX}{UNIQ_KEY_PAIR}{uid}"
+            return Outgoing(msg.topic, body, 0, 0, text, uid)
     validate_message(msg, max_message_size)
     props = msg.wire_properties()
     if P.UNIQ_KEY not in props:
@@ -88,13 +110,6 @@ def prepare_message(
     if len(text) * 4 > MAX_PROPERTIES_BYTES and len(text.encode()) > MAX_PROPERTIES_BYTES:
         raise MessageInvalidError(f"the message properties are longer than {MAX_PROPERTIES_BYTES} bytes")
     return Outgoing(msg.topic, body, sysflag, msg.flag, text, props[P.UNIQ_KEY], False, reconsume, max_reconsume)
-
-
-UNIQ_KEY_PAIR = P.UNIQ_KEY + P.NAME_VALUE_SEPARATOR
-# The property text a message with no tags, keys or properties carries before its UNIQ_KEY
-# (WAIT is always written): every row of a plain Spark frame, most batched messages.
-PLAIN_ROW_PREFIX = f"{P.WAIT}{P.NAME_VALUE_SEPARATOR}true{P.PROPERTY_SEPARATOR}"
-_WAIT_FALSE_PREFIX = f"{P.WAIT}{P.NAME_VALUE_SEPARATOR}false{P.PROPERTY_SEPARATOR}"
 
 
 def _batch_entry_text(msg: Message, fresh: str, max_message_size: int) -> tuple[str, str]:
@@ -130,13 +145,8 @@ def prepare_batch(msgs: Sequence[Message], ids: UniqueIdGenerator, clock: Clock,
             if msg.topic != topic:
                 raise MessageInvalidError(f"a batch must have one topic; {msg.topic!r} differs from {topic!r}")
             body = msg.body
-            if (
-                type(body) is bytes
-                and 0 < len(body) <= max_size
-                and not (msg.tags or msg.keys or msg.properties or msg.flag or msg.delay_level)
-                and msg.deliver_at is None
-                and msg.delay is None
-            ):  # a plain message (the usual batch): nothing to check or encode but its body
+            if type(body) is bytes and 0 < len(body) <= max_size and _plain(msg):
+                # the usual batched message: nothing to check or encode but its body
                 text = f"{PLAIN_ROW_PREFIX if msg.wait_store_msg_ok else _WAIT_FALSE_PREFIX}{UNIQ_KEY_PAIR}{fresh}"
                 flags.append(0)
                 msg_ids.append(fresh)

@@ -335,6 +335,36 @@ async def test_broker_requests_running_info_status_reset_and_direct(tmp_path: Pa
             await c.shutdown()
 
 
+@aio(60)
+async def test_listeners_that_wait_run_at_most_consume_thread_max_at_once(tmp_path: Path) -> None:
+    """The consume pool's tasks are what bounds concurrent ``async def`` listeners (as Java's
+    consume threads do): no more than ``consume_thread_max`` are inside one at a time, and
+    that many are reached while they wait."""
+    topic = "BoundTopic"
+    async with running(tmp_path, ("broker-a",)) as cl, Producer("pg", cl.ns_addr) as producer:
+        ids = await send_many(producer, topic, 60)
+        inside, peak, seen = 0, 0, 0
+
+        async def listener(msgs: list[Any], _context: object) -> ConsumeConcurrentlyStatus:
+            nonlocal inside, peak, seen
+            inside += 1
+            peak = max(peak, inside)
+            await asyncio.sleep(0.05)
+            inside -= 1
+            seen += len(msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        c = consumer("cg-bound", cl.ns_addr, consume_from_where=FIRST, consume_thread_min=3, consume_thread_max=3)
+        c.subscribe(topic)
+        c.register_listener(listener)
+        await c.start()
+        try:
+            await wait_until("every message consumed", lambda: seen >= len(ids), timeout=30)
+        finally:
+            await c.shutdown()
+        assert peak == 3
+
+
 def test_configuration_is_checked() -> None:
     with pytest.raises(MQClientError):
         PushConsumer("", "127.0.0.1:9876")

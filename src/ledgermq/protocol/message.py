@@ -362,23 +362,24 @@ def decode_record(
     props_text = bytes(buf[p : p + props_len]).decode("utf-8", "replace")
     if inflate and sysflag & SF.COMPRESSED:
         body = inflate_body(body, sysflag)
+    # positional, in the fields' order: a third of the cost of keywords for a slotted dataclass
     return MessageRecord(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        flag=flag,
-        queue_offset=queue_offset,
-        physical_offset=phys,
-        sysflag=sysflag,
-        born_timestamp=born_ts,
-        born_host=unpack_host(born_ip, born_port),
-        store_timestamp=store_ts,
-        store_host=unpack_host(store_ip, store_port),
-        reconsume_times=reconsume,
-        prepared_transaction_offset=prepared,
-        properties=P.decode_properties(props_text),
-        body_crc=crc,
-        store_size=total,
+        topic,
+        body,
+        queue_id,
+        flag,
+        queue_offset,
+        phys,
+        sysflag,
+        born_ts,
+        unpack_host(born_ip, born_port),
+        store_ts,
+        unpack_host(store_ip, store_port),
+        reconsume,
+        prepared,
+        P.decode_properties(props_text),
+        crc,
+        total,
     )
 
 

@@ -199,13 +199,18 @@ class ConsumeMessageService:
     async def call_listener(self, msgs: list[MessageRecord], context: Any) -> Any:
         """The listener's answer, holding one worker slot; exceptions propagate."""
         async with self.slots:
-            if self.is_async:
-                return await self.listener(msgs, context)
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self.executor, self.listener, msgs, context)
-            if inspect.isawaitable(result):
-                return await result
-            return result
+            return await self.call_in_pool(msgs, context)
+
+    async def call_in_pool(self, msgs: list[MessageRecord], context: Any) -> Any:
+        """The listener's answer without taking a slot: for a caller that is one of the
+        consume pool's ``max_workers`` tasks, which bound the calls already."""
+        if self.is_async:
+            return await self.listener(msgs, context)
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self.executor, self.listener, msgs, context)
+        if inspect.isawaitable(result):
+            return await result
+        return result
 
     def submit(self, msgs: list[MessageRecord], pq: ProcessQueue, mq: MessageQueue, dispatch: bool) -> None:
         raise NotImplementedError
@@ -360,7 +365,8 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             msg.properties[PROPERTY_CONSUME_START_TIME] = start
         status: ConsumeConcurrentlyStatus | None
         try:
-            status = coerce_status(await self.call_listener(list(msgs), context), ConsumeConcurrentlyStatus)
+            # a consume request runs on one of the pool's tasks: no slot to take
+            status = coerce_status(await self.call_in_pool(list(msgs), context), ConsumeConcurrentlyStatus)
         except Exception:
             limited.log(
                 log,

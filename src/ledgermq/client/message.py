@@ -147,7 +147,8 @@ def _topic_problem(topic: str) -> str | None:
     return None
 
 
-def _check_text(what: str, text: str) -> None:
+def check_property_text(what: str, text: str) -> None:
+    """Refuse a text the property encoding would split (it holds a separator)."""
     if P.NAME_VALUE_SEPARATOR in text or P.PROPERTY_SEPARATOR in text:
         raise MessageInvalidError(f"{what} {text!r} contains a 0x01 or 0x02 character")
 
@@ -174,12 +175,12 @@ def validate_message_fields(msg: Message, max_message_size: int) -> None:
     if not -(2**31) <= msg.flag < 2**31:
         raise MessageInvalidError(f"the flag {msg.flag} is not a 32-bit integer")
     if msg.tags:
-        _check_text("the tags", msg.tags)
+        check_property_text("the tags", msg.tags)
     for key in msg.key_list:
-        _check_text("the key", key)
+        check_property_text("the key", key)
     for k, v in msg.properties.items():
-        _check_text("the property name", k)
-        _check_text("the property value", v)
+        check_property_text("the property name", k)
+        check_property_text("the property value", v)
 
 
 def _check_timer(msg: Message) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ledgermq.client.errors import MessageInvalidError
 from ledgermq.client.message import (
     Message,
-    _check_text,
+    check_property_text,
     validate_message,
     validate_message_fields,
     validate_topic,
@@ -139,19 +139,18 @@ def prepare_batch(msgs: Sequence[Message], ids: UniqueIdGenerator, clock: Clock,
     texts: list[bytes] = []
     flags: list[int] = []
     msg_ids: list[str] = []
-    max_size = max_message_size
     try:
         for msg, fresh in zip(msgs, ids.next_ids(len(msgs), clock.wall_ms()), strict=True):
             if msg.topic != topic:
                 raise MessageInvalidError(f"a batch must have one topic; {msg.topic!r} differs from {topic!r}")
             body = msg.body
-            if type(body) is bytes and 0 < len(body) <= max_size and _plain(msg):
+            if type(body) is bytes and 0 < len(body) <= max_message_size and _plain(msg):
                 # the usual batched message: nothing to check or encode but its body
                 text = f"{PLAIN_ROW_PREFIX if msg.wait_store_msg_ok else _WAIT_FALSE_PREFIX}{UNIQ_KEY_PAIR}{fresh}"
                 flags.append(0)
                 msg_ids.append(fresh)
             else:
-                text, uid = _batch_entry_text(msg, fresh, max_size)
+                text, uid = _batch_entry_text(msg, fresh, max_message_size)
                 flags.append(msg.flag)
                 msg_ids.append(uid)
                 body = bytes(body)
@@ -173,18 +172,18 @@ def row_prefix(tags: str | None, keys: str | None, properties: Mapping[str, str]
     the same fields (``MessageInvalidError`` when a text holds a separator)."""
     pairs: list[str] = []
     if tags:
-        _check_text("the tags", tags)
+        check_property_text("the tags", tags)
         pairs.append(f"{P.TAGS}{P.NAME_VALUE_SEPARATOR}{tags}")
     if keys:
         key_list = [k for k in keys.split(P.KEY_SEPARATOR) if k]
         for key in key_list:
-            _check_text("the key", key)
+            check_property_text("the key", key)
         if key_list:
             pairs.append(f"{P.KEYS}{P.NAME_VALUE_SEPARATOR}{P.KEY_SEPARATOR.join(key_list)}")
     pairs.append(PLAIN_ROW_PREFIX[:-1])
     for k, v in properties.items():
-        _check_text("the property name", k)
-        _check_text("the property value", v)
+        check_property_text("the property name", k)
+        check_property_text("the property value", v)
         if k and v:
             pairs.append(f"{k}{P.NAME_VALUE_SEPARATOR}{v}")
     pairs.append("")  # the separator before UNIQ_KEY

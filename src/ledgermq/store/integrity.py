@@ -10,6 +10,7 @@ range with ``CorruptRangeError``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -107,8 +108,7 @@ class StoreIntegrity:
                     mf.unpin()
                 pos += n
             reput = self.reput
-            dispatch_lock = reput.lock if reput is not None else threading.Lock()
-            with dispatch_lock:
+            with reput.holding_long() if reput is not None else contextlib.nullcontext():
                 for req in plan.records:  # units rewritten where they disagree (placeholders)
                     if reput is None or req.commit_log_offset < reput.reput_from:
                         redispatch(req, self.queues, self.index)
@@ -146,7 +146,7 @@ class StoreIntegrity:
         """The scrub found unit ``first_bad`` of ``cq`` wrong: re-derive the queue from there
         while dispatch waits (records below where dispatch stands; it does the rest)."""
         reput = self.reput
-        with reput.lock if reput is not None else threading.Lock():
+        with reput.holding_long() if reput is not None else contextlib.nullcontext():
             stop = reput.reput_from if reput is not None else self.commitlog.max_offset
             rederive(self._queue_check_context(), {cq: first_bad}, stop)
 
@@ -155,7 +155,7 @@ class StoreIntegrity:
         if self.index is None:
             return
         reput = self.reput
-        with reput.lock if reput is not None else threading.Lock():
+        with reput.holding_long() if reput is not None else contextlib.nullcontext():
             log.error("index file %s is broken (%s); dropping it and later files, rebuilding", bad.path.name, why)
             start = self.index.drop_from(bad)
             self._reindex(start, reput.reput_from if reput is not None else self.commitlog.max_offset)

@@ -53,7 +53,7 @@ class StoreReplication:
         reput = self.core.reput
         if reput is not None and not reput.wait_for(self.commitlog.max_offset, timeout):
             raise StoreError(f"records taken back were not dispatched within {timeout:.0f}s")
-        with reput.lock if reput is not None else contextlib.nullcontext():
+        with reput.holding_long() if reput is not None else contextlib.nullcontext():
             for cq in self.queues.all():
                 self.commitlog.queue_offsets[queue_key(cq.topic, cq.queue_id)] = cq.max_offset
 
@@ -80,7 +80,7 @@ class StoreReplication:
         its progress past the cut (stale entries are filtered out by key on lookup).
         """
         reput = self.core.reput
-        with reput.lock if reput is not None else contextlib.nullcontext():
+        with reput.holding_long() if reput is not None else contextlib.nullcontext():
             self.commitlog.truncate_after_offset(offset)
             for cq in self.queues.all():
                 cq.truncate_dirty(offset)

@@ -16,11 +16,12 @@ loop, so it may wait up to ``MAX_HOLD_S`` longer while a copy is under way).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ledgermq.clock import SYSTEM_CLOCK, Clock
 from ledgermq.protocol import sysflag as SF
@@ -45,6 +46,10 @@ ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max of
 # An appender dispatches what it just appended itself when no more than this is waiting;
 # a bigger backlog (recovery, a slave catching up) is left to the thread.
 INLINE_MAX_BYTES = 1024 * 1024
+# How long an appender waits for the thread's own pass to let go of the dispatch lock. A pass
+# is short (the backlog is small); the bound only matters if a long holder took the lock
+# between the appender's look at ``_long_holds`` and its wait.
+PASS_WAIT_S = 2.0
 MAX_HOLD_S = 0.5
 MIN_RUN_S = 0.05
 _HOLD_POLL_S = 0.02
@@ -135,7 +140,10 @@ class DispatchService(ServiceThread):
         self._waiting = 0  # callers in ``wait_for``, counted under ``_progress``
         # Held while dispatching; online truncation takes it so no unit for cut data is written.
         self.lock = threading.Lock()
-        self._thread_pass = False  # the thread's own pass holds ``lock`` (set and cleared under it)
+        # Holders that may keep ``lock`` long (repair, re-derivation, truncation; ``holding_long``),
+        # counted before they take it and after they let go, under ``_long_holds_lock``.
+        self._long_holds = 0
+        self._long_holds_lock = threading.Lock()
 
     def step(self) -> None:
         hold = self.hold_off
@@ -143,11 +151,7 @@ class DispatchService(ServiceThread):
             if hold is not None:
                 self._wait_while_held(hold)
             with self.lock:
-                self._thread_pass = True
-                try:
-                    self._dispatch_available(hold)
-                finally:
-                    self._thread_pass = False
+                self._dispatch_available(hold)
             if not self._held:
                 return
 
@@ -191,13 +195,14 @@ class DispatchService(ServiceThread):
         the broker read the client's next request, a pull after its SEND_OK, before the
         message is readable (tests/broker/test_send_visibility.py failed so beside another
         ``make test``). The lock is then this thread's, and what the pass left is
-        dispatched here as usual."""
+        dispatched here as usual. Only a holder that announced a long hold
+        (``holding_long``) is not waited for."""
         hold = self.hold_off
         if (
             self.stopping  # stopped: nothing more is dispatched, by the thread or here
             or self.commitlog.max_offset - self.reput_from > INLINE_MAX_BYTES
             or (hold is not None and hold())
-            or not (self.lock.acquire(blocking=False) or (self._thread_pass and self.lock.acquire()))
+            or not self._take_lock()
         ):
             self.wakeup()
             return {}
@@ -212,6 +217,31 @@ class DispatchService(ServiceThread):
             self._collecting = None
             self.lock.release()
         return arrivals
+
+    def _take_lock(self) -> bool:
+        """``lock`` for the appender: at once if free; after the thread's pass if that holds it;
+        not at all behind a long holder. Long holders say so before they take the lock (a flag
+        the pass set under it left two windows, just after it took the lock and just before
+        it let go, in which an appender gave up and answered before dispatching)."""
+        if self.lock.acquire(blocking=False):
+            return True
+        if self._long_holds:
+            return False  # the thread picks the records up after the long hold
+        return self.lock.acquire(timeout=PASS_WAIT_S)
+
+    @contextlib.contextmanager
+    def holding_long(self) -> Iterator[None]:
+        """``lock`` for work that may hold it long (repair, re-deriving queues, truncation):
+        an appender that finds it taken leaves its records to the thread instead of stalling
+        its loop until the work ends."""
+        with self._long_holds_lock:
+            self._long_holds += 1
+        try:
+            with self.lock:
+                yield
+        finally:
+            with self._long_holds_lock:
+                self._long_holds -= 1
 
     def dispatch_available(self) -> int:
         """Dispatch everything appended so far; return how many records were dispatched."""

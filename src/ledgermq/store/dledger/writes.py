@@ -55,7 +55,7 @@ class DLedgerWrites:
         (``index`` below the committed index)."""
         dl = self._dledger_log()
         reput = self.core.reput
-        with reput.lock if reput is not None else contextlib.nullcontext():
+        with reput.holding_long() if reput is not None else contextlib.nullcontext():
             dl.truncate_after_index(index)
         self.rebuild_queue_offsets()
 
@@ -70,7 +70,7 @@ class DLedgerWrites:
         dl = self._dledger_log()
         reput = self.core.reput
         with (
-            reput.lock if reput is not None else contextlib.nullcontext(),
+            reput.holding_long() if reput is not None else contextlib.nullcontext(),
             dl.refusing_reads(RERECOVERY_UNDER_WAY),
         ):
             ledger = dl.reopen_ledger()
@@ -101,7 +101,7 @@ class DLedgerWrites:
         """``rebuild_queue_offsets``'s work, for a store that is still starting."""
         dl = self.commitlog
         reput = self.core.reput
-        with reput.lock if reput is not None else contextlib.nullcontext():
+        with reput.holding_long() if reput is not None else contextlib.nullcontext():
             base = {queue_key(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
             dl.rebuild_queue_offsets(base, reput.reput_from if reput is not None else dl.max_offset)
 

@@ -95,3 +95,45 @@ def test_a_deferred_resolved_before_anyone_listens_still_answers() -> None:
         return None if answer is None else answer.remark
 
     asyncio.run(main())
+
+
+def test_a_deferred_tells_its_observer_then_the_server_then_its_listeners_once() -> None:
+    """The observer (the broker's latency count) and the server's answer sit in slots of
+    their own; both are told once, in that order, also when the observer fails, and also
+    when the Deferred was resolved before they were attached."""
+    told: list[tuple[object, ...]] = []
+    server = RemotingServer("127.0.0.1", 0)
+    server._done = lambda conn, request, answer: told.append(("server", conn, request, answer))  # type: ignore[method-assign]
+    request = RemotingCommand.request(DEFERRED, {})
+    answer = RemotingCommand(code=ResponseCode.SUCCESS, remark="later")
+
+    d = Deferred()
+    d.observe(lambda code, status, started: told.append(("observer", code, status, started)), DEFERRED, 7.5)
+    d._answer_through(server, "conn", request)  # type: ignore[arg-type]
+    d.add_listener(lambda a: told.append(("listener", a)))
+    assert told == []
+    d.resolve(answer)
+    d.resolve(RemotingCommand(code=ResponseCode.SYSTEM_ERROR))  # ignored: answered once
+    assert told == [
+        ("observer", DEFERRED, ResponseCode.SUCCESS, 7.5),
+        ("server", "conn", request, answer),
+        ("listener", answer),
+    ]
+
+    told.clear()
+    failing = Deferred()
+
+    def broken(code: int, status: int, started: float) -> None:
+        raise RuntimeError("observer broke")
+
+    failing.observe(broken, DEFERRED, 0.0)
+    failing._answer_through(server, "conn", request)  # type: ignore[arg-type]
+    failing.resolve(None)
+    assert told == [("server", "conn", request, None)]  # answered (nothing to send) all the same
+
+    told.clear()
+    done = Deferred()
+    done.resolve(answer)
+    done.observe(lambda code, status, started: told.append(("observer", code, status, started)), DEFERRED, 1.0)
+    done._answer_through(server, "conn", request)  # type: ignore[arg-type]
+    assert told == [("observer", DEFERRED, ResponseCode.SUCCESS, 1.0), ("server", "conn", request, answer)]

@@ -48,6 +48,9 @@ def bind(fn: BrokerProcessor, broker: Broker) -> Processor:
     count = broker.stats.count_request
     perf_counter = perf_seconds
 
+    def count_since(code: int, status: int, started: float) -> None:
+        count(code, status, perf_counter() - started)
+
     def processor(ctx: RequestContext, cmd: RemotingCommand) -> BrokerAnswer | Deferred | Awaitable[BrokerAnswer]:
         start = perf_counter()
         try:
@@ -64,10 +67,8 @@ def bind(fn: BrokerProcessor, broker: Broker) -> Processor:
         if isinstance(outcome, RemotingCommand):
             count(cmd.code, outcome.code, perf_counter() - start)
             return outcome
-        if isinstance(outcome, Deferred):  # the server answers from its listener: count there too
-            outcome.add_listener(
-                lambda answer: count(cmd.code, -1 if answer is None else answer.code, perf_counter() - start)
-            )
+        if isinstance(outcome, Deferred):  # the server answers when it is resolved: counted then
+            outcome.observe(count_since, cmd.code, start)
             return outcome
         return _counted(outcome, cmd, start)
 

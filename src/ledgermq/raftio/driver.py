@@ -118,7 +118,7 @@ class RaftDriver:
         self._last_tick_at: float | None = None
         self._flush_due = False
         self._reported: tuple[Role, int, str | None] = (self.node.role, self.node.term, self.node.leader)
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None  # made by the first ``wait_for`` after a change
         self._failed_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._persist_task: asyncio.Task[None] | None = None
@@ -259,6 +259,8 @@ class RaftDriver:
                 if predicate(st):
                     return st
                 event = self._changed
+                if event is None:
+                    event = self._changed = asyncio.Event()
                 await event.wait()
 
     async def wait_failed(self) -> str:
@@ -473,8 +475,12 @@ class RaftDriver:
                 log.exception("raft %s: on_role_change failed", self.config.self_id)
 
     def _notify(self) -> None:
-        event, self._changed = self._changed, asyncio.Event()
-        event.set()
+        """Wake every ``wait_for``. An event is made only when someone waits: this runs after
+        every Ready (twice per send on a leader), and nobody waits almost always."""
+        event = self._changed
+        if event is not None:
+            self._changed = None
+            event.set()
 
     def _fail(self, exc: BaseException, doing: str) -> None:
         """Fail-stop (a storage error, or a Ready that could not be carried out): log it, stop

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any, cast
 
+import pytest
+
 from ledgermq.broker.write_turn import FixedReplication, Need, Wait, WriteTurn
+from ledgermq.broker.write_turn import turn as turn_module
+from ledgermq.broker.write_turn.turn import REPLICA_DISPATCH_INTERVAL_S
 from ledgermq.clock import SYSTEM_CLOCK
 from ledgermq.net.read_round import ReadRound
 from ledgermq.store.message_store import MessageStore
@@ -181,7 +186,7 @@ def test_facts_noted_during_a_read_run_one_step_after_it_whose_answers_are_in_a_
     asyncio.run(main())
 
 
-def test_a_slaves_append_from_its_task_is_dispatched_at_once() -> None:
+def test_an_append_from_a_task_is_dispatched_at_once() -> None:
     async def main() -> None:
         calls: list[str] = []
         store = cast(MessageStore, cast(Any, _Store(calls)))
@@ -191,5 +196,51 @@ def test_a_slaves_append_from_its_task_is_dispatched_at_once() -> None:
         assert calls == ["dispatch"]  # no loop pass in between
         await _settle()
         assert turn.steps == 1  # and nothing left for a scheduled step
+
+    asyncio.run(main())
+
+
+def test_a_replicas_appends_share_one_dispatch_on_the_reput_cadence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slave's or a follower's appends are not dispatched per append, nor in the loop
+    passes after them, but once, by the cadence timer, for all of them together. (The
+    cadence is stretched to a second here so that "not in the next passes" holds on any
+    machine; the broker's is REPLICA_DISPATCH_INTERVAL_S.)"""
+    assert REPLICA_DISPATCH_INTERVAL_S == 0.001  # RocketMQ's reput thread: a pass every millisecond
+    monkeypatch.setattr(turn_module, "REPLICA_DISPATCH_INTERVAL_S", 1.0)
+
+    async def main() -> None:
+        calls: list[str] = []
+        store = cast(MessageStore, cast(Any, _Store(calls)))
+        turn = WriteTurn(store, SYSTEM_CLOCK, FixedReplication(), None, ReadRound())
+        turn.bind(asyncio.get_running_loop())
+        started = time.monotonic()
+        for _ in range(3):
+            turn.replica_appended()
+        await _settle()
+        assert calls == [] and turn.steps == 0  # not per append, not in the next passes
+        while not calls and time.monotonic() < started + 10:
+            await asyncio.sleep(0.01)
+        assert calls == ["dispatch"] and turn.steps == 1
+        assert time.monotonic() - started >= 0.9  # by the cadence timer
+        turn.replica_appended()  # a later append gets a cadence of its own
+        await _settle()
+        assert calls == ["dispatch"]
+        while len(calls) < 2 and time.monotonic() < started + 20:
+            await asyncio.sleep(0.01)
+        assert calls == ["dispatch", "dispatch"] and turn.steps == 2
+
+    asyncio.run(main())
+
+
+def test_a_stopped_turn_dispatches_no_pending_replica_append() -> None:
+    async def main() -> None:
+        calls: list[str] = []
+        store = cast(MessageStore, cast(Any, _Store(calls)))
+        turn = WriteTurn(store, SYSTEM_CLOCK, FixedReplication(), None, ReadRound())
+        turn.bind(asyncio.get_running_loop())
+        turn.replica_appended()
+        turn.stop()
+        await asyncio.sleep(REPLICA_DISPATCH_INTERVAL_S * 20)
+        assert calls == [] and turn.steps == 0
 
     asyncio.run(main())

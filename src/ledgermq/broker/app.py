@@ -145,7 +145,7 @@ class BrokerApp:
                 ha.follow_store = False
                 ha.on_replicated = turn.changed
         if self.ha_client is not None:
-            self.ha_client.on_appended = turn.appended_now  # after its ack: dispatch at once
+            self.ha_client.on_appended = turn.replica_appended  # after its ack, on the reput cadence
 
     # -- the settings, held once (by the broker context) ---------------------------------
     @property
@@ -524,9 +524,16 @@ class BrokerApp:
 
     def _notify_ha(self) -> None:
         """The store was written outside a send (a DLedger commit): the end of this turn
-        dispatches (and replicates) it."""
-        if self.broker.turn is not None:
-            self.broker.turn.appended()
+        dispatches (and replicates) it on the leader, whose sends wait for it; a follower's
+        copy is dispatched on the replicas' cadence (write_turn/turn.py)."""
+        turn = self.broker.turn
+        if turn is None:
+            return
+        dledger = self.broker.dledger
+        if dledger is not None and not dledger.is_master:
+            turn.replica_appended()
+        else:
+            turn.appended()
 
     def _registration_hold(self, config: BrokerConfig) -> str | None:
         """A DLedger leader claims brokerId 0 only while its leadership is current: one

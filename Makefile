@@ -13,7 +13,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install install-run cc java chromium test test-long run lint bench bench-timers chaos chaos-rot soak example-spark spark-faults clean
 
-$(RUN_STAMP): pyproject.toml setup.py src/ledgermq/_recordc.c
+$(RUN_STAMP): pyproject.toml setup.py src/ledgermq/_recordc.c src/ledgermq/_record_decode.c src/ledgermq/_recordc.h
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e .
@@ -49,12 +49,13 @@ test: $(STAMP) java chromium
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -p tests.spark.xdist_scope -m "not long" --durations=20
-	# The send paths and the reput's record scan again with the compiled record path turned off (ledgermq/speedups.py).
+	# The send paths, the reput's record scan and the pulled records' decode again with the compiled record path turned off (ledgermq/speedups.py).
 	LEDGERMQ_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/store/test_batch_put.py \
 		tests/protocol/test_batch.py tests/broker/test_send.py tests/protocol/test_javahash.py tests/protocol/test_command.py \
 		tests/store/test_batch_records_c.py::test_the_compiled_record_path_is_built_unless_turned_off \
 		tests/store/test_single_records_c.py::test_the_pure_python_run_builds_every_record_in_python \
-		tests/store/test_window_dispatch.py tests/store/test_record_scan_c.py::test_the_compiled_scan_is_built_unless_turned_off
+		tests/store/test_window_dispatch.py tests/store/test_record_scan_c.py::test_the_compiled_scan_is_built_unless_turned_off \
+		tests/protocol/test_record_decode_c.py tests/protocol/test_message_fuzz.py tests/protocol/test_message_record.py
 
 # The whole-profile fault runs kept out of `make test` for time (the one-minute soak, the
 # SYNC_FLUSH data-fault profile, the TLS chaos profiles of the SYNC_MASTER and controller layouts,

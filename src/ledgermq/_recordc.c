@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_recordc.h"
+
 #define ENTRY_OVERHEAD 22 /* totalsize magic crc flag bodylen (5 x int32) + proplen (int16) */
 #define MAX_PAIRS 64
 #define MAX_PROPERTIES_BYTES 32767
@@ -44,7 +46,7 @@ static void crc_init(void) {
 }
 
 /* zlib.crc32(data): reflected CRC-32, slicing by eight. */
-static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
+uint32_t ledgermq_crc32(const unsigned char *p, Py_ssize_t n) {
     uint32_t c = 0xFFFFFFFFu;
     while (n >= 8) {
         uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
@@ -57,10 +59,6 @@ static uint32_t crc32_of(const unsigned char *p, Py_ssize_t n) {
     }
     while (n-- > 0) c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
-}
-
-static int32_t be32(const unsigned char *p) {
-    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3]);
 }
 
 static void put32(unsigned char *p, uint32_t v) {
@@ -269,7 +267,7 @@ static int build_record(const Shared *sh, const unsigned char *body, Py_ssize_t 
     unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(data);
     memcpy(o, sh->head_s, (size_t)sh->head_n);
     put32(o, (uint32_t)size);
-    put32(o + 8, crc32_of(body, body_len) & 0x7FFFFFFFu);
+    put32(o + 8, ledgermq_crc32(body, body_len) & 0x7FFFFFFFu);
     put32(o + 16, (uint32_t)flag);
     put32(o + sh->head_n - 4, (uint32_t)body_len);
     if (sh->per_record) {
@@ -730,7 +728,7 @@ static PyObject *crc32(PyObject *self, PyObject *arg) {
     (void)self;
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    uint32_t c = crc32_of((const unsigned char *)view.buf, view.len);
+    uint32_t c = ledgermq_crc32((const unsigned char *)view.buf, view.len);
     PyBuffer_Release(&view);
     return PyLong_FromUnsignedLong(c);
 }
@@ -755,10 +753,6 @@ static PyObject *crc32(PyObject *self, PyObject *arg) {
 #define SCAN_MAGIC ((int32_t)0xDAA320A7u)   /* message.MESSAGE_MAGIC_CODE */
 #define SCAN_BORNHOST_V6 0x10               /* sysflag.BORNHOST_V6: 12 bytes more of host */
 #define SCAN_STOREHOST_V6 0x20              /* sysflag.STOREHOST_V6 */
-
-static int64_t be64(const unsigned char *p) {
-    return (int64_t)((uint64_t)(uint32_t)be32(p) << 32 | (uint64_t)(uint32_t)be32(p + 4));
-}
 
 typedef struct {
     const unsigned char *s; /* NULL: no such pair with a value */
@@ -970,6 +964,8 @@ static PyMethodDef methods[] = {
     {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL,
      "The rows of the sound records of a run in a buffer, and the position after them."},
     {"crc32", crc32, METH_O, "zlib.crc32 of a bytes-like object (the records' BODYCRC before masking)."},
+    {"decode_records", (PyCFunction)(void (*)(void))ledgermq_decode_records, METH_FASTCALL,
+     "A pull body's records (see _record_decode.c), or None for a buffer the Python loop reads."},
     {NULL, NULL, 0, NULL},
 };
 

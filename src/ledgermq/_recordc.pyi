@@ -1,5 +1,6 @@
 """The compiled record paths (src/ledgermq/_recordc.c): sent messages' records (store/encoding.py),
-request headers and frames, Java's string hash, and the reput's record scan (store/record_scan.py)."""
+request headers and frames, Java's string hash, the reput's record scan (store/record_scan.py), and
+pulled records' decode (src/ledgermq/_record_decode.c, protocol/message.py)."""
 
 import mmap
 from collections.abc import Callable
@@ -55,6 +56,14 @@ def scan_records(
     special: Callable[[str, bytes, int, int, list[int]], int],
     /,
 ) -> tuple[list[Any], int]: ...
+def decode_records(
+    buf: bytes | bytearray | memoryview,
+    check_crc: bool,
+    inflate: bool,
+    record_cls: Callable[..., Any],
+    slow: Callable[..., Any],
+    /,
+) -> list[Any] | None: ...
 def java_hash(text: str, /) -> int: ...
 def java_ascii_hash(data: bytes | bytearray | memoryview, /) -> int | None: ...
 def crc32(data: bytes | bytearray | memoryview, /) -> int: ...

@@ -4,7 +4,8 @@ ledgermq runs from pure Python; where a C extension is built (``pip install`` co
 src/ledgermq/_recordc.c when a C compiler is there) the hot per-message paths use it: the
 records of sends and batches (store/encoding.py), request headers
 (protocol/header_codec.py), Java's string hash (protocol/javahash.py), a replica's
-read of stored records for its dispatch (store/record_scan.py).
+read of stored records for its dispatch (store/record_scan.py), a client's decode of
+pulled records (protocol/message.py, src/ledgermq/_record_decode.c).
 ``LEDGERMQ_PURE_PYTHON=1`` in the environment turns them off (the tests run both ways;
 a suspected difference between the two is checked by running with it set).
 """

@@ -201,7 +201,7 @@ def test_an_append_from_a_task_is_dispatched_at_once() -> None:
 
 
 def test_a_replicas_appends_share_one_dispatch_on_the_reput_cadence(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A slave's or a follower's appends are not dispatched per append, nor in the loop
+    """A slave's appends are not dispatched per append, nor in the loop
     passes after them, but once, by the cadence timer, for all of them together. (The
     cadence is stretched to a second here so that "not in the next passes" holds on any
     machine; the broker's is REPLICA_DISPATCH_INTERVAL_S.)"""

@@ -30,13 +30,15 @@ serves every connection read in that pass (64 senders on 64 connections: one dis
 one window to the slave, not 64); a callback scheduled from a scheduled callback (the old
 flush of a released answer) costs a pass of its own.
 
-A replica's appends (a slave's received frames, a DLedger follower's committed entries) are
-dispatched on a cadence instead, at most ``REPLICA_DISPATCH_INTERVAL_S`` after the first
-one (``replica_appended``), as RocketMQ's reput thread does on every broker (it polls every
-millisecond). Nobody waits on a replica's dispatch (its acknowledgement leaves before it),
-and with one send in flight it ran per message, just when the master or the leader needed
-the shared cores to answer: measured on 2 cores, deferring it cut a slave's CPU per
-message by a tenth to a fifth and a follower's by more (docs/benchmarks.md).
+A slave's appends are dispatched on a cadence instead, at most
+``REPLICA_DISPATCH_INTERVAL_S`` after the first one (``replica_appended``), as RocketMQ's
+reput thread does on every broker (it polls every millisecond). Nobody waits on a slave's
+dispatch (its acknowledgement leaves before it), and with few sends in flight it ran once
+per received frame: on 2 cores, with one send in flight, the cadence cut the slave's CPU
+per message by a tenth (ASYNC_MASTER) to a sixth (SYNC_MASTER); at 256 in flight, where
+a read already carries many frames, it changed nothing measurable (docs/benchmarks.md).
+A DLedger follower keeps dispatching per Ready: there the cadence's own timer wake-up cost
+what it saved at one send in flight, and a tenth more follower CPU at 256.
 
 The store never sees the loop: the broker tells it once that the appender dispatches
 (``MessageStore.set_appender_dispatches``) and calls ``dispatch_appended`` here. Time
@@ -136,8 +138,8 @@ class WriteTurn:
         self._schedule()
 
     def replica_appended(self) -> None:
-        """A replica appended (after its acknowledgement went out): dispatched by the step
-        the cadence timer runs, with whatever else it appended by then (module docstring)."""
+        """A slave appended (after its acknowledgement went out): dispatched by the step the
+        cadence timer runs, with whatever else it appended by then (module docstring)."""
         if self._replica_timer is not None:
             return
         loop = self._loop

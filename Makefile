@@ -13,7 +13,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install install-run cc java chromium test test-long run lint bench bench-timers chaos chaos-rot soak example-spark spark-faults clean
 
-$(RUN_STAMP): pyproject.toml setup.py src/ledgermq/_recordc.c src/ledgermq/_record_decode.c src/ledgermq/_recordc.h
+$(RUN_STAMP): pyproject.toml setup.py src/ledgermq/_recordc.c src/ledgermq/_record_decode.c src/ledgermq/_index_put.c src/ledgermq/_recordc.h
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e .
@@ -55,6 +55,7 @@ test: $(STAMP) java chromium
 		tests/store/test_batch_records_c.py::test_the_compiled_record_path_is_built_unless_turned_off \
 		tests/store/test_single_records_c.py::test_the_pure_python_run_builds_every_record_in_python \
 		tests/store/test_window_dispatch.py tests/store/test_record_scan_c.py::test_the_compiled_scan_is_built_unless_turned_off \
+		tests/store/test_index_put_c.py::test_the_compiled_index_put_is_used_unless_turned_off \
 		tests/protocol/test_record_decode_c.py tests/protocol/test_message_fuzz.py tests/protocol/test_message_record.py
 
 # The whole-profile fault runs kept out of `make test` for time (the one-minute soak, the

@@ -966,6 +966,8 @@ static PyMethodDef methods[] = {
     {"crc32", crc32, METH_O, "zlib.crc32 of a bytes-like object (the records' BODYCRC before masking)."},
     {"decode_records", (PyCFunction)(void (*)(void))ledgermq_decode_records, METH_FASTCALL,
      "A pull body's records (see _record_decode.c), or None for a buffer the Python loop reads."},
+    {"index_put_run", (PyCFunction)(void (*)(void))ledgermq_index_put_run, METH_FASTCALL,
+     "An index file's puts of a run of hashed keys (see _index_put.c), or None if it put none."},
     {NULL, NULL, 0, NULL},
 };
 

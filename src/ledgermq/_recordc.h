@@ -1,6 +1,6 @@
-/* What the two source files of ledgermq._recordc share: _recordc.c (sent records, headers,
- * frames, the reput's scan; it owns the CRC table and the module) and _record_decode.c (a
- * client's decode of pulled records). One CRC table, filled once at import, serves both. */
+/* What the source files of ledgermq._recordc share: _recordc.c (sent records, headers,
+ * frames, the reput's scan; it owns the CRC table and the module), _record_decode.c (a
+ * client's decode of pulled records) and _index_put.c (the index file's puts). One CRC table, filled once at import, serves both. */
 #ifndef LEDGERMQ_RECORDC_H
 #define LEDGERMQ_RECORDC_H
 
@@ -24,5 +24,9 @@ static inline int64_t be64(const unsigned char *p) {
 
 /* decode_records(buf, check_crc, inflate, record_cls, slow) (_record_decode.c). */
 PyObject *ledgermq_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+/* index_put_run(mm, slots, max_entries, count, slot_count, begin_phy, begin_ts, end_phy,
+ * end_ts, flat, start): an index file's puts of a run of hashed keys (_index_put.c). */
+PyObject *ledgermq_index_put_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -1,6 +1,7 @@
 """The compiled record paths (src/ledgermq/_recordc.c): sent messages' records (store/encoding.py),
-request headers and frames, Java's string hash, the reput's record scan (store/record_scan.py), and
-pulled records' decode (src/ledgermq/_record_decode.c, protocol/message.py)."""
+request headers and frames, Java's string hash, the reput's record scan (store/record_scan.py),
+pulled records' decode (src/ledgermq/_record_decode.c, protocol/message.py), and the index file's
+puts (src/ledgermq/_index_put.c, store/index.py)."""
 
 import mmap
 from collections.abc import Callable
@@ -64,6 +65,20 @@ def decode_records(
     slow: Callable[..., Any],
     /,
 ) -> list[Any] | None: ...
+def index_put_run(
+    mm: mmap.mmap,
+    slots: int,
+    max_entries: int,
+    count: int,
+    slot_count: int,
+    begin_phy: int,
+    begin_ts: int,
+    end_phy: int,
+    end_ts: int,
+    flat: list[int],
+    start: int,
+    /,
+) -> tuple[int, int, int, int, int, int, int] | None: ...
 def java_hash(text: str, /) -> int: ...
 def java_ascii_hash(data: bytes | bytearray | memoryview, /) -> int | None: ...
 def crc32(data: bytes | bytearray | memoryview, /) -> int: ...

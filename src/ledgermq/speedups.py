@@ -5,7 +5,8 @@ src/ledgermq/_recordc.c when a C compiler is there) the hot per-message paths us
 records of sends and batches (store/encoding.py), request headers
 (protocol/header_codec.py), Java's string hash (protocol/javahash.py), a replica's
 read of stored records for its dispatch (store/record_scan.py), a client's decode of
-pulled records (protocol/message.py, src/ledgermq/_record_decode.c).
+pulled records (protocol/message.py, src/ledgermq/_record_decode.c), the index file's puts
+(store/index_batch.py, src/ledgermq/_index_put.c).
 ``LEDGERMQ_PURE_PYTHON=1`` in the environment turns them off (the tests run both ways;
 a suspected difference between the two is checked by running with it set).
 """

@@ -32,12 +32,15 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from ledgermq import speedups
 from ledgermq.atomic_file import fsync_dir
 from ledgermq.clock import Clock
 from ledgermq.protocol import sysflag as SF
 from ledgermq.protocol.javahash import java_string_hash, java_utf8_hash
 from ledgermq.protocol.properties import KEY_SEPARATOR
 from ledgermq.store.dispatch import DispatchRequest
+from ledgermq.store.index_batch import IndexNotBuilt as IndexNotBuilt
+from ledgermq.store.index_batch import build_rows_c, build_staged_c
 from ledgermq.store.record_scan import KEYS, PHYS, STORE_TS, SYSFLAG, TOPIC, UNIQ, Row
 
 log = logging.getLogger(__name__)
@@ -49,15 +52,7 @@ ENTRY = struct.Struct(">iqii")
 ENTRY_SIZE = ENTRY.size  # 20
 _INT_MAX = 0x7FFFFFFF
 _KEY_SEPARATOR_B = KEY_SEPARATOR.encode()
-
-
-class IndexNotBuilt(Exception):
-    """``IndexService.build_rows`` or ``build_staged`` stopped at row ``failed`` (the rows
-    before it are indexed); the cause is chained."""
-
-    def __init__(self, failed: int) -> None:
-        super().__init__(f"row {failed} could not be indexed")
-        self.failed = failed
+_C = speedups.recordc
 
 
 def index_key_hash(key: str) -> int:
@@ -171,6 +166,31 @@ class IndexFile:
         self.dirty = True  # the header is written at flush: recovery never trusts an unflushed file
         return True
 
+    def put_run(self, flat: list[int], start: int) -> int:
+        """``put_hashed`` for keys ``start``, ``start + 1``, ... of ``flat`` ([java_hash,
+        phy_offset, store_ts] per key) in C (src/ledgermq/_index_put.c), a dispatch round's
+        keys at once; it stops at the first key the file has no room for or that holds a
+        value C does not (that one is ``put_hashed``'s). Returns how many it put."""
+        assert _C is not None
+        done = _C.index_put_run(
+            self.mm,
+            self.slots,
+            self.max_entries,
+            self.count,
+            self.slot_count,
+            self.begin_phy,
+            self.begin_ts,
+            self.end_phy,
+            self.end_ts,
+            flat,
+            start,
+        )
+        if done is None:
+            return 0
+        put, self.count, self.slot_count, self.begin_phy, self.begin_ts, self.end_phy, self.end_ts = done
+        self.dirty = True  # as put_hashed: the header is written at flush
+        return int(put)
+
     def _newest_before(self, idx: int) -> int:
         """The slot's newest entry below ``count``.
 
@@ -248,6 +268,9 @@ class IndexService:
         self.lock = threading.Lock()
         self._next_phy = 0  # records below this offset are indexed already (replay guard)
         self.files_dropped = 0  # files that failed their checks (load, scrub) and were rebuilt
+        # build_staged/build_rows put their keys in C (store/index_batch.py) where it is
+        # built; the Python loops are the reference (the tests turn this off to compare).
+        self.put_in_c = _C is not None
 
     def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> int | None:
         """Open index files; after a crash drop those newer than the checkpoint.
@@ -315,6 +338,9 @@ class IndexService:
         ``IndexNotBuilt`` naming the first request not indexed, as ``build_rows`` does."""
         i = 0
         with self.lock:
+            if self.put_in_c:
+                build_staged_c(self, reqs, count)
+                return
             try:
                 f: IndexFile | None = None
                 for i in range(count):
@@ -347,6 +373,9 @@ class IndexService:
         prefixes: dict[str, bytes] = {}
         i = 0
         with self.lock:
+            if self.put_in_c:
+                build_rows_c(self, rows, count)
+                return
             try:
                 f: IndexFile | None = None
                 for i in range(count):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from ledgermq import speedups
 from ledgermq.protocol import sysflag as SF
@@ -24,8 +24,26 @@ from ledgermq.protocol.properties import KEY_SEPARATOR
 from ledgermq.store.dispatch import DispatchRequest
 from ledgermq.store.record_scan import KEYS, PHYS, STORE_TS, SYSFLAG, TOPIC, UNIQ, Row
 
-if TYPE_CHECKING:
-    from ledgermq.store.index import IndexFile, IndexService
+
+class RunFile(Protocol):
+    """What the round needs of an index file (store/index.py's ``IndexFile``)."""
+
+    def put_run(self, flat: list[int], start: int) -> int: ...
+
+
+F = TypeVar("F", bound=RunFile)
+
+
+class IndexRounds(Protocol[F]):
+    """What the round needs of the index service (store/index.py's ``IndexService``, which
+    imports this module: naming it here would make an import circle)."""
+
+    _next_phy: int
+
+    def _writable(self) -> F: ...
+
+    def _put(self, f: F, java_hash: int, phy: int, ts: int) -> F: ...
+
 
 _KEY_SEPARATOR_B = KEY_SEPARATOR.encode()
 _TX_MASK = SF.TRANSACTION_MASK
@@ -43,7 +61,7 @@ class IndexNotBuilt(Exception):
         self.failed = failed
 
 
-def build_staged_c(svc: IndexService, reqs: Sequence[DispatchRequest], count: int) -> None:
+def build_staged_c(svc: IndexRounds[F], reqs: Sequence[DispatchRequest], count: int) -> None:
     """``IndexService.build_staged``'s loop with the puts in C; the caller holds the lock.
 
     ``flat`` holds [java_hash, phy, store_ts] per key; ``ends[j]`` is its length after the
@@ -53,7 +71,7 @@ def build_staged_c(svc: IndexService, reqs: Sequence[DispatchRequest], count: in
     ends: list[int] = []
     done: list[int] = []
     next_phy = svc._next_phy
-    f: IndexFile | None = None
+    f: F | None = None
     failure: tuple[int, Exception] | None = None
     i = 0
     try:
@@ -82,7 +100,7 @@ def build_staged_c(svc: IndexService, reqs: Sequence[DispatchRequest], count: in
     _put_gathered(svc, f, flat, ends, done, lambda j: reqs[j].commit_log_offset, failure)
 
 
-def build_rows_c(svc: IndexService, rows: Sequence[Row], count: int) -> None:
+def build_rows_c(svc: IndexRounds[F], rows: Sequence[Row], count: int) -> None:
     """``IndexService.build_rows``'s loop with the puts in C (see ``build_staged_c``); the
     caller holds the lock."""
     flat: list[int] = []
@@ -90,7 +108,7 @@ def build_rows_c(svc: IndexService, rows: Sequence[Row], count: int) -> None:
     done: list[int] = []
     prefixes: dict[str, bytes] = {}
     next_phy = svc._next_phy
-    f: IndexFile | None = None
+    f: F | None = None
     failure: tuple[int, Exception] | None = None
     i = 0
     try:
@@ -126,8 +144,8 @@ def build_rows_c(svc: IndexService, rows: Sequence[Row], count: int) -> None:
 
 
 def _put_gathered(
-    svc: IndexService,
-    f: IndexFile | None,
+    svc: IndexRounds[F],
+    f: F | None,
     flat: list[int],
     ends: list[int],
     done: list[int],

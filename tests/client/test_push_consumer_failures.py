@@ -175,3 +175,37 @@ async def test_concurrent_first_send_backs_share_one_inner_producer_and_shutdown
                 await c.shutdown()
         assert not instance.running  # the last user left: the instance and its loops stopped
         assert first._state == "shut down"
+
+
+@aio(60)
+async def test_an_ack_index_inside_the_batch_sends_the_rest_back(tmp_path: Path) -> None:
+    """``context.ack_index`` on CONSUME_SUCCESS: the messages after it failed and come back
+    (through the retry topic), the ones up to it are done; a batch answered in full is done."""
+    topic = "AckIndexTopic"
+    async with running(tmp_path, message_delay_level=FAST_DELAYS) as cl, Producer("pg", cl.ns_addr) as producer:
+        await producer.send(Message(topic, b"create"))
+        col = Collector()
+        batches: list[list[bytes]] = []
+
+        def answer(msgs: list[MessageRecord], context: Any) -> ConsumeConcurrentlyStatus:
+            bodies = [m.body for m in msgs]
+            batches.append(bodies)
+            if bodies == [b"p-0", b"p-1", b"p-2"]:
+                context.ack_index = 0  # p-1 and p-2 failed
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        c = consumer("cg-ack-index", cl.ns_addr, consume_message_batch_max_size=8)
+        c.subscribe(topic)
+        c.register_listener(col.listener("c", answer))
+        try:
+            await c.start()
+            await wait_until("the first message", lambda: any(b"create" in b for b in batches))
+            sent = await producer.send_batch([Message(topic, f"p-{i}".encode()) for i in range(3)])
+            ids = sent.msg_id.split(",")
+            await wait_until("p-1 and p-2 again", lambda: col.ids()[ids[1]] >= 2 and col.ids()[ids[2]] >= 2, timeout=20)
+            again = [s for s in col.seen if s.msg_id in ids and s.reconsume_times == 1]
+            assert sorted(s.body for s in again) == [b"p-1", b"p-2"]
+            await asyncio.sleep(1.5)  # nothing else comes back: p-0 was done, and so were the retries
+            assert col.ids()[ids[0]] == 1 and col.ids()[ids[1]] == 2 and col.ids()[ids[2]] == 2
+        finally:
+            await c.shutdown()

@@ -396,7 +396,11 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         """``process_consume_result`` for a batch the listener consumed in full (the path
         nearly every message takes): counted, released, the offset moved on."""
         self.state.stats.consumed(mq.topic, len(msgs), 0)
-        offset = pq.remove_message(msgs)
+        self._release(msgs, pq, mq)
+
+    def _release(self, done: list[MessageRecord], pq: ProcessQueue, mq: MessageQueue) -> None:
+        """Forget ``done`` and move the queue's offset to what the cache now starts at."""
+        offset = pq.remove_message(done)
         if offset >= 0 and not pq.dropped:
             self.parts.offset_store.update_offset(mq, offset, increase_only=True)
 
@@ -442,9 +446,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
                     lambda: self.submit(back_failed, pq, mq, True),
                     f"re-consuming {len(back_failed)} messages of {mq}",
                 )
-        offset = pq.remove_message(done)
-        if offset >= 0 and not pq.dropped:
-            self.parts.offset_store.update_offset(mq, offset, increase_only=True)
+        self._release(done, pq, mq)
 
     async def send_message_back(self, msg: MessageRecord, delay_level: int, broker_name: str) -> bool:
         """CONSUMER_SEND_MSG_BACK, else a copy to the retry topic; False if neither worked."""
